@@ -1,0 +1,97 @@
+# tapegrad: one build for the library, the examples, the tests and the benchmarks.
+#
+#   make          build everything (needs the system packages: see `make deps`)
+#   make deps     install missing Debian packages (apt-get as root, sudo otherwise)
+#   make test     deps + build + run the cmocka suite      (SANITIZE=1: ASan + UBSan)
+#   make demo     deps + build + run the main program
+#   make bench    deps + build + run the benchmarks (speed and memory targets live here)
+#   make figures  deps + build + regenerate docs/figures/
+#
+# Layout: sources in precision/ autograd/ nn/ optim/ form libtapegrad.a; examples/common/
+# forms libexamples.a; every folder examples/NAME/ is one program build/bin/NAME; every
+# tests/test_*.c is one test binary; every bench/*.c is one benchmark.
+
+SANITIZE ?= 0
+ifeq ($(SANITIZE),1)
+BUILD    ?= build-san
+OPT      ?= -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else
+BUILD    ?= build
+OPT      ?= -O3 -g
+endif
+# Native code is the point of a CPU trainer: the precision kernels need AVX2 or better to reach
+# their throughput. Override with ARCH= (empty) for a portable build.
+ARCH     ?= -march=native
+
+PKGS     := openblas cmocka libcjson
+CC       ?= cc
+CFLAGS   += -std=c11 -D_POSIX_C_SOURCE=200809L $(OPT) $(ARCH) -fopenmp -Wall -Wextra \
+            -I. -MMD -MP $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
+LDFLAGS  += -fopenmp $(filter -fsanitize%,$(OPT))
+
+LIB_SRC  := $(wildcard precision/*.c autograd/*.c nn/*.c optim/*.c)
+EX_SRC   := $(wildcard examples/common/*.c)
+PROGS    := $(filter-out common,$(notdir $(patsubst %/,%,$(dir $(wildcard examples/*/*.c)))))
+TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
+BENCHES  := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
+BINS     := $(addprefix $(BUILD)/bin/,$(PROGS))
+
+LIB      := $(BUILD)/lib/libtapegrad.a
+EXLIB    := $(BUILD)/lib/libexamples.a
+OBJ       = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+
+.PHONY: all deps test demo bench figures clean check-tests
+all: $(BINS) $(TESTS) $(BENCHES)
+
+deps:
+	@sh scripts/deps.sh
+
+test: deps
+	@$(MAKE) --no-print-directory check-tests
+
+check-tests: $(TESTS)
+	@sh tests/run.sh $(TESTS)
+
+demo: deps
+	@$(MAKE) --no-print-directory $(BUILD)/bin/train_gpt
+	@sh examples/demo.sh $(BUILD)
+
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@sh bench/run.sh $(BUILD)
+
+figures: deps
+	@$(MAKE) --no-print-directory all
+	@sh docs/figures.sh $(BUILD)
+
+$(LIB): $(call OBJ,$(LIB_SRC))
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+
+$(EXLIB): $(call OBJ,$(EX_SRC))
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+# One program per folder: every .c file in examples/NAME/ links into build/bin/NAME.
+.SECONDEXPANSION:
+$(BUILD)/bin/%: $$(call OBJ,$$(wildcard examples/%/*.c)) $(EXLIB) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(EXLIB) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(EXLIB) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+clean:
+	rm -rf build build-san
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

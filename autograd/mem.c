@@ -1,0 +1,173 @@
+#include "autograd/mem.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Each block carries a 64-byte header in front of the caller's storage: the size and category
+ * needed to undo the accounting in mem_free, padded so the storage stays 64-byte aligned (one
+ * cache line, and the widest vector load). */
+enum { HEADER_BYTES = 64 };
+static const uint32_t BLOCK_MAGIC = 0x7461706fu;
+
+typedef struct {
+    size_t   bytes;
+    uint32_t cat;
+    uint32_t magic;
+} BlockHeader;
+
+static MemStats stats;
+static size_t   budget[MEM_NCAT + 1];
+static char     last_error[256];
+
+static const char *const category_names[MEM_NCAT + 1] = {
+    "param", "grad", "optim", "act", "temp", "total",
+};
+
+const char *mem_category_name(MemCategory cat)
+{
+    return (unsigned)cat <= MEM_NCAT ? category_names[cat] : "?";
+}
+
+const char *mem_last_error(void) { return last_error; }
+
+void mem_set_budget(MemCategory cat, size_t bytes) { budget[cat] = bytes; }
+
+static bool over_budget(MemCategory cat, size_t bytes)
+{
+    const MemCategory checked[2] = { cat, MEM_ALL };
+    for (int i = 0; i < 2; i++) {
+        MemCategory c = checked[i];
+        if (budget[c] && stats.current[c] + bytes > budget[c]) {
+            char want[32], used[32], limit[32];
+            snprintf(last_error, sizeof last_error,
+                     "memory budget exceeded: %s allocation of %s with %s of %s in use, budget %s",
+                     mem_category_name(cat), mem_format_bytes(bytes, want, sizeof want),
+                     mem_format_bytes(stats.current[c], used, sizeof used),
+                     mem_category_name(c), mem_format_bytes(budget[c], limit, sizeof limit));
+            return true;
+        }
+    }
+    return false;
+}
+
+static void count(MemCategory cat, size_t bytes, bool add)
+{
+    const MemCategory counted[2] = { cat, MEM_ALL };
+    for (int i = 0; i < 2; i++) {
+        MemCategory c = counted[i];
+        if (add) {
+            stats.current[c] += bytes;
+            if (stats.current[c] > stats.peak[c])
+                stats.peak[c] = stats.current[c];
+        } else {
+            stats.current[c] -= bytes;
+        }
+    }
+}
+
+void *mem_try_alloc(MemCategory cat, size_t bytes)
+{
+    if ((unsigned)cat >= MEM_NCAT) {
+        snprintf(last_error, sizeof last_error, "invalid memory category %d", (int)cat);
+        return NULL;
+    }
+    if (over_budget(cat, bytes))
+        return NULL;
+    /* aligned_alloc wants a multiple of the alignment. */
+    size_t total = HEADER_BYTES + ((bytes + 63u) & ~(size_t)63u);
+    unsigned char *block = aligned_alloc(HEADER_BYTES, total);
+    if (!block) {
+        char want[32];
+        snprintf(last_error, sizeof last_error, "out of memory: %s allocation of %s",
+                 mem_category_name(cat), mem_format_bytes(bytes, want, sizeof want));
+        return NULL;
+    }
+    BlockHeader *h = (BlockHeader *)block;
+    h->bytes = bytes;
+    h->cat = (uint32_t)cat;
+    h->magic = BLOCK_MAGIC;
+    count(cat, bytes, true);
+    stats.allocations++;
+    return block + HEADER_BYTES;
+}
+
+void *mem_alloc(MemCategory cat, size_t bytes)
+{
+    void *p = mem_try_alloc(cat, bytes);
+    if (!p) {
+        fprintf(stderr, "tapegrad: %s\n", last_error);
+        exit(1);
+    }
+    return p;
+}
+
+void *mem_calloc(MemCategory cat, size_t bytes)
+{
+    void *p = mem_alloc(cat, bytes);
+    memset(p, 0, bytes);
+    return p;
+}
+
+static BlockHeader *header_of(const void *p)
+{
+    BlockHeader *h = (BlockHeader *)((unsigned char *)p - HEADER_BYTES);
+    if (h->magic != BLOCK_MAGIC) {
+        fprintf(stderr, "tapegrad: mem_free of a pointer that mem_alloc did not return\n");
+        abort();
+    }
+    return h;
+}
+
+void mem_free(void *p)
+{
+    if (!p)
+        return;
+    BlockHeader *h = header_of(p);
+    count((MemCategory)h->cat, h->bytes, false);
+    h->magic = 0;
+    free(h);
+}
+
+size_t mem_size(const void *p) { return header_of(p)->bytes; }
+
+MemCategory mem_category(const void *p) { return (MemCategory)header_of(p)->cat; }
+
+MemStats mem_stats(void) { return stats; }
+
+size_t mem_current(MemCategory cat) { return stats.current[cat]; }
+
+size_t mem_peak(MemCategory cat) { return stats.peak[cat]; }
+
+void mem_reset_peaks(void)
+{
+    for (int c = 0; c <= MEM_NCAT; c++)
+        stats.peak[c] = stats.current[c];
+}
+
+const char *mem_format_bytes(size_t bytes, char *buf, size_t len)
+{
+    static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024.0 && u < 4) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, len, "%zu B", bytes);
+    else
+        snprintf(buf, len, "%.1f %s", v, units[u]);
+    return buf;
+}
+
+void mem_report(FILE *out)
+{
+    fprintf(out, "%-8s %14s %14s\n", "category", "current", "peak");
+    for (int c = 0; c <= MEM_NCAT; c++) {
+        char cur[32], pk[32];
+        fprintf(out, "%-8s %14s %14s\n", mem_category_name((MemCategory)c),
+                mem_format_bytes(stats.current[c], cur, sizeof cur),
+                mem_format_bytes(stats.peak[c], pk, sizeof pk));
+    }
+}

@@ -1,0 +1,63 @@
+#ifndef TAPEGRAD_MEM_H
+#define TAPEGRAD_MEM_H
+/* The accounting allocator: every byte of tensor storage is allocated here, in exactly one
+ * memory category, so the memory figures the examples print are measured, not computed.
+ *
+ * Categories: param (model weights), grad (parameter gradients), optim (optimizer state and
+ * fp32 master weights), act (activations saved for backward), temp (scratch buffers and the
+ * activation gradients of the backward pass, which live only until consumed).
+ *
+ * Not thread-safe: allocate and free outside OpenMP parallel regions. */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+typedef enum {
+    MEM_PARAM,
+    MEM_GRAD,
+    MEM_OPTIM,
+    MEM_ACT,
+    MEM_TEMP,
+    MEM_NCAT,       /* number of categories; as a budget target it means "all of them" */
+} MemCategory;
+
+#define MEM_ALL MEM_NCAT
+
+typedef struct {
+    size_t current[MEM_NCAT + 1];   /* index MEM_ALL holds the total */
+    size_t peak[MEM_NCAT + 1];      /* highest value of current[] since the last reset */
+    size_t allocations;             /* number of successful allocations since start */
+} MemStats;
+
+/* 64-byte aligned, uninitialised storage of `bytes`, counted in `cat`. On failure (over budget,
+ * or out of memory) returns NULL and mem_last_error() says why. */
+void       *mem_try_alloc(MemCategory cat, size_t bytes);
+/* Like mem_try_alloc, but prints the reason and exits the program on failure. */
+void       *mem_alloc(MemCategory cat, size_t bytes);
+/* Zero-filled mem_alloc. */
+void       *mem_calloc(MemCategory cat, size_t bytes);
+/* Frees storage from mem_alloc; NULL is allowed. The category and size come from the block. */
+void        mem_free(void *p);
+/* Size and category of a live block. */
+size_t      mem_size(const void *p);
+MemCategory mem_category(const void *p);
+
+MemStats    mem_stats(void);
+size_t      mem_current(MemCategory cat);   /* cat may be MEM_ALL */
+size_t      mem_peak(MemCategory cat);
+/* Peaks restart from the current values, so the next phase's peak can be measured alone. */
+void        mem_reset_peaks(void);
+
+/* An optional limit on one category's current bytes, or on the total with MEM_ALL; 0 removes
+ * it. An allocation that would exceed a limit fails with a message naming the category, the
+ * request, the bytes in use and the limit. */
+void        mem_set_budget(MemCategory cat, size_t bytes);
+const char *mem_last_error(void);
+
+const char *mem_category_name(MemCategory cat);    /* "param", ..., "temp", "total" */
+/* A table of current and peak bytes per category. */
+void        mem_report(FILE *out);
+/* "12.3 MiB" style text for a byte count, in a caller's buffer. */
+const char *mem_format_bytes(size_t bytes, char *buf, size_t len);
+
+#endif

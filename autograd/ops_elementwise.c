@@ -1,0 +1,208 @@
+/* Elementwise ops: add, mul, bias add, scale, relu, gelu, and a sum to make scalar losses. */
+#include <math.h>
+
+#include "autograd/ops.h"
+
+static void check_same(const char *op, const Tensor *a, const Tensor *b)
+{
+    if (!tensor_same_shape(a, b)) {
+        char as[64], bs[64];
+        tensor_fatal("%s: shapes %s and %s differ", op, tensor_shape_str(a, as, sizeof as),
+                     tensor_shape_str(b, bs, sizeof bs));
+    }
+}
+
+static Tensor *like(Tape *tape, const Tensor *x) { return tape_tensor(tape, x->ndim, x->shape); }
+
+/* y = a + b.   da += dy,  db += dy.
+ * When a and b are the same tensor (x + x) both terms land in the same buffer: 2 dy. */
+static void add_backward(Node *n)
+{
+    const float *dy = n->out->grad;
+    for (int k = 0; k < 2; k++) {
+        if (!n->in[k]->requires_grad)
+            continue;
+        float *g = tensor_grad(n->in[k]);
+        #pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n->out->size; i++)
+            g[i] += dy[i];
+    }
+}
+
+Tensor *op_add(Tape *tape, Tensor *a, Tensor *b)
+{
+    check_same("op_add", a, b);
+    Tensor *y = like(tape, a);
+    #pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < y->size; i++)
+        y->data[i] = a->data[i] + b->data[i];
+    tape_record(tape, "add", add_backward, y, 2, (Tensor *[]){ a, b });
+    return y;
+}
+
+/* y = a * b.   da += dy * b,  db += dy * a.   (x * x gets dy*x + dy*x = 2 x dy.) */
+static void mul_backward(Node *n)
+{
+    Tensor *a = n->in[0], *b = n->in[1];
+    const float *dy = n->out->grad;
+    if (a->requires_grad) {
+        float *g = tensor_grad(a);
+        #pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < a->size; i++)
+            g[i] += dy[i] * b->data[i];
+    }
+    if (b->requires_grad) {
+        float *g = tensor_grad(b);
+        #pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < b->size; i++)
+            g[i] += dy[i] * a->data[i];
+    }
+}
+
+Tensor *op_mul(Tape *tape, Tensor *a, Tensor *b)
+{
+    check_same("op_mul", a, b);
+    Tensor *y = like(tape, a);
+    #pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < y->size; i++)
+        y->data[i] = a->data[i] * b->data[i];
+    tape_record(tape, "mul", mul_backward, y, 2, (Tensor *[]){ a, b });
+    return y;
+}
+
+/* y[r, j] = x[r, j] + bias[j].   dx += dy,  dbias[j] += sum_r dy[r, j].
+ * The bias sum runs over rows in a fixed order on one thread per column block, so it is
+ * reproducible for a given thread count. */
+static void bias_add_backward(Node *n)
+{
+    Tensor *x = n->in[0], *bias = n->in[1];
+    const float *dy = n->out->grad;
+    size_t rows = tensor_rows(x);
+    int N = tensor_last_dim(x);
+    if (x->requires_grad) {
+        float *g = tensor_grad(x);
+        #pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < x->size; i++)
+            g[i] += dy[i];
+    }
+    if (bias->requires_grad) {
+        float *g = tensor_grad(bias);
+        #pragma omp parallel for schedule(static)
+        for (int j = 0; j < N; j++) {
+            float acc = 0.0f;
+            for (size_t r = 0; r < rows; r++)
+                acc += dy[r * N + j];
+            g[j] += acc;
+        }
+    }
+}
+
+Tensor *op_bias_add(Tape *tape, Tensor *x, Tensor *bias)
+{
+    int N = tensor_last_dim(x);
+    if (bias->ndim != 1 || bias->shape[0] != N) {
+        char xs[64], bs[64];
+        tensor_fatal("op_bias_add: x %s and bias %s do not fit", tensor_shape_str(x, xs, sizeof xs),
+                     tensor_shape_str(bias, bs, sizeof bs));
+    }
+    Tensor *y = like(tape, x);
+    size_t rows = tensor_rows(x);
+    #pragma omp parallel for schedule(static)
+    for (size_t r = 0; r < rows; r++)
+        for (int j = 0; j < N; j++)
+            y->data[r * N + j] = x->data[r * N + j] + bias->data[j];
+    tape_record(tape, "bias_add", bias_add_backward, y, 2, (Tensor *[]){ x, bias });
+    return y;
+}
+
+/* y = s x.   dx += s dy. */
+static void scale_backward(Node *n)
+{
+    float s = n->f[0], *g = tensor_grad(n->in[0]);
+    const float *dy = n->out->grad;
+    #pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n->out->size; i++)
+        g[i] += s * dy[i];
+}
+
+Tensor *op_scale(Tape *tape, Tensor *x, float s)
+{
+    Tensor *y = like(tape, x);
+    #pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < y->size; i++)
+        y->data[i] = s * x->data[i];
+    Node *n = tape_record(tape, "scale", scale_backward, y, 1, (Tensor *[]){ x });
+    if (n)
+        n->f[0] = s;
+    return y;
+}
+
+/* y = max(x, 0).   dx += dy where x > 0 (the derivative at 0 is taken as 0). */
+static void relu_backward(Node *n)
+{
+    const float *x = n->in[0]->data, *dy = n->out->grad;
+    float *g = tensor_grad(n->in[0]);
+    #pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n->out->size; i++)
+        g[i] += x[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+Tensor *op_relu(Tape *tape, Tensor *x)
+{
+    Tensor *y = like(tape, x);
+    #pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < y->size; i++)
+        y->data[i] = x->data[i] > 0.0f ? x->data[i] : 0.0f;
+    tape_record(tape, "relu", relu_backward, y, 1, (Tensor *[]){ x });
+    return y;
+}
+
+/* GELU, tanh form (GPT-2):  y = x/2 (1 + tanh u),  u = sqrt(2/pi) (x + 0.044715 x^3).
+ *   dy/dx = (1 + tanh u)/2 + x/2 (1 - tanh^2 u) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+ * The backward recomputes tanh u from the saved input rather than keeping a second tensor. */
+static const float GELU_C = 0.7978845608028654f;   /* sqrt(2/pi) */
+static const float GELU_A = 0.044715f;
+
+static void gelu_backward(Node *n)
+{
+    const float *x = n->in[0]->data, *dy = n->out->grad;
+    float *g = tensor_grad(n->in[0]);
+    #pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n->out->size; i++) {
+        float xi = x[i];
+        float t = tanhf(GELU_C * (xi + GELU_A * xi * xi * xi));
+        float du = GELU_C * (1.0f + 3.0f * GELU_A * xi * xi);
+        g[i] += dy[i] * (0.5f * (1.0f + t) + 0.5f * xi * (1.0f - t * t) * du);
+    }
+}
+
+Tensor *op_gelu(Tape *tape, Tensor *x)
+{
+    Tensor *y = like(tape, x);
+    #pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < y->size; i++) {
+        float xi = x->data[i];
+        y->data[i] = 0.5f * xi * (1.0f + tanhf(GELU_C * (xi + GELU_A * xi * xi * xi)));
+    }
+    tape_record(tape, "gelu", gelu_backward, y, 1, (Tensor *[]){ x });
+    return y;
+}
+
+/* y = sum_i x_i (accumulated in double).   dx_i += dy. */
+static void sum_backward(Node *n)
+{
+    float dy = n->out->grad[0], *g = tensor_grad(n->in[0]);
+    for (size_t i = 0; i < n->in[0]->size; i++)
+        g[i] += dy;
+}
+
+Tensor *op_sum(Tape *tape, Tensor *x)
+{
+    Tensor *y = tape_tensor(tape, 1, (int[]){ 1 });
+    double acc = 0.0;
+    for (size_t i = 0; i < x->size; i++)
+        acc += x->data[i];
+    y->data[0] = (float)acc;
+    tape_record(tape, "sum", sum_backward, y, 1, (Tensor *[]){ x });
+    return y;
+}

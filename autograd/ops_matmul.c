@@ -1,0 +1,119 @@
+/* Matrix products: the linear layer's y = x w and attention's batched products. */
+#include "autograd/ops.h"
+#include "autograd/parallel.h"
+
+static void check_matmul(const Tensor *x, const Tensor *w, bool trans_w, int *K, int *N)
+{
+    *K = tensor_last_dim(x);
+    int wk = trans_w ? w->shape[1] : w->shape[0];
+    if (w->ndim != 2 || wk != *K) {
+        char xs[64], ws[64];
+        tensor_fatal("op_matmul: x %s and w %s%s do not fit", tensor_shape_str(x, xs, sizeof xs),
+                     tensor_shape_str(w, ws, sizeof ws), trans_w ? "^T" : "");
+    }
+    *N = trans_w ? w->shape[0] : w->shape[1];
+}
+
+/* Y = X W with X [M, K], W [K, N] (or Y = X W^T with W [N, K]).
+ *   dX = dY W^T                  (or dX = dY W)
+ *   dW += X^T dY  [K, N]         (or dW += dY^T X  [N, K])
+ * Every product runs in fp32 with fp32 accumulation through par_sgemm. */
+static void matmul_backward(Node *n)
+{
+    Tensor *x = n->in[0], *w = n->in[1], *y = n->out;
+    bool trans_w = n->i[0];
+    int M = (int)tensor_rows(x), K = tensor_last_dim(x), N = tensor_last_dim(y);
+    if (x->requires_grad)
+        par_sgemm(false, !trans_w, M, K, N, 1.0f, y->grad, N, w->data, trans_w ? K : N, 1.0f,
+                  tensor_grad(x), K);
+    if (w->requires_grad) {
+        if (trans_w)
+            par_sgemm(true, false, N, K, M, 1.0f, y->grad, N, x->data, K, 1.0f, tensor_grad(w), K);
+        else
+            par_sgemm(true, false, K, N, M, 1.0f, x->data, K, y->grad, N, 1.0f, tensor_grad(w), N);
+    }
+}
+
+Tensor *op_matmul(Tape *tape, Tensor *x, Tensor *w, bool trans_w)
+{
+    int K, N;
+    check_matmul(x, w, trans_w, &K, &N);
+    int shape[TENSOR_MAX_DIMS];
+    for (int d = 0; d < x->ndim; d++)
+        shape[d] = x->shape[d];
+    shape[x->ndim - 1] = N;
+    Tensor *y = tape_tensor(tape, x->ndim, shape);
+    int M = (int)tensor_rows(x);
+    par_sgemm(false, trans_w, M, N, K, 1.0f, x->data, K, w->data, trans_w ? K : N, 0.0f,
+              y->data, N);
+    Node *n = tape_record(tape, "matmul", matmul_backward, y, 2, (Tensor *[]){ x, w });
+    if (n)
+        n->i[0] = trans_w;
+    return y;
+}
+
+/* Batched: C_b = A_b B_b (or A_b B_b^T) for every leading index b, A_b [M, K].
+ *   dA_b = dC_b B_b^T            (or dA_b = dC_b B_b)
+ *   dB_b += A_b^T dC_b           (or dB_b += dC_b^T A_b)
+ * The batch loop is the parallel one; each product is single-threaded BLAS. */
+static void bmm_dims(const Tensor *a, const Tensor *b, bool trans_b, int *batch, int *M, int *K,
+                     int *N)
+{
+    bool ok = a->ndim >= 3 && a->ndim == b->ndim;
+    for (int d = 0; ok && d < a->ndim - 2; d++)
+        ok = a->shape[d] == b->shape[d];
+    *M = a->shape[a->ndim - 2];
+    *K = a->shape[a->ndim - 1];
+    int bk = trans_b ? b->shape[b->ndim - 1] : b->shape[b->ndim - 2];
+    *N = trans_b ? b->shape[b->ndim - 2] : b->shape[b->ndim - 1];
+    if (!ok || bk != *K) {
+        char as[64], bs[64];
+        tensor_fatal("op_bmm: a %s and b %s%s do not fit", tensor_shape_str(a, as, sizeof as),
+                     tensor_shape_str(b, bs, sizeof bs), trans_b ? "^T" : "");
+    }
+    *batch = (int)(a->size / ((size_t)*M * *K));
+}
+
+static void bmm_backward(Node *n)
+{
+    Tensor *a = n->in[0], *b = n->in[1], *c = n->out;
+    bool trans_b = n->i[0];
+    int batch, M, K, N;
+    bmm_dims(a, b, trans_b, &batch, &M, &K, &N);
+    float *da = a->requires_grad ? tensor_grad(a) : NULL;
+    float *db = b->requires_grad ? tensor_grad(b) : NULL;
+    #pragma omp parallel for schedule(static)
+    for (int i = 0; i < batch; i++) {
+        const float *ai = a->data + (long)i * M * K, *bi = b->data + (long)i * K * N;
+        const float *dci = c->grad + (long)i * M * N;
+        if (da)
+            par_sgemm_serial(false, !trans_b, M, K, N, 1.0f, dci, N, bi, trans_b ? K : N, 1.0f,
+                             da + (long)i * M * K, K);
+        if (db && trans_b)
+            par_sgemm_serial(true, false, N, K, M, 1.0f, dci, N, ai, K, 1.0f,
+                             db + (long)i * K * N, K);
+        else if (db)
+            par_sgemm_serial(true, false, K, N, M, 1.0f, ai, K, dci, N, 1.0f,
+                             db + (long)i * K * N, N);
+    }
+}
+
+Tensor *op_bmm(Tape *tape, Tensor *a, Tensor *b, bool trans_b)
+{
+    int batch, M, K, N;
+    bmm_dims(a, b, trans_b, &batch, &M, &K, &N);
+    int shape[TENSOR_MAX_DIMS];
+    for (int d = 0; d < a->ndim; d++)
+        shape[d] = a->shape[d];
+    shape[a->ndim - 1] = N;
+    Tensor *c = tape_tensor(tape, a->ndim, shape);
+    #pragma omp parallel for schedule(static)
+    for (int i = 0; i < batch; i++)
+        par_sgemm_serial(false, trans_b, M, N, K, 1.0f, a->data + (long)i * M * K, K,
+                         b->data + (long)i * K * N, trans_b ? K : N, 0.0f,
+                         c->data + (long)i * M * N, N);
+    Node *n = tape_record(tape, "bmm", bmm_backward, c, 2, (Tensor *[]){ a, b });
+    if (n)
+        n->i[0] = trans_b;
+    return c;
+}

@@ -1,0 +1,69 @@
+#include "autograd/parallel.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+static int n_threads = 1;
+
+void par_set_threads(int n)
+{
+    if (n <= 0)
+        n = omp_get_num_procs();
+    n_threads = n;
+    omp_set_num_threads(n);
+    openblas_set_num_threads(1);
+}
+
+int par_threads(void) { return n_threads; }
+
+/* Below this many multiply-adds a product is not worth waking a second thread for. */
+static const double SPLIT_MIN_FLOPS = 1 << 18;
+
+void par_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+               const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    int parts = n_threads;
+    if ((double)M * N * K < SPLIT_MIN_FLOPS || M < 2 * parts)
+        parts = 1;
+    enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
+    enum CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
+    if (parts == 1) {
+        cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    /* Row i of op(A) starts at A + i*lda, or at column i (A + i) when A is transposed. */
+    #pragma omp parallel for schedule(static) num_threads(parts)
+    for (int p = 0; p < parts; p++) {
+        int m0 = (int)((long)M * p / parts), m1 = (int)((long)M * (p + 1) / parts);
+        const float *a = trans_a ? A + m0 : A + (long)m0 * lda;
+        cblas_sgemm(CblasRowMajor, ta, tb, m1 - m0, N, K, alpha, a, lda, B, ldb, beta,
+                    C + (long)m0 * ldc, ldc);
+    }
+}
+
+void par_sgemm_serial(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                      const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                      int ldc)
+{
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void par_sgemm_naive(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                     const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                     int ldc)
+{
+    for (int i = 0; i < M; i++) {
+        for (int j = 0; j < N; j++) {
+            double acc = 0.0;
+            for (int k = 0; k < K; k++) {
+                float a = trans_a ? A[(long)k * lda + i] : A[(long)i * lda + k];
+                float b = trans_b ? B[(long)j * ldb + k] : B[(long)k * ldb + j];
+                acc += (double)a * b;
+            }
+            float *c = &C[(long)i * ldc + j];
+            /* beta = 0 ignores C, as BLAS does, so uninitialised output is fine. */
+            *c = (float)(alpha * acc + (beta == 0.0f ? 0.0 : (double)beta * *c));
+        }
+    }
+}

@@ -1,0 +1,150 @@
+#include "autograd/tape.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { OWNED_TENSOR = 0, OWNED_BUFFER = 1 };
+
+static void *grow(void *array, int *cap, size_t elem)
+{
+    int new_cap = *cap ? *cap * 2 : 64;
+    void *p = realloc(array, (size_t)new_cap * elem);
+    if (!p)
+        tensor_fatal("out of memory growing the tape");
+    *cap = new_cap;
+    return p;
+}
+
+Tape *tape_new(void)
+{
+    Tape *tape = calloc(1, sizeof *tape);
+    if (!tape)
+        tensor_fatal("out of memory for a tape");
+    tape->recording = true;
+    return tape;
+}
+
+static void own(Tape *tape, void *p, char kind)
+{
+    if (tape->n_owned == tape->cap_owned) {
+        int cap = tape->cap_owned;
+        tape->owned = grow(tape->owned, &cap, sizeof *tape->owned);
+        tape->owned_kind = realloc(tape->owned_kind, (size_t)cap);
+        if (!tape->owned_kind)
+            tensor_fatal("out of memory growing the tape");
+        tape->cap_owned = cap;
+    }
+    tape->owned[tape->n_owned] = p;
+    tape->owned_kind[tape->n_owned] = kind;
+    tape->n_owned++;
+}
+
+void tape_reset(Tape *tape)
+{
+    /* Newest first, so views (created after what they view) are released before their base. */
+    for (int k = tape->n_owned - 1; k >= 0; k--) {
+        if (tape->owned_kind[k] == OWNED_TENSOR)
+            tensor_free(tape->owned[k]);
+        else
+            mem_free(tape->owned[k]);
+    }
+    tape->n_owned = 0;
+    tape->n_nodes = 0;
+}
+
+void tape_free(Tape *tape)
+{
+    if (!tape)
+        return;
+    tape_reset(tape);
+    free(tape->nodes);
+    free(tape->owned);
+    free(tape->owned_kind);
+    free(tape);
+}
+
+Tensor *tape_own(Tape *tape, Tensor *t)
+{
+    own(tape, t, OWNED_TENSOR);
+    return t;
+}
+
+Tensor *tape_tensor(Tape *tape, int ndim, const int *shape)
+{
+    return tape_own(tape, tensor_new(MEM_ACT, ndim, shape));
+}
+
+void *tape_buffer(Tape *tape, MemCategory cat, size_t bytes)
+{
+    void *p = mem_alloc(cat, bytes);
+    own(tape, p, OWNED_BUFFER);
+    return p;
+}
+
+bool tape_wants_grad(const Tape *tape, int n_in, Tensor *const *in)
+{
+    if (!tape->recording)
+        return false;
+    for (int k = 0; k < n_in; k++)
+        if (in[k] && in[k]->requires_grad)
+            return true;
+    return false;
+}
+
+Node *tape_record(Tape *tape, const char *op, NodeBackward backward, Tensor *out,
+                  int n_in, Tensor *const *in)
+{
+    if (n_in > NODE_MAX_INPUTS)
+        tensor_fatal("%s: %d inputs (at most %d)", op, n_in, NODE_MAX_INPUTS);
+    out->requires_grad = false;
+    for (int k = 0; k < n_in; k++)
+        if (in[k] && in[k]->requires_grad)
+            out->requires_grad = true;
+    if (!tape->recording || !out->requires_grad)
+        return NULL;
+
+    if (tape->n_nodes == tape->cap_nodes)
+        tape->nodes = grow(tape->nodes, &tape->cap_nodes, sizeof *tape->nodes);
+    Node *node = &tape->nodes[tape->n_nodes++];
+    memset(node, 0, sizeof *node);
+    node->op = op;
+    node->backward = backward;
+    node->out = out;
+    node->n_in = n_in;
+    for (int k = 0; k < n_in; k++)
+        node->in[k] = in[k];
+    return node;
+}
+
+/* Reverse order is a valid order: a node was appended after every node that produced one of
+ * its inputs, so when we reach it, every consumer of its output has already added its term to
+ * out->grad. A plain loop, no recursion, however deep the network. */
+static void walk_backward(Tape *tape)
+{
+    for (int k = tape->n_nodes - 1; k >= 0; k--) {
+        Node *node = &tape->nodes[k];
+        if (!node->out->grad)
+            continue;       /* no gradient reached this node's output */
+        node->backward(node);
+        /* The b node has been consumed: its inputs' gradients now hold its contribution. */
+        if (!node->out->is_param && !tape->keep_grads)
+            tensor_free_grad(node->out);
+    }
+}
+
+void tape_backward(Tape *tape, Tensor *loss)
+{
+    if (loss->size != 1)
+        tensor_fatal("tape_backward: the loss has %zu elements; use tape_backward_seeded",
+                     loss->size);
+    float one = 1.0f;
+    tape_backward_seeded(tape, loss, &one);
+}
+
+void tape_backward_seeded(Tape *tape, Tensor *out, const float *seed)
+{
+    float *g = tensor_grad(out);
+    for (size_t i = 0; i < out->size; i++)
+        g[i] += seed[i];
+    walk_backward(tape);
+}

@@ -1,0 +1,73 @@
+#ifndef TAPEGRAD_TAPE_H
+#define TAPEGRAD_TAPE_H
+/* The tape: the list of nodes recorded during the forward pass, replayed in reverse by backward.
+ *
+ * An op is a function `Tensor *op_x(Tape *tape, ...)`: it computes its output into a tensor the
+ * tape owns (category act) and, when the tape is recording and some input requires a gradient,
+ * appends a node holding its inputs, its output, what it saved and its backward function.
+ *
+ * The tape owns every tensor and buffer its ops created, recorded or not: tape_reset frees them
+ * all (the act category returns to where it was), so a training step is
+ *     forward (records) -> tape_backward -> optimizer step -> tape_reset.
+ * A tape with recording switched off is inference: outputs are still owned and freed on reset,
+ * but nothing is saved for backward. */
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "autograd/tensor.h"
+
+enum { NODE_MAX_INPUTS = 4, NODE_MAX_SAVED = 4 };
+
+typedef struct Node Node;
+/* Reads node->out->grad and adds each input's contribution to tensor_grad(input), for the
+ * inputs whose requires_grad is set. Never overwrites: a tensor used twice gets both terms. */
+typedef void (*NodeBackward)(Node *node);
+
+struct Node {
+    const char  *op;                      /* "matmul", "layernorm", ... */
+    NodeBackward backward;
+    Tensor      *in[NODE_MAX_INPUTS];
+    int          n_in;
+    Tensor      *out;
+    Tensor      *saved[NODE_MAX_SAVED];   /* extra tensors kept for backward (mean, rstd, ...) */
+    void        *ctx;                     /* extra raw data kept for backward (token ids, ...) */
+    float        f[4];                    /* the op's scalar arguments */
+    int          i[4];
+};
+
+typedef struct {
+    Node    *nodes;
+    int      n_nodes, cap_nodes;
+    void   **owned;        /* tensors (kind 0) and raw buffers (kind 1) the tape frees */
+    char    *owned_kind;
+    int      n_owned, cap_owned;
+    bool     recording;
+    bool     keep_grads;   /* keep activation gradients after backward (for tests, debugging) */
+} Tape;
+
+Tape   *tape_new(void);          /* recording is on */
+/* Frees every node and every tensor and buffer the tape owns; the tape can be reused. */
+void    tape_reset(Tape *tape);
+void    tape_free(Tape *tape);
+
+/* For ops: a new tensor in category act, owned by the tape. */
+Tensor *tape_tensor(Tape *tape, int ndim, const int *shape);
+/* For ops: the tape takes ownership of a tensor (freed on reset). */
+Tensor *tape_own(Tape *tape, Tensor *t);
+/* For ops: raw storage of `bytes` in category cat, owned by the tape. */
+void   *tape_buffer(Tape *tape, MemCategory cat, size_t bytes);
+
+/* True when an op with these inputs must record a node: the tape is recording and some input
+ * requires a gradient. Ops call it before deciding whether to keep extra state for backward. */
+bool    tape_wants_grad(const Tape *tape, int n_in, Tensor *const *in);
+/* Sets out->requires_grad from the inputs and, if tape_wants_grad, appends a node and returns
+ * it (the op then fills saved/ctx/f/i); returns NULL otherwise. */
+Node   *tape_record(Tape *tape, const char *op, NodeBackward backward, Tensor *out,
+                    int n_in, Tensor *const *in);
+
+/* Backward from a scalar (size 1) loss: seeds dloss = 1 and walks the nodes in reverse. */
+void    tape_backward(Tape *tape, Tensor *loss);
+/* Backward from any output with a given seed gradient (same size as out), added to out->grad. */
+void    tape_backward_seeded(Tape *tape, Tensor *out, const float *seed);
+
+#endif

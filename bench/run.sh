@@ -1,0 +1,11 @@
+#!/bin/sh
+# Runs every benchmark binary in BUILD/bench in name order. Benchmarks print their own tables
+# and ratios; the speed and memory targets of the issues are checked here, never in tests.
+build=${1:-build}
+status=0
+for b in "$build"/bench/*; do
+    [ -x "$b" ] || continue
+    echo "== $(basename "$b")"
+    "$b" || status=1
+done
+exit $status

@@ -1,0 +1,82 @@
+#include "examples/common/cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *program = "tapegrad";
+
+void cli_init(const char *argv0)
+{
+    const char *slash = argv0 ? strrchr(argv0, '/') : NULL;
+    program = slash ? slash + 1 : (argv0 ? argv0 : program);
+}
+
+const char *cli_program(void) { return program; }
+
+void cli_die(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", program);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(code);
+}
+
+void cli_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", program);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\nTry '%s --help'.\n", program);
+    va_end(ap);
+    exit(2);
+}
+
+long cli_long(const char *flag, const char *s, long lo, long hi)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end != '\0' || errno == ERANGE)
+        cli_usage_error("%s: '%s' is not an integer", flag, s);
+    if (v < lo || v > hi)
+        cli_usage_error("%s: %ld is out of range [%ld, %ld]", flag, v, lo, hi);
+    return v;
+}
+
+double cli_double(const char *flag, const char *s, double lo, double hi)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end != '\0' || errno == ERANGE || isnan(v))
+        cli_usage_error("%s: '%s' is not a number", flag, s);
+    if (v < lo || v > hi)
+        cli_usage_error("%s: %g is out of range [%g, %g]", flag, v, lo, hi);
+    return v;
+}
+
+int cli_choice(const char *flag, const char *s, const char *const *choices)
+{
+    char list[512] = "";
+    for (int i = 0; choices[i]; i++) {
+        if (strcmp(s, choices[i]) == 0)
+            return i;
+        if (strlen(list) + strlen(choices[i]) + 3 < sizeof list) {
+            if (i > 0)
+                strcat(list, ", ");
+            strcat(list, choices[i]);
+        }
+    }
+    cli_usage_error("%s: '%s' is not one of: %s", flag, s, list);
+}
+
+bool cli_stdout_is_tty(void) { return isatty(STDOUT_FILENO) != 0; }

@@ -1,0 +1,27 @@
+#ifndef TAPEGRAD_CLI_H
+#define TAPEGRAD_CLI_H
+/* What every example program shares for its command line: strict number parsing and one way to
+ * fail. A bad value gets one message naming the program, the flag and the value, and exit 2;
+ * a failure at run time (a missing file, a shape that does not fit) exits 1. */
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Set once from main: cli_init(argv[0]). Messages start with the program's base name. */
+void        cli_init(const char *argv0);
+const char *cli_program(void);
+
+/* Print "PROGRAM: message" on stderr and exit(code). */
+_Noreturn void cli_die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Usage errors: "PROGRAM: message" then "Try 'PROGRAM --help'.", exit 2. */
+_Noreturn void cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Parse the whole string as a number in [lo, hi]; anything else is a usage error naming flag. */
+long   cli_long(const char *flag, const char *s, long lo, long hi);
+double cli_double(const char *flag, const char *s, double lo, double hi);
+/* Index of s in the NULL-terminated list choices; a usage error listing them otherwise. */
+int    cli_choice(const char *flag, const char *s, const char *const *choices);
+
+/* True when stdout is a terminal (progress displays redraw one line only then). */
+bool   cli_stdout_is_tty(void);
+
+#endif

@@ -1,0 +1,27 @@
+#!/bin/sh
+# Installs the Debian packages tapegrad needs, only those missing: with apt-get when root, with
+# sudo when it works without a password prompt, otherwise prints the exact command and fails.
+set -u
+need=""
+have_pc() { pkg-config --exists "$1" 2>/dev/null; }
+command -v cc >/dev/null 2>&1 && command -v make >/dev/null 2>&1 || need="$need build-essential"
+command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
+have_pc openblas || need="$need libopenblas-dev"
+have_pc cmocka   || need="$need libcmocka-dev"
+have_pc libcjson || need="$need libcjson-dev"
+command -v gnuplot >/dev/null 2>&1 || need="$need gnuplot-nox"
+[ -z "$need" ] && exit 0
+
+cmd="apt-get install -y --no-install-recommends$need"
+echo "tapegrad: installing missing packages:$need"
+if [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive $cmd) || {
+        echo "tapegrad: '$cmd' failed; install those packages and run make again" >&2; exit 1; }
+elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+    (sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive $cmd) || {
+        echo "tapegrad: 'sudo $cmd' failed; install those packages and run make again" >&2; exit 1; }
+else
+    echo "tapegrad: missing packages:$need" >&2
+    echo "tapegrad: as root, run:  apt-get update && $cmd" >&2
+    exit 1
+fi

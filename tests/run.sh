@@ -1,0 +1,16 @@
+#!/bin/sh
+# Runs every test binary given, prints each one's cmocka report, and ends with one summary line
+# "N passed, N failed" that counts individual tests. Exits non-zero if any test failed or a
+# binary crashed.
+passed=0; failed=0; crashed=""
+for t in "$@"; do
+    out=$(CMOCKA_MESSAGE_OUTPUT=stdout "$t" 2>&1); rc=$?
+    printf '%s\n' "$out"
+    p=$(printf '%s\n' "$out" | sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' | tail -n 1)
+    f=$(printf '%s\n' "$out" | sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' | tail -n 1)
+    passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0}))
+    if [ $rc -ne 0 ] && [ -z "$f" ]; then crashed="$crashed $(basename "$t")"; failed=$((failed + 1)); fi
+done
+[ -n "$crashed" ] && echo "crashed or exited non-zero:$crashed"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,63 @@
+#ifndef TAPEGRAD_TEST_HELPERS_H
+#define TAPEGRAD_TEST_HELPERS_H
+/* Shared by the test files: random leaves and a gradcheck assertion that prints the worst
+ * element when it fails. Header-only so each test binary stays one file plus this. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "autograd/gradcheck.h"
+#include "autograd/rng.h"
+#include "autograd/tensor.h"
+
+/* A leaf tensor (category temp, requires_grad) filled with N(0, scale^2) values. */
+static inline Tensor *test_leaf(Rng *rng, float scale, int ndim, const int *shape)
+{
+    Tensor *t = tensor_new(MEM_TEMP, ndim, shape);
+    for (size_t i = 0; i < t->size; i++)
+        t->data[i] = scale * rng_normal(rng);
+    t->requires_grad = true;
+    return t;
+}
+
+/* Moves every element at least `margin` away from zero, for ops with a kink at 0 (relu), where
+ * a finite difference straddling the kink measures neither side's slope. */
+static inline void test_away_from_zero(Tensor *t, float margin)
+{
+    for (size_t i = 0; i < t->size; i++)
+        if (fabsf(t->data[i]) < margin)
+            t->data[i] = t->data[i] < 0.0f ? t->data[i] - margin : t->data[i] + margin;
+}
+
+/* True when fn(arg), run in a child process, dies of SIGABRT (tensor_fatal) rather than
+ * returning. stderr of the child is silenced. */
+static inline int test_aborts(void (*fn)(void *), void *arg)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        freopen("/dev/null", "w", stderr);
+        fn(arg);
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+}
+
+static inline void test_gradcheck(const char *label, GradcheckFn fn, Tensor *const *in, int n,
+                                  void *ctx, GradcheckOptions opt)
+{
+    GradcheckResult r = gradcheck(fn, in, n, ctx, opt);
+    gradcheck_print(label, &r);
+    assert_true(r.ok);
+}
+
+#endif

@@ -35,9 +35,6 @@ Tensor *op_sum(Tape *tape, Tensor *x);
 Tensor *op_layernorm(Tape *tape, Tensor *x, Tensor *gamma, Tensor *beta, float eps);
 /* Softmax over the last dimension. */
 Tensor *op_softmax(Tape *tape, Tensor *x);
-/* Attention probabilities: x is [..., T, T] scores; row i keeps columns j <= i, scaled by
- * `scale`, and softmaxed; masked entries are exactly 0. */
-Tensor *op_causal_softmax(Tape *tape, Tensor *x, float scale);
 
 /* ops_attention.c ------------------------------------------------------------------------- */
 /* Causal multi-head self-attention in one op: q, k, v are [B, T, C] with C = n_head * D;
@@ -45,6 +42,9 @@ Tensor *op_causal_softmax(Tape *tape, Tensor *x, float scale);
 Tensor *op_attention(Tape *tape, Tensor *q, Tensor *k, Tensor *v, int n_head);
 /* The same on a fused projection qkv [B, T, 3C] laid out as [q | k | v] along the last axis. */
 Tensor *op_attention_qkv(Tape *tape, Tensor *qkv, int n_head);
+/* Attention probabilities: x is [..., T, T] scores; row i keeps columns j <= i, scaled by
+ * `scale`, and softmaxed; masked entries are exactly 0. */
+Tensor *op_causal_softmax(Tape *tape, Tensor *x, float scale);
 /* The parts, to build attention from smaller ops (and test the whole against them):
  * [B, T, C] -> [B, H, T, D] and back. */
 Tensor *op_split_heads(Tape *tape, Tensor *x, int n_head);

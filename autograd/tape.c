@@ -96,11 +96,9 @@ Node *tape_record(Tape *tape, const char *op, NodeBackward backward, Tensor *out
 {
     if (n_in > NODE_MAX_INPUTS)
         tensor_fatal("%s: %d inputs (at most %d)", op, n_in, NODE_MAX_INPUTS);
-    out->requires_grad = false;
-    for (int k = 0; k < n_in; k++)
-        if (in[k] && in[k]->requires_grad)
-            out->requires_grad = true;
-    if (!tape->recording || !out->requires_grad)
+    /* Without recording no gradient can reach the inputs, so the output needs none. */
+    out->requires_grad = tape_wants_grad(tape, n_in, in);
+    if (!out->requires_grad)
         return NULL;
 
     if (tape->n_nodes == tape->cap_nodes)

@@ -60,7 +60,7 @@ void   *tape_buffer(Tape *tape, MemCategory cat, size_t bytes);
 /* True when an op with these inputs must record a node: the tape is recording and some input
  * requires a gradient. Ops call it before deciding whether to keep extra state for backward. */
 bool    tape_wants_grad(const Tape *tape, int n_in, Tensor *const *in);
-/* Sets out->requires_grad from the inputs and, if tape_wants_grad, appends a node and returns
+/* Sets out->requires_grad to tape_wants_grad(...) and, if set, appends a node and returns
  * it (the op then fills saved/ctx/f/i); returns NULL otherwise. */
 Node   *tape_record(Tape *tape, const char *op, NodeBackward backward, Tensor *out,
                     int n_in, Tensor *const *in);

@@ -146,3 +146,25 @@ void tape_backward_seeded(Tape *tape, Tensor *out, const float *seed)
         g[i] += seed[i];
     walk_backward(tape);
 }
+
+static void print_tensor_ref(const Tensor *t, FILE *out)
+{
+    char shape[64];
+    fprintf(out, "%s%s%s", t->name[0] ? t->name : "", t->name[0] ? " " : "",
+            tensor_shape_str(t, shape, sizeof shape));
+}
+
+void tape_print(const Tape *tape, FILE *out)
+{
+    for (int k = 0; k < tape->n_nodes; k++) {
+        const Node *node = &tape->nodes[k];
+        fprintf(out, "node %d: %-12s (", k, node->op);
+        for (int j = 0; j < node->n_in; j++) {
+            fprintf(out, j ? ", " : "");
+            print_tensor_ref(node->in[j], out);
+        }
+        fprintf(out, ") -> ");
+        print_tensor_ref(node->out, out);
+        fputc('\n', out);
+    }
+}

@@ -13,6 +13,7 @@
  * but nothing is saved for backward. */
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "autograd/tensor.h"
 
@@ -69,5 +70,8 @@ Node   *tape_record(Tape *tape, const char *op, NodeBackward backward, Tensor *o
 void    tape_backward(Tape *tape, Tensor *loss);
 /* Backward from any output with a given seed gradient (same size as out), added to out->grad. */
 void    tape_backward_seeded(Tape *tape, Tensor *out, const float *seed);
+
+/* One line per node: index, op, input and output shapes (and names, where tensors have them). */
+void    tape_print(const Tape *tape, FILE *out);
 
 #endif

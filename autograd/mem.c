@@ -16,6 +16,26 @@ typedef struct {
     uint32_t magic;
 } BlockHeader;
 
+/* The cache: one list of free blocks per distinct block size. A training step uses a few
+ * dozen sizes, so a short array searched linearly is enough. */
+enum { CACHE_SIZES = 256 };
+typedef struct CachedBlock {
+    struct CachedBlock *next;
+} CachedBlock;
+typedef struct {
+    size_t       total;     /* block size including the header */
+    CachedBlock *head;
+} CacheList;
+
+#if defined(__SANITIZE_ADDRESS__)
+static const bool cache_enabled = false;
+#else
+static const bool cache_enabled = true;
+#endif
+static CacheList cache[CACHE_SIZES];
+static int       n_cache;
+static bool      release_at_exit;
+
 static MemStats stats;
 static size_t   budget[MEM_NCAT + 1];
 static char     last_error[256];
@@ -66,6 +86,77 @@ static void count(MemCategory cat, size_t bytes, bool add)
     }
 }
 
+/* Header plus storage rounded up to the alignment (aligned_alloc wants a multiple of it). */
+static size_t block_total(size_t bytes)
+{
+    return HEADER_BYTES + ((bytes + 63u) & ~(size_t)63u);
+}
+
+static CacheList *cache_list(size_t total, bool create)
+{
+    for (int i = 0; i < n_cache; i++)
+        if (cache[i].total == total)
+            return &cache[i];
+    if (!create || n_cache == CACHE_SIZES)
+        return NULL;
+    cache[n_cache].total = total;
+    cache[n_cache].head = NULL;
+    return &cache[n_cache++];
+}
+
+static void *cache_take(size_t total)
+{
+    CacheList *list = cache_enabled ? cache_list(total, false) : NULL;
+    if (!list || !list->head)
+        return NULL;
+    CachedBlock *b = list->head;
+    list->head = b->next;
+    stats.cached_bytes -= total;
+    return b;
+}
+
+/* True when the block was kept for reuse. */
+static bool cache_put(void *block, size_t total)
+{
+    CacheList *list = cache_enabled ? cache_list(total, true) : NULL;
+    if (!list)
+        return false;
+    CachedBlock *b = block;
+    b->next = list->head;
+    list->head = b;
+    stats.cached_bytes += total;
+    return true;
+}
+
+void mem_release_cache(void)
+{
+    for (int i = 0; i < n_cache; i++) {
+        while (cache[i].head) {
+            CachedBlock *b = cache[i].head;
+            cache[i].head = b->next;
+            free(b);
+        }
+    }
+    n_cache = 0;
+    stats.cached_bytes = 0;
+}
+
+static void *system_alloc(size_t total)
+{
+    if (!release_at_exit) {
+        atexit(mem_release_cache);
+        release_at_exit = true;
+    }
+    void *block = aligned_alloc(HEADER_BYTES, total);
+    if (!block && stats.cached_bytes) {
+        mem_release_cache();    /* cached blocks of other sizes may make room */
+        block = aligned_alloc(HEADER_BYTES, total);
+    }
+    if (block)
+        stats.system_allocations++;
+    return block;
+}
+
 void *mem_try_alloc(MemCategory cat, size_t bytes)
 {
     if ((unsigned)cat >= MEM_NCAT) {
@@ -74,9 +165,10 @@ void *mem_try_alloc(MemCategory cat, size_t bytes)
     }
     if (over_budget(cat, bytes))
         return NULL;
-    /* aligned_alloc wants a multiple of the alignment. */
-    size_t total = HEADER_BYTES + ((bytes + 63u) & ~(size_t)63u);
-    unsigned char *block = aligned_alloc(HEADER_BYTES, total);
+    size_t total = block_total(bytes);
+    unsigned char *block = cache_take(total);
+    if (!block)
+        block = system_alloc(total);
     if (!block) {
         char want[32];
         snprintf(last_error, sizeof last_error, "out of memory: %s allocation of %s",
@@ -88,7 +180,7 @@ void *mem_try_alloc(MemCategory cat, size_t bytes)
     h->cat = (uint32_t)cat;
     h->magic = BLOCK_MAGIC;
     count(cat, bytes, true);
-    stats.allocations++;
+    stats.requests++;
     return block + HEADER_BYTES;
 }
 
@@ -125,8 +217,10 @@ void mem_free(void *p)
         return;
     BlockHeader *h = header_of(p);
     count((MemCategory)h->cat, h->bytes, false);
+    size_t total = block_total(h->bytes);
     h->magic = 0;
-    free(h);
+    if (!cache_put(h, total))
+        free(h);
 }
 
 size_t mem_size(const void *p) { return header_of(p)->bytes; }

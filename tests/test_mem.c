@@ -82,6 +82,32 @@ static void test_format_bytes(void **state)
     assert_string_equal(mem_format_bytes(3u << 20, buf, sizeof buf), "3.0 MiB");
 }
 
+/* A loop that frees and reallocates the same sizes is served from the cache after its first
+ * round: no system allocation, yet the categories count only bytes in use. */
+static void test_cache_serves_repeated_sizes(void **state)
+{
+    (void)state;
+#if defined(__SANITIZE_ADDRESS__)
+    skip();   /* the cache is off under AddressSanitizer */
+#endif
+    size_t act0 = mem_current(MEM_ACT);
+    size_t sys_after_first = 0;
+    for (int round = 0; round < 3; round++) {
+        void *a = mem_alloc(MEM_ACT, 100000), *b = mem_alloc(MEM_ACT, 3000);
+        assert_int_equal(mem_current(MEM_ACT) - act0, 103000);
+        mem_free(b);
+        mem_free(a);
+        assert_int_equal(mem_current(MEM_ACT), act0);
+        if (round == 0)
+            sys_after_first = mem_stats().system_allocations;
+        else
+            assert_int_equal(mem_stats().system_allocations, sys_after_first);
+    }
+    assert_true(mem_stats().cached_bytes >= 103000);
+    mem_release_cache();
+    assert_int_equal(mem_stats().cached_bytes, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -89,6 +115,7 @@ int main(void)
         cmocka_unit_test(test_alignment_and_calloc),
         cmocka_unit_test(test_budget),
         cmocka_unit_test(test_format_bytes),
+        cmocka_unit_test(test_cache_serves_repeated_sizes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -107,7 +107,7 @@ int quant_bind(QuantTensor *q, QuantConfig cfg, size_t n, void *storage)
 QuantTensor *quant_new(QuantConfig cfg, size_t n)
 {
     size_t bytes = quant_bytes(cfg, n);
-    if (bytes == 0)
+    if (bytes == 0 || n == 0)
         return NULL;
     QuantTensor *q = malloc(sizeof *q);
     void *storage = malloc(bytes);

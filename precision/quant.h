@@ -70,7 +70,7 @@ double quant_bits_per_param(QuantConfig cfg);
 /* Point q's arrays into storage (quant_bytes(cfg, n) bytes, aligned for float). Returns 0, or
  * -1 for an invalid cfg. */
 int          quant_bind(QuantTensor *q, QuantConfig cfg, size_t n, void *storage);
-QuantTensor *quant_new(QuantConfig cfg, size_t n);   /* NULL for an invalid cfg or no memory */
+QuantTensor *quant_new(QuantConfig cfg, size_t n);   /* NULL: invalid cfg, n == 0, no memory */
 void         quant_free(QuantTensor *q);
 
 /* Quantize x[0..n) into q (n as bound). */

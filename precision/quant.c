@@ -157,7 +157,7 @@ static float raw_scale(const QuantTensor *q, const float *x, size_t b)
     block_range(q, x, b, &lo, &hi);
     if (q->cfg.asymmetric)
         return (hi - lo) / (float)(2 * code_max(q->cfg.kind) + 1);
-    float absmax = fmaxf(-lo, hi);
+    float absmax = -lo > hi ? -lo : hi;
     return q->cfg.kind == QUANT_NF4 ? absmax : absmax / (float)code_max(q->cfg.kind);
 }
 
@@ -267,21 +267,48 @@ void quant_quantize(QuantTensor *q, const float *x)
     }
 }
 
+/* 4-bit codes of one block: the 16 possible values are computed once per block, then every
+ * byte is two table lookups. */
+static void dequantize_nibbles(const QuantTensor *q, size_t i, size_t end, float scale,
+                               int zero, float *y)
+{
+    float lut[16];
+    const float *levels = quant_nf4_codebook();
+    for (int c = 0; c < 16; c++) {
+        int value = q->cfg.asymmetric ? c - zero : (c ^ 8) - 8;     /* 4-bit two's complement */
+        lut[c] = q->cfg.kind == QUANT_NF4 ? levels[c] * scale : (float)value * scale;
+    }
+    if (i < end && i % 2)
+        *y++ = lut[q->codes[i++ / 2] >> 4];
+    for (; i + 1 < end; i += 2) {
+        uint8_t byte = q->codes[i / 2];
+        *y++ = lut[byte & 0xf];
+        *y++ = lut[byte >> 4];
+    }
+    if (i < end)
+        *y = lut[q->codes[i / 2] & 0xf];
+}
+
+static void dequantize_bytes(const QuantTensor *q, size_t i, size_t end, float scale, int zero,
+                             float *y)
+{
+    for (; i < end; i++)
+        *y++ = (float)(quant_code_at(q, i) - zero) * scale;
+}
+
 void quant_dequantize_range(const QuantTensor *q, size_t first, size_t count, float *y)
 {
-    const float *levels = quant_nf4_codebook();
     size_t i = first, end = first + count;
     while (i < end) {
         size_t b = i / q->cfg.block, block_end = (b + 1) * q->cfg.block;
         block_end = block_end < end ? block_end : end;
         float scale = quant_block_scale(q, b);
         int zero = quant_block_zero(q, b);
-        if (q->cfg.kind == QUANT_NF4)
-            for (; i < block_end; i++)
-                y[i - first] = levels[quant_code_at(q, i)] * scale;
+        if (q->cfg.kind == QUANT_INT8)
+            dequantize_bytes(q, i, block_end, scale, zero, y + (i - first));
         else
-            for (; i < block_end; i++)
-                y[i - first] = (float)(quant_code_at(q, i) - zero) * scale;
+            dequantize_nibbles(q, i, block_end, scale, zero, y + (i - first));
+        i = block_end;
     }
 }
 

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "autograd/gradcheck.h"
+#include "autograd/parallel.h"
 #include "autograd/rng.h"
 #include "autograd/tensor.h"
 
@@ -37,19 +38,33 @@ static inline void test_away_from_zero(Tensor *t, float margin)
 }
 
 /* True when fn(arg), run in a child process, dies of SIGABRT (tensor_fatal) rather than
- * returning. stderr of the child is silenced. */
+ * returning. stderr of the child is silenced. The child runs on one thread: OpenMP's thread
+ * pool does not survive fork(), and a child that waits for it would hang. */
 static inline int test_aborts(void (*fn)(void *), void *arg)
 {
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
         freopen("/dev/null", "w", stderr);
+        par_set_threads(1);
         fn(arg);
         _exit(0);
     }
     int status = 0;
     waitpid(pid, &status, 0);
     return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+}
+
+/* max_i |a_i - b_i|, in double. */
+static inline double test_max_abs_diff(const float *a, const float *b, size_t n)
+{
+    double worst = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (d > worst || d != d)
+            worst = d;
+    }
+    return worst;
 }
 
 static inline void test_gradcheck(const char *label, GradcheckFn fn, Tensor *const *in, int n,

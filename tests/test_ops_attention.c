@@ -98,14 +98,6 @@ static float *run(GradcheckFn fn, Tensor *const *in, int n, void *ctx, uint64_t 
     return out;
 }
 
-static float max_diff(const float *a, const float *b, size_t n)
-{
-    float worst = 0.0f;
-    for (size_t i = 0; i < n; i++)
-        worst = fmaxf(worst, fabsf(a[i] - b[i]));
-    return worst;
-}
-
 /* ---- gradchecks ------------------------------------------------------------------------------ */
 
 static void test_attention_grad(void **state)
@@ -267,9 +259,9 @@ static void test_attention_equals_parts(void **state)
             memcpy(ref_grad[j], in[j]->grad, in[j]->size * sizeof(float));
         }
         float *got = run(f_attention, in, 3, &s.H, 9, &n);
-        float worst_value = max_diff(got, ref, n), worst_grad = 0.0f;
+        float worst_value = test_max_abs_diff(got, ref, n), worst_grad = 0.0f;
         for (int j = 0; j < 3; j++)
-            worst_grad = fmaxf(worst_grad, max_diff(in[j]->grad, ref_grad[j], in[j]->size));
+            worst_grad = fmaxf(worst_grad, test_max_abs_diff(in[j]->grad, ref_grad[j], in[j]->size));
         printf("attention vs parts B=%d T=%d C=%d H=%d: max |diff| value %.3g, gradient %.3g\n",
                s.B, s.T, s.C, s.H, worst_value, worst_grad);
         assert_true(worst_value < 1e-5f);

@@ -50,6 +50,14 @@ Tensor *op_causal_softmax(Tape *tape, Tensor *x, float scale);
 Tensor *op_split_heads(Tape *tape, Tensor *x, int n_head);
 Tensor *op_merge_heads(Tape *tape, Tensor *x);
 
+/* ops_attention_tiled.c ------------------------------------------------------------------- */
+/* The same results as op_attention / op_attention_qkv (within fp32 rounding), computed tile by
+ * tile with an online softmax (FlashAttention-style): the forward keeps only the output and two
+ * statistics per row (running max and sum), never the [T, T] probabilities, and the backward
+ * recomputes the scores tile by tile. Activation memory grows as T instead of T^2. */
+Tensor *op_attention_tiled(Tape *tape, Tensor *q, Tensor *k, Tensor *v, int n_head);
+Tensor *op_attention_qkv_tiled(Tape *tape, Tensor *qkv, int n_head);
+
 /* ops_embedding.c ------------------------------------------------------------------------- */
 /* Rows of table [V, C] picked by ids (B*T of them, each in [0, V)): out is [B, T, C]. */
 Tensor *op_embedding(Tape *tape, Tensor *table, const int *ids, int B, int T);

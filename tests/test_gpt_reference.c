@@ -147,14 +147,6 @@ static float max_abs(const float *a, size_t n)
     return m;
 }
 
-static float max_abs_diff(const float *a, const float *b, size_t n)
-{
-    float m = 0.0f;
-    for (size_t i = 0; i < n; i++)
-        m = fmaxf(m, fabsf(a[i] - b[i]));
-    return m;
-}
-
 static void print_torch_fp32_error(const SnapshotReader *r, const char *what)
 {
     char key[64];
@@ -174,7 +166,7 @@ static void test_forward_matches_torch(void **state)
     Tensor *want_loss = read_tensor(f->r, "loss", 1, (int[]){ 1 });
 
     float scale = max_abs(want->data, want->size);
-    float err = max_abs_diff(logits->data, want->data, want->size);
+    double err = test_max_abs_diff(logits->data, want->data, want->size);
     printf("logits: max |diff| %.3g, max |logit| %.3g, relative %.3g\n", err, scale, err / scale);
     print_torch_fp32_error(f->r, "logits");
     assert_true(err <= 1e-5f * scale + 1e-6f);
@@ -201,13 +193,13 @@ static void test_gradients_match_torch(void **state)
         snprintf(name, sizeof name, "grad.%s", p[k]->name);
         Tensor *want = read_tensor(f->r, name, p[k]->ndim, p[k]->shape);
         float scale = max_abs(want->data, want->size);
-        float err = max_abs_diff(p[k]->grad, want->data, want->size);
-        if (err > 1e-5f * scale + 1e-6f) {
+        double err = test_max_abs_diff(p[k]->grad, want->data, want->size);
+        if (!(err <= 1e-5f * scale + 1e-6f)) {   /* written so that NaN fails */
             printf("  %-26s max |diff| %.3g over the tolerance (max |grad| %.3g)\n", p[k]->name,
                    err, scale);
             failed++;
         }
-        if (err / scale > worst) {
+        if (!(err / scale <= worst)) {
             worst = err / scale;
             worst_k = k;
         }
@@ -279,6 +271,8 @@ static void test_adamw_matches_torch(void **state)
         float scale = max_abs(w->data, w->size), err = 0.0f;
         for (size_t i = 0; i < w->size; i++) {
             float d = fabsf(p[k]->data[i] - w->data[i]);
+            if (d != d)
+                d = INFINITY;   /* a NaN must fail, not vanish in a max */
             if (is_key_bias(f, p[k], i))
                 key_bias = fmaxf(key_bias, d);
             else

@@ -48,51 +48,45 @@ static Tensor *f_loss(Tape *tape, Tensor *const *in, void *ctx)
  * wte was off by 1.6e-3, falling as h^2 to 2.5e-4 at h = 1e-3. So h = 1e-3 with atol 5e-4 and
  * rtol 1e-3: twice the worst error seen, while the gradients checked reach 1e-2 to 1 and a
  * wrong or missing term moves them by far more. */
-static void check_params(Gpt *m, const char *const *names, int n_names)
+static void check_params(bool tied, bool fused, uint64_t seed, const char *const *names,
+                         int n_names)
 {
-    Tensor *in[16];
-    for (int k = 0; k < n_names; k++) {
-        in[k] = gpt_param(m, names[k]);
-        assert_non_null(in[k]);
-    }
+    GptConfig cfg = tiny_config(tied, fused);
+    Gpt *m = gpt_new(&cfg, seed);
+    perturb_params(m, seed + 1);
     GradcheckOptions opt = { .h = 1e-3, .atol = 5e-4, .rtol = 1e-3, .seed = 99 };
     for (int k = 0; k < n_names; k++) {
-        test_gradcheck(names[k], f_loss, &in[k], 1, m, opt);
+        Tensor *p = gpt_param(m, names[k]);
+        assert_non_null(p);
+        test_gradcheck(names[k], f_loss, &p, 1, m, opt);
         /* The check is only meaningful if the gradient is not negligible. */
         float biggest = 0.0f;
-        for (size_t i = 0; i < in[k]->size; i++)
-            biggest = fmaxf(biggest, fabsf(in[k]->grad[i]));
+        for (size_t i = 0; i < p->size; i++)
+            biggest = fmaxf(biggest, fabsf(p->grad[i]));
         assert_true(biggest > 1e-2f);
     }
+    gpt_free(m);
 }
 
 static void test_gradcheck_tied_fused(void **state)
 {
     (void)state;
-    GptConfig cfg = tiny_config(true, true);
-    Gpt *m = gpt_new(&cfg, 1);
-    perturb_params(m, 2);
     /* wte gets two gradients, from the embedding lookup and from the tied head. */
     const char *names[] = { "wte.weight", "wpe.weight", "blocks.0.ln1.weight",
                             "blocks.0.attn.qkv.weight", "blocks.0.attn.qkv.bias",
                             "blocks.1.attn.proj.weight", "blocks.1.ln2.bias",
                             "blocks.1.mlp.fc.weight", "blocks.0.mlp.proj.bias", "ln_f.weight",
                             "ln_f.bias" };
-    check_params(m, names, (int)(sizeof names / sizeof names[0]));
-    gpt_free(m);
+    check_params(true, true, 1, names, (int)(sizeof names / sizeof names[0]));
 }
 
 static void test_gradcheck_untied_separate(void **state)
 {
     (void)state;
-    GptConfig cfg = tiny_config(false, false);
-    Gpt *m = gpt_new(&cfg, 3);
-    perturb_params(m, 4);
     const char *names[] = { "head.weight", "wte.weight", "blocks.0.attn.q.weight",
                             "blocks.1.attn.k.weight", "blocks.0.attn.v.bias",
                             "blocks.1.mlp.proj.weight" };
-    check_params(m, names, (int)(sizeof names / sizeof names[0]));
-    gpt_free(m);
+    check_params(false, false, 3, names, (int)(sizeof names / sizeof names[0]));
 }
 
 /* The expected names, in order, for the tiny config; q/k/v or qkv by option. */

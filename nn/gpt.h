@@ -37,8 +37,9 @@
  *     mlp.proj = mlp.c_proj           nanoGPT (nn.Linear): transpose the weight;
  *                                     Hugging Face (Conv1D, [in, out]): copy as it is
  *     lm_head.weight                  = head.weight, or wte.weight when tied
- * tests/reference/gpt_reference.py writes this model in plain torch ops and is the executable
- * form of this mapping. Dropout is absent (it would make the reference check random). */
+ * tests/reference/gpt_reference.py builds such a module (nanoGPT's layout, nn.Linear and all)
+ * and loads our weights into it through this table: the executable form of the mapping, checked
+ * by tests/test_gpt_reference.c. There is no dropout (it would make that check random). */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>

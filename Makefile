@@ -26,7 +26,10 @@ ARCH     ?= -march=native
 PKGS     := openblas cmocka libcjson
 CC       ?= cc
 CFLAGS   += -std=c11 -D_POSIX_C_SOURCE=200809L $(OPT) $(ARCH) -fopenmp -Wall -Wextra \
-            -I. -MMD -MP $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+            -I. -MMD -MP $(shell pkg-config --cflags $(PKGS) 2>/dev/null) \
+            -DTAPEGRAD_SOURCE_DIR='"$(CURDIR)"'
+# TAPEGRAD_SOURCE_DIR lets a program find the gnuplot script kept next to its source, from any
+# working directory.
 LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
 LDFLAGS  += -fopenmp $(filter -fsanitize%,$(OPT))
 
@@ -54,7 +57,7 @@ check-tests: $(TESTS)
 	@sh tests/run.sh $(TESTS)
 
 demo: deps
-	@$(MAKE) --no-print-directory $(BUILD)/bin/train_gpt
+	@$(MAKE) --no-print-directory $(BINS)
 	@sh examples/demo.sh $(BUILD)
 
 bench: deps

@@ -12,42 +12,14 @@
 
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
+#include "autograd/vexp.h"
 
 /* ---- one causal softmax row, shared by the fused op and op_causal_softmax -------------------
  * y[j] = exp(scale x[j] - m) / sum_{j'<=i} exp(scale x[j'] - m) for j <= i, m the row maximum;
  * y[j] = 0 for i < j < n.  Backward: dx[j] = scale y[j] (dy[j] - sum_j' dy[j'] y[j']).
  *
- * The exponentials were half of the forward pass with libm's expf, which the compiler cannot
- * vectorize (without -ffast-math). exp_nonpos is the textbook method written so that it does:
- * x = n ln2 + r with n an integer and |r| <= ln2/2, exp(r) by its Taylor series to degree 7
- * (truncation below 1e-8 relative), 2^n put straight into the exponent bits. Checked against
- * exp in double at every float in [-87, 0]: within 0.94 ulp. Its arguments are x - max <= 0;
- * below -87 the result would be subnormal and is replaced by exp(-87) ~ 1.6e-38, which no row
- * sum (>= 1) can notice. NaN stays NaN, so an overflow upstream still shows. */
-static inline float exp_nonpos(float x)
-{
-    const float LOG2E = 1.44269504f, LN2_HI = 0.693145752f, LN2_LO = 1.42860677e-6f;
-    const float ROUND = 12582912.0f;           /* 1.5 * 2^23: adding it rounds to an integer */
-    x = x < -87.0f ? -87.0f : x;
-    float shifted = x * LOG2E + ROUND;         /* n sits in the low mantissa bits */
-    float n = shifted - ROUND;
-    float r = (x - n * LN2_HI) - n * LN2_LO;   /* ln2 in two parts keeps r exact enough */
-    float p = 1.0f / 5040.0f;
-    p = p * r + 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    uint32_t bits;
-    memcpy(&bits, &shifted, sizeof bits);
-    bits = (bits - 0x4B400000u + 127u) << 23;  /* (n + 127) << 23 is the float 2^n */
-    float two_n;
-    memcpy(&two_n, &bits, sizeof two_n);
-    return p * two_n;
-}
-
+ * The exponentials use vexp_nonpos (autograd/vexp.h), which vectorizes where libm's expf
+ * does not. */
 static void causal_softmax_row(const float *x, float *y, int i, int n, float scale)
 {
     float m = -INFINITY;
@@ -57,7 +29,7 @@ static void causal_softmax_row(const float *x, float *y, int i, int n, float sca
     float sum = 0.0f;
     #pragma omp simd reduction(+:sum)
     for (int j = 0; j <= i; j++) {
-        y[j] = exp_nonpos(scale * x[j] - m);
+        y[j] = vexp_nonpos(scale * x[j] - m);
         sum += y[j];
     }
     float inv = 1.0f / sum;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "autograd/ops.h"
+#include "autograd/vexp.h"
 
 /* The embedding backward adds many positions into the same table row. Columns are split into
  * blocks of COL_BLOCK, each owned by one thread that walks the positions in order, so every
@@ -87,8 +88,9 @@ static float row_logsumexp(const float *x, int V)
     for (int j = 1; j < V; j++)
         m = x[j] > m ? x[j] : m;
     float s = 0.0f;
+    #pragma omp simd reduction(+:s)
     for (int j = 0; j < V; j++)
-        s += expf(x[j] - m);
+        s += vexp_nonpos(x[j] - m);
     return m + logf(s);
 }
 
@@ -130,8 +132,9 @@ static void cross_entropy_backward(Node *n)
             continue;
         const float *xr = x->data + r * V;
         float *dxr = dx + r * V, lse = s->lse[r];
+        #pragma omp simd
         for (int j = 0; j < V; j++)
-            dxr[j] += scale * expf(xr[j] - lse);
+            dxr[j] += scale * vexp_nonpos(xr[j] - lse);
         dxr[t] -= scale;
     }
 }

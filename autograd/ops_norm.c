@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "autograd/ops.h"
+#include "autograd/vexp.h"
 
 /* Parameter gradients are sums over rows. Giving each block of COL_BLOCK columns to one thread,
  * which adds the rows in order, makes every sum run in the same order whatever the thread count:
@@ -171,8 +172,9 @@ static void softmax_row(const float *x, float *y, int C)
     for (int j = 1; j < C; j++)
         m = x[j] > m ? x[j] : m;
     float s = 0.0f;
+    #pragma omp simd reduction(+:s)
     for (int j = 0; j < C; j++) {
-        y[j] = expf(x[j] - m);
+        y[j] = vexp_nonpos(x[j] - m);
         s += y[j];
     }
     float inv = 1.0f / s;

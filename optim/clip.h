@@ -1,0 +1,23 @@
+#ifndef TAPEGRAD_CLIP_H
+#define TAPEGRAD_CLIP_H
+/* Gradient clipping by the global norm, as torch.nn.utils.clip_grad_norm_: one norm over the
+ * gradients of all the parameters together,
+ *     norm = sqrt(sum over every parameter and element of g^2),
+ * and, when it is too large, every gradient scaled by the same factor, so the direction of the
+ * update is kept and only its length limited. Parameters whose gradient is NULL count as 0.
+ *
+ * The sum is accumulated in double, serially, in parameter order: exact enough that the norm
+ * is the norm of the float gradients to double precision, and the same whatever the thread
+ * count (a float sum over millions of squares would lose digits, and a parallel reduction
+ * would depend on the split). */
+#include "autograd/tensor.h"
+
+double clip_grad_norm(Tensor *const *params, int n);
+
+/* Computes the norm; if max_norm / (norm + 1e-6) < 1, multiplies every gradient by that factor
+ * (rounded to float), as PyTorch does. Returns the norm before clipping. A norm that is not
+ * finite (an overflow, a NaN) is returned and nothing is scaled: the caller should skip the
+ * step, as dynamic loss scaling does. */
+double clip_grad_norm_to(Tensor *const *params, int n, double max_norm);
+
+#endif

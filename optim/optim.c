@@ -1,0 +1,114 @@
+#include "optim/optim.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool optim_rule_decays(OptimDecayRule rule, const Tensor *p)
+{
+    switch (rule) {
+    case OPTIM_DECAY_MATRICES: return p->ndim >= 2;
+    case OPTIM_DECAY_ALL: return true;
+    case OPTIM_DECAY_NONE: return false;
+    }
+    return false;
+}
+
+static void check_unique_names(Tensor *const *params, int n)
+{
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < i && params[i]->name[0]; j++)
+            if (strcmp(params[i]->name, params[j]->name) == 0)
+                tensor_fatal("optimizer: parameters %d and %d are both named '%s'", j, i,
+                             params[i]->name);
+}
+
+void optim_init(Optim *o, const char *kind, Tensor *const *params, int n, OptimDecayRule rule,
+                int n_slots, const char *const *slot_names, OptimUpdateFn update)
+{
+    if (n < 1 || n_slots < 0 || n_slots > OPTIM_MAX_SLOTS)
+        tensor_fatal("optimizer: %d parameters, %d state slots", n, n_slots);
+    check_unique_names(params, n);
+    o->kind = kind;
+    o->n = n;
+    o->n_slots = n_slots;
+    o->update = update;
+    o->params = malloc((size_t)n * sizeof *o->params);
+    o->decay = malloc((size_t)n * sizeof *o->decay);
+    o->state = calloc((size_t)(n * n_slots) + 1, sizeof *o->state);
+    if (!o->params || !o->decay || !o->state)
+        tensor_fatal("out of memory for an optimizer of %d parameters", n);
+    for (int s = 0; s < n_slots; s++)
+        o->slot_names[s] = slot_names[s];
+    for (int i = 0; i < n; i++) {
+        o->params[i] = params[i];
+        o->decay[i] = optim_rule_decays(rule, params[i]);
+        for (int s = 0; s < n_slots; s++) {
+            Tensor *st = tensor_new(MEM_OPTIM, params[i]->ndim, params[i]->shape);
+            tensor_fill(st, 0.0f);
+            o->state[i * n_slots + s] = st;
+        }
+    }
+}
+
+void optim_free(Optim *o)
+{
+    if (!o)
+        return;
+    for (int i = 0; i < optim_state_count(o); i++)
+        tensor_free(o->state[i]);
+    free(o->state);
+    free(o->params);
+    free(o->decay);
+    free(o);
+}
+
+void optim_step(Optim *o, double lr)
+{
+    o->step++;
+    o->update(o, lr);
+}
+
+void optim_zero_grad(Optim *o)
+{
+    for (int i = 0; i < o->n; i++)
+        tensor_zero_grad(o->params[i]);
+}
+
+int optim_state_count(const Optim *o) { return o->n * o->n_slots; }
+
+Tensor *optim_state_tensor(const Optim *o, int i)
+{
+    if (i < 0 || i >= optim_state_count(o))
+        tensor_fatal("optimizer state %d of %d", i, optim_state_count(o));
+    return o->state[i];
+}
+
+const char *optim_state_name(const Optim *o, int i, char *buf, size_t len)
+{
+    optim_state_tensor(o, i);   /* range check */
+    int param = i / o->n_slots, slot = i % o->n_slots;
+    const char *pname = o->params[param]->name;
+    if (pname[0])
+        snprintf(buf, len, "%s.%s.%s", o->kind, o->slot_names[slot], pname);
+    else
+        snprintf(buf, len, "%s.%s.#%d", o->kind, o->slot_names[slot], param);
+    return buf;
+}
+
+Tensor *optim_find_state(const Optim *o, const char *name)
+{
+    char buf[TENSOR_NAME_LEN + 64];
+    for (int i = 0; i < optim_state_count(o); i++)
+        if (strcmp(optim_state_name(o, i, buf, sizeof buf), name) == 0)
+            return o->state[i];
+    return NULL;
+}
+
+size_t optim_state_bytes(const Optim *o)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < optim_state_count(o); i++)
+        bytes += mem_size(o->state[i]->data);
+    return bytes;
+}

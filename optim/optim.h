@@ -1,0 +1,90 @@
+#ifndef TAPEGRAD_OPTIM_H
+#define TAPEGRAD_OPTIM_H
+/* What every optimizer shares: the parameters it updates, which of them get weight decay, the
+ * step counter, and its state tensors, each with a name so a snapshot can save and restore it.
+ *
+ * An optimizer (sgd.h, adamw.h) is a struct whose first member is an Optim, so code that does
+ * not care which one it has (the trainer's loop, a snapshot) holds an Optim *:
+ *
+ *     AdamW *adam = adamw_new(params, n, adamw_defaults());
+ *     Optim *opt = &adam->base;
+ *     ... forward, tape_backward ...
+ *     optim_step(opt, lr);        // the learning rate is an argument: schedules live outside
+ *     optim_zero_grad(opt);
+ *     optim_free(opt);
+ *
+ * State tensors are allocated zero-filled in the optim memory category when the optimizer is
+ * made, so their bytes show in mem_current(MEM_OPTIM) from the start. State names are
+ * "<kind>.<slot>.<parameter name>", e.g. "adamw.m.h.0.attn.qkv.weight"; a parameter without a
+ * name is called "#<index>". Two parameters with the same name are refused, since their state
+ * names would collide. The step counter is `step` (updates applied so far): a snapshot saves
+ * it with the state tensors and sets it back on restore.
+ *
+ * Weight decay: which parameters it applies to is a rule fixed at creation, and can be changed
+ * per parameter afterwards through decay[i]. The default rule is the GPT convention: decay
+ * tensors with two or more dimensions (matmul weights, embedding tables) and leave vectors
+ * (biases, LayerNorm gains and shifts) alone, since shrinking those toward zero only fights the
+ * normalisation and biases have nothing to overfit with.
+ *
+ * A parameter whose gradient is NULL (it took no part in the loss) is skipped by a step, as in
+ * PyTorch; the step counter is shared, so its bias correction does not pause.
+ *
+ * Hyperparameters (learning rate, betas, decay) are doubles, like the Python floats PyTorch
+ * takes, and are rounded to float where PyTorch rounds them: so the constants of an update are
+ * the same floats in both, and so are the updates, up to the order of float operations. */
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "autograd/tensor.h"
+
+typedef enum {
+    OPTIM_DECAY_MATRICES,   /* ndim >= 2 (the default) */
+    OPTIM_DECAY_ALL,
+    OPTIM_DECAY_NONE,
+} OptimDecayRule;
+
+enum { OPTIM_MAX_SLOTS = 2 };
+
+typedef struct Optim Optim;
+/* Applies update number o->step (already incremented, so 1 on the first call). */
+typedef void (*OptimUpdateFn)(Optim *o, double lr);
+
+struct Optim {
+    const char   *kind;                         /* "sgd", "adamw" */
+    Tensor      **params;                       /* the caller's tensors; not owned */
+    int           n;
+    bool         *decay;                        /* per parameter */
+    long          step;                         /* updates applied so far */
+    int           n_slots;                      /* state tensors per parameter */
+    const char   *slot_names[OPTIM_MAX_SLOTS];  /* "m", "v"; "momentum" */
+    Tensor      **state;                        /* state[i * n_slots + s], shaped as params[i] */
+    OptimUpdateFn update;
+};
+
+/* For optimizer implementations: fills o (the first member of a calloc'ed optimizer struct)
+ * and allocates n_slots zero state tensors per parameter in MEM_OPTIM. */
+void    optim_init(Optim *o, const char *kind, Tensor *const *params, int n,
+                   OptimDecayRule rule, int n_slots, const char *const *slot_names,
+                   OptimUpdateFn update);
+/* Frees the state and the optimizer struct itself. NULL is allowed. */
+void    optim_free(Optim *o);
+
+/* One update with learning rate lr: step += 1, then the optimizer's rule. */
+void    optim_step(Optim *o, double lr);
+void    optim_zero_grad(Optim *o);
+
+bool    optim_rule_decays(OptimDecayRule rule, const Tensor *p);
+
+/* The state tensors, in a fixed order (parameter by parameter, slot by slot). */
+int         optim_state_count(const Optim *o);
+Tensor     *optim_state_tensor(const Optim *o, int i);
+const char *optim_state_name(const Optim *o, int i, char *buf, size_t len);
+/* The state tensor of that name, or NULL. */
+Tensor     *optim_find_state(const Optim *o, const char *name);
+/* Bytes of state (what the optimizer adds to MEM_OPTIM). */
+size_t      optim_state_bytes(const Optim *o);
+
+/* For update rules: elementwise loops above this size are split across the OpenMP threads. */
+enum { OPTIM_PARALLEL_MIN = 1 << 15 };
+
+#endif

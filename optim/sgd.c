@@ -1,0 +1,52 @@
+#include "optim/sgd.h"
+
+#include <stdlib.h>
+
+SgdConfig sgd_defaults(void)
+{
+    return (SgdConfig){ .momentum = 0.9, .nesterov = false, .weight_decay = 0.0,
+                        .decay_rule = OPTIM_DECAY_MATRICES };
+}
+
+/* The rule in sgd.h for one tensor; buf is NULL without momentum. */
+static void sgd_update_tensor(float lr, float wd, float mu, bool nesterov, Tensor *p, float *buf)
+{
+    float *w = p->data;
+    const float *grad = p->grad;
+    long n = (long)p->size;
+#pragma omp parallel for schedule(static) if (n >= OPTIM_PARALLEL_MIN)
+    for (long j = 0; j < n; j++) {
+        float g = grad[j] + wd * w[j];
+        if (buf) {
+            buf[j] = mu * buf[j] + g;
+            g = nesterov ? g + mu * buf[j] : buf[j];
+        }
+        w[j] -= lr * g;
+    }
+}
+
+static void sgd_update(Optim *o, double lr)
+{
+    const SgdConfig *c = &((Sgd *)o)->cfg;
+    for (int i = 0; i < o->n; i++) {
+        if (!o->params[i]->grad)
+            continue;
+        float wd = o->decay[i] ? (float)c->weight_decay : 0.0f;
+        float *buf = o->n_slots ? o->state[i]->data : NULL;
+        sgd_update_tensor((float)lr, wd, (float)c->momentum, c->nesterov, o->params[i], buf);
+    }
+}
+
+Sgd *sgd_new(Tensor *const *params, int n, SgdConfig cfg)
+{
+    if (cfg.nesterov && cfg.momentum <= 0.0)
+        tensor_fatal("sgd: Nesterov momentum needs momentum > 0 (got %g)", cfg.momentum);
+    Sgd *s = calloc(1, sizeof *s);
+    if (!s)
+        tensor_fatal("out of memory for an optimizer");
+    s->cfg = cfg;
+    const char *slots[] = { "momentum" };
+    optim_init(&s->base, "sgd", params, n, cfg.decay_rule, cfg.momentum != 0.0 ? 1 : 0, slots,
+               sgd_update);
+    return s;
+}

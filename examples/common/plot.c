@@ -84,9 +84,28 @@ static void explain(const char *why, const char *script, const char *sets)
             "    gnuplot -e \"%s\" %s\n", cli_program(), why, sets, script);
 }
 
+/* A script named relative to the source tree ("examples/x/y.gp") is found from any working
+ * directory: when it is not there relative to the current one, it is looked up under the source
+ * folder the program was built from. The result lives in buf. */
+static const char *find_script(const char *script, char *buf, size_t len)
+{
+#ifdef TAPEGRAD_SOURCE_DIR
+    if (script[0] != '/' && access(script, R_OK) != 0) {
+        snprintf(buf, len, "%s/%s", TAPEGRAD_SOURCE_DIR, script);
+        if (access(buf, R_OK) == 0)
+            return buf;
+    }
+#endif
+    (void)buf;
+    (void)len;
+    return script;
+}
+
 PlotStatus plot_run_vars(const char *script, const char *const *names,
                          const char *const *values, int n, const char *output_var)
 {
+    char found[4096];
+    script = find_script(script, found, sizeof found);
     const char *output = NULL;
     for (int i = 0; output_var && i < n; i++)
         if (strcmp(names[i], output_var) == 0)

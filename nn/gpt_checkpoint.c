@@ -1,0 +1,36 @@
+#include "nn/gpt_checkpoint.h"
+
+static Tensor *block_segment(Tape *tape, Tensor *x, int layer, void *ctx)
+{
+    return gpt_block(ctx, layer, tape, x);
+}
+
+float gpt_checkpoint_forward_backward(const Gpt *model, CkptStrategy strategy,
+                                      const int *tokens, const int *targets, int B, int T,
+                                      CkptStats *stats)
+{
+    Tape *embed = tape_new(), *head = tape_new();
+    Tensor *x = gpt_embed(model, embed, tokens, B, T);
+
+    /* The chain only reads the model; its segment type carries a plain void pointer. */
+    CkptChain chain = { .fn = block_segment, .ctx = (void *)model, .n = model->cfg.n_layer };
+    CkptRun *run = ckpt_run_new(&chain, strategy);
+    Tensor *h = ckpt_forward(run, x);
+    Tensor *loss = op_cross_entropy(head, gpt_head(model, head, h), targets);
+    float value = loss->data[0];
+    tape_backward(head, loss);
+    tape_free(head);            /* dL/dh stays on h, which the run owns */
+    ckpt_backward(run);
+    if (stats)
+        *stats = ckpt_stats(run);
+    ckpt_run_free(run);
+
+    /* dL/dx is on the embedding's output: hand it to the embedding tape as its seed (added to
+     * a zero buffer, so exactly the same value). */
+    float *dx = x->grad;
+    x->grad = NULL;
+    tape_backward_seeded(embed, x, dx);
+    mem_free(dx);
+    tape_free(embed);
+    return value;
+}

@@ -1,0 +1,24 @@
+#ifndef TAPEGRAD_NN_GPT_CHECKPOINT_H
+#define TAPEGRAD_NN_GPT_CHECKPOINT_H
+/* One training forward + backward of the GPT with gradient checkpointing over its L blocks
+ * (autograd/checkpoint.h; docs/checkpointing.md):
+ *
+ *     embedding on a tape  ->  blocks 0..L-1 as a checkpointed chain  ->  head and loss on a
+ *     tape of their own;  backward: head and loss, the chain (recomputing what the strategy
+ *     dropped), then the embedding.
+ *
+ * The gradients are those of gpt_loss + tape_backward, bit for bit, whatever the strategy: the
+ * same ops run on the same values and their backward steps run in the same order (the head's
+ * term reaches a tied wte before the embedding's, as on one tape). Only the memory held and the
+ * number of block forwards differ. */
+#include "autograd/checkpoint.h"
+#include "nn/gpt.h"
+
+/* The mean cross-entropy loss of tokens against targets (as gpt_loss), with every parameter
+ * gradient accumulated (as tape_backward on gpt_loss would). stats, if not NULL, receives the
+ * chain's counters: forwards counts block forward evaluations. */
+float gpt_checkpoint_forward_backward(const Gpt *model, CkptStrategy strategy,
+                                      const int *tokens, const int *targets, int B, int T,
+                                      CkptStats *stats);
+
+#endif

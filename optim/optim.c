@@ -1,5 +1,6 @@
 #include "optim/optim.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,9 @@ void optim_free(Optim *o)
         return;
     for (int i = 0; i < optim_state_count(o); i++)
         tensor_free(o->state[i]);
+    for (int i = 0; i < o->n_bufs; i++)
+        mem_free(o->bufs[i].data);
+    free(o->bufs);
     free(o->state);
     free(o->params);
     free(o->decay);
@@ -84,21 +88,26 @@ Tensor *optim_state_tensor(const Optim *o, int i)
     return o->state[i];
 }
 
+/* "<kind>.<slot>.<parameter name>", or "<kind>.<slot>.#<index>" for an unnamed parameter. */
+static const char *state_name(const Optim *o, int param, const char *slot, char *buf, size_t len)
+{
+    const char *pname = o->params[param]->name;
+    if (pname[0])
+        snprintf(buf, len, "%s.%s.%s", o->kind, slot, pname);
+    else
+        snprintf(buf, len, "%s.%s.#%d", o->kind, slot, param);
+    return buf;
+}
+
 const char *optim_state_name(const Optim *o, int i, char *buf, size_t len)
 {
     optim_state_tensor(o, i);   /* range check */
-    int param = i / o->n_slots, slot = i % o->n_slots;
-    const char *pname = o->params[param]->name;
-    if (pname[0])
-        snprintf(buf, len, "%s.%s.%s", o->kind, o->slot_names[slot], pname);
-    else
-        snprintf(buf, len, "%s.%s.#%d", o->kind, o->slot_names[slot], param);
-    return buf;
+    return state_name(o, i / o->n_slots, o->slot_names[i % o->n_slots], buf, len);
 }
 
 Tensor *optim_find_state(const Optim *o, const char *name)
 {
-    char buf[TENSOR_NAME_LEN + 64];
+    char buf[OPTIM_NAME_LEN];
     for (int i = 0; i < optim_state_count(o); i++)
         if (strcmp(optim_state_name(o, i, buf, sizeof buf), name) == 0)
             return o->state[i];
@@ -110,5 +119,52 @@ size_t optim_state_bytes(const Optim *o)
     size_t bytes = 0;
     for (int i = 0; i < optim_state_count(o); i++)
         bytes += mem_size(o->state[i]->data);
+    for (int i = 0; i < o->n_bufs; i++)
+        bytes += optim_buffer_bytes(&o->bufs[i]);
     return bytes;
+}
+
+/* Buffers ------------------------------------------------------------------------------------ */
+
+size_t optim_buffer_bytes(const OptimBuffer *b)
+{
+    return b->count * (b->type == OPTIM_BUF_U8 ? sizeof(uint8_t) : sizeof(float));
+}
+
+void *optim_add_buffer(Optim *o, int param, const char *slot, OptimBufType type, size_t count)
+{
+    if (param < 0 || param >= o->n || count == 0)
+        tensor_fatal("optimizer buffer '%s' for parameter %d of %d, %zu elements", slot, param,
+                     o->n, count);
+    if (o->n_bufs == o->cap_bufs) {
+        int cap = o->cap_bufs ? 2 * o->cap_bufs : 16;
+        OptimBuffer *grown = realloc(o->bufs, (size_t)cap * sizeof *grown);
+        if (!grown)
+            tensor_fatal("out of memory for %d optimizer buffers", cap);
+        o->bufs = grown;
+        o->cap_bufs = cap;
+    }
+    OptimBuffer *b = &o->bufs[o->n_bufs++];
+    state_name(o, param, slot, b->name, sizeof b->name);
+    b->type = type;
+    b->count = count;
+    b->data = mem_calloc(MEM_OPTIM, optim_buffer_bytes(b));
+    return b->data;
+}
+
+int optim_buffer_count(const Optim *o) { return o->n_bufs; }
+
+OptimBuffer *optim_buffer(const Optim *o, int i)
+{
+    if (i < 0 || i >= o->n_bufs)
+        tensor_fatal("optimizer buffer %d of %d", i, o->n_bufs);
+    return &o->bufs[i];
+}
+
+OptimBuffer *optim_find_buffer(const Optim *o, const char *name)
+{
+    for (int i = 0; i < o->n_bufs; i++)
+        if (strcmp(o->bufs[i].name, name) == 0)
+            return &o->bufs[i];
+    return NULL;
 }

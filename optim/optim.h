@@ -3,7 +3,7 @@
 /* What every optimizer shares: the parameters it updates, which of them get weight decay, the
  * step counter, and its state tensors, each with a name so a snapshot can save and restore it.
  *
- * An optimizer (sgd.h, adamw.h) is a struct whose first member is an Optim, so code that does
+ * An optimizer (sgd.h, adamw.h, adam8bit.h, adafactor.h) is a struct whose first member is an Optim, so code that does
  * not care which one it has (the trainer's loop, a snapshot) holds an Optim *:
  *
  *     AdamW *adam = adamw_new(params, n, adamw_defaults());
@@ -43,7 +43,21 @@ typedef enum {
     OPTIM_DECAY_NONE,
 } OptimDecayRule;
 
-enum { OPTIM_MAX_SLOTS = 2 };
+enum { OPTIM_MAX_SLOTS = 2, OPTIM_NAME_LEN = TENSOR_NAME_LEN + 64 };
+
+/* State that is not an fp32 tensor shaped as its parameter: 8-bit codes and their per-block
+ * constants (adam8bit.h), row and column statistics (adafactor.h). A buffer is a flat array of
+ * `count` elements of one type, zero-filled in MEM_OPTIM, named like a state tensor
+ * ("adam8bit.m.wte.weight", "adafactor.row.wte.weight"). A snapshot stores it as a 1-D tensor
+ * of its type (U8 or F32); optim_state_bytes counts it. */
+typedef enum { OPTIM_BUF_F32, OPTIM_BUF_U8 } OptimBufType;
+
+typedef struct {
+    char         name[OPTIM_NAME_LEN];
+    OptimBufType type;
+    size_t       count;                         /* elements */
+    void        *data;
+} OptimBuffer;
 
 typedef struct Optim Optim;
 /* Applies update number o->step (already incremented, so 1 on the first call). */
@@ -58,6 +72,8 @@ struct Optim {
     int           n_slots;                      /* state tensors per parameter */
     const char   *slot_names[OPTIM_MAX_SLOTS];  /* "m", "v"; "momentum" */
     Tensor      **state;                        /* state[i * n_slots + s], shaped as params[i] */
+    OptimBuffer  *bufs;                         /* buffers, in the order they were added */
+    int           n_bufs, cap_bufs;
     OptimUpdateFn update;
 };
 
@@ -81,8 +97,18 @@ Tensor     *optim_state_tensor(const Optim *o, int i);
 const char *optim_state_name(const Optim *o, int i, char *buf, size_t len);
 /* The state tensor of that name, or NULL. */
 Tensor     *optim_find_state(const Optim *o, const char *name);
-/* Bytes of state (what the optimizer adds to MEM_OPTIM). */
+/* Bytes of state, tensors and buffers (what the optimizer adds to MEM_OPTIM). */
 size_t      optim_state_bytes(const Optim *o);
+
+/* For optimizer implementations: a new zero-filled buffer for parameter `param` under the
+ * static string `slot`; returns its storage. */
+void       *optim_add_buffer(Optim *o, int param, const char *slot, OptimBufType type,
+                             size_t count);
+/* The buffers, in the order they were added; by name, or NULL. */
+int          optim_buffer_count(const Optim *o);
+OptimBuffer *optim_buffer(const Optim *o, int i);
+OptimBuffer *optim_find_buffer(const Optim *o, const char *name);
+size_t       optim_buffer_bytes(const OptimBuffer *b);
 
 /* For update rules: elementwise loops above this size are split across the OpenMP threads. */
 enum { OPTIM_PARALLEL_MIN = 1 << 15 };

@@ -1,0 +1,108 @@
+/* The dynamic 8-bit code: its construction, nearest-level search and blockwise (de)quantization.
+ * The layout of the levels is explained in quant_dynamic.h. */
+#include "precision/quant_dynamic.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+enum { DECADES = 7 };
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+void qdyn_code_init(QdynCode *code, bool is_signed)
+{
+    /* Built in double and rounded once, so each level is the float nearest its definition. */
+    double v[QDYN_LEVELS];
+    int n = 0;
+    int fraction_bits_e0 = is_signed ? 6 : 7;   /* the bits decade 0 has after the indicator */
+    for (int e = 0; e < DECADES; e++) {
+        int k = 1 << (fraction_bits_e0 - e);
+        double scale = pow(10.0, -e);
+        for (int j = 0; j < k; j++) {
+            double magnitude = scale * (0.1 + (j + 0.5) * 0.9 / k);
+            v[n++] = magnitude;
+            if (is_signed)
+                v[n++] = -magnitude;
+        }
+    }
+    v[n++] = 0.0;
+    v[n++] = 1.0;
+    qsort(v, (size_t)n, sizeof v[0], cmp_double);
+    code->is_signed = is_signed;
+    for (int i = 0; i < QDYN_LEVELS; i++)
+        code->level[i] = (float)v[i];
+    for (int i = 0; i < QDYN_LEVELS - 1; i++)
+        code->mid[i] = 0.5f * (code->level[i] + code->level[i + 1]);
+}
+
+/* The number of midpoints below v: eight halvings of [0, 255]. */
+uint8_t qdyn_nearest(const QdynCode *code, float v)
+{
+    int lo = 0, hi = QDYN_LEVELS - 1;
+    while (lo < hi) {
+        int m = (lo + hi) / 2;
+        if (code->mid[m] < v)
+            lo = m + 1;
+        else
+            hi = m;
+    }
+    return (uint8_t)lo;
+}
+
+uint8_t qdyn_zero_code(const QdynCode *code) { return code->is_signed ? 127 : 0; }
+
+float qdyn_quantize_block(const QdynCode *code, const float *x, size_t n, uint8_t *codes)
+{
+    float absmax = 0.0f;
+    for (size_t i = 0; i < n; i++)
+        absmax = fmaxf(absmax, fabsf(x[i]));
+    if (absmax == 0.0f) {
+        for (size_t i = 0; i < n; i++)
+            codes[i] = qdyn_zero_code(code);
+        return 0.0f;
+    }
+    float inv = 1.0f / absmax;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t c = qdyn_nearest(code, x[i] * inv);
+        /* An unsigned code holds second moments, which divide: a positive value must not
+         * become 0 (m / (sqrt(0) + eps) would be an enormous step), so it keeps the smallest
+         * positive level instead. */
+        codes[i] = !code->is_signed && c == 0 && x[i] > 0.0f ? 1 : c;
+    }
+    return absmax;
+}
+
+void qdyn_dequantize_block(const QdynCode *code, const uint8_t *codes, size_t n, float absmax,
+                           float *y)
+{
+    for (size_t i = 0; i < n; i++)
+        y[i] = code->level[codes[i]] * absmax;
+}
+
+static size_t block_len(size_t n, size_t block, size_t b)
+{
+    size_t first = b * block;
+    return n - first < block ? n - first : block;
+}
+
+void qdyn_quantize(const QdynCode *code, const float *x, size_t n, size_t block, uint8_t *codes,
+                   float *absmax)
+{
+    size_t nblocks = (n + block - 1) / block;
+    for (size_t b = 0; b < nblocks; b++)
+        absmax[b] = qdyn_quantize_block(code, x + b * block, block_len(n, block, b),
+                                        codes + b * block);
+}
+
+void qdyn_dequantize(const QdynCode *code, const uint8_t *codes, size_t n, size_t block,
+                     const float *absmax, float *y)
+{
+    size_t nblocks = (n + block - 1) / block;
+    for (size_t b = 0; b < nblocks; b++)
+        qdyn_dequantize_block(code, codes + b * block, block_len(n, block, b), absmax[b],
+                              y + b * block);
+}

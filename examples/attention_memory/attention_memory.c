@@ -1,0 +1,142 @@
+/* attention_memory: how much activation memory causal self-attention keeps for its backward
+ * pass, standard against tiled, as the sequence grows.
+ *
+ * Standard attention (op_attention_qkv) saves the probabilities P [B, H, T, T]: its activations
+ * grow as T^2. Tiled attention (op_attention_qkv_tiled) computes the same output block by block
+ * with an online softmax and saves only the output and one logsumexp per query row: they grow
+ * as T. For T = tmin, 2 tmin, ... up to tmax, one forward + backward of each is run and its peak
+ * act bytes are read from the accounting allocator (mem_reset_peaks, then mem_peak(MEM_ACT)
+ * minus what was in use before), with the median time of --reps more passes.
+ *
+ * Output: TSV on stdout (attention, T, peak_act_bytes, ms, peak_temp_bytes); --log writes the
+ * same to a file and --plot draws it with attention_memory.gp (docs/attention_memory.md). */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "autograd/parallel.h"
+#include "examples/attention_memory/attention_measure.h"
+#include "examples/common/cli.h"
+#include "examples/common/plot.h"
+#include "examples/common/tsv.h"
+
+typedef struct {
+    int         tmin, tmax, batch, heads, head_dim, reps, threads;
+    const char *log_path, *plot_path;
+} Options;
+
+static void usage(void)
+{
+    printf("Usage: attention_memory [OPTION]...\n"
+           "Peak activation bytes and time of one forward + backward of causal self-attention,\n"
+           "standard (keeps P [B, H, T, T]) against tiled (keeps the output and L [B, H, T]),\n"
+           "for T = tmin, 2 tmin, 4 tmin, ... <= tmax. TSV on stdout.\n\n"
+           "  --tmin N        first sequence length (default 64)\n"
+           "  --tmax N        last sequence length, at most (default 2048)\n"
+           "  --batch N       batch size B (default 1)\n"
+           "  --heads N       heads H (default 4)\n"
+           "  --head-dim N    dimensions per head D (default 64)\n"
+           "  --reps N        timed passes per point after the measured one; the median is\n"
+           "                  printed (default 5; 0 skips timing)\n"
+           "  --threads N     threads, 0 = one per core (default 0)\n"
+           "  --log FILE      also write the TSV to FILE\n"
+           "  --plot FILE     draw peak memory and time against T into FILE (PNG, gnuplot);\n"
+           "                  needs --log\n"
+           "  -h, --help      this text\n\n"
+           "Example (the figure of docs/attention_memory.md):\n"
+           "  attention_memory --log attention_memory.tsv --plot attention_memory.png\n");
+}
+
+static Options parse(int argc, char **argv)
+{
+    Options o = { .tmin = 64, .tmax = 2048, .batch = 1, .heads = 4, .head_dim = 64, .reps = 5 };
+    const struct option options[] = {
+        { "tmin", required_argument, NULL, 'a' }, { "tmax", required_argument, NULL, 'z' },
+        { "batch", required_argument, NULL, 'b' }, { "heads", required_argument, NULL, 'H' },
+        { "head-dim", required_argument, NULL, 'd' }, { "reps", required_argument, NULL, 'r' },
+        { "threads", required_argument, NULL, 't' }, { "log", required_argument, NULL, 'l' },
+        { "plot", required_argument, NULL, 'p' }, { "help", no_argument, NULL, 'h' },
+        { 0, 0, 0, 0 },
+    };
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+        switch (c) {
+        case 'a': o.tmin = (int)cli_long("--tmin", optarg, 1, 1 << 20); break;
+        case 'z': o.tmax = (int)cli_long("--tmax", optarg, 1, 1 << 20); break;
+        case 'b': o.batch = (int)cli_long("--batch", optarg, 1, 1 << 16); break;
+        case 'H': o.heads = (int)cli_long("--heads", optarg, 1, 1 << 12); break;
+        case 'd': o.head_dim = (int)cli_long("--head-dim", optarg, 1, 1 << 12); break;
+        case 'r': o.reps = (int)cli_long("--reps", optarg, 0, 10000); break;
+        case 't': o.threads = (int)cli_long("--threads", optarg, 0, 1024); break;
+        case 'l': o.log_path = optarg; break;
+        case 'p': o.plot_path = optarg; break;
+        case 'h': usage(); exit(0);
+        case ':': cli_usage_error("%s needs a value", argv[optind - 1]);
+        default: cli_usage_error("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        cli_usage_error("unexpected argument '%s'", argv[optind]);
+    if (o.tmin > o.tmax)
+        cli_usage_error("--tmin %d is larger than --tmax %d", o.tmin, o.tmax);
+    if (o.plot_path && !o.log_path)
+        cli_usage_error("--plot needs --log (the figure is drawn from that TSV)");
+    return o;
+}
+
+/* One row on stdout and, when logging, in the TSV file. ms is rounded to microseconds. */
+static void emit(TsvWriter *log, AttnKind kind, int T, const AttnMeasure *m)
+{
+    double ms = round(m->ms * 1e3) / 1e3;
+    printf("%s\t%d\t%zu\t%.3f\t%zu\n", ATTN_NAME[kind], T, m->peak_act, ms, m->peak_temp);
+    fflush(stdout);
+    if (!log)
+        return;
+    tsv_str(log, ATTN_NAME[kind]);
+    tsv_int(log, T);
+    tsv_int(log, (long long)m->peak_act);
+    tsv_num(log, ms);
+    tsv_int(log, (long long)m->peak_temp);
+    tsv_end_row(log);   /* a failed write is reported by tsv_close, with its reason */
+}
+
+int main(int argc, char **argv)
+{
+    cli_init(argv[0]);
+    Options o = parse(argc, argv);
+    par_set_threads(o.threads);
+
+    char err[256];
+    const char *columns[] = { "attention", "T", "peak_act_bytes", "ms", "peak_temp_bytes", NULL };
+    TsvWriter *log = NULL;
+    if (o.log_path && !(log = tsv_open(o.log_path, columns, err, sizeof err)))
+        cli_die(1, "%s", err);
+
+    printf("attention\tT\tpeak_act_bytes\tms\tpeak_temp_bytes\n");
+    AttnMeasure last[2] = { 0 };
+    int last_T = 0;
+    for (long T = o.tmin; T <= o.tmax; T *= 2) {
+        for (int kind = ATTN_STANDARD; kind <= ATTN_TILED; kind++) {
+            last[kind] = attn_measure((AttnKind)kind, o.batch, (int)T, o.heads, o.head_dim,
+                                      o.reps, 1);
+            emit(log, (AttnKind)kind, (int)T, &last[kind]);
+        }
+        last_T = (int)T;
+    }
+    fprintf(stderr, "at T=%d (B=%d H=%d D=%d, %d thread%s): tiled keeps %.4f of standard's "
+            "activation bytes", last_T, o.batch, o.heads, o.head_dim, par_threads(),
+            par_threads() == 1 ? "" : "s",
+            (double)last[ATTN_TILED].peak_act / (double)last[ATTN_STANDARD].peak_act);
+    if (o.reps > 0)
+        fprintf(stderr, " and takes %.2fx its time", last[ATTN_TILED].ms / last[ATTN_STANDARD].ms);
+    fputc('\n', stderr);
+
+    if (log && !tsv_close(log, err, sizeof err))
+        cli_die(1, "%s", err);
+    if (o.plot_path &&
+        plot_run(TAPEGRAD_SOURCE_DIR "/examples/attention_memory/attention_memory.gp", o.log_path,
+                 o.plot_path) == PLOT_OK)
+        fprintf(stderr, "figure: %s\n", o.plot_path);
+    return 0;
+}

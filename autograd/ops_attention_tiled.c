@@ -9,18 +9,18 @@
  * and its gradient are [B, T, C] with row stride C. */
 #include <math.h>
 #include <omp.h>
-#include <stdint.h>
 #include <string.h>
 
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
+#include "autograd/vexp.h"
 
 /* Query rows per block (BR) and key columns per block (BC). Measured on one thread, one forward
- * + backward at B=1 H=4 D=64, T = 256 and 1024 (median of 7): 64 x 64 tiles took 1.5 and 33 ms,
- * 32 x 32 1.7 and 36, 128 x 128 1.8 and 32, 64 x 128 1.5 and 31-33 (within the noise of 64 x 64).
- * The same kernel with plain vectorized loops for the tile products instead of
- * par_sgemm_serial took 5-9 and 100-116 ms: single-threaded BLAS is 3x faster even on tiles this
- * small. A 64 x 64 tile is 16 KiB, so a thread's two tiles sit in L1 with the rows they touch. */
+ * + backward at B=1 H=4 D=64, T = 256 and 1024, median of 7, repeated: tiles of 32 x 32,
+ * 64 x 64, 128 x 128, 64 x 128 and 128 x 64 all took 1.5-2 ms and 21-26 ms, differences within
+ * the run-to-run noise of a shared machine, so 64 x 64, the middle, is kept. The same kernel with plain vectorized loops for the
+ * tile products instead of par_sgemm_serial took 5.2 ms and 70-116 ms: single-threaded BLAS is
+ * about 3x faster even on tiles this small. */
 enum { BR = 64, BC = 64 };
 
 typedef struct {
@@ -41,36 +41,6 @@ static long head_in(const Heads *a, int b, int h)
 static long head_out(const Heads *a, int b, int h)
 {
     return (long)b * a->T * a->H * a->D + (long)h * a->D;
-}
-
-/* ---- e^x for x <= 0, in a form the compiler vectorizes ---------------------------------------
- * libm's expf is a call the loop cannot vectorize (without -ffast-math): with it, a forward +
- * backward took 1.4x as long (B=1 H=4 D=64 T=256, one thread: 2.2 against 1.6 ms). Here
- * e^x = 2^y with y = x log2(e) = n + f, n = rint(y), |f| <= 1/2; 2^f = e^(f ln 2) by its Taylor
- * series to degree 7 (truncation < 6e-9 relative), and 2^n goes straight into the exponent bits.
- * y is clamped at -126, the smallest normal power of two. Checked against exp in double at
- * every float x <= 0: the absolute error is below 5.5e-8 (under one ulp of 1). The relative
- * error grows with |x| through the rounding of x log2(e), up to 4e-6 near x = -87, which a
- * softmax cannot notice: every term is added to a row sum >= 1. NaN stays NaN (through the
- * polynomial), so an overflow upstream still shows. ops_attention.c has its own vectorized exp
- * (base e, for a row already max-shifted); the two could share a header. */
-static inline float exp_le0(float x)
-{
-    float y = x * 1.44269504f;
-    y = y < -126.0f ? -126.0f : y;
-    float n = rintf(y), f = y - n;
-    float p = 1.52527338e-5f;
-    p = p * f + 1.54035304e-4f;
-    p = p * f + 1.33335581e-3f;
-    p = p * f + 9.61812911e-3f;
-    p = p * f + 5.55041087e-2f;
-    p = p * f + 2.40226507e-1f;
-    p = p * f + 6.93147181e-1f;
-    p = p * f + 1.0f;
-    uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;
-    float two_n;
-    memcpy(&two_n, &bits, sizeof two_n);
-    return p * two_n;
 }
 
 /* ---- one block of query rows against one block of keys ---------------------------------------
@@ -125,12 +95,12 @@ static float online_row(float *s, int n, int width, float *m, float *l)
     float sum = 0.0f;
     #pragma omp simd reduction(+:sum)
     for (int j = 0; j < n; j++) {
-        s[j] = exp_le0(s[j] - mx);
+        s[j] = vexp_nonpos(s[j] - mx);
         sum += s[j];
     }
     for (int j = n; j < width; j++)
         s[j] = 0.0f;
-    float rescale = *m == -INFINITY ? 0.0f : exp_le0(*m - mx);
+    float rescale = vexp_nonpos(*m - mx);   /* 0 on the first block, where m = -inf */
     *m = mx;
     *l = *l * rescale + sum;
     return rescale;
@@ -203,7 +173,7 @@ static void block_probs(const Block *blk, float *s, const float *lse)
         int n = valid(blk, t);
         #pragma omp simd
         for (int j = 0; j < n; j++)
-            row[j] = exp_le0(row[j] - L);
+            row[j] = vexp_nonpos(row[j] - L);
         for (int j = n < 0 ? 0 : n; j < width; j++)
             row[j] = 0.0f;
     }

@@ -116,11 +116,11 @@ static double max_abs(const float *x, size_t n)
 }
 
 /* ---- equal to standard attention ------------------------------------------------------------
- * Both ops compute in fp32 with fp32 accumulation and differ in summation order (tiles of 64
- * keys, a rescaled running sum), in their exp (two polynomial forms, each within an ulp of 1)
- * and in one thing more: the tiled backward recomputes P = exp(S - L) from L = m + log(l) stored
- * as one float, whose rounding, half an ulp of |L| ~ eps |S|, becomes a relative error of P. So
- * the tolerance, for the output and for the gradients, relative to the largest value of each, is
+ * Both ops compute in fp32 with fp32 accumulation and the same exp, and differ in summation
+ * order (tiles of 64 keys, a rescaled running sum) and in one thing more: the tiled backward
+ * recomputes P = exp(S - L) from L = m + log(l) stored as one float, whose rounding, half an ulp
+ * of |L| ~ eps |S|, becomes a relative error of P. So the tolerance, for the output and for the
+ * gradients, relative to the largest value of each, is
  *     1e-5 + 4 eps max|S|
  * where max|S| is the largest score a query sees (computed here in double). The distances
  * measured are a few ulp of the largest terms, times the growth of rounding over T <= 130 terms:

@@ -190,9 +190,10 @@ static void test_equals_standard(void **state)
 
 /* ---- gradcheck ------------------------------------------------------------------------------
  * The tolerances of test_ops_attention.c, for the same reason: h = 1e-2 on O(1) inputs leaves a
- * truncation error ~h^2/6 |f'''| ~ 2e-5 and an fp32 rounding error ~1e-5; the worst
- * measured is 1.3e-4 (x,x,x at T = 70), against atol 5e-4 + rtol 1e-3 |numeric|. A real mistake is O(|gradient|) ~ 0.1-1. T = 70 puts queries and keys in two
- * blocks each, so the off-diagonal block and the partial diagonal one are both checked. */
+ * truncation error ~h^2/6 |f'''| ~ 2e-5 and an fp32 rounding error ~1e-5. The worst measured is
+ * 1.3e-4 (x,x,x at T = 70), against atol 5e-4 + rtol 1e-3 |numeric|; a real mistake is
+ * O(|gradient|) ~ 0.1-1. T = 70 puts queries and keys in two blocks each, so the off-diagonal
+ * block and the partial diagonal one are both checked. */
 static GradcheckOptions tolerances(void)
 {
     GradcheckOptions opt = gradcheck_defaults();

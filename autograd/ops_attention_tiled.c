@@ -18,9 +18,9 @@
 /* Query rows per block (BR) and key columns per block (BC). Measured on one thread, one forward
  * + backward at B=1 H=4 D=64, T = 256 and 1024, median of 7, repeated: tiles of 32 x 32,
  * 64 x 64, 128 x 128, 64 x 128 and 128 x 64 all took 1.5-2 ms and 21-26 ms, differences within
- * the run-to-run noise of a shared machine, so 64 x 64, the middle, is kept. The same kernel with plain vectorized loops for the
- * tile products instead of par_sgemm_serial took 5.2 ms and 70-116 ms: single-threaded BLAS is
- * about 3x faster even on tiles this small. */
+ * the run-to-run noise of a shared machine, so 64 x 64, the middle, is kept. The same kernel
+ * with plain vectorized loops for the tile products instead of par_sgemm_serial took 5.2 ms and
+ * 70-116 ms: single-threaded BLAS is about 3x faster even on tiles this small. */
 enum { BR = 64, BC = 64 };
 
 typedef struct {

@@ -126,9 +126,9 @@ static double max_abs(const float *x, size_t n)
  * measured are a few ulp of the largest terms, times the growth of rounding over T <= 130 terms:
  * up to 2.5e-6 with inputs of scale 1 (max|S| <= 14), and up to 1e-5 for x,x,x with inputs of
  * scale 3, where each query sees itself at a score of ~|x|^2 / sqrt(D), up to 110 (all printed
- * below). That leaves margins of 6x or more; a real mistake (a missed rescale, a mask off by one, a lost
- * 1/sqrt(D), one of the three gradient terms of x,x,x dropped) moves results by 1e-2 of the
- * scale or more. Inputs of scale 3 give near one-hot rows whose running maximum jumps between
+ * below). That leaves margins of 6x or more; a real mistake (a missed rescale, a mask off by
+ * one, a lost 1/sqrt(D), one of the three gradient terms of x,x,x dropped) moves results by 1e-2
+ * of the scale or more. Inputs of scale 3 give near one-hot rows whose running maximum jumps between
  * blocks, the case the rescaling exists for. */
 static double max_score(Tensor *const *in, Form form, Shape s)
 {

@@ -128,8 +128,8 @@ static double max_abs(const float *x, size_t n)
  * scale 3, where each query sees itself at a score of ~|x|^2 / sqrt(D), up to 110 (all printed
  * below). That leaves margins of 6x or more; a real mistake (a missed rescale, a mask off by
  * one, a lost 1/sqrt(D), one of the three gradient terms of x,x,x dropped) moves results by 1e-2
- * of the scale or more. Inputs of scale 3 give near one-hot rows whose running maximum jumps between
- * blocks, the case the rescaling exists for. */
+ * of the scale or more. Inputs of scale 3 give near one-hot rows whose running maximum jumps
+ * between blocks, the case the rescaling exists for. */
 static double max_score(Tensor *const *in, Form form, Shape s)
 {
     int D = s.C / s.H, ld = form == FORM_FUSED ? 3 * s.C : s.C;

@@ -11,6 +11,7 @@ mkdir -p "$out"
 # No stale figure passes for a new one: a failed plot leaves none (git has the old one).
 rm -f "$out/attention_memory.png"
 "$build/bin/attention_memory" --tmin 64 --tmax 2048 --batch 1 --heads 4 --head-dim 64 \
-    --threads 1 --reps 9 --log "$out/attention_memory.tsv" --plot "$out/attention_memory.png" > /dev/null
+    --threads 1 --reps 9 --log "$out/attention_memory.tsv" \
+    --plot "$out/attention_memory.png" > /dev/null
 test -f "$out/attention_memory.png"
 echo "wrote $out/attention_memory.png"

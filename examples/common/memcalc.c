@@ -1,0 +1,242 @@
+/* The formulas of memcalc.h. Every count here mirrors an allocation in autograd/ops_ files,
+ * autograd/checkpoint.c, nn/gpt.c, nn/gpt_checkpoint.c or optim/; the comments say which. */
+#include "examples/common/memcalc.h"
+
+#include <math.h>
+
+const char *const MC_PRECISION_NAMES[] = { "fp32", "mixed", NULL };
+const char *const MC_OPTIMIZER_NAMES[] = { "sgd", "momentum", "adamw", "adam8bit", "adafactor",
+                                           NULL };
+
+enum {
+    F32 = 4,                /* bytes of a float and of an int id or target */
+    CE_RECORD = 24,         /* ops_embedding.c's CrossEntropySaved: a count and two pointers */
+    ADAM8BIT_BLOCK = 2048,  /* adam8bit_defaults() */
+    ADAM8BIT_MIN = 4096,
+};
+
+double memcalc_states_total(McStates s) { return s.param + s.grad + s.optim; }
+
+/* Optimizer state per parameter, K, for a model of unknown shapes. */
+static double state_per_param(McOptimizer o)
+{
+    switch (o) {
+    case MC_SGD: return 0.0;
+    case MC_MOMENTUM: return 4.0;
+    case MC_ADAMW: return 8.0;
+    case MC_ADAM8BIT: return 2.0 + 8.0 / ADAM8BIT_BLOCK;
+    case MC_ADAFACTOR: return 0.0;
+    case MC_NOPTIMIZERS: break;
+    }
+    return 0.0;
+}
+
+/* Weights and gradients in the precision; mixed adds the fp32 master weights to the state. */
+static McStates with_precision(double n, double state, McPrecision p)
+{
+    if (p == MC_MIXED)
+        return (McStates){ .param = 2.0 * n, .grad = 2.0 * n, .optim = 4.0 * n + state };
+    return (McStates){ .param = 4.0 * n, .grad = 4.0 * n, .optim = state };
+}
+
+McStates memcalc_states_flat(double n, McPrecision p, McOptimizer o)
+{
+    return with_precision(n, n * state_per_param(o), p);
+}
+
+McStates memcalc_zero(McStates s, int stage, int ranks)
+{
+    double r = ranks;
+    if (stage >= 1)
+        s.optim /= r;
+    if (stage >= 2)
+        s.grad /= r;
+    if (stage >= 3)
+        s.param /= r;
+    return s;
+}
+
+/* ---- our GPT's tensors ---------------------------------------------------------------------- */
+
+/* The parameters of gpt.h as (rows, cols): a vector is one row. */
+typedef void (*TensorFn)(long rows, long cols, void *acc);
+
+static void each_tensor(const GptConfig *c, TensorFn fn, void *acc)
+{
+    long V = c->vocab_size, T = c->max_seq, C = c->n_embd;
+    fn(V, C, acc);                               /* wte */
+    fn(T, C, acc);                               /* wpe */
+    for (int l = 0; l < c->n_layer; l++) {
+        fn(1, C, acc);                           /* ln1.weight, .bias */
+        fn(1, C, acc);
+        for (int k = 0; k < (c->fused_qkv ? 1 : 3); k++) {
+            long out = c->fused_qkv ? 3 * C : C;
+            fn(C, out, acc);                     /* attn.qkv or q, k, v */
+            fn(1, out, acc);
+        }
+        fn(C, C, acc);                           /* attn.proj */
+        fn(1, C, acc);
+        fn(1, C, acc);                           /* ln2 */
+        fn(1, C, acc);
+        fn(C, 4 * C, acc);                       /* mlp.fc */
+        fn(1, 4 * C, acc);
+        fn(4 * C, C, acc);                       /* mlp.proj */
+        fn(1, C, acc);
+    }
+    fn(1, C, acc);                               /* ln_f */
+    fn(1, C, acc);
+    if (!c->tied)
+        fn(V, C, acc);                           /* head */
+}
+
+typedef struct {
+    McOptimizer o;
+    double      params, state, adafactor_scratch;
+} Tally;
+
+/* Exact state bytes of one tensor, as the optimizer's constructor allocates them. */
+static void tally(long rows, long cols, void *acc)
+{
+    Tally *t = acc;
+    double n = (double)rows * cols;
+    t->params += n;
+    switch (t->o) {
+    case MC_ADAM8BIT:
+        t->state += n >= ADAM8BIT_MIN ? 2.0 * n + 8.0 * ceil(n / ADAM8BIT_BLOCK) : 8.0 * n;
+        break;
+    case MC_ADAFACTOR:
+        t->state += rows > 1 ? F32 * (double)(rows + cols) : F32 * n;
+        /* adafactor.c's scratch per tensor: 3 rows + cols doubles and rows + cols floats. */
+        t->adafactor_scratch = fmax(t->adafactor_scratch,
+                                    8.0 * (3 * rows + cols) + 4.0 * (rows + cols));
+        break;
+    default:
+        t->state += n * state_per_param(t->o);
+        break;
+    }
+}
+
+static Tally gpt_tally(const GptConfig *cfg, McOptimizer o)
+{
+    Tally t = { .o = o };
+    each_tensor(cfg, tally, &t);
+    return t;
+}
+
+size_t memcalc_gpt_params(const GptConfig *cfg)
+{
+    return (size_t)gpt_tally(cfg, MC_SGD).params;
+}
+
+McStates memcalc_gpt_states(const GptConfig *cfg, McPrecision p, McOptimizer o)
+{
+    Tally t = gpt_tally(cfg, o);
+    return with_precision(t.params, t.state, p);
+}
+
+/* ---- activations ---------------------------------------------------------------------------- */
+
+McActParts memcalc_act_parts(const GptConfig *cfg, int B, int T)
+{
+    double N = (double)B * T, C = cfg->n_embd, V = cfg->vocab_size, H = cfg->n_head;
+    McActParts a;
+    /* op_embedding twice (output and saved ids), op_add. */
+    a.embed = F32 * (3.0 * N * C + 2.0 * N);
+    /* The 27 C floats per token of memcalc.h; op_layernorm's mean and rstd per row, twice;
+     * op_attention_qkv's P [B, H, T, T]. */
+    a.block_bare = F32 * 27.0 * N * C;
+    a.block = a.block_bare + F32 * (4.0 * N + (double)B * H * T * T);
+    a.copy = F32 * N * C;
+    /* ln_f and its statistics, the logits, op_cross_entropy's lse, targets, record, loss. */
+    a.head = F32 * (N * C + 2.0 * N + N * V + 2.0 * N + 1.0) + CE_RECORD;
+    return a;
+}
+
+/* The runner's plan for every:K (autograd/checkpoint.c, plan_every), n = L blocks:
+ *   forward: advance through blocks 0 .. last-1 storing x_K, x_2K, ..., x_last (copies), then
+ *            record the last run; the head tape follows:
+ *                embed + (runs - 1) copies + (L - last) blocks + head
+ *   backward: the head tape is freed, the last run reversed and x_last released; every earlier
+ *            run of K is recorded again from its checkpoint:
+ *                embed + (runs - 2) copies + K blocks           (runs >= 2)
+ *   advancing block j keeps the copies so far, x_j, the bare block and the new copy x_{j+1}:
+ *                embed + (runs - 1 + [K > 1]) copies + bare block   (at j = last - 1)
+ * with runs = ceil(L / K), last = K (runs - 1). K >= L is vanilla. */
+static double every_peak(const McActParts *a, int L, int K)
+{
+    int runs = (L + K - 1) / K, last = K * (runs - 1);
+    double peak = a->embed + (runs - 1) * a->copy + (L - last) * a->block + a->head;
+    if (runs >= 2) {
+        peak = fmax(peak, a->embed + (runs - 2) * a->copy + K * a->block);
+        peak = fmax(peak, a->embed + (runs - 1 + (K > 1)) * a->copy + a->block_bare);
+    }
+    return peak;
+}
+
+/* memory-poor (plan_memory_poor): segment i's input is recomputed from x_0 before it is
+ * reversed, so at most one copy x_i and one recorded block are held, plus the head tape in the
+ * forward pass; advancing holds x_j, the bare block and x_{j+1}. */
+static double memory_poor_peak(const McActParts *a, int L)
+{
+    if (L == 1)
+        return a->embed + a->block + a->head;
+    return a->embed + a->copy + fmax(a->block + a->head, a->block_bare + a->copy);
+}
+
+double memcalc_act_peak(const GptConfig *cfg, const McRun *run)
+{
+    McActParts a = memcalc_act_parts(cfg, run->B, run->T);
+    int L = cfg->n_layer;
+    switch (run->strategy.kind) {
+    case CKPT_VANILLA: return a.embed + L * a.block + a.head;
+    case CKPT_MEMORY_POOR: return memory_poor_peak(&a, L);
+    case CKPT_SQRT:
+    case CKPT_EVERY: return every_peak(&a, L, ckpt_interval(run->strategy, L));
+    case CKPT_BUDGET: break;
+    }
+    return -1.0;
+}
+
+/* ---- scratch -------------------------------------------------------------------------------- */
+
+/* The backward pass frees each activation gradient as soon as its node has run (tape.c), so the
+ * peak is at one node: its output's gradient, the gradients it allocates for its inputs, and
+ * what is held meanwhile. In floats per token of C, for one block (vanilla):
+ *     gelu and the fc bias: the residual's gradient 1 + their output's 4 + their input's 4 = 9
+ *     attention: residual 1 + output 1 + the fused qkv's 3 = 5, plus a T x T scratch per thread
+ * the head: cross-entropy's logits gradient N V (+ the loss's 1 float), then the head matmul's
+ * N V + N C, ln_f's 2 N C; the embedding's add 3 N C; the forward's position ids N ints.
+ * The checkpoint runner holds the block's seed dx_{j+1} beside its gradients (+1 C in a block)
+ * and hands dx_0 to the embedding tape (4 N C there). */
+double memcalc_temp_peak(const GptConfig *cfg, const McRun *run, McOptimizer o)
+{
+    if (run->strategy.kind == CKPT_BUDGET)
+        return -1.0;
+    double N = (double)run->B * run->T, C = cfg->n_embd, V = cfg->vocab_size;
+    double scratch = (double)run->threads * run->T * run->T;
+    double seed = run->strategy.kind == CKPT_VANILLA ? 0.0 : 1.0;
+    double floats = fmax(N * V + 1.0, N * (V + C));
+    floats = fmax(floats, 2.0 * N * C);
+    floats = fmax(floats, (9.0 + seed) * N * C);
+    floats = fmax(floats, (5.0 + seed) * N * C + scratch);
+    floats = fmax(floats, (3.0 + seed) * N * C);
+    floats = fmax(floats, N);
+    double bytes = F32 * floats;
+    if (o == MC_ADAFACTOR)
+        bytes = fmax(bytes, gpt_tally(cfg, o).adafactor_scratch);
+    return bytes;
+}
+
+McPeaks memcalc_predict(const GptConfig *cfg, const McRun *run, McOptimizer o)
+{
+    McStates s = memcalc_gpt_states(cfg, MC_FP32, o);
+    McPeaks p = { { 0 } };
+    p.bytes[MEM_PARAM] = s.param;
+    p.bytes[MEM_GRAD] = s.grad;
+    p.bytes[MEM_OPTIM] = s.optim;
+    p.bytes[MEM_ACT] = memcalc_act_peak(cfg, run);
+    p.bytes[MEM_TEMP] = memcalc_temp_peak(cfg, run, o);
+    for (int c = 0; c < MEM_NCAT; c++)
+        p.bytes[MEM_ALL] += p.bytes[c];
+    return p;
+}

@@ -1,0 +1,100 @@
+#ifndef TAPEGRAD_MEMCALC_H
+#define TAPEGRAD_MEMCALC_H
+/* Where the memory of training goes, by formula: model states (parameters, gradients, optimizer
+ * state) for a precision and an optimizer, ZeRO's partitioning of them over data-parallel ranks,
+ * and the activations and scratch of our GPT for a checkpointing strategy. examples/
+ * memory_calculator prints these; tests/test_memory_calculator.c checks them against the lecture's
+ * numbers and against the bytes autograd/mem measures in a real training step.
+ *
+ * Model states, per parameter (Rajbhandari et al. 2020, "ZeRO"):
+ *     fp32      weights 4, gradients 4, optimizer state K
+ *     mixed     fp16/bf16 weights 2, gradients 2, and in the optimizer state an fp32 master copy
+ *               of the weights (4) plus K: for Adam 2 + 2 + (4 + 8) = 16 bytes per parameter
+ *     K         sgd 0, momentum 4, adamw 8 (m and v), adam8bit 2 + 8/2048 (codes and two absmax
+ *               floats per block of 2048), adafactor (rows + cols) * 4 per matrix and 4 per vector
+ *               element: about 0 per parameter for a large model
+ * ZeRO stage 1 partitions the optimizer state over N ranks, stage 2 also the gradients, stage 3
+ * also the weights; each rank then holds 1/N of what is partitioned.
+ *
+ * Activations of our GPT (fp32, every tensor as the autograd ops and nn modules allocate it), with
+ * N = B T tokens, per layer and per token in floats of C:
+ *     ln1 1, qkv matmul 3 and bias 3, attention output 1, proj matmul 1 and bias 1, residual add
+ *     1, ln2 1, fc matmul 4, bias 4, gelu 4, proj matmul 1, bias 1, residual add 1  = 27 C
+ * plus each layernorm's mean and rstd (2 floats per row, twice) and the attention
+ * probabilities P [B, H, T, T]: a recorded block is 27 N C + 4 N + B H T^2 floats. The
+ * embedding keeps both lookups, their sum and two copies of the ids (3 N C floats + 2 N ints);
+ * the head keeps ln_f (N C + 2 N), the logits (N V), and cross-entropy's per-row logsumexp and
+ * targets (2 N) with a 24-byte record and the loss. How the checkpointing strategies hold them is
+ * in memcalc.c, next to the formulas. */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "autograd/checkpoint.h"
+#include "autograd/mem.h"
+#include "nn/gpt.h"
+
+typedef enum { MC_FP32, MC_MIXED, MC_NPRECISIONS } McPrecision;
+typedef enum {
+    MC_SGD, MC_MOMENTUM, MC_ADAMW, MC_ADAM8BIT, MC_ADAFACTOR, MC_NOPTIMIZERS,
+} McOptimizer;
+
+/* "fp32" "mixed"; "sgd" "momentum" "adamw" "adam8bit" "adafactor": NULL-terminated. */
+extern const char *const MC_PRECISION_NAMES[];
+extern const char *const MC_OPTIMIZER_NAMES[];
+
+/* Bytes of model states. */
+typedef struct {
+    double param, grad, optim;
+} McStates;
+
+double   memcalc_states_total(McStates s);
+
+/* A model known only by its parameter count n: the per-parameter formulas above (adafactor's
+ * factored state counted as 0). */
+McStates memcalc_states_flat(double n, McPrecision p, McOptimizer o);
+/* What one of `ranks` data-parallel ranks holds under ZeRO stage 0 (none) .. 3. */
+McStates memcalc_zero(McStates s, int stage, int ranks);
+
+/* Our GPT, tensor by tensor in gpt.h's order (a tied head counted once). */
+size_t   memcalc_gpt_params(const GptConfig *cfg);
+McStates memcalc_gpt_states(const GptConfig *cfg, McPrecision p, McOptimizer o);
+
+/* One training step of our GPT: B rows of T tokens, a strategy over the L blocks (vanilla runs
+ * one tape, as gpt_loss does; the others run nn/gpt_checkpoint.h), and the OpenMP threads (the
+ * attention backward takes a T x T scratch per thread). */
+typedef struct {
+    int          B, T;
+    CkptStrategy strategy;
+    int          threads;
+} McRun;
+
+/* The pieces the activation formulas are made of, in bytes. */
+typedef struct {
+    double embed;        /* the embedding tape */
+    double block;        /* one recorded block, its output included */
+    double block_bare;   /* one block run without recording: its outputs only */
+    double copy;         /* one x_j kept by the checkpoint runner */
+    double head;         /* ln_f, logits, cross-entropy */
+} McActParts;
+
+McActParts memcalc_act_parts(const GptConfig *cfg, int B, int T);
+/* Peak bytes of activations (category act) and of scratch (category temp: activation gradients
+ * in the backward pass, attention scratch, the optimizer's scratch). memory-poor, sqrt and every:K
+ * are supported; budget:S is not (returns -1). */
+double     memcalc_act_peak(const GptConfig *cfg, const McRun *run);
+double     memcalc_temp_peak(const GptConfig *cfg, const McRun *run, McOptimizer o);
+
+/* Predicted peak of every category (and the total, at MEM_ALL, as the sum of the peaks: an
+ * upper bound, since they do not all peak at once) for one fp32 training step. */
+typedef struct {
+    double bytes[MEM_NCAT + 1];
+} McPeaks;
+
+McPeaks memcalc_predict(const GptConfig *cfg, const McRun *run, McOptimizer o);
+/* The same step run for real: build the model (seed), the optimizer, one forward + backward with
+ * the strategy on random tokens, one update; the peak of each category above what was in use
+ * before, as autograd/mem measures it (total: the measured peak of the sum). */
+McPeaks memcalc_measure(const GptConfig *cfg, const McRun *run, McOptimizer o, uint64_t seed);
+
+#endif

@@ -1,0 +1,287 @@
+/* memory_calculator: where the memory of training goes, by formula (examples/common/memcalc.h),
+ * and for our own GPT beside what one real training step measures.
+ *
+ *   --lecture        the lecture's numbers: GPT-2 1.5B's fp16 weights and model states under
+ *                    mixed-precision Adam, and ZeRO's stages for 7.5B parameters on 64 ranks
+ *   --params N       model states and ZeRO stages of a model of N parameters
+ *   (default)        our GPT (train_gpt's defaults: the add task, V 40, T 12, L 2, H 4, C 128,
+ *                    B 64): model states per optimizer, activations per strategy, and the peak
+ *                    of every memory category predicted beside the bytes autograd/mem measured
+ *                    in one training step run in this process
+ *   --sweep N        TSV for the figure: layers 1..N, each strategy, predicted and measured
+ *                    peak act bytes (figure.sh draws docs/figures/memory_strategies.png)
+ *
+ * docs/memory.md explains every formula. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "autograd/parallel.h"
+#include "examples/common/cli.h"
+#include "examples/common/memcalc.h"
+
+typedef struct {
+    bool         lecture, measure;
+    double       params;        /* > 0: a model known by its size */
+    int          sweep;         /* > 0: layers for the sweep */
+    McPrecision  precision;
+    McOptimizer  optimizer;
+    int          ranks, threads;
+    GptConfig    model;
+    McRun        run;
+    const char  *strategy_text;
+} Options;
+
+static void usage(void)
+{
+    printf("Usage: memory_calculator [OPTION]...\n"
+           "Model-state, activation and scratch memory of training, by formula; for our GPT,\n"
+           "also measured in one real training step, category by category.\n\n"
+           "Modes:\n"
+           "  --lecture          the lecture's numbers (GPT-2 1.5B; ZeRO with 7.5B on 64 ranks)\n"
+           "  --params N         model states and ZeRO stages of a model of N parameters\n"
+           "                     (e.g. 1.5e9)\n"
+           "  --sweep N          TSV: layers 1..N x strategies, predicted and measured act peak\n"
+           "  (none)             our GPT: predicted beside measured, per memory category\n"
+           "Model states:\n"
+           "  --precision P      fp32 or mixed (fp16 weights and gradients, fp32 master weights\n"
+           "                     in the optimizer state; default fp32)\n"
+           "  --optimizer NAME   sgd, momentum, adamw, adam8bit or adafactor (default adamw)\n"
+           "  --ranks N          data-parallel ranks for the ZeRO table (default 64)\n"
+           "Our GPT (defaults: train_gpt's on the add task):\n"
+           "  --vocab N --seq N --layers N --heads N --embd N   V, T, L, H, C (40 12 2 4 128)\n"
+           "  --untied, --separate-qkv                          as train_gpt\n"
+           "  --batch N          rows per step B (default 64)\n"
+           "  --strategy S       vanilla, memory-poor, sqrt or every:K (default vanilla)\n"
+           "  --threads N        threads, 0 = one per core (default 0); the attention backward\n"
+           "                     takes a T x T scratch per thread\n"
+           "  --no-measure       formulas only\n"
+           "  -h, --help         this text\n\n"
+           "Examples:\n"
+           "  memory_calculator --lecture\n"
+           "  memory_calculator --layers 6 --embd 256 --strategy sqrt --optimizer adam8bit\n");
+}
+
+enum { OPT_VOCAB = 256, OPT_SEQ, OPT_LAYERS, OPT_HEADS, OPT_EMBD, OPT_UNTIED, OPT_SEPARATE,
+       OPT_BATCH, OPT_STRATEGY, OPT_THREADS, OPT_NO_MEASURE, OPT_LECTURE, OPT_PARAMS, OPT_SWEEP,
+       OPT_PRECISION, OPT_OPTIMIZER, OPT_RANKS };
+
+static void set_option(Options *o, int c, const char *arg)
+{
+    switch (c) {
+    case OPT_VOCAB: o->model.vocab_size = (int)cli_long("--vocab", arg, 1, 1 << 20); break;
+    case OPT_SEQ: o->model.max_seq = (int)cli_long("--seq", arg, 1, 1 << 16); break;
+    case OPT_LAYERS: o->model.n_layer = (int)cli_long("--layers", arg, 1, 256); break;
+    case OPT_HEADS: o->model.n_head = (int)cli_long("--heads", arg, 1, 1 << 12); break;
+    case OPT_EMBD: o->model.n_embd = (int)cli_long("--embd", arg, 1, 1 << 16); break;
+    case OPT_UNTIED: o->model.tied = false; break;
+    case OPT_SEPARATE: o->model.fused_qkv = false; break;
+    case OPT_BATCH: o->run.B = (int)cli_long("--batch", arg, 1, 1 << 16); break;
+    case OPT_STRATEGY: o->strategy_text = arg; break;
+    case OPT_THREADS: o->threads = (int)cli_long("--threads", arg, 0, 1024); break;
+    case OPT_NO_MEASURE: o->measure = false; break;
+    case OPT_LECTURE: o->lecture = true; break;
+    case OPT_PARAMS: o->params = cli_double("--params", arg, 1.0, 1e15); break;
+    case OPT_SWEEP: o->sweep = (int)cli_long("--sweep", arg, 1, 64); break;
+    case OPT_PRECISION:
+        o->precision = (McPrecision)cli_choice("--precision", arg, MC_PRECISION_NAMES);
+        break;
+    case OPT_OPTIMIZER:
+        o->optimizer = (McOptimizer)cli_choice("--optimizer", arg, MC_OPTIMIZER_NAMES);
+        break;
+    case OPT_RANKS: o->ranks = (int)cli_long("--ranks", arg, 1, 1 << 20); break;
+    }
+}
+
+static Options parse(int argc, char **argv)
+{
+    Options o = { .measure = true, .precision = MC_FP32, .optimizer = MC_ADAMW, .ranks = 64,
+                  .strategy_text = "vanilla" };
+    o.model = (GptConfig){ .vocab_size = 40, .max_seq = 12, .n_layer = 2, .n_head = 4,
+                           .n_embd = 128, .tied = true, .fused_qkv = true };
+    o.run.B = 64;
+    const struct option options[] = {
+        { "vocab", required_argument, NULL, OPT_VOCAB }, { "seq", required_argument, NULL, OPT_SEQ },
+        { "layers", required_argument, NULL, OPT_LAYERS },
+        { "heads", required_argument, NULL, OPT_HEADS },
+        { "embd", required_argument, NULL, OPT_EMBD }, { "untied", no_argument, NULL, OPT_UNTIED },
+        { "separate-qkv", no_argument, NULL, OPT_SEPARATE },
+        { "batch", required_argument, NULL, OPT_BATCH },
+        { "strategy", required_argument, NULL, OPT_STRATEGY },
+        { "threads", required_argument, NULL, OPT_THREADS },
+        { "no-measure", no_argument, NULL, OPT_NO_MEASURE },
+        { "lecture", no_argument, NULL, OPT_LECTURE },
+        { "params", required_argument, NULL, OPT_PARAMS },
+        { "sweep", required_argument, NULL, OPT_SWEEP },
+        { "precision", required_argument, NULL, OPT_PRECISION },
+        { "optimizer", required_argument, NULL, OPT_OPTIMIZER },
+        { "ranks", required_argument, NULL, OPT_RANKS }, { "help", no_argument, NULL, 'h' },
+        { 0, 0, 0, 0 },
+    };
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+        if (c == 'h') {
+            usage();
+            exit(0);
+        }
+        if (c == ':')
+            cli_usage_error("%s needs a value", argv[optind - 1]);
+        if (c == '?')
+            cli_usage_error("unknown option '%s'", argv[optind - 1]);
+        set_option(&o, c, optarg);
+    }
+    if (optind < argc)
+        cli_usage_error("unexpected argument '%s'", argv[optind]);
+    char err[160];
+    if (!gpt_config_check(&o.model, err, sizeof err))
+        cli_usage_error("%s", err);
+    if (!ckpt_parse(o.strategy_text, &o.run.strategy, err, sizeof err))
+        cli_usage_error("--strategy: %s", err);
+    if (o.run.strategy.kind == CKPT_BUDGET)
+        cli_usage_error("--strategy: budget:S has no formula here (use vanilla, memory-poor, "
+                        "sqrt or every:K)");
+    o.run.T = o.model.max_seq;
+    return o;
+}
+
+/* ---- model states ---------------------------------------------------------------------------- */
+
+static const char *const STAGE_NAMES[4] = { "baseline", "P_os", "P_os+g", "P_os+g+p" };
+
+/* One line per stage; decimals 0 for bytes, more for GB. */
+static void print_zero(McStates s, int ranks, double unit, const char *unit_name, int decimals)
+{
+    printf("  %-10s %14s %14s %14s %14s   (%s per rank, %d ranks)\n", "ZeRO", "weights",
+           "gradients", "optim", "total", unit_name, ranks);
+    for (int stage = 0; stage <= 3; stage++) {
+        McStates z = memcalc_zero(s, stage, ranks);
+        printf("  %-10s %14.*f %14.*f %14.*f %14.*f\n", STAGE_NAMES[stage], decimals,
+               z.param / unit, decimals, z.grad / unit, decimals, z.optim / unit, decimals,
+               memcalc_states_total(z) / unit);
+    }
+}
+
+static void print_lecture(void)
+{
+    McStates gpt2 = memcalc_states_flat(1.5e9, MC_MIXED, MC_ADAMW);
+    printf("GPT-2 1.5B, mixed-precision Adam (GB = 1e9 bytes):\n");
+    printf("  fp16 weights          %5.1f GB   (2 bytes x 1.5e9)\n", gpt2.param / 1e9);
+    printf("  model states          %5.1f GB   (16 bytes per parameter: weights 2, gradients 2,"
+           " fp32 master 4, m 4, v 4)\n", memcalc_states_total(gpt2) / 1e9);
+    McStates big = memcalc_states_flat(7.5e9, MC_MIXED, MC_ADAMW);
+    printf("\nZeRO, 7.5e9 parameters, 64 data-parallel ranks, mixed-precision Adam (K = 12):\n");
+    for (int stage = 0; stage <= 3; stage++)
+        printf("  %-10s %6.1f GB per rank\n", STAGE_NAMES[stage],
+               memcalc_states_total(memcalc_zero(big, stage, 64)) / 1e9);
+    printf("\nThe same 7.5e9 parameters with the other optimizers (mixed precision, no ZeRO):\n");
+    for (int o = 0; o < MC_NOPTIMIZERS; o++)
+        printf("  %-10s %6.1f GB\n", MC_OPTIMIZER_NAMES[o],
+               memcalc_states_total(memcalc_states_flat(7.5e9, MC_MIXED, (McOptimizer)o)) / 1e9);
+}
+
+static void print_flat(const Options *o)
+{
+    McStates s = memcalc_states_flat(o->params, o->precision, o->optimizer);
+    printf("%.4g parameters, %s, %s (GB = 1e9 bytes):\n", o->params,
+           MC_PRECISION_NAMES[o->precision], MC_OPTIMIZER_NAMES[o->optimizer]);
+    print_zero(s, o->ranks, 1e9, "GB", 3);
+}
+
+/* ---- our GPT --------------------------------------------------------------------------------- */
+
+static void print_model_states(const Options *o)
+{
+    const GptConfig *m = &o->model;
+    printf("Our GPT: V %d, T %d, L %d, H %d, C %d%s%s: %zu parameters\n\n", m->vocab_size,
+           m->max_seq, m->n_layer, m->n_head, m->n_embd, m->tied ? "" : ", untied",
+           m->fused_qkv ? "" : ", separate q/k/v", memcalc_gpt_params(m));
+    printf("Model states (bytes):\n  %-10s %12s %12s %12s %12s %12s\n", "optimizer",
+           "precision", "weights", "gradients", "optim", "total");
+    for (int p = 0; p < MC_NPRECISIONS; p++)
+        for (int k = 0; k < MC_NOPTIMIZERS; k++) {
+            McStates s = memcalc_gpt_states(m, (McPrecision)p, (McOptimizer)k);
+            printf("  %-10s %12s %12.0f %12.0f %12.0f %12.0f\n", MC_OPTIMIZER_NAMES[k],
+                   MC_PRECISION_NAMES[p], s.param, s.grad, s.optim, memcalc_states_total(s));
+        }
+    printf("\n%s, %s:\n", MC_OPTIMIZER_NAMES[o->optimizer], MC_PRECISION_NAMES[o->precision]);
+    print_zero(memcalc_gpt_states(m, o->precision, o->optimizer), o->ranks, 1.0, "bytes", 0);
+}
+
+static void print_activations(const Options *o)
+{
+    McActParts a = memcalc_act_parts(&o->model, o->run.B, o->run.T);
+    printf("\nActivations, B %d x T %d (bytes): embedding %.0f, one block %.0f (%.0f of it the "
+           "attention probabilities), head %.0f\n", o->run.B, o->run.T, a.embed, a.block,
+           4.0 * o->run.B * o->model.n_head * o->run.T * o->run.T, a.head);
+    const char *names[] = { "vanilla", "sqrt", "memory-poor" };
+    for (int i = 0; i < 3; i++) {
+        McRun r = o->run;
+        char err[80];
+        ckpt_parse(names[i], &r.strategy, err, sizeof err);
+        printf("  %-12s peak act %12.0f   peak temp %10.0f\n", names[i],
+               memcalc_act_peak(&o->model, &r), memcalc_temp_peak(&o->model, &r, o->optimizer));
+    }
+}
+
+static void print_predicted_measured(const Options *o)
+{
+    McPeaks p = memcalc_predict(&o->model, &o->run, o->optimizer);
+    char name[32];
+    printf("\nOne training step, %s, %s, %d threads: peak bytes per category\n",
+           MC_OPTIMIZER_NAMES[o->optimizer], ckpt_name(o->run.strategy, name, sizeof name),
+           o->run.threads);
+    if (!o->measure) {
+        for (int c = 0; c < MEM_NCAT; c++)
+            printf("  %-8s %14.0f\n", mem_category_name((MemCategory)c), p.bytes[c]);
+        return;
+    }
+    McPeaks m = memcalc_measure(&o->model, &o->run, o->optimizer, 1);
+    printf("  %-8s %14s %14s %10s\n", "category", "predicted", "measured", "difference");
+    for (int c = 0; c <= MEM_NCAT; c++) {
+        double diff = m.bytes[c] > 0 ? 100.0 * (p.bytes[c] / m.bytes[c] - 1.0) : 0.0;
+        printf("  %-8s %14.0f %14.0f %9.2f%%\n", mem_category_name((MemCategory)c), p.bytes[c],
+               m.bytes[c], diff);
+    }
+    printf("  (total predicted = the sum of the peaks, an upper bound: the categories do not all "
+           "peak at the same moment)\n");
+}
+
+/* TSV for docs/figures/memory_strategies.png. */
+static void print_sweep(const Options *o)
+{
+    const char *names[] = { "vanilla", "sqrt", "memory-poor" };
+    printf("layers\tstrategy\tpredicted_act\tmeasured_act\n");
+    for (int L = 1; L <= o->sweep; L++) {
+        for (int i = 0; i < 3; i++) {
+            GptConfig m = o->model;
+            m.n_layer = L;
+            McRun r = o->run;
+            char err[80];
+            ckpt_parse(names[i], &r.strategy, err, sizeof err);
+            double measured = o->measure ? memcalc_measure(&m, &r, o->optimizer, 1).bytes[MEM_ACT]
+                                         : NAN;
+            printf("%d\t%s\t%.0f\t%.0f\n", L, names[i], memcalc_act_peak(&m, &r), measured);
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    cli_init(argv[0]);
+    Options o = parse(argc, argv);
+    par_set_threads(o.threads);
+    o.run.threads = par_threads();
+    if (o.lecture) {
+        print_lecture();
+    } else if (o.params > 0.0) {
+        print_flat(&o);
+    } else if (o.sweep > 0) {
+        print_sweep(&o);
+    } else {
+        print_model_states(&o);
+        print_activations(&o);
+        print_predicted_measured(&o);
+    }
+    return 0;
+}

@@ -1,0 +1,187 @@
+/* The memory calculator (examples/common/memcalc.h): the lecture's numbers (GPT-2 1.5B, ZeRO
+ * with 7.5B parameters on 64 ranks), parameter counts and optimizer state against the real
+ * model and optimizers, an activation total worked by hand, and the predicted peak of every
+ * memory category against what autograd/mem measures in one real training step: several
+ * models, strategies and optimizers, each category within 5%. */
+#include "tests/test_helpers.h"
+
+#include <omp.h>
+#include <stdio.h>
+
+#include "examples/common/memcalc.h"
+#include "optim/adafactor.h"
+#include "optim/adam8bit.h"
+#include "optim/adamw.h"
+#include "optim/sgd.h"
+
+static void assert_close(double got, double want, double rel)
+{
+    if (!(fabs(got - want) <= rel * fabs(want))) {
+        printf("got %.17g, want %.17g (relative tolerance %g)\n", got, want, rel);
+        fail();
+    }
+}
+
+/* GPT-2 1.5B: 3 GB of fp16 weights, 24 GB of model states under mixed-precision Adam. ZeRO,
+ * 7.5B on 64 ranks: 120, 31.4, 16.6, 1.9 GB; exactly 120, 31.40625, 16.640625, 1.875. */
+static void test_lecture_numbers(void **state)
+{
+    (void)state;
+    McStates gpt2 = memcalc_states_flat(1.5e9, MC_MIXED, MC_ADAMW);
+    assert_close(gpt2.param, 3e9, 1e-12);
+    assert_close(memcalc_states_total(gpt2), 24e9, 1e-12);
+    McStates big = memcalc_states_flat(7.5e9, MC_MIXED, MC_ADAMW);
+    const double want[4] = { 120e9, 31.40625e9, 16.640625e9, 1.875e9 };
+    const char *printed[4] = { "120.0", "31.4", "16.6", "1.9" };
+    for (int stage = 0; stage <= 3; stage++) {
+        double total = memcalc_states_total(memcalc_zero(big, stage, 64));
+        assert_close(total, want[stage], 1e-12);
+        char buf[32];
+        snprintf(buf, sizeof buf, "%.1f", total / 1e9);
+        assert_string_equal(buf, printed[stage]);
+    }
+    /* One rank: nothing to partition. fp32 AdamW: 4 + 4 + 8. */
+    McStates one = memcalc_zero(big, 3, 1);
+    assert_close(memcalc_states_total(one), 120e9, 1e-12);
+    assert_close(memcalc_states_total(memcalc_states_flat(1e6, MC_FP32, MC_ADAMW)), 16e6, 1e-12);
+    assert_close(memcalc_states_flat(1e6, MC_FP32, MC_ADAM8BIT).optim, 2.00390625e6, 1e-12);
+}
+
+/* The configurations the real model is compared on, and their batch sizes. */
+static const GptConfig CONFIGS[] = {
+    { .vocab_size = 40, .max_seq = 12, .n_layer = 2, .n_head = 4, .n_embd = 128, .tied = true,
+      .fused_qkv = true },                                   /* train_gpt's default */
+    { .vocab_size = 65, .max_seq = 32, .n_layer = 5, .n_head = 2, .n_embd = 48, .tied = false,
+      .fused_qkv = false },
+    { .vocab_size = 300, .max_seq = 8, .n_layer = 3, .n_head = 1, .n_embd = 16, .tied = true,
+      .fused_qkv = true },                                   /* the logits dominate scratch */
+    { .vocab_size = 11, .max_seq = 64, .n_layer = 7, .n_head = 2, .n_embd = 8, .tied = true,
+      .fused_qkv = true },                                   /* T > 4 B C: attention's T x T
+                                                                scratch dominates, even on one
+                                                                thread */
+};
+static const int BATCH[] = { 64, 3, 3, 1 };
+enum { N_CONFIGS = sizeof CONFIGS / sizeof CONFIGS[0] };
+
+static Optim *make(McOptimizer o, Tensor *const *params, int n)
+{
+    SgdConfig s = sgd_defaults();
+    switch (o) {
+    case MC_SGD: s.momentum = 0.0; return &sgd_new(params, n, s)->base;
+    case MC_MOMENTUM: return &sgd_new(params, n, s)->base;
+    case MC_ADAM8BIT: return &adam8bit_new(params, n, adam8bit_defaults())->base;
+    case MC_ADAFACTOR: return &adafactor_new(params, n, adafactor_defaults())->base;
+    default: return &adamw_new(params, n, adamw_defaults())->base;
+    }
+}
+
+/* Parameter counts and state bytes: the formulas against the model and optimizers themselves. */
+static void test_states_match_the_model(void **state)
+{
+    (void)state;
+    for (int i = 0; i < N_CONFIGS; i++) {
+        Gpt *model = gpt_new(&CONFIGS[i], 1);
+        int n;
+        Tensor *const *params = gpt_params(model, &n);
+        assert_int_equal(memcalc_gpt_params(&CONFIGS[i]), gpt_n_params(model));
+        for (int o = 0; o < MC_NOPTIMIZERS; o++) {
+            Optim *opt = make((McOptimizer)o, params, n);
+            McStates s = memcalc_gpt_states(&CONFIGS[i], MC_FP32, (McOptimizer)o);
+            assert_true(s.optim == (double)optim_state_bytes(opt));
+            assert_true(s.param == 4.0 * (double)gpt_n_params(model));
+            McStates mixed = memcalc_gpt_states(&CONFIGS[i], MC_MIXED, (McOptimizer)o);
+            assert_true(mixed.optim == s.optim + 2.0 * s.param / 2.0);
+            optim_free(opt);
+        }
+        gpt_free(model);
+    }
+}
+
+/* B 1, T 2, C 4, H 1, V 3, L 1, by hand (bytes, 4 per float or int):
+ *     embedding  two lookups and their sum 3 x 8 floats, two id copies 2 x 2 ints = 112
+ *     block      27 C per token x 2 tokens = 216 floats, mean and rstd of 2 rows twice = 8,
+ *                P of 1 head 2 x 2 = 4: 228 floats = 912
+ *     head       ln_f 8 + 4, logits 6, lse 2, targets 2, loss 1 = 23 floats = 92, plus the
+ *                24-byte record = 116
+ * vanilla: 112 + 912 + 116 = 1140. */
+static void test_activations_by_hand(void **state)
+{
+    (void)state;
+    GptConfig c = { .vocab_size = 3, .max_seq = 2, .n_layer = 1, .n_head = 1, .n_embd = 4,
+                    .tied = true, .fused_qkv = true };
+    McRun run = { .B = 1, .T = 2, .strategy = { CKPT_VANILLA, 0 }, .threads = 1 };
+    McActParts a = memcalc_act_parts(&c, 1, 2);
+    assert_true(a.embed == 112.0 && a.block == 912.0 && a.head == 116.0);
+    assert_true(memcalc_act_peak(&c, &run) == 1140.0);
+    assert_true(memcalc_measure(&c, &run, MC_SGD, 1).bytes[MEM_ACT] == 1140.0);
+}
+
+/* Every category predicted within 5% of the measured peak (the target), and in fact exactly:
+ * both count the same allocations. The total is predicted as the sum of the peaks, an upper
+ * bound of the measured total. */
+static void compare(const GptConfig *cfg, int B, const char *strategy, McOptimizer o)
+{
+    McRun run = { .B = B, .T = cfg->max_seq, .threads = omp_get_max_threads() };
+    char err[80];
+    assert_true(ckpt_parse(strategy, &run.strategy, err, sizeof err));
+    McPeaks p = memcalc_predict(cfg, &run, o), m = memcalc_measure(cfg, &run, o, 3);
+    double worst = 0.0;
+    for (int c = 0; c < MEM_NCAT; c++) {
+        double rel = m.bytes[c] > 0 ? fabs(p.bytes[c] / m.bytes[c] - 1.0) : fabs(p.bytes[c]);
+        worst = fmax(worst, rel);
+        if (rel > 0.05) {
+            printf("L %d C %d B %d %s %s: %s predicted %.0f, measured %.0f\n", cfg->n_layer,
+                   cfg->n_embd, B, strategy, MC_OPTIMIZER_NAMES[o],
+                   mem_category_name((MemCategory)c), p.bytes[c], m.bytes[c]);
+            fail();
+        }
+    }
+    assert_true(m.bytes[MEM_ALL] <= p.bytes[MEM_ALL]);
+    printf("L %d C %3d V %3d T %2d B %2d %-11s %-9s act %9.0f temp %8.0f: worst category "
+           "%.2e\n", cfg->n_layer, cfg->n_embd, cfg->vocab_size, cfg->max_seq, B, strategy,
+           MC_OPTIMIZER_NAMES[o], m.bytes[MEM_ACT], m.bytes[MEM_TEMP], worst);
+}
+
+static void test_predicted_matches_measured(void **state)
+{
+    (void)state;
+    const char *strategies[] = { "vanilla", "sqrt", "memory-poor", "every:2", "every:3" };
+    for (int i = 0; i < N_CONFIGS; i++)
+        for (int s = 0; s < 5; s++)
+            compare(&CONFIGS[i], BATCH[i], strategies[s], (McOptimizer)((i + s) % 5));
+    for (int o = 0; o < MC_NOPTIMIZERS; o++)
+        compare(&CONFIGS[1], 2, "sqrt", (McOptimizer)o);
+}
+
+/* The strategies order as they should: memory-poor <= sqrt <= vanilla for a deep model, and the
+ * every:K formula at K >= L is vanilla's. */
+static void test_strategy_order(void **state)
+{
+    (void)state;
+    GptConfig c = CONFIGS[1];
+    c.n_layer = 16;
+    McRun r = { .B = 4, .T = c.max_seq, .threads = 1 };
+    double peak[4];
+    const char *names[] = { "vanilla", "sqrt", "memory-poor", "every:16" };
+    for (int i = 0; i < 4; i++) {
+        char err[80];
+        ckpt_parse(names[i], &r.strategy, err, sizeof err);
+        peak[i] = memcalc_act_peak(&c, &r);
+    }
+    assert_true(peak[2] < peak[1] && peak[1] < peak[0]);
+    assert_true(peak[3] == peak[0]);
+    r.strategy = (CkptStrategy){ CKPT_BUDGET, 3 };
+    assert_true(memcalc_act_peak(&c, &r) < 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lecture_numbers),
+        cmocka_unit_test(test_states_match_the_model),
+        cmocka_unit_test(test_activations_by_hand),
+        cmocka_unit_test(test_predicted_matches_measured),
+        cmocka_unit_test(test_strategy_order),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

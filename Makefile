@@ -45,6 +45,9 @@ EXLIB    := $(BUILD)/lib/libexamples.a
 OBJ       = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
 .PHONY: all deps test demo bench figures clean check-tests
+# Object files of tests and benchmarks are built by a chain of pattern rules, which would make
+# them "intermediate" and deleted after linking; keep them so a second build does nothing.
+.SECONDARY:
 all: $(BINS) $(TESTS) $(BENCHES)
 
 deps:

@@ -427,7 +427,8 @@ int main(int argc, char **argv)
         same &= frontier(&o);
         plot("frontier.gp", o.frontier_path, o.frontier_plot, NULL);
     }
-    fprintf(stderr, "gradients: %s\n", same ? "bit-identical to vanilla in every run"
-                                            : "DIFFERENT from vanilla in some run (see same_grads)");
+    fprintf(stderr, "gradients: %s\n",
+            same ? "bit-identical to vanilla in every run"
+                 : "DIFFERENT from vanilla in some run (see same_grads)");
     return same ? 0 : 1;
 }

@@ -6,7 +6,8 @@
 if (!exists("input")) input = 'backprop_strategies.tsv'
 if (!exists("output")) output = 'backprop_memory.png'
 if (!exists("term")) term = 'pngcairo'
-if (!exists("strategies")) strategies = 'vanilla memory-poor sqrt every:4 budget:2 budget:4 budget:8'
+if (!exists("strategies")) \
+    strategies = 'vanilla memory-poor sqrt every:4 budget:2 budget:4 budget:8'
 
 set terminal term size 900,560 font ",11" noenhanced
 set output output

@@ -1,0 +1,279 @@
+#include "optim/train_snapshot.h"
+
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char FORMAT_TAG[] = "tapegrad-train-1";
+static const char *const decay_rule_names[] = { "matrices", "all", "none" };
+enum { N_DECAY_RULES = 3, KEY_LEN = TENSOR_NAME_LEN + 64 };
+
+__attribute__((format(printf, 3, 4)))
+static bool fail(SnapshotError *err, const char *path, const char *fmt, ...)
+{
+    if (!err)
+        return false;
+    int n = snprintf(err->message, sizeof err->message, "%s: ", path);
+    if (n < 0 || (size_t)n >= sizeof err->message)
+        return false;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message + n, sizeof err->message - (size_t)n, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+/* Saving ------------------------------------------------------------------------------------ */
+
+static void add_tensors(SnapshotWriter *w, const Trainer *t, SnapshotError *err)
+{
+    int n;
+    Tensor *const *params = gpt_params(t->model, &n);
+    for (int i = 0; i < n; i++)
+        snapshot_add_tensor(w, NULL, params[i], err);
+    char name[KEY_LEN];
+    for (int i = 0; i < optim_state_count(t->optim); i++)
+        snapshot_add_tensor(w, optim_state_name(t->optim, i, name, sizeof name),
+                            optim_state_tensor(t->optim, i), err);
+}
+
+static void add_bool(SnapshotWriter *w, const char *key, bool v, SnapshotError *err)
+{
+    snapshot_add_meta(w, key, v ? "true" : "false", err);
+}
+
+static void add_model_config(SnapshotWriter *w, const GptConfig *m, SnapshotError *err)
+{
+    snapshot_add_meta_u64(w, "model.vocab_size", (uint64_t)m->vocab_size, err);
+    snapshot_add_meta_u64(w, "model.max_seq", (uint64_t)m->max_seq, err);
+    snapshot_add_meta_u64(w, "model.n_layer", (uint64_t)m->n_layer, err);
+    snapshot_add_meta_u64(w, "model.n_head", (uint64_t)m->n_head, err);
+    snapshot_add_meta_u64(w, "model.n_embd", (uint64_t)m->n_embd, err);
+    add_bool(w, "model.tied", m->tied, err);
+    add_bool(w, "model.fused_qkv", m->fused_qkv, err);
+}
+
+static void add_optim_config(SnapshotWriter *w, const TrainerConfig *c, SnapshotError *err)
+{
+    snapshot_add_meta(w, "optim.kind", trainer_optimizer_name(c->optimizer), err);
+    OptimDecayRule rule;
+    double wd;
+    if (c->optimizer == TRAIN_ADAMW) {
+        snapshot_add_meta_f64(w, "optim.beta1", c->adamw.beta1, err);
+        snapshot_add_meta_f64(w, "optim.beta2", c->adamw.beta2, err);
+        snapshot_add_meta_f64(w, "optim.eps", c->adamw.eps, err);
+        rule = c->adamw.decay_rule;
+        wd = c->adamw.weight_decay;
+    } else {
+        snapshot_add_meta_f64(w, "optim.momentum", c->sgd.momentum, err);
+        add_bool(w, "optim.nesterov", c->sgd.nesterov, err);
+        rule = c->sgd.decay_rule;
+        wd = c->sgd.weight_decay;
+    }
+    snapshot_add_meta_f64(w, "optim.weight_decay", wd, err);
+    snapshot_add_meta(w, "optim.decay_rule", decay_rule_names[rule], err);
+}
+
+bool train_snapshot_save(const Trainer *t, const char *path, const char *const *keys,
+                         const char *const *values, int n, SnapshotError *err)
+{
+    SnapshotWriter *w = snapshot_writer_new();
+    if (!w)
+        return fail(err, path, "out of memory for a snapshot writer");
+    /* The writer remembers the first failed add and snapshot_write reports it. */
+    add_tensors(w, t, err);
+    snapshot_add_meta(w, "format", FORMAT_TAG, err);
+    add_model_config(w, &t->cfg.model, err);
+    snapshot_add_meta_u64(w, "train.seed", t->cfg.seed, err);
+    snapshot_add_meta_f64(w, "train.clip", t->cfg.clip, err);
+    snapshot_add_meta_u64(w, "train.step", (uint64_t)t->step, err);
+    snapshot_add_rng(w, "train.data_rng", &t->data_rng, err);
+    add_optim_config(w, &t->cfg, err);
+    snapshot_add_meta_u64(w, "optim.step", (uint64_t)t->optim->step, err);
+    for (int i = 0; i < n; i++)
+        snapshot_add_meta(w, keys[i], values[i], err);
+    bool ok = snapshot_write(w, path, err);
+    snapshot_writer_free(w);
+    return ok;
+}
+
+/* Loading: the config ---------------------------------------------------------------------- */
+
+/* Metadata readers: each names the key and the offending value when it fails. */
+static bool meta_int(const SnapshotReader *r, const char *path, const char *key, int *out,
+                     SnapshotError *err)
+{
+    uint64_t v;
+    if (!snapshot_meta_u64(r, key, &v, err))
+        return false;
+    if (v < 1 || v > INT_MAX)
+        return fail(err, path, "metadata '%s' is %" PRIu64 ", not in 1..%d", key, v, INT_MAX);
+    *out = (int)v;
+    return true;
+}
+
+static bool meta_bool(const SnapshotReader *r, const char *path, const char *key, bool *out,
+                      SnapshotError *err)
+{
+    const char *v = snapshot_meta(r, key);
+    if (!v)
+        return fail(err, path, "missing metadata '%s'", key);
+    if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0)
+        return fail(err, path, "metadata '%s' is '%s', not true or false", key, v);
+    *out = v[0] == 't';
+    return true;
+}
+
+/* A value from names[0..n) by its index in *out. */
+static bool meta_choice(const SnapshotReader *r, const char *path, const char *key,
+                        const char *const *names, int n, int *out, SnapshotError *err)
+{
+    const char *v = snapshot_meta(r, key);
+    if (!v)
+        return fail(err, path, "missing metadata '%s'", key);
+    for (int i = 0; i < n; i++) {
+        if (strcmp(v, names[i]) == 0) {
+            *out = i;
+            return true;
+        }
+    }
+    return fail(err, path, "metadata '%s' is '%s', which this version does not know", key, v);
+}
+
+static bool read_model_config(const SnapshotReader *r, const char *path, GptConfig *m,
+                              SnapshotError *err)
+{
+    if (!meta_int(r, path, "model.vocab_size", &m->vocab_size, err) ||
+        !meta_int(r, path, "model.max_seq", &m->max_seq, err) ||
+        !meta_int(r, path, "model.n_layer", &m->n_layer, err) ||
+        !meta_int(r, path, "model.n_head", &m->n_head, err) ||
+        !meta_int(r, path, "model.n_embd", &m->n_embd, err) ||
+        !meta_bool(r, path, "model.tied", &m->tied, err) ||
+        !meta_bool(r, path, "model.fused_qkv", &m->fused_qkv, err))
+        return false;
+    char why[160];
+    if (!gpt_config_check(m, why, sizeof why))
+        return fail(err, path, "the model it describes is invalid: %s", why);
+    return true;
+}
+
+static bool read_optim_config(const SnapshotReader *r, const char *path, TrainerConfig *c,
+                              SnapshotError *err)
+{
+    const char *kind = snapshot_meta(r, "optim.kind");
+    if (!kind)
+        return fail(err, path, "missing metadata 'optim.kind'");
+    if (!trainer_optimizer_parse(kind, &c->optimizer))
+        return fail(err, path, "metadata 'optim.kind' is '%s', not adamw or sgd", kind);
+    int rule = 0;
+    double wd;
+    if (!snapshot_meta_f64(r, "optim.weight_decay", &wd, err) ||
+        !meta_choice(r, path, "optim.decay_rule", decay_rule_names, N_DECAY_RULES, &rule, err))
+        return false;
+    if (c->optimizer == TRAIN_ADAMW) {
+        c->adamw = (AdamWConfig){ .weight_decay = wd, .decay_rule = (OptimDecayRule)rule };
+        return snapshot_meta_f64(r, "optim.beta1", &c->adamw.beta1, err) &&
+               snapshot_meta_f64(r, "optim.beta2", &c->adamw.beta2, err) &&
+               snapshot_meta_f64(r, "optim.eps", &c->adamw.eps, err);
+    }
+    c->sgd = (SgdConfig){ .weight_decay = wd, .decay_rule = (OptimDecayRule)rule };
+    return snapshot_meta_f64(r, "optim.momentum", &c->sgd.momentum, err) &&
+           meta_bool(r, path, "optim.nesterov", &c->sgd.nesterov, err);
+}
+
+bool train_snapshot_config(const SnapshotReader *r, const char *path, TrainerConfig *cfg,
+                           SnapshotError *err)
+{
+    const char *tag = snapshot_meta(r, "format");
+    if (!tag || strcmp(tag, FORMAT_TAG) != 0)
+        return fail(err, path, "not a training snapshot: metadata 'format' is %s%s%s, "
+                    "expected '%s'", tag ? "'" : "absent", tag ? tag : "", tag ? "'" : "",
+                    FORMAT_TAG);
+    TrainerConfig c = trainer_config_default();
+    uint64_t seed;
+    if (!read_model_config(r, path, &c.model, err) ||
+        !snapshot_meta_u64(r, "train.seed", &seed, err) ||
+        !snapshot_meta_f64(r, "train.clip", &c.clip, err) ||
+        !read_optim_config(r, path, &c, err))
+        return false;
+    c.seed = seed;
+    *cfg = c;
+    return true;
+}
+
+/* Loading: the state ------------------------------------------------------------------------ */
+
+/* Every tensor name the trainer expects, in save order: *n names in a malloc'ed block. */
+static char (*expected_names(const Trainer *t, int *n))[KEY_LEN]
+{
+    int n_params;
+    Tensor *const *params = gpt_params(t->model, &n_params);
+    int n_state = optim_state_count(t->optim);
+    char (*names)[KEY_LEN] = malloc((size_t)(n_params + n_state) * sizeof *names);
+    if (!names)
+        tensor_fatal("out of memory for %d tensor names", n_params + n_state);
+    for (int i = 0; i < n_params; i++)
+        snprintf(names[i], KEY_LEN, "%s", params[i]->name);
+    for (int i = 0; i < n_state; i++)
+        optim_state_name(t->optim, i, names[n_params + i], KEY_LEN);
+    *n = n_params + n_state;
+    return names;
+}
+
+static Tensor *tensor_at(const Trainer *t, int i)
+{
+    int n_params;
+    Tensor *const *params = gpt_params(t->model, &n_params);
+    return i < n_params ? params[i] : optim_state_tensor(t->optim, i - n_params);
+}
+
+/* Names first (a missing or unknown tensor is the clearer message), then each tensor, whose
+ * dtype and exact shape snapshot_read_tensor checks before it copies a byte. */
+static bool read_tensors(SnapshotReader *r, Trainer *t, SnapshotError *err)
+{
+    int n;
+    char (*names)[KEY_LEN] = expected_names(t, &n);
+    const char **list = malloc((size_t)n * sizeof *list);
+    if (!list)
+        tensor_fatal("out of memory for %d tensor names", n);
+    for (int i = 0; i < n; i++)
+        list[i] = names[i];
+    bool ok = snapshot_check_names(r, list, n, err);
+    for (int i = 0; ok && i < n; i++)
+        ok = snapshot_read_tensor(r, names[i], tensor_at(t, i), err);
+    free(list);
+    free(names);
+    return ok;
+}
+
+static bool read_counters(const SnapshotReader *r, const char *path, Trainer *t,
+                          SnapshotError *err)
+{
+    uint64_t step, optim_step;
+    if (!snapshot_meta_u64(r, "train.step", &step, err) ||
+        !snapshot_meta_u64(r, "optim.step", &optim_step, err) ||
+        !snapshot_read_rng(r, "train.data_rng", &t->data_rng, err))
+        return false;
+    if (step > LONG_MAX || optim_step > step)
+        return fail(err, path, "metadata 'optim.step' = %" PRIu64 " and 'train.step' = %" PRIu64
+                    " are inconsistent (updates cannot outnumber steps)", optim_step, step);
+    t->step = (long)step;
+    t->optim->step = (long)optim_step;
+    return true;
+}
+
+Trainer *train_snapshot_load(SnapshotReader *r, const char *path, SnapshotError *err)
+{
+    TrainerConfig cfg;
+    if (!train_snapshot_config(r, path, &cfg, err))
+        return NULL;
+    Trainer *t = trainer_new(&cfg);
+    if (!read_tensors(r, t, err) || !read_counters(r, path, t, err)) {
+        trainer_free(t);
+        return NULL;
+    }
+    return t;
+}

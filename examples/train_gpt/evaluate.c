@@ -1,0 +1,164 @@
+/* train_gpt's evaluation: validation loss and exact match during training, greedy decoding at
+ * the end, and samples of what the model writes. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "examples/train_gpt/train_gpt.h"
+
+/* A stream of its own, so sampling never shifts the data or the initial weights. */
+enum { SAMPLE_STREAM = 16, TEXT_PROMPT = 32 };
+
+static void *xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes);
+    if (!p)
+        tensor_fatal("out of memory (%zu bytes)", bytes);
+    return p;
+}
+
+static int counted_targets(const int *targets, size_t n)
+{
+    int k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += targets[i] >= 0;
+    return k;
+}
+
+EvalResult eval_teacher_forced(Trainer *tr, const Dataset *ds, int B, int max_examples)
+{
+    int T = dataset_seq_len(ds), V = tr->model->cfg.vocab_size;
+    int total = dataset_val_count(ds);
+    if (max_examples < total)
+        total = max_examples;
+    int *tokens = xmalloc((size_t)B * T * sizeof *tokens);
+    int *targets = xmalloc((size_t)B * T * sizeof *targets);
+    double loss_sum = 0.0;
+    long counted = 0, exact = 0;
+    for (int first = 0; first < total; first += B) {
+        dataset_val_batch(ds, first, B, tokens, targets);
+        /* Rows past max_examples are real validation rows the caller asked us to leave out. */
+        for (int b = total - first; b < B; b++)
+            for (int t = 0; t < T; t++)
+                targets[b * T + t] = -1;
+        int n = counted_targets(targets, (size_t)B * T);
+        double loss = 0.0;
+        Tensor *logits = trainer_eval(tr, tokens, targets, B, T, &loss);
+        loss_sum += loss * n;     /* the batch's mean, weighted back into a sum */
+        counted += n;
+        if (dataset_task(ds))
+            exact += task_count_exact(logits->data, targets, B, T, V);
+        trainer_eval_done(tr);
+    }
+    free(tokens);
+    free(targets);
+    return (EvalResult){ .loss = counted ? loss_sum / (double)counted : NAN,
+                         .accuracy = dataset_task(ds) && total ? (double)exact / total : NAN,
+                         .examples = total };
+}
+
+/* The next token of each of B contexts of length len: the argmax at the last position. */
+static void predict_next(void *ctx, const int *tokens, int B, int len, int *next)
+{
+    Trainer *tr = ctx;
+    int V = tr->model->cfg.vocab_size;
+    Tensor *logits = trainer_eval(tr, tokens, NULL, B, len, NULL);
+    for (int b = 0; b < B; b++)
+        next[b] = task_argmax(&logits->data[((size_t)b * len + (size_t)len - 1) * V], V);
+    trainer_eval_done(tr);
+}
+
+double eval_greedy_accuracy(Trainer *tr, const Dataset *ds, int B, int max_examples)
+{
+    return task_accuracy_greedy(dataset_task(ds), predict_next, tr, B, max_examples).accuracy;
+}
+
+/* Tasks: prompt, the model's answer by greedy decoding, and the expected one. */
+static void print_task_samples(Trainer *tr, const Task *task, int n)
+{
+    int P = task_prompt_len(task), A = task_answer_len(task), L = task_example_len(task);
+    if (n > task_val_count(task))
+        n = task_val_count(task);
+    int *seq = xmalloc((size_t)n * L * sizeof *seq), *ctx = xmalloc((size_t)n * L * sizeof *ctx);
+    int *next = xmalloc((size_t)n * sizeof *next);
+    for (int i = 0; i < n; i++)
+        memcpy(&seq[i * L], task_val_example(task, i), (size_t)P * sizeof *seq);
+    for (int len = P; len < P + A; len++) {
+        for (int i = 0; i < n; i++)
+            memcpy(&ctx[i * len], &seq[i * L], (size_t)len * sizeof *ctx);
+        predict_next(tr, ctx, n, len, next);
+        for (int i = 0; i < n; i++)
+            seq[i * L + len] = next[i];
+    }
+    printf("validation samples (prompt, the model's answer, the expected answer):\n");
+    for (int i = 0; i < n; i++) {
+        char prompt[128], got[128], want[128];
+        const int *ex = task_val_example(task, i);
+        task_decode(ex, P, prompt, sizeof prompt);
+        task_decode(&seq[i * L + P], A, got, sizeof got);
+        task_decode(ex + P, A, want, sizeof want);
+        bool right = memcmp(&seq[i * L + P], ex + P, (size_t)A * sizeof *seq) == 0;
+        printf("  %s%-*s expected %-*s %s\n", prompt, A + 1, got, A + 1, want,
+               right ? "right" : "WRONG");
+    }
+    free(seq);
+    free(ctx);
+    free(next);
+}
+
+/* Index drawn from softmax(logits): temperature 1, the model's own distribution. */
+static int sample_token(const float *logits, int V, Rng *rng)
+{
+    float max = logits[0];
+    for (int v = 1; v < V; v++)
+        max = logits[v] > max ? logits[v] : max;
+    double sum = 0.0;
+    for (int v = 0; v < V; v++)
+        sum += exp((double)(logits[v] - max));
+    double u = rng_uniform(rng) * sum;
+    for (int v = 0; v < V; v++) {
+        u -= exp((double)(logits[v] - max));
+        if (u < 0.0)
+            return v;
+    }
+    return V - 1;
+}
+
+/* Text: the first characters of the validation text as a prompt, then n characters drawn one
+ * at a time, each from the model's distribution given the last T characters. */
+static void print_text_sample(Trainer *tr, const Dataset *ds, int n, uint64_t seed)
+{
+    int T = dataset_seq_len(ds), V = tr->model->cfg.vocab_size;
+    int prompt = T < TEXT_PROMPT ? T : TEXT_PROMPT;
+    int *text = xmalloc((size_t)(prompt + n + T) * sizeof *text);
+    int *targets = xmalloc((size_t)T * sizeof *targets);
+    dataset_val_batch(ds, 0, 1, text, targets);
+    Rng rng = rng_new(seed, SAMPLE_STREAM);
+    for (int len = prompt; len < prompt + n; len++) {
+        int ctx = len < T ? len : T;
+        Tensor *logits = trainer_eval(tr, &text[len - ctx], NULL, 1, ctx, NULL);
+        text[len] = sample_token(&logits->data[(size_t)(ctx - 1) * V], V, &rng);
+        trainer_eval_done(tr);
+    }
+    size_t cap = (size_t)(prompt + n) + 1;
+    char *out = xmalloc(cap);
+    dataset_decode(ds, text, prompt, out, cap);
+    printf("sample (the prompt, from the validation text, then %d generated characters):\n"
+           "----\n%s", n, out);
+    dataset_decode(ds, text + prompt, n, out, cap);
+    printf("%s\n----\n", out);
+    free(out);
+    free(text);
+    free(targets);
+}
+
+void eval_print_samples(Trainer *tr, const Dataset *ds, int n, uint64_t seed)
+{
+    if (n <= 0)
+        return;
+    if (dataset_task(ds))
+        print_task_samples(tr, dataset_task(ds), n);
+    else
+        print_text_sample(tr, ds, n, seed);
+}

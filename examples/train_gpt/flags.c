@@ -1,0 +1,416 @@
+/* train_gpt's command line: parsing, the checks that need no data, and agreeing with a
+ * snapshot given by --load. */
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/snapshot.h"
+#include "examples/common/cli.h"
+#include "examples/train_gpt/train_gpt.h"
+#include "optim/schedule.h"
+
+/* Defaults: the demo. `train_gpt` with no flags learns 3-digit addition in about two minutes on
+ * two cores (docs/gpt.md has the measured numbers). */
+static const Options DEFAULTS = {
+    .task = "add", .steps = 4000, .batch = 64, .seed = 1,
+    .layers = 2, .heads = 4, .embd = 128,
+    .optimizer = TRAIN_ADAMW, .lr = 1e-3, .warmup = 100, .momentum = 0.9,
+    .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.99, .clip = 1.0,
+    .eval_every = 250, .eval_examples = 1000,
+};
+enum { MAX_LAYERS = 64, MAX_WIDTH = 1 << 14 };
+
+static const struct option LONG_OPTIONS[] = {
+    { "task", required_argument, NULL, FLAG_TASK },
+    { "task-size", required_argument, NULL, FLAG_TASK_SIZE },
+    { "msd-first", no_argument, NULL, FLAG_MSD_FIRST },
+    { "data", required_argument, NULL, FLAG_DATA },
+    { "steps", required_argument, NULL, FLAG_STEPS },
+    { "batch", required_argument, NULL, FLAG_BATCH },
+    { "seq", required_argument, NULL, FLAG_SEQ },
+    { "layers", required_argument, NULL, FLAG_LAYERS },
+    { "heads", required_argument, NULL, FLAG_HEADS },
+    { "embd", required_argument, NULL, FLAG_EMBD },
+    { "untied", no_argument, NULL, FLAG_UNTIED },
+    { "separate-qkv", no_argument, NULL, FLAG_SEPARATE_QKV },
+    { "lr", required_argument, NULL, FLAG_LR },
+    { "warmup", required_argument, NULL, FLAG_WARMUP },
+    { "optimizer", required_argument, NULL, FLAG_OPTIMIZER },
+    { "momentum", required_argument, NULL, FLAG_MOMENTUM },
+    { "weight-decay", required_argument, NULL, FLAG_WEIGHT_DECAY },
+    { "beta1", required_argument, NULL, FLAG_BETA1 },
+    { "beta2", required_argument, NULL, FLAG_BETA2 },
+    { "clip", required_argument, NULL, FLAG_CLIP },
+    { "seed", required_argument, NULL, FLAG_SEED },
+    { "threads", required_argument, NULL, FLAG_THREADS },
+    { "eval-every", required_argument, NULL, FLAG_EVAL_EVERY },
+    { "eval-examples", required_argument, NULL, FLAG_EVAL_EXAMPLES },
+    { "log", required_argument, NULL, FLAG_LOG },
+    { "plot", required_argument, NULL, FLAG_PLOT },
+    { "save", required_argument, NULL, FLAG_SAVE },
+    { "load", required_argument, NULL, FLAG_LOAD },
+    { "sample", required_argument, NULL, FLAG_SAMPLE },
+    { "help", no_argument, NULL, 'h' },
+    { 0, 0, 0, 0 },
+};
+
+static void usage(void)
+{
+    const Options d = DEFAULTS;
+    printf("Usage: train_gpt [OPTION]...\n"
+           "Train a small GPT on a built-in task or a text file; print the loss, the validation\n"
+           "loss and exact-match accuracy, the speed and the memory used per category.\n\n"
+           "Data (one of):\n"
+           "  --task NAME         add, sub, reverse or sort (default %s)\n"
+           "  --task-size N       digits or letters of a task (default: add, sub 3; others 5)\n"
+           "  --msd-first         add, sub: answer most significant digit first (harder; the\n"
+           "                      default writes it backwards, see examples/common/tasks.h)\n"
+           "  --data PATH         a text file: a character-level language model\n"
+           "Run:\n"
+           "  --steps N           train until step N (default %ld; with --load, the snapshot's\n"
+           "                      step: evaluate and sample only)\n"
+           "  --batch N           rows per step (default %d)\n"
+           "  --seq N             tokens per row = the model's T (default: a task's row length,\n"
+           "                      which is the only value a task allows; %d for text)\n"
+           "  --seed N            weights and data (default %ld)\n"
+           "  --threads N         threads, 0 = one per core (default 0)\n"
+           "Model:\n"
+           "  --layers N          transformer blocks (default %d)\n"
+           "  --heads N           attention heads; must divide --embd (default %d)\n"
+           "  --embd N            width C of the residual stream (default %d)\n"
+           "  --untied            a separate output head instead of the token embedding\n"
+           "  --separate-qkv      three q, k, v projections instead of one fused\n"
+           "Optimizer:\n"
+           "  --optimizer NAME    adamw or sgd (default adamw)\n"
+           "  --lr X              learning rate after warmup (default %g)\n"
+           "  --warmup N          steps of linear warmup from 0 to --lr (default %ld)\n"
+           "  --weight-decay X    decoupled for adamw, L2 for sgd; matrices only (default %g)\n"
+           "  --beta1 X, --beta2 X  adamw moments (default %g, %g)\n"
+           "  --momentum X        sgd momentum (default %g)\n"
+           "  --clip X            largest global gradient norm, 0 = off (default %g)\n"
+           "Evaluation and output:\n"
+           "  --eval-every N      validation loss and accuracy every N steps, 0 = only at the\n"
+           "                      end (default %ld)\n"
+           "  --eval-examples N   validation rows used (default %d, or all there are)\n"
+           "  --log FILE          TSV, one row per step (columns in docs/gpt.md)\n"
+           "  --plot FILE         loss and accuracy PNG from the log, drawn by gnuplot (needs\n"
+           "                      --log; script examples/train_gpt/loss.gp)\n"
+           "  --save FILE         snapshot of the training state at the end (safetensors)\n"
+           "  --load FILE         resume from a snapshot: its model, optimizer, data and\n"
+           "                      schedule settings are used; flags given must agree with them\n"
+           "  --sample N          after training: N validation prompts with the model's greedy\n"
+           "                      answers (task), or N generated characters (text)\n"
+           "  -h, --help          this text\n",
+           d.task, d.steps, d.batch, TEXT_DEFAULT_SEQ, d.seed, d.layers, d.heads, d.embd,
+           d.lr, d.warmup, d.weight_decay, d.beta1, d.beta2, d.momentum, d.clip,
+           d.eval_every, d.eval_examples);
+}
+
+static const char *flag_name(Flag f)
+{
+    for (const struct option *opt = LONG_OPTIONS; opt->name; opt++)
+        if (opt->val == (int)f)
+            return opt->name;
+    return "?";
+}
+
+bool options_given(const Options *o, Flag f) { return o->given[f - FLAG_TASK]; }
+
+static void set_value(Options *o, Flag f, const char *arg)
+{
+    static const char *const optimizers[] = { "adamw", "sgd", NULL };
+    char flag[40];
+    snprintf(flag, sizeof flag, "--%s", flag_name(f));
+    switch (f) {
+    case FLAG_TASK: o->task = task_names[cli_choice(flag, arg, task_names)]; break;
+    case FLAG_TASK_SIZE: o->task_size = (int)cli_long(flag, arg, 1, TASK_MAX_SIZE); break;
+    case FLAG_MSD_FIRST: o->msd_first = true; break;
+    case FLAG_DATA: o->data = arg; break;
+    case FLAG_STEPS: o->steps = cli_long(flag, arg, 0, 1000000000L); break;
+    case FLAG_BATCH: o->batch = (int)cli_long(flag, arg, 1, 1 << 16); break;
+    case FLAG_SEQ: o->seq = (int)cli_long(flag, arg, 1, 1 << 16); break;
+    case FLAG_LAYERS: o->layers = (int)cli_long(flag, arg, 1, MAX_LAYERS); break;
+    case FLAG_HEADS: o->heads = (int)cli_long(flag, arg, 1, MAX_WIDTH); break;
+    case FLAG_EMBD: o->embd = (int)cli_long(flag, arg, 1, MAX_WIDTH); break;
+    case FLAG_UNTIED: o->untied = true; break;
+    case FLAG_SEPARATE_QKV: o->separate_qkv = true; break;
+    case FLAG_LR: o->lr = cli_double(flag, arg, 1e-12, 10.0); break;
+    case FLAG_WARMUP: o->warmup = cli_long(flag, arg, 0, 1000000000L); break;
+    case FLAG_OPTIMIZER: o->optimizer = (TrainOptimizer)cli_choice(flag, arg, optimizers); break;
+    case FLAG_MOMENTUM: o->momentum = cli_double(flag, arg, 0.0, 0.999); break;
+    case FLAG_WEIGHT_DECAY: o->weight_decay = cli_double(flag, arg, 0.0, 10.0); break;
+    case FLAG_BETA1: o->beta1 = cli_double(flag, arg, 0.0, 0.9999); break;
+    case FLAG_BETA2: o->beta2 = cli_double(flag, arg, 0.0, 0.99999); break;
+    case FLAG_CLIP: o->clip = cli_double(flag, arg, 0.0, 1e6); break;
+    case FLAG_SEED: o->seed = cli_long(flag, arg, 0, (1L << 62)); break;
+    case FLAG_THREADS: o->threads = (int)cli_long(flag, arg, 0, 1024); break;
+    case FLAG_EVAL_EVERY: o->eval_every = cli_long(flag, arg, 0, 1000000000L); break;
+    case FLAG_EVAL_EXAMPLES: o->eval_examples = (int)cli_long(flag, arg, 1, 1 << 24); break;
+    case FLAG_LOG: o->log_path = arg; break;
+    case FLAG_PLOT: o->plot_path = arg; break;
+    case FLAG_SAVE: o->save_path = arg; break;
+    case FLAG_LOAD: o->load_path = arg; break;
+    case FLAG_SAMPLE: o->sample = (int)cli_long(flag, arg, 0, 1 << 20); break;
+    case FLAG_END: break;
+    }
+}
+
+/* Combinations no single value shows wrong. */
+static void check_combinations(const Options *o)
+{
+    if (o->data && options_given(o, FLAG_TASK))
+        cli_usage_error("--task and --data exclude each other: train on a task or on a text");
+    if (o->data && (options_given(o, FLAG_TASK_SIZE) || o->msd_first))
+        cli_usage_error("--%s applies to a task, not to --data",
+                        options_given(o, FLAG_TASK_SIZE) ? "task-size" : "msd-first");
+    if (o->msd_first && o->task && strcmp(o->task, "add") != 0 && strcmp(o->task, "sub") != 0)
+        cli_usage_error("--msd-first applies to add and sub, not to %s", o->task);
+    if (o->optimizer == TRAIN_ADAMW && options_given(o, FLAG_MOMENTUM))
+        cli_usage_error("--momentum applies to --optimizer sgd, not adamw");
+    if (o->optimizer == TRAIN_SGD &&
+        (options_given(o, FLAG_BETA1) || options_given(o, FLAG_BETA2)))
+        cli_usage_error("--beta1 and --beta2 apply to --optimizer adamw, not sgd");
+    if (o->embd % o->heads != 0)
+        cli_usage_error("--embd %d is not a multiple of --heads %d: each head gets C/H "
+                        "channels", o->embd, o->heads);
+    if (o->plot_path && !o->log_path)
+        cli_usage_error("--plot needs --log: the figure is drawn from the log");
+    /* Files written must not be one another or an input; --save over --load is fine (the
+     * snapshot is replaced atomically, once the run is done). */
+    const char *names[] = { "log", "plot", "save", "load", "data" };
+    const char *paths[] = { o->log_path, o->plot_path, o->save_path, o->load_path, o->data };
+    for (int i = 0; i < 3; i++)
+        for (int j = i + 1; j < 5; j++)
+            if (paths[i] && paths[j] && strcmp(paths[i], paths[j]) == 0 && !(i == 2 && j == 3))
+                cli_usage_error("--%s and --%s name the same file '%s'", names[i], names[j],
+                                paths[i]);
+}
+
+Options options_parse(int argc, char **argv)
+{
+    Options o = DEFAULTS;
+    opterr = 0;     /* our own messages: one line naming the option */
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", LONG_OPTIONS, NULL)) != -1) {
+        if (c == 'h') {
+            usage();
+            exit(0);
+        }
+        if (c == ':')
+            cli_usage_error("option '%s' needs a value", argv[optind - 1]);
+        if (c == '?')
+            cli_usage_error("unknown option '%s'", argv[optind - 1]);
+        o.given[c - FLAG_TASK] = true;
+        set_value(&o, (Flag)c, optarg);
+    }
+    if (optind < argc)
+        cli_usage_error("unexpected argument '%s'", argv[optind]);
+    if (o.data)
+        o.task = NULL;
+    if (!o.load_path)
+        check_combinations(&o);   /* with --load, once the snapshot's settings are in */
+    return o;
+}
+
+/* Agreeing with a snapshot ------------------------------------------------------------------ */
+
+static const char *snapshot_path;
+
+static void disagree(Flag f, const char *mine, const char *saved)
+{
+    cli_usage_error("--%s %s does not match the snapshot %s, which has %s", flag_name(f), mine,
+                    snapshot_path, saved);
+}
+
+/* The saved value, after checking that an explicit flag agrees with it. */
+static long take_long(const Options *o, Flag f, long mine, long saved)
+{
+    char a[32], b[32];
+    snprintf(a, sizeof a, "%ld", mine);
+    snprintf(b, sizeof b, "%ld", saved);
+    if (options_given(o, f) && mine != saved)
+        disagree(f, a, b);
+    return saved;
+}
+
+static double take_double(const Options *o, Flag f, double mine, double saved)
+{
+    char a[32], b[32];
+    snprintf(a, sizeof a, "%.17g", mine);
+    snprintf(b, sizeof b, "%.17g", saved);
+    if (options_given(o, f) && mine != saved)
+        disagree(f, a, b);
+    return saved;
+}
+
+/* For switches (flags without a value): given means on. */
+static bool take_switch(const Options *o, Flag f, bool saved)
+{
+    if (options_given(o, f) && !saved)
+        cli_usage_error("--%s was given, but the snapshot %s was trained without it",
+                        flag_name(f), snapshot_path);
+    return saved;
+}
+
+/* Program metadata: present and well-formed, or the snapshot was not made by train_gpt. */
+static const char *meta(const SnapshotReader *r, const char *key)
+{
+    const char *v = snapshot_meta(r, key);
+    if (!v)
+        cli_die(1, "%s: missing metadata '%s' (was it saved by train_gpt?)", snapshot_path, key);
+    return v;
+}
+
+static long meta_long(const SnapshotReader *r, const char *key)
+{
+    const char *v = meta(r, key);
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end)
+        cli_die(1, "%s: metadata '%s' is '%s', not an integer", snapshot_path, key, v);
+    return x;
+}
+
+static double meta_double(const SnapshotReader *r, const char *key)
+{
+    const char *v = meta(r, key);
+    char *end;
+    double x = strtod(v, &end);
+    if (end == v || *end)
+        cli_die(1, "%s: metadata '%s' is '%s', not a number", snapshot_path, key, v);
+    return x;
+}
+
+static void merge_data(Options *o, const SnapshotReader *r)
+{
+    const char *kind = meta(r, "data.kind");
+    if (strcmp(kind, "text") == 0) {
+        const char *path = meta(r, "data.path");
+        if (options_given(o, FLAG_TASK))
+            disagree(FLAG_TASK, o->task, "text data");
+        if (options_given(o, FLAG_TASK_SIZE) || o->msd_first)
+            cli_usage_error("--%s applies to a task; the snapshot %s was trained on text",
+                            options_given(o, FLAG_TASK_SIZE) ? "task-size" : "msd-first",
+                            snapshot_path);
+        if (o->data && strcmp(o->data, path) != 0)
+            disagree(FLAG_DATA, o->data, path);
+        o->data = path;
+        o->task = NULL;
+        return;
+    }
+    const char *task = meta(r, "data.task");
+    if (o->data)
+        disagree(FLAG_DATA, o->data, "a task");
+    if (options_given(o, FLAG_TASK) && strcmp(o->task, task) != 0)
+        disagree(FLAG_TASK, o->task, task);
+    o->task = task;
+    o->msd_first = take_switch(o, FLAG_MSD_FIRST, meta_long(r, "data.msd_first") != 0);
+    o->task_size = (int)take_long(o, FLAG_TASK_SIZE, o->task_size,
+                                  meta_long(r, "data.task_size"));
+}
+
+void options_merge_snapshot(Options *o, const TrainerConfig *s, const SnapshotReader *r,
+                            const char *path, long saved_step)
+{
+    snapshot_path = path;
+    merge_data(o, r);
+    const GptConfig *m = &s->model;
+    o->seq = take_long(o, FLAG_SEQ, o->seq, m->max_seq);
+    o->layers = take_long(o, FLAG_LAYERS, o->layers, m->n_layer);
+    o->heads = take_long(o, FLAG_HEADS, o->heads, m->n_head);
+    o->embd = take_long(o, FLAG_EMBD, o->embd, m->n_embd);
+    o->untied = take_switch(o, FLAG_UNTIED, !m->tied);
+    o->separate_qkv = take_switch(o, FLAG_SEPARATE_QKV, !m->fused_qkv);
+    o->seed = take_long(o, FLAG_SEED, o->seed, (long)s->seed);
+    o->clip = take_double(o, FLAG_CLIP, o->clip, s->clip);
+    if (options_given(o, FLAG_OPTIMIZER) && o->optimizer != s->optimizer)
+        disagree(FLAG_OPTIMIZER, trainer_optimizer_name(o->optimizer),
+                 trainer_optimizer_name(s->optimizer));
+    o->optimizer = s->optimizer;
+    if (s->optimizer == TRAIN_ADAMW) {
+        o->beta1 = take_double(o, FLAG_BETA1, o->beta1, s->adamw.beta1);
+        o->beta2 = take_double(o, FLAG_BETA2, o->beta2, s->adamw.beta2);
+        o->weight_decay = take_double(o, FLAG_WEIGHT_DECAY, o->weight_decay,
+                                      s->adamw.weight_decay);
+    } else {
+        o->momentum = take_double(o, FLAG_MOMENTUM, o->momentum, s->sgd.momentum);
+        o->weight_decay = take_double(o, FLAG_WEIGHT_DECAY, o->weight_decay,
+                                      s->sgd.weight_decay);
+    }
+    o->lr = take_double(o, FLAG_LR, o->lr, meta_double(r, "schedule.lr"));
+    o->warmup = take_long(o, FLAG_WARMUP, o->warmup, meta_long(r, "schedule.warmup"));
+    o->batch = take_long(o, FLAG_BATCH, o->batch, meta_long(r, "schedule.batch"));
+    if (!options_given(o, FLAG_STEPS))
+        o->steps = saved_step;
+    else if (o->steps < saved_step)
+        cli_usage_error("--steps %ld is before the snapshot's step %ld (--steps counts from "
+                        "the start of the first run)", o->steps, saved_step);
+    check_combinations(o);
+}
+
+/* From options to a trainer, and back into a snapshot --------------------------------------- */
+
+TrainerConfig options_trainer_config(const Options *o, int V)
+{
+    TrainerConfig c = trainer_config_default();
+    c.model = (GptConfig){ .vocab_size = V, .max_seq = o->seq, .n_layer = o->layers,
+                           .n_head = o->heads, .n_embd = o->embd, .tied = !o->untied,
+                           .fused_qkv = !o->separate_qkv };
+    c.seed = (uint64_t)o->seed;
+    c.optimizer = o->optimizer;
+    c.adamw.beta1 = o->beta1;
+    c.adamw.beta2 = o->beta2;
+    c.adamw.weight_decay = o->weight_decay;
+    c.sgd.momentum = o->momentum;
+    c.sgd.weight_decay = o->weight_decay;
+    c.clip = o->clip;
+    return c;
+}
+
+__attribute__((format(printf, 5, 6)))
+static void put(char keys[][OPTIONS_META_KEY], char values[][OPTIONS_META_VALUE], int *n,
+                const char *key, const char *fmt, ...)
+{
+    snprintf(keys[*n], OPTIONS_META_KEY, "%s", key);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(values[*n], OPTIONS_META_VALUE, fmt, ap);
+    va_end(ap);
+    (*n)++;
+}
+
+int options_snapshot_meta(const Options *o, char keys[][OPTIONS_META_KEY],
+                          char values[][OPTIONS_META_VALUE])
+{
+    int n = 0;
+    if (o->data) {
+        put(keys, values, &n, "data.kind", "text");
+        put(keys, values, &n, "data.path", "%s", o->data);
+    } else {
+        put(keys, values, &n, "data.kind", "task");
+        put(keys, values, &n, "data.task", "%s", o->task);
+        put(keys, values, &n, "data.task_size", "%d", o->task_size);
+        put(keys, values, &n, "data.msd_first", "%d", o->msd_first ? 1 : 0);
+    }
+    put(keys, values, &n, "schedule.lr", "%.17g", o->lr);
+    put(keys, values, &n, "schedule.warmup", "%ld", o->warmup);
+    put(keys, values, &n, "schedule.batch", "%d", o->batch);
+    return n;
+}
+
+/* Linear warmup, then constant (optim/schedule.h). Since nothing after the warmup depends on the
+ * run's length, S only has to cover the warmup, and a resumed run may extend --steps without
+ * changing the rate of any step. */
+double options_lr(const Options *o, long step)
+{
+    SchedConfig c = sched_defaults();
+    c.base_lr = o->lr;
+    c.base_batch = c.batch = o->batch;
+    c.warmup = o->warmup > 0 ? SCHED_WARMUP_GRADUAL : SCHED_WARMUP_NONE;
+    c.warmup_steps = o->warmup;
+    c.decay = SCHED_DECAY_CONSTANT;
+    c.total_steps = o->warmup > 0 ? o->warmup : 1;
+    return sched_lr(&c, step - 1);
+}

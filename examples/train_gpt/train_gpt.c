@@ -1,0 +1,346 @@
+/* train_gpt: a small GPT learns a built-in task (3-digit addition by default) or a text file.
+ *
+ * The main program of the project. Each step draws a batch, runs optim/train.h's trainer_step
+ * (forward on the tape, cross-entropy on the answer tokens, backward, clipping, AdamW or SGD)
+ * and logs the loss, the speed and the peak bytes of each memory category. Every --eval-every
+ * steps it measures the validation loss and exact-match accuracy; at the end it decodes the
+ * validation set greedily for the final accuracy, prints a report, and can save a snapshot that
+ * --load resumes exactly.
+ *
+ * Files: flags.c (the command line), evaluate.c (validation and samples), loss.gp (the figure).
+ * docs/gpt.md explains the model, its backward pass and every column of the log. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/parallel.h"
+#include "examples/common/cli.h"
+#include "examples/common/plot.h"
+#include "examples/common/progress.h"
+#include "examples/common/tsv.h"
+#include "examples/train_gpt/train_gpt.h"
+#include "optim/train_snapshot.h"
+
+enum { LOSS_WINDOW = 50 };     /* steps averaged into the final training loss */
+
+static const char *const LOG_COLUMNS[] = {
+    "step", "loss", "lr", "grad_norm", "tokens_per_s", "ms", "val_loss", "val_acc",
+    "peak_param", "peak_grad", "peak_optim", "peak_act", "peak_temp", NULL,
+};
+
+typedef struct {
+    Options    o;
+    Dataset   *ds;
+    Trainer   *tr;
+    TsvWriter *log;
+    Progress   progress;
+    int        B, T;
+    int       *tokens, *targets;
+    size_t     peak[MEM_NCAT + 1];   /* the run's peak per category, over every phase */
+    double     train_seconds;
+    long long  train_tokens;
+    double     recent_loss[LOSS_WINDOW];
+    long       steps_run;
+    EvalResult last_eval;            /* the latest evaluation, at step last_eval_step */
+    long       last_eval_step;
+} Run;
+
+/* Setup: data, model, optimizer -------------------------------------------------------------- */
+
+static Dataset *open_data(Options *o)
+{
+    char err[512];
+    Dataset *ds;
+    if (o->data) {
+        if (o->seq == 0)
+            o->seq = TEXT_DEFAULT_SEQ;
+        ds = dataset_open_text(o->data, o->seq, err, sizeof err);
+    } else {
+        TaskSpec spec = { .name = o->task, .size = o->task_size, .n_val = 0,
+                          .answer_msd_first = o->msd_first };
+        ds = dataset_open_task(&spec, err, sizeof err);
+    }
+    if (!ds)
+        cli_die(1, "%s", err);
+    if (dataset_task(ds)) {
+        int rows = dataset_seq_len(ds);
+        o->task_size = task_size(dataset_task(ds));
+        if (o->seq == 0)
+            o->seq = rows;
+        if (o->seq != rows)
+            cli_usage_error("--seq %d does not fit task %s (size %d): its examples are %d "
+                            "tokens, so every row is %d (leave --seq out)", o->seq, o->task,
+                            o->task_size, rows + 1, rows);
+    }
+    return ds;
+}
+
+/* The model must cover the data: every token id below V, every row within T. */
+static void check_fit(const Options *o, const Dataset *ds, const GptConfig *m)
+{
+    if (m->vocab_size < dataset_vocab_size(ds))
+        cli_die(1, "the model's vocabulary (V = %d) is smaller than the data's (%d tokens)",
+                m->vocab_size, dataset_vocab_size(ds));
+    if (o->seq > m->max_seq)
+        cli_die(1, "rows of %d tokens are longer than the model's T = %d", o->seq, m->max_seq);
+}
+
+/* A fresh trainer, or the one a snapshot holds (its settings merged into the options). */
+static Trainer *make_trainer(Run *run)
+{
+    Options *o = &run->o;
+    if (!o->load_path) {
+        run->ds = open_data(o);
+        TrainerConfig cfg = options_trainer_config(o, dataset_vocab_size(run->ds));
+        check_fit(o, run->ds, &cfg.model);
+        return trainer_new(&cfg);
+    }
+    SnapshotError err;
+    SnapshotReader *r = snapshot_open(o->load_path, &err);
+    TrainerConfig saved;
+    if (!r || !train_snapshot_config(r, o->load_path, &saved, &err))
+        cli_die(1, "%s", err.message);
+    uint64_t step;
+    if (!snapshot_meta_u64(r, "train.step", &step, &err))
+        cli_die(1, "%s", err.message);
+    options_merge_snapshot(o, &saved, r, o->load_path, (long)step);
+    run->ds = open_data(o);
+    check_fit(o, run->ds, &saved.model);
+    Trainer *tr = train_snapshot_load(r, o->load_path, &err);
+    if (!tr)
+        cli_die(1, "%s", err.message);
+    snapshot_close(r);
+    return tr;
+}
+
+static void save_snapshot(const Run *run)
+{
+    char keys[OPTIONS_META_MAX][OPTIONS_META_KEY];
+    static char values[OPTIONS_META_MAX][OPTIONS_META_VALUE];
+    const char *key_list[OPTIONS_META_MAX], *value_list[OPTIONS_META_MAX];
+    int n = options_snapshot_meta(&run->o, keys, values);
+    for (int i = 0; i < n; i++) {
+        key_list[i] = keys[i];
+        value_list[i] = values[i];
+    }
+    SnapshotError err;
+    if (!train_snapshot_save(run->tr, run->o.save_path, key_list, value_list, n, &err))
+        cli_die(1, "%s", err.message);
+    printf("snapshot: %s (step %ld)\n", run->o.save_path, run->tr->step);
+}
+
+/* Memory ------------------------------------------------------------------------------------ */
+
+/* Peaks restart at every phase (each step, each evaluation) so the log shows a step's own; the
+ * run's peak is the largest of them. The phase's peaks go to phase[] when it is not NULL. */
+static void end_phase(Run *run, size_t *phase)
+{
+    for (int c = 0; c <= MEM_NCAT; c++) {
+        size_t p = mem_peak((MemCategory)c);
+        if (phase)
+            phase[c] = p;
+        if (p > run->peak[c])
+            run->peak[c] = p;
+    }
+    mem_reset_peaks();
+}
+
+static void print_memory(const Run *run)
+{
+    printf("memory, peak bytes per category over the run:\n");
+    for (int c = 0; c <= MEM_NCAT; c++) {
+        char buf[32];
+        printf("  %-6s %12zu  %s\n", mem_category_name((MemCategory)c), run->peak[c],
+               mem_format_bytes(run->peak[c], buf, sizeof buf));
+    }
+}
+
+/* The loop ---------------------------------------------------------------------------------- */
+
+static EvalResult evaluate(Run *run, long step)
+{
+    EvalResult ev = eval_teacher_forced(run->tr, run->ds, run->B, run->o.eval_examples);
+    end_phase(run, NULL);
+    run->last_eval = ev;
+    run->last_eval_step = step;
+    char acc[64] = "";
+    if (!isnan(ev.accuracy))
+        snprintf(acc, sizeof acc, ", exact match %.1f%% (teacher-forced)", 100.0 * ev.accuracy);
+    progress_note(&run->progress, "step %ld: validation loss %.4f%s over %d examples", step,
+                  ev.loss, acc, ev.examples);
+    return ev;
+}
+
+/* Validation cells stay empty between evaluations (and val_acc for text): gnuplot and
+ * spreadsheets read an empty cell as missing, and the curves are drawn across the gaps. */
+static void log_cell(TsvWriter *log, double v)
+{
+    if (isnan(v))
+        tsv_str(log, "");
+    else
+        tsv_num(log, v);
+}
+
+static void log_row(Run *run, long step, double lr, TrainStepResult r, double seconds,
+                    const size_t *peaks, const EvalResult *ev)
+{
+    if (!run->log)
+        return;
+    tsv_int(run->log, step);
+    tsv_float(run->log, (float)r.loss);     /* the loss is a float; no false digits */
+    tsv_num(run->log, lr);
+    tsv_num(run->log, r.grad_norm);
+    tsv_num(run->log, (double)run->B * run->T / seconds);
+    tsv_num(run->log, 1000.0 * seconds);
+    log_cell(run->log, ev ? ev->loss : NAN);
+    log_cell(run->log, ev ? ev->accuracy : NAN);
+    for (int c = 0; c < MEM_NCAT; c++)
+        tsv_int(run->log, (long long)peaks[c]);
+    if (!tsv_end_row(run->log))
+        cli_die(1, "%s: write failed (disk full?)", run->o.log_path);
+}
+
+static void train(Run *run)
+{
+    const Options *o = &run->o;
+    long first = run->tr->step;
+    progress_start(&run->progress, first, o->steps, (o->steps - first) / 20);
+    for (long step = first + 1; step <= o->steps; step++) {
+        double lr = options_lr(o, step);
+        double t0 = progress_now();
+        dataset_train_batch(run->ds, &run->tr->data_rng, run->B, run->tokens, run->targets);
+        TrainStepResult r = trainer_step(run->tr, run->tokens, run->targets, run->B, run->T, lr);
+        double seconds = progress_now() - t0;
+        size_t peaks[MEM_NCAT + 1];
+        end_phase(run, peaks);
+        run->train_seconds += seconds;
+        run->train_tokens += (long long)run->B * run->T;
+        run->recent_loss[run->steps_run++ % LOSS_WINDOW] = r.loss;
+        if (!isfinite(r.loss))
+            cli_die(1, "the loss is %g at step %ld: training diverged (try a smaller --lr)",
+                    r.loss, step);
+
+        bool eval_now = step == o->steps || (o->eval_every > 0 && step % o->eval_every == 0);
+        EvalResult ev;
+        if (eval_now)
+            ev = evaluate(run, step);
+        log_row(run, step, lr, r, seconds, peaks, eval_now ? &ev : NULL);
+        char extra[32];
+        snprintf(extra, sizeof extra, "lr %.1e", lr);
+        progress_update(&run->progress, step, r.loss, (long long)run->B * run->T, extra);
+    }
+    progress_finish(&run->progress);
+}
+
+/* The end ----------------------------------------------------------------------------------- */
+
+static double mean_recent_loss(const Run *run)
+{
+    int n = run->steps_run < LOSS_WINDOW ? (int)run->steps_run : LOSS_WINDOW;
+    double sum = 0.0;
+    for (int i = 0; i < n; i++)
+        sum += run->recent_loss[i];
+    return n ? sum / n : NAN;
+}
+
+/* The final numbers. The wall time runs from the start of the program to the end of the final
+ * evaluation (the greedy decoding included); tokens/s counts the training steps only. */
+static void report(Run *run, double start)
+{
+    const Options *o = &run->o;
+    if (run->steps_run > 0) {
+        int n = run->steps_run < LOSS_WINDOW ? (int)run->steps_run : LOSS_WINDOW;
+        printf("train loss       %.4f (mean over the last %d step%s)\n", mean_recent_loss(run),
+               n, n == 1 ? "" : "s");
+    }
+    EvalResult ev = run->last_eval;
+    if (run->last_eval_step != run->tr->step || run->steps_run == 0)
+        ev = eval_teacher_forced(run->tr, run->ds, run->B, o->eval_examples);
+    printf("validation loss  %.4f over %d examples\n", ev.loss, ev.examples);
+    if (dataset_task(run->ds)) {
+        double acc = eval_greedy_accuracy(run->tr, run->ds, run->B, o->eval_examples);
+        printf("exact match      %.1f%% of %d validation examples (greedy decoding)\n",
+               100.0 * acc, ev.examples);
+    }
+    end_phase(run, NULL);
+    double wall_seconds = progress_now() - start;
+    char wall[32], rate[32];
+    printf("wall time        %s (%.1f s)\n",
+           progress_format_duration(wall_seconds, wall, sizeof wall), wall_seconds);
+    if (run->train_seconds > 0.0)
+        printf("tokens/s         %s (training steps only, %ld steps of %d x %d tokens)\n",
+               progress_format_rate((double)run->train_tokens / run->train_seconds, rate,
+                                    sizeof rate), run->steps_run, run->B, run->T);
+    printf("parameters       %zu\n", gpt_n_params(run->tr->model));
+    print_memory(run);
+}
+
+static void describe(const Run *run)
+{
+    const Options *o = &run->o;
+    const GptConfig *m = &run->tr->model->cfg;
+    char buf[512];
+    printf("%s\n", dataset_describe(run->ds, buf, sizeof buf));
+    printf("model: V=%d T=%d L=%d H=%d C=%d, %s head, %s q/k/v; %zu parameters\n",
+           m->vocab_size, m->max_seq, m->n_layer, m->n_head, m->n_embd,
+           m->tied ? "tied" : "untied", m->fused_qkv ? "fused" : "separate",
+           gpt_n_params(run->tr->model));
+    printf("training: %s lr %g (warmup %ld), batch %d, clip %g, %d threads; steps %ld to %ld\n",
+           trainer_optimizer_name(o->optimizer), o->lr, o->warmup, o->batch, o->clip,
+           par_threads(), run->tr->step, o->steps);
+}
+
+static void finish_outputs(Run *run)
+{
+    const Options *o = &run->o;
+    char err[512];
+    if (run->log && !tsv_close(run->log, err, sizeof err))
+        cli_die(1, "%s", err);
+    if (o->log_path)
+        printf("log: %s\n", o->log_path);
+    if (o->plot_path) {
+        const char *names[] = { "input", "output", "accuracy" };
+        const char *values[] = { o->log_path, o->plot_path, dataset_task(run->ds) ? "1" : "0" };
+        if (plot_run_vars(TAPEGRAD_SOURCE_DIR "/examples/train_gpt/loss.gp", names, values, 3,
+                          "output") == PLOT_OK)
+            printf("figure: %s\n", o->plot_path);
+    }
+    if (o->save_path)
+        save_snapshot(run);
+}
+
+int main(int argc, char **argv)
+{
+    cli_init(argv[0]);
+    double start = progress_now();
+    Run run = { .o = options_parse(argc, argv) };
+    par_set_threads(run.o.threads);
+    run.tr = make_trainer(&run);
+    run.B = run.o.batch;
+    run.T = run.o.seq;
+    describe(&run);
+
+    run.tokens = malloc((size_t)run.B * run.T * sizeof *run.tokens);
+    run.targets = malloc((size_t)run.B * run.T * sizeof *run.targets);
+    if (!run.tokens || !run.targets)
+        cli_die(1, "out of memory for a batch of %d x %d tokens", run.B, run.T);
+    if (run.o.log_path) {
+        char err[512];
+        run.log = tsv_open(run.o.log_path, LOG_COLUMNS, err, sizeof err);
+        if (!run.log)
+            cli_die(1, "%s", err);
+    }
+    end_phase(&run, NULL);    /* the model and the optimizer state count from here */
+
+    train(&run);
+    report(&run, start);
+    finish_outputs(&run);
+    eval_print_samples(run.tr, run.ds, run.o.sample, (uint64_t)run.o.seed);
+
+    free(run.tokens);
+    free(run.targets);
+    trainer_free(run.tr);
+    dataset_free(run.ds);
+    return 0;
+}

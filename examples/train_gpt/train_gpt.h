@@ -1,0 +1,85 @@
+#ifndef TAPEGRAD_TRAIN_GPT_H
+#define TAPEGRAD_TRAIN_GPT_H
+/* What the files of train_gpt share: the options (flags.c), the run (train_gpt.c) and the
+ * evaluation (evaluate.c). */
+#include <stdbool.h>
+
+#include "autograd/snapshot.h"
+#include "examples/common/dataset.h"
+#include "optim/train.h"
+
+enum { TEXT_DEFAULT_SEQ = 64 };   /* --seq for text data when not given */
+
+/* One per flag; also getopt_long's return value for it (offset past the characters). */
+typedef enum {
+    FLAG_TASK = 256, FLAG_TASK_SIZE, FLAG_MSD_FIRST, FLAG_DATA,
+    FLAG_STEPS, FLAG_BATCH, FLAG_SEQ, FLAG_LAYERS, FLAG_HEADS, FLAG_EMBD, FLAG_UNTIED,
+    FLAG_SEPARATE_QKV, FLAG_LR, FLAG_WARMUP, FLAG_OPTIMIZER, FLAG_MOMENTUM, FLAG_WEIGHT_DECAY,
+    FLAG_BETA1, FLAG_BETA2, FLAG_CLIP, FLAG_SEED, FLAG_THREADS, FLAG_EVAL_EVERY,
+    FLAG_EVAL_EXAMPLES, FLAG_LOG, FLAG_PLOT, FLAG_SAVE, FLAG_LOAD, FLAG_SAMPLE,
+    FLAG_END,
+} Flag;
+
+typedef struct {
+    /* data */
+    const char *task;            /* NULL when data is set */
+    int         task_size;       /* 0: the task's default */
+    bool        msd_first;
+    const char *data;            /* a text file, or NULL */
+    /* run */
+    long        steps;           /* train until this step (a total, counting a loaded run's) */
+    int         batch;
+    int         seq;             /* 0: the task's row length, or 64 for text */
+    long        seed;
+    int         threads;
+    /* model */
+    int         layers, heads, embd;
+    bool        untied, separate_qkv;
+    /* optimizer and schedule */
+    TrainOptimizer optimizer;
+    double      lr;
+    long        warmup;
+    double      momentum, weight_decay, beta1, beta2, clip;
+    /* evaluation and output */
+    long        eval_every;
+    int         eval_examples;
+    int         sample;
+    const char *log_path, *plot_path, *save_path, *load_path;
+    bool        given[FLAG_END - FLAG_TASK];   /* which flags were on the command line */
+} Options;
+
+/* flags.c: the command line, checked completely before anything is done. Bad input exits with
+ * a message (cli_usage_error). */
+Options options_parse(int argc, char **argv);
+bool    options_given(const Options *o, Flag f);
+/* Settings a snapshot holds become the run's; a flag given explicitly must agree with the
+ * snapshot (one message naming the flag, both values and the file otherwise). */
+void    options_merge_snapshot(Options *o, const TrainerConfig *saved_cfg,
+                               const SnapshotReader *r, const char *path, long saved_step);
+/* The trainer config the options describe, for a model over vocabulary V. */
+TrainerConfig options_trainer_config(const Options *o, int V);
+/* The metadata train_gpt adds to a snapshot, the data and the schedule: returns the number of
+ * pairs (at most OPTIONS_META_MAX). */
+enum { OPTIONS_META_MAX = 8, OPTIONS_META_KEY = 32, OPTIONS_META_VALUE = 4096 };
+int     options_snapshot_meta(const Options *o, char keys[][OPTIONS_META_KEY],
+                              char values[][OPTIONS_META_VALUE]);
+/* The learning rate of step (1-based): a linear warmup over o->warmup steps, then o->lr. */
+double  options_lr(const Options *o, long step);
+
+/* evaluate.c ---------------------------------------------------------------------------------- */
+typedef struct {
+    double loss;                 /* mean cross-entropy over every counted target */
+    double accuracy;             /* exact match (tasks only; NAN for text) */
+    int    examples;
+} EvalResult;
+
+/* Teacher-forced loss and exact match over the first max_examples validation rows, in batches
+ * of B (the training batch, so the step loop's cached storage serves it). */
+EvalResult eval_teacher_forced(Trainer *tr, const Dataset *ds, int B, int max_examples);
+/* Exact match by greedy decoding (the definition; tasks only). */
+double     eval_greedy_accuracy(Trainer *tr, const Dataset *ds, int B, int max_examples);
+/* After training: n validation prompts with the model's greedy answers (a task), or n
+ * characters generated from the start of the validation text (text data). */
+void       eval_print_samples(Trainer *tr, const Dataset *ds, int n, uint64_t seed);
+
+#endif

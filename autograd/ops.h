@@ -10,6 +10,8 @@
 #include <stdbool.h>
 
 #include "autograd/tape.h"
+#include "precision/format.h"
+#include "precision/quant.h"
 
 /* ops_matmul.c ---------------------------------------------------------------------------- */
 /* y = x w (trans_w false: w is [K, N]) or y = x w^T (trans_w true: w is [N, K], the layout of a
@@ -70,5 +72,12 @@ Tensor *op_cross_entropy(Tape *tape, Tensor *logits, const int *targets);
 Tensor *op_reshape(Tape *tape, Tensor *x, int ndim, const int *shape);
 /* Swap dimensions d0 and d1 (a copy). */
 Tensor *op_transpose(Tape *tape, Tensor *x, int d0, int d1);
+
+/* ops_qmatmul.c --------------------------------------------------------------------------- */
+/* y = x W with W [K, N] frozen and stored quantized (QLoRA's NF4 base weights): W is
+ * dequantized into a temp buffer for each product, forward and backward, and freed at once; x
+ * (dy in backward) and W are rounded to `compute` (bf16 in QLoRA, FMT_FP32 for none) before an
+ * fp32-accumulating sgemm. W gets no gradient; x does. w must outlive the tape. */
+Tensor *op_qmatmul(Tape *tape, Tensor *x, const QuantTensor *w, int K, int N, Format compute);
 
 #endif

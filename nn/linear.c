@@ -1,15 +1,22 @@
 #include "nn/linear.h"
 
+#include "nn/lora.h"
+
 void linear_init(Linear *l, NnParams *p, const char *name, int in, int out, bool bias, float std)
 {
     l->weight = nn_params_add(p, name, "weight", 2, (int[]){ in, out },
                               (NnInit){ NN_INIT_NORMAL, std });
     l->bias = bias ? nn_params_add(p, name, "bias", 1, (int[]){ out }, (NnInit){ NN_INIT_ZEROS, 0 })
                    : NULL;
+    l->lora = NULL;
+    l->quant = NULL;
 }
 
 Tensor *linear_forward(const Linear *l, Tape *tape, Tensor *x)
 {
-    Tensor *y = op_matmul(tape, x, l->weight, false);
-    return l->bias ? op_bias_add(tape, y, l->bias) : y;
+    Tensor *y = l->quant ? lora_quant_matmul(l->quant, tape, x)
+                         : op_matmul(tape, x, l->weight, false);
+    if (l->bias)
+        y = op_bias_add(tape, y, l->bias);
+    return l->lora ? lora_adapter_add(l->lora, tape, x, y) : y;
 }

@@ -16,9 +16,16 @@
 #include "autograd/ops.h"
 #include "nn/params.h"
 
+struct LoraAdapter;
+struct LoraQuant;
+
 typedef struct {
     Tensor *weight;     /* [in, out] */
     Tensor *bias;       /* [out], or NULL for a layer without bias */
+    /* Set by nn/lora.h only, NULL otherwise: a LoRA term added to the output, and a quantized
+     * weight used instead of `weight` (QLoRA; weight->data is NULL then). */
+    const struct LoraAdapter *lora;
+    const struct LoraQuant   *quant;
 } Linear;
 
 /* Adds NAME.weight (normal, std) and, when bias, NAME.bias (zeros) to the list. */

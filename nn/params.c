@@ -1,5 +1,6 @@
 #include "nn/params.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,12 @@ void nn_params_init(NnParams *p, uint64_t seed)
             for (size_t i = 0; i < t->size; i++)
                 t->data[i] = p->init[k].std * rng_normal(&rng);
             break;
+        case NN_INIT_UNIFORM: {
+            float a = sqrtf(3.0f) * p->init[k].std;
+            for (size_t i = 0; i < t->size; i++)
+                t->data[i] = a * (2.0f * rng_uniform(&rng) - 1.0f);
+            break;
+        }
         case NN_INIT_ZEROS:
             tensor_fill(t, 0.0f);
             break;

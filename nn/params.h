@@ -16,11 +16,12 @@ typedef enum {
     NN_INIT_NORMAL,     /* N(0, std^2) */
     NN_INIT_ZEROS,
     NN_INIT_ONES,
+    NN_INIT_UNIFORM,    /* U(-a, a) with a = sqrt(3) std: the uniform of standard deviation std */
 } NnInitKind;
 
 typedef struct {
     NnInitKind kind;
-    float      std;     /* NN_INIT_NORMAL only */
+    float      std;     /* NN_INIT_NORMAL and NN_INIT_UNIFORM only */
 } NnInit;
 
 typedef struct {
@@ -41,8 +42,8 @@ Tensor *nn_params_find(const NnParams *p, const char *name);
 /* Total number of elements over all parameters. */
 size_t  nn_params_numel(const NnParams *p);
 /* Fills every parameter by its rule. One generator, rng_new(seed, RNG_STREAM_INIT), serves the
- * whole list: the normal parameters draw their elements in list order, row-major, so a seed
- * fixes every initial value and adding a zero-initialised parameter shifts nothing. */
+ * whole list: the normal and uniform parameters draw their elements in list order, row-major,
+ * so a seed fixes every initial value and adding a zero-initialised parameter shifts nothing. */
 void    nn_params_init(NnParams *p, uint64_t seed);
 /* Zeroes every parameter gradient that exists. */
 void    nn_params_zero_grad(NnParams *p);

@@ -1,0 +1,91 @@
+/* A matrix product with a frozen, quantized weight: QLoRA's base layers, whose weights are NF4.
+ *
+ * The weight is not a tensor: it is a QuantTensor (precision/quant.h) of K*N values, the
+ * row-major [K, N] layout of a Linear's weight, whose bytes the caller owns (QLoRA places them in
+ * the param category with quant_bind). Every use dequantizes it into a temp buffer that is freed
+ * as soon as the product is done, so the fp32 weight never outlives one sgemm: the forward and
+ * the backward each dequantize it again instead of keeping it. That is the QLoRA trade: 4.127
+ * bits per weight at rest, one dequantization per use. */
+#include <stdlib.h>
+
+#include "autograd/ops.h"
+#include "autograd/parallel.h"
+
+/* The weight dequantized into a new temp buffer, each value rounded to the compute format.
+ * Rows are independent, so they split across the threads with identical results. */
+static float *dequantize_weight(const QuantTensor *w, int K, int N, Format compute)
+{
+    float *buf = mem_alloc(MEM_TEMP, (size_t)K * N * sizeof *buf);
+    #pragma omp parallel for schedule(static)
+    for (int k = 0; k < K; k++) {
+        float *row = buf + (size_t)k * N;
+        quant_dequantize_range(w, (size_t)k * N, (size_t)N, row);
+        if (compute != FMT_FP32)
+            fmt_round_array(compute, row, row, (size_t)N, (Rounding){ 0 }, 0);
+    }
+    return buf;
+}
+
+/* src rounded to the compute format: src itself for fp32, else a new temp copy (src is an
+ * activation or a gradient the op must not change). */
+static const float *rounded_input(const float *src, int rows, int cols, Format compute,
+                                  float **owned)
+{
+    *owned = NULL;
+    if (compute == FMT_FP32)
+        return src;
+    float *dst = mem_alloc(MEM_TEMP, (size_t)rows * cols * sizeof *dst);
+    #pragma omp parallel for schedule(static)
+    for (int i = 0; i < rows; i++)
+        fmt_round_array(compute, src + (size_t)i * cols, dst + (size_t)i * cols, (size_t)cols,
+                        (Rounding){ 0 }, 0);
+    *owned = dst;
+    return dst;
+}
+
+/* Y = X W with X [M, K], W [K, N] frozen and quantized; c(.) rounds to the compute format
+ * (nearest-even), and the products accumulate in fp32:
+ *   forward   Y  = c(X) c(deq(W))
+ *   backward  dX += c(dY) c(deq(W))^T        W is frozen: no dW, so X is not needed again */
+static void qmatmul_backward(Node *n)
+{
+    const QuantTensor *w = n->ctx;
+    Tensor *x = n->in[0], *y = n->out;
+    int M = (int)tensor_rows(x), K = n->i[0], N = n->i[1];
+    Format compute = (Format)n->i[2];
+    float *wbuf = dequantize_weight(w, K, N, compute), *dy_owned;
+    const float *dy = rounded_input(y->grad, M, N, compute, &dy_owned);
+    par_sgemm(false, true, M, K, N, 1.0f, dy, N, wbuf, N, 1.0f, tensor_grad(x), K);
+    mem_free(dy_owned);
+    mem_free(wbuf);
+}
+
+Tensor *op_qmatmul(Tape *tape, Tensor *x, const QuantTensor *w, int K, int N, Format compute)
+{
+    if (K < 1 || N < 1 || w->n != (size_t)K * N || tensor_last_dim(x) != K) {
+        char xs[64];
+        tensor_fatal("op_qmatmul: x %s and a quantized weight of %zu values as [%d, %d] do not "
+                     "fit", tensor_shape_str(x, xs, sizeof xs), w->n, K, N);
+    }
+    if ((unsigned)compute >= FMT_COUNT)
+        tensor_fatal("op_qmatmul: compute format %d is not a format", (int)compute);
+    int shape[TENSOR_MAX_DIMS];
+    for (int d = 0; d < x->ndim; d++)
+        shape[d] = x->shape[d];
+    shape[x->ndim - 1] = N;
+    Tensor *y = tape_tensor(tape, x->ndim, shape);
+    int M = (int)tensor_rows(x);
+    float *wbuf = dequantize_weight(w, K, N, compute), *x_owned;
+    const float *xr = rounded_input(x->data, M, K, compute, &x_owned);
+    par_sgemm(false, false, M, N, K, 1.0f, xr, K, wbuf, N, 0.0f, y->data, N);
+    mem_free(x_owned);
+    mem_free(wbuf);
+    Node *n = tape_record(tape, "qmatmul", qmatmul_backward, y, 1, (Tensor *[]){ x });
+    if (n) {
+        n->ctx = (void *)w;     /* not owned: the weight outlives the tape */
+        n->i[0] = K;
+        n->i[1] = N;
+        n->i[2] = (int)compute;
+    }
+    return y;
+}

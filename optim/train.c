@@ -6,24 +6,28 @@
 
 #include "optim/clip.h"
 
-static const char *const optimizer_names[] = { "adamw", "sgd" };
-enum { N_OPTIMIZERS = 2 };
+const char *const TRAIN_OPTIMIZER_NAMES[] = { "adamw", "sgd", "adam8bit", "adafactor", NULL };
+enum { N_OPTIMIZERS = 4 };
 
 TrainerConfig trainer_config_default(void)
 {
+    AdafactorConfig af = adafactor_defaults();
+    af.relative_step = false;
+    af.scale_parameter = false;
     return (TrainerConfig){ .model = gpt_config_default(), .seed = 1, .optimizer = TRAIN_ADAMW,
-                            .adamw = adamw_defaults(), .sgd = sgd_defaults(), .clip = 1.0 };
+                            .adamw = adamw_defaults(), .sgd = sgd_defaults(), .adafactor = af,
+                            .clip = 1.0 };
 }
 
 const char *trainer_optimizer_name(TrainOptimizer o)
 {
-    return (unsigned)o < N_OPTIMIZERS ? optimizer_names[o] : "?";
+    return (unsigned)o < N_OPTIMIZERS ? TRAIN_OPTIMIZER_NAMES[o] : "?";
 }
 
 bool trainer_optimizer_parse(const char *name, TrainOptimizer *out)
 {
     for (int i = 0; i < N_OPTIMIZERS; i++) {
-        if (strcmp(name, optimizer_names[i]) == 0) {
+        if (strcmp(name, TRAIN_OPTIMIZER_NAMES[i]) == 0) {
             *out = (TrainOptimizer)i;
             return true;
         }
@@ -35,8 +39,16 @@ static Optim *make_optimizer(const TrainerConfig *cfg, Gpt *model)
 {
     int n;
     Tensor *const *params = gpt_params(model, &n);
-    if (cfg->optimizer == TRAIN_SGD)
-        return &sgd_new(params, n, cfg->sgd)->base;
+    switch (cfg->optimizer) {
+    case TRAIN_SGD: return &sgd_new(params, n, cfg->sgd)->base;
+    case TRAIN_ADAM8BIT: {
+        Adam8bitConfig c = adam8bit_defaults();
+        c.adam = cfg->adamw;
+        return &adam8bit_new(params, n, c)->base;
+    }
+    case TRAIN_ADAFACTOR: return &adafactor_new(params, n, cfg->adafactor)->base;
+    case TRAIN_ADAMW: break;
+    }
     return &adamw_new(params, n, cfg->adamw)->base;
 }
 
@@ -99,18 +111,42 @@ static void stage_release(Trainer *t)
     tape_reset(t->tape);
 }
 
-TrainStepResult trainer_step(Trainer *t, const int *tokens, const int *targets, int B, int T,
-                             double lr)
+double trainer_accumulate(Trainer *t, const int *tokens, const int *targets, int B, int T,
+                          int K)
+{
+    if (K < 1)
+        tensor_fatal("trainer_accumulate: %d micro-batches", K);
+    double sum = 0.0;
+    size_t rows = (size_t)B * T;
+    for (int k = 0; k < K; k++) {
+        Tensor *loss = stage_forward(t, tokens + k * rows, targets + k * rows, B, T);
+        sum += loss->data[0];
+        /* Dividing by K is one more op on the tape; K = 1 records none, as before. */
+        stage_backward(t, K > 1 ? op_scale(t->tape, loss, 1.0f / (float)K) : loss);
+        /* Only the last micro-batch's tape is left for stage_release: the activations held
+         * are one micro-batch's. */
+        if (k + 1 < K)
+            tape_reset(t->tape);
+    }
+    return sum / K;
+}
+
+TrainStepResult trainer_step_accum(Trainer *t, const int *tokens, const int *targets, int B,
+                                   int T, int K, double lr)
 {
     TrainStepResult r;
-    Tensor *loss = stage_forward(t, tokens, targets, B, T);
-    r.loss = loss->data[0];
-    stage_backward(t, loss);
+    r.loss = trainer_accumulate(t, tokens, targets, B, T, K);
     r.grad_norm = stage_clip(t);
     r.updated = stage_update(t, lr, r.grad_norm);
     stage_release(t);
     t->step++;
     return r;
+}
+
+TrainStepResult trainer_step(Trainer *t, const int *tokens, const int *targets, int B, int T,
+                             double lr)
+{
+    return trainer_step_accum(t, tokens, targets, B, T, 1, lr);
 }
 
 /* Evaluation ------------------------------------------------------------------------------- */

@@ -11,6 +11,13 @@
  *                finite: one bad batch must not turn every weight into NaN)
  *     release    zero the gradients, tape_reset (activations freed, arrays kept for reuse)
  *
+ * Gradient accumulation (trainer_step_accum) runs forward and backward K times, on K
+ * micro-batches of B rows, before one clip and one update: each micro-batch's loss is divided
+ * by K, so the gradients add up to those of the mean loss over all K B rows, and the tape is
+ * reset after each backward, so the activations held are one micro-batch's. The equality with
+ * one batch of K B rows holds when every micro-batch counts the same number of targets (a task's
+ * rows all do; text rows count every position).
+ *
  * The trainer owns the model, the optimizer and the tape, and holds the state a resumed run
  * needs besides the tensors: the step counter and the data RNG. It does not know where batches
  * come from (that is the program's business, examples/common/dataset.h): the program draws each
@@ -35,6 +42,8 @@
 #include "autograd/rng.h"
 #include "autograd/tape.h"
 #include "nn/gpt.h"
+#include "optim/adafactor.h"
+#include "optim/adam8bit.h"
 #include "optim/adamw.h"
 #include "optim/optim.h"
 #include "optim/sgd.h"
@@ -42,14 +51,17 @@
 typedef enum {
     TRAIN_ADAMW,
     TRAIN_SGD,
+    TRAIN_ADAM8BIT,             /* adamw's hyperparameters, moments in 8 bits (adam8bit.h) */
+    TRAIN_ADAFACTOR,
 } TrainOptimizer;
 
 typedef struct {
     GptConfig      model;
     uint64_t       seed;        /* initial weights (RNG_STREAM_INIT) and data (RNG_STREAM_DATA) */
     TrainOptimizer optimizer;
-    AdamWConfig    adamw;       /* used when optimizer is TRAIN_ADAMW */
+    AdamWConfig    adamw;       /* used when optimizer is TRAIN_ADAMW or TRAIN_ADAM8BIT */
     SgdConfig      sgd;         /* used when optimizer is TRAIN_SGD */
+    AdafactorConfig adafactor;  /* used when optimizer is TRAIN_ADAFACTOR */
     double         clip;        /* largest global gradient norm; 0 means no clipping */
 } TrainerConfig;
 
@@ -68,9 +80,13 @@ typedef struct {
     bool   updated;             /* false when the norm was not finite and the update skipped */
 } TrainStepResult;
 
-/* gpt_config_default's model, seed 1, AdamW with PyTorch's defaults, clipping at 1. */
+/* gpt_config_default's model, seed 1, AdamW with PyTorch's defaults, clipping at 1. Adafactor's
+ * defaults here are the absolute-lr mode without parameter scaling (the lr argument of each
+ * step is its step size, as for AdamW), no first moment. */
 TrainerConfig trainer_config_default(void);
-/* "adamw", "sgd"; the TrainOptimizer of a name (false if none). */
+/* "adamw", "sgd", "adam8bit", "adafactor" (NULL-terminated in TRAIN_OPTIMIZER_NAMES, indexed by
+ * TrainOptimizer); the TrainOptimizer of a name (false if none). */
+extern const char *const TRAIN_OPTIMIZER_NAMES[];
 const char   *trainer_optimizer_name(TrainOptimizer o);
 bool          trainer_optimizer_parse(const char *name, TrainOptimizer *out);
 
@@ -84,6 +100,16 @@ void          trainer_free(Trainer *t);
  * learning rate of this step. */
 TrainStepResult trainer_step(Trainer *t, const int *tokens, const int *targets, int B, int T,
                              double lr);
+/* The same with K micro-batches: tokens and targets are [K * B * T], row-major, micro-batch k
+ * in rows k B .. (k + 1) B - 1. The loss reported is the mean of the K micro-batch losses. K = 1
+ * is trainer_step, bit for bit. */
+TrainStepResult trainer_step_accum(Trainer *t, const int *tokens, const int *targets, int B,
+                                   int T, int K, double lr);
+/* The forward and backward stages alone: every parameter's gradient accumulated over the K
+ * micro-batches (loss / K each), nothing clipped, updated or zeroed; returns the mean loss.
+ * For tests and for looking at gradients; clear them with optim_zero_grad(t->optim). */
+double        trainer_accumulate(Trainer *t, const int *tokens, const int *targets, int B,
+                                 int T, int K);
 
 /* Evaluation without recording: the logits [B, T, V] of a forward pass on the trainer's tape and,
  * when targets is not NULL, the mean cross-entropy in *loss. Both are valid until

@@ -28,6 +28,12 @@ static bool fail(SnapshotError *err, const char *path, const char *fmt, ...)
 
 /* Saving ------------------------------------------------------------------------------------ */
 
+/* Optimizer buffers (8-bit codes, factored statistics) are 1-D tensors of their own type. */
+static SnapshotDtype buffer_dtype(const OptimBuffer *b)
+{
+    return b->type == OPTIM_BUF_U8 ? SNAPSHOT_U8 : SNAPSHOT_F32;
+}
+
 static void add_tensors(SnapshotWriter *w, const Trainer *t, SnapshotError *err)
 {
     int n;
@@ -38,6 +44,11 @@ static void add_tensors(SnapshotWriter *w, const Trainer *t, SnapshotError *err)
     for (int i = 0; i < optim_state_count(t->optim); i++)
         snapshot_add_tensor(w, optim_state_name(t->optim, i, name, sizeof name),
                             optim_state_tensor(t->optim, i), err);
+    for (int i = 0; i < optim_buffer_count(t->optim); i++) {
+        const OptimBuffer *b = optim_buffer(t->optim, i);
+        snapshot_add(w, b->name, buffer_dtype(b), 1, (int64_t[]){ (int64_t)b->count }, b->data,
+                     err);
+    }
 }
 
 static void add_bool(SnapshotWriter *w, const char *key, bool v, SnapshotError *err)
@@ -61,12 +72,24 @@ static void add_optim_config(SnapshotWriter *w, const TrainerConfig *c, Snapshot
     snapshot_add_meta(w, "optim.kind", trainer_optimizer_name(c->optimizer), err);
     OptimDecayRule rule;
     double wd;
-    if (c->optimizer == TRAIN_ADAMW) {
+    if (c->optimizer == TRAIN_ADAMW || c->optimizer == TRAIN_ADAM8BIT) {
         snapshot_add_meta_f64(w, "optim.beta1", c->adamw.beta1, err);
         snapshot_add_meta_f64(w, "optim.beta2", c->adamw.beta2, err);
         snapshot_add_meta_f64(w, "optim.eps", c->adamw.eps, err);
         rule = c->adamw.decay_rule;
         wd = c->adamw.weight_decay;
+    } else if (c->optimizer == TRAIN_ADAFACTOR) {
+        const AdafactorConfig *a = &c->adafactor;
+        snapshot_add_meta_f64(w, "optim.beta1", a->beta1, err);
+        snapshot_add_meta_f64(w, "optim.decay_exponent", a->decay_exponent, err);
+        snapshot_add_meta_f64(w, "optim.eps1", a->eps1, err);
+        snapshot_add_meta_f64(w, "optim.eps2", a->eps2, err);
+        snapshot_add_meta_f64(w, "optim.clip_threshold", a->clip_threshold, err);
+        add_bool(w, "optim.relative_step", a->relative_step, err);
+        add_bool(w, "optim.scale_parameter", a->scale_parameter, err);
+        add_bool(w, "optim.factored", a->factored, err);
+        rule = a->decay_rule;
+        wd = a->weight_decay;
     } else {
         snapshot_add_meta_f64(w, "optim.momentum", c->sgd.momentum, err);
         add_bool(w, "optim.nesterov", c->sgd.nesterov, err);
@@ -167,13 +190,27 @@ static bool read_optim_config(const SnapshotReader *r, const char *path, Trainer
     if (!kind)
         return fail(err, path, "missing metadata 'optim.kind'");
     if (!trainer_optimizer_parse(kind, &c->optimizer))
-        return fail(err, path, "metadata 'optim.kind' is '%s', not adamw or sgd", kind);
+        return fail(err, path, "metadata 'optim.kind' is '%s', not adamw, sgd, adam8bit or "
+                    "adafactor", kind);
     int rule = 0;
     double wd;
     if (!snapshot_meta_f64(r, "optim.weight_decay", &wd, err) ||
         !meta_choice(r, path, "optim.decay_rule", decay_rule_names, N_DECAY_RULES, &rule, err))
         return false;
-    if (c->optimizer == TRAIN_ADAMW) {
+    if (c->optimizer == TRAIN_ADAFACTOR) {
+        AdafactorConfig *a = &c->adafactor;
+        a->weight_decay = wd;
+        a->decay_rule = (OptimDecayRule)rule;
+        return snapshot_meta_f64(r, "optim.beta1", &a->beta1, err) &&
+               snapshot_meta_f64(r, "optim.decay_exponent", &a->decay_exponent, err) &&
+               snapshot_meta_f64(r, "optim.eps1", &a->eps1, err) &&
+               snapshot_meta_f64(r, "optim.eps2", &a->eps2, err) &&
+               snapshot_meta_f64(r, "optim.clip_threshold", &a->clip_threshold, err) &&
+               meta_bool(r, path, "optim.relative_step", &a->relative_step, err) &&
+               meta_bool(r, path, "optim.scale_parameter", &a->scale_parameter, err) &&
+               meta_bool(r, path, "optim.factored", &a->factored, err);
+    }
+    if (c->optimizer == TRAIN_ADAMW || c->optimizer == TRAIN_ADAM8BIT) {
         c->adamw = (AdamWConfig){ .weight_decay = wd, .decay_rule = (OptimDecayRule)rule };
         return snapshot_meta_f64(r, "optim.beta1", &c->adamw.beta1, err) &&
                snapshot_meta_f64(r, "optim.beta2", &c->adamw.beta2, err) &&
@@ -206,20 +243,24 @@ bool train_snapshot_config(const SnapshotReader *r, const char *path, TrainerCon
 
 /* Loading: the state ------------------------------------------------------------------------ */
 
-/* Every tensor name the trainer expects, in save order: *n names in a malloc'ed block. */
+/* Every tensor name the trainer expects, in save order (parameters, state tensors, buffers):
+ * *n names in a malloc'ed block. */
 static char (*expected_names(const Trainer *t, int *n))[KEY_LEN]
 {
     int n_params;
     Tensor *const *params = gpt_params(t->model, &n_params);
-    int n_state = optim_state_count(t->optim);
-    char (*names)[KEY_LEN] = malloc((size_t)(n_params + n_state) * sizeof *names);
+    int n_state = optim_state_count(t->optim), n_bufs = optim_buffer_count(t->optim);
+    int total = n_params + n_state + n_bufs;
+    char (*names)[KEY_LEN] = malloc((size_t)total * sizeof *names);
     if (!names)
-        tensor_fatal("out of memory for %d tensor names", n_params + n_state);
+        tensor_fatal("out of memory for %d tensor names", total);
     for (int i = 0; i < n_params; i++)
         snprintf(names[i], KEY_LEN, "%s", params[i]->name);
     for (int i = 0; i < n_state; i++)
         optim_state_name(t->optim, i, names[n_params + i], KEY_LEN);
-    *n = n_params + n_state;
+    for (int i = 0; i < n_bufs; i++)
+        snprintf(names[n_params + n_state + i], KEY_LEN, "%s", optim_buffer(t->optim, i)->name);
+    *n = total;
     return names;
 }
 
@@ -242,8 +283,14 @@ static bool read_tensors(SnapshotReader *r, Trainer *t, SnapshotError *err)
     for (int i = 0; i < n; i++)
         list[i] = names[i];
     bool ok = snapshot_check_names(r, list, n, err);
-    for (int i = 0; ok && i < n; i++)
+    int n_tensors = n - optim_buffer_count(t->optim);
+    for (int i = 0; ok && i < n_tensors; i++)
         ok = snapshot_read_tensor(r, names[i], tensor_at(t, i), err);
+    for (int i = n_tensors; ok && i < n; i++) {
+        OptimBuffer *b = optim_buffer(t->optim, i - n_tensors);
+        ok = snapshot_read(r, b->name, buffer_dtype(b), 1, (int64_t[]){ (int64_t)b->count },
+                           b->data, err);
+    }
     free(list);
     free(names);
     return ok;

@@ -3,18 +3,21 @@
 /* A trainer's whole state in one safetensors file (autograd/snapshot.h), so a run can stop and
  * resume exactly: N steps straight and N/2 + save + load + N/2 give bit-identical losses.
  *
- * Tensors (all F32, in this order):
+ * Tensors (F32 unless said, in this order):
  *     every model parameter by its name            "wte.weight", "blocks.0.ln1.weight", ...
  *     every optimizer state tensor by its name     "adamw.m.wte.weight", "sgd.momentum.wte.weight"
+ *     every optimizer buffer, 1-D, U8 or F32        "adam8bit.m.wte.weight", "adafactor.row.wte.weight"
  * Metadata (strings; integers in decimal, doubles in "%.17g" so they read back identical):
  *     format                 "tapegrad-train-1"
  *     model.vocab_size, model.max_seq, model.n_layer, model.n_head, model.n_embd
  *     model.tied, model.fused_qkv                        "true" / "false"
  *     train.seed, train.clip, train.step
  *     train.data_rng.state, train.data_rng.inc           the data RNG, exactly
- *     optim.kind                                         "adamw" / "sgd"
+ *     optim.kind                                         "adamw", "sgd", "adam8bit", "adafactor"
  *     optim.step, optim.weight_decay, optim.decay_rule   ("matrices", "all", "none")
- *     optim.beta1, optim.beta2, optim.eps                adamw
+ *     optim.beta1, optim.beta2, optim.eps                adamw, adam8bit
+ *     optim.beta1, optim.decay_exponent, optim.eps1, optim.eps2, optim.clip_threshold,
+ *     optim.relative_step, optim.scale_parameter, optim.factored       adafactor
  *     optim.momentum, optim.nesterov                     sgd
  * plus whatever the caller adds (train_gpt adds its data and schedule settings under "data."
  * and "schedule.").

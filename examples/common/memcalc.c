@@ -10,6 +10,7 @@ const char *const MC_OPTIMIZER_NAMES[] = { "sgd", "momentum", "adamw", "adam8bit
 
 enum {
     F32 = 4,                /* bytes of a float and of an int id or target */
+    LINEAR_KEEPS = 2,       /* outputs a linear layer keeps: op_matmul's and op_bias_add's */
     CE_RECORD = 24,         /* ops_embedding.c's CrossEntropySaved: a count and two pointers */
     ADAM8BIT_BLOCK = 2048,  /* adam8bit_defaults() */
     ADAM8BIT_MIN = 4096,
@@ -142,9 +143,12 @@ McActParts memcalc_act_parts(const GptConfig *cfg, int B, int T)
     McActParts a;
     /* op_embedding twice (output and saved ids), op_add. */
     a.embed = F32 * (3.0 * N * C + 2.0 * N);
-    /* The 27 C floats per token of memcalc.h; op_layernorm's mean and rstd per row, twice;
-     * op_attention_qkv's P [B, H, T, T]. */
-    a.block_bare = F32 * 27.0 * N * C;
+    /* Per token, in floats of C: ln1 1, the qkv linear 3, attention 1, the proj linear 1,
+     * residual 1, ln2 1, the fc linear 4, gelu 4, the proj linear 1, residual 1 (memcalc.h),
+     * each linear counted LINEAR_KEEPS times; then op_layernorm's mean and rstd per row, twice,
+     * and op_attention_qkv's P [B, H, T, T]. */
+    double per_token = 9.0 + 9.0 * LINEAR_KEEPS;
+    a.block_bare = F32 * per_token * N * C;
     a.block = a.block_bare + F32 * (4.0 * N + (double)B * H * T * T);
     a.copy = F32 * N * C;
     /* ln_f and its statistics, the logits, op_cross_entropy's lse, targets, record, loss. */

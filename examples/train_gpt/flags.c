@@ -14,9 +14,11 @@
 /* Defaults: the demo. `train_gpt` with no flags learns 3-digit addition in about two minutes on
  * two cores (docs/gpt.md has the measured numbers). */
 static const Options DEFAULTS = {
-    .task = "add", .steps = 4000, .batch = 64, .seed = 1,
+    .task = "add", .steps = 4000, .batch = 64, .accum = 1, .seed = 1,
     .layers = 2, .heads = 4, .embd = 128,
-    .optimizer = TRAIN_ADAMW, .lr = 1e-3, .warmup = 100, .momentum = 0.9,
+    .optimizer = TRAIN_ADAMW, .lr = 1e-3, .lr_rule = SCHED_RULE_NONE,
+    .warmup_type = SCHED_WARMUP_GRADUAL, .warmup = 100, .warmup_fraction = 0.1,
+    .decay = SCHED_DECAY_CONSTANT, .cooldown_shape = SCHED_COOLDOWN_LINEAR, .momentum = 0.9,
     .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.99, .clip = 1.0,
     .eval_every = 250, .eval_examples = 1000,
 };
@@ -52,6 +54,14 @@ static const struct option LONG_OPTIONS[] = {
     { "save", required_argument, NULL, FLAG_SAVE },
     { "load", required_argument, NULL, FLAG_LOAD },
     { "sample", required_argument, NULL, FLAG_SAMPLE },
+    { "accum", required_argument, NULL, FLAG_ACCUM },
+    { "lr-rule", required_argument, NULL, FLAG_LR_RULE },
+    { "base-batch", required_argument, NULL, FLAG_BASE_BATCH },
+    { "warmup-type", required_argument, NULL, FLAG_WARMUP_TYPE },
+    { "warmup-fraction", required_argument, NULL, FLAG_WARMUP_FRACTION },
+    { "decay", required_argument, NULL, FLAG_DECAY },
+    { "cooldown", required_argument, NULL, FLAG_COOLDOWN },
+    { "cooldown-shape", required_argument, NULL, FLAG_COOLDOWN_SHAPE },
     { "help", no_argument, NULL, 'h' },
     { 0, 0, 0, 0 },
 };
@@ -71,7 +81,10 @@ static void usage(void)
            "Run:\n"
            "  --steps N           train until step N (default %ld; with --load, the snapshot's\n"
            "                      step: evaluate and sample only)\n"
-           "  --batch N           rows per step (default %d)\n"
+           "  --batch N           rows per micro-batch (default %d)\n"
+           "  --accum K           micro-batches per update: gradients accumulated over K\n"
+           "                      batches of --batch rows, each loss divided by K; memory is\n"
+           "                      that of one micro-batch (default 1)\n"
            "  --seq N             tokens per row = the model's T (default: a task's row length,\n"
            "                      which is the only value a task allows; %d for text)\n"
            "  --seed N            weights and data (default %ld)\n"
@@ -83,9 +96,21 @@ static void usage(void)
            "  --untied            a separate output head instead of the token embedding\n"
            "  --separate-qkv      three q, k, v projections instead of one fused\n"
            "Optimizer:\n"
-           "  --optimizer NAME    adamw or sgd (default adamw)\n"
-           "  --lr X              learning rate after warmup (default %g)\n"
-           "  --warmup N          steps of linear warmup from 0 to --lr (default %ld)\n"
+           "  --optimizer NAME    adamw, sgd, adam8bit (adamw with 8-bit moments) or adafactor\n"
+           "                      (factored second moment, absolute --lr) (default adamw)\n"
+           "  --lr X              base learning rate, right for --base-batch (default %g)\n"
+           "Schedule (docs/batch_and_lr.md; the log's lr column shows the result):\n"
+           "  --lr-rule R         none, linear or sqrt: scale --lr by the effective batch\n"
+           "                      (batch x accum) over --base-batch (default none)\n"
+           "  --base-batch N      the batch --lr is meant for (default: the effective batch)\n"
+           "  --warmup-type W     none, constant (a fixed --warmup-fraction of the peak) or\n"
+           "                      gradual (a linear ramp to the peak) (default gradual)\n"
+           "  --warmup N          warmup steps (default %ld)\n"
+           "  --warmup-fraction X constant warmup's rate, as a fraction of the peak (0.1)\n"
+           "  --decay D           after warmup: constant, cosine (to 0 at --steps) or wsd\n"
+           "                      (constant, then a cooldown to 0) (default constant)\n"
+           "  --cooldown N        wsd: cooldown steps at the end (default: --steps / 5)\n"
+           "  --cooldown-shape S  wsd: linear or 1-sqrt (default linear)\n"
            "  --weight-decay X    decoupled for adamw, L2 for sgd; matrices only (default %g)\n"
            "  --beta1 X, --beta2 X  adamw moments (default %g, %g)\n"
            "  --momentum X        sgd momentum (default %g)\n"
@@ -120,7 +145,6 @@ bool options_given(const Options *o, Flag f) { return o->given[f - FLAG_TASK]; }
 
 static void set_value(Options *o, Flag f, const char *arg)
 {
-    static const char *const optimizers[] = { "adamw", "sgd", NULL };
     char flag[40];
     snprintf(flag, sizeof flag, "--%s", flag_name(f));
     switch (f) {
@@ -138,7 +162,9 @@ static void set_value(Options *o, Flag f, const char *arg)
     case FLAG_SEPARATE_QKV: o->separate_qkv = true; break;
     case FLAG_LR: o->lr = cli_double(flag, arg, 1e-12, 10.0); break;
     case FLAG_WARMUP: o->warmup = cli_long(flag, arg, 0, 1000000000L); break;
-    case FLAG_OPTIMIZER: o->optimizer = (TrainOptimizer)cli_choice(flag, arg, optimizers); break;
+    case FLAG_OPTIMIZER:
+        o->optimizer = (TrainOptimizer)cli_choice(flag, arg, TRAIN_OPTIMIZER_NAMES);
+        break;
     case FLAG_MOMENTUM: o->momentum = cli_double(flag, arg, 0.0, 0.999); break;
     case FLAG_WEIGHT_DECAY: o->weight_decay = cli_double(flag, arg, 0.0, 10.0); break;
     case FLAG_BETA1: o->beta1 = cli_double(flag, arg, 0.0, 0.9999); break;
@@ -153,8 +179,39 @@ static void set_value(Options *o, Flag f, const char *arg)
     case FLAG_SAVE: o->save_path = arg; break;
     case FLAG_LOAD: o->load_path = arg; break;
     case FLAG_SAMPLE: o->sample = (int)cli_long(flag, arg, 0, 1 << 20); break;
+    case FLAG_ACCUM: o->accum = (int)cli_long(flag, arg, 1, 1 << 16); break;
+    case FLAG_LR_RULE: o->lr_rule = (SchedRule)cli_choice(flag, arg, SCHED_RULE_NAMES); break;
+    case FLAG_BASE_BATCH: o->base_batch = (int)cli_long(flag, arg, 1, 1 << 30); break;
+    case FLAG_WARMUP_TYPE:
+        o->warmup_type = (SchedWarmup)cli_choice(flag, arg, SCHED_WARMUP_NAMES);
+        break;
+    case FLAG_WARMUP_FRACTION: o->warmup_fraction = cli_double(flag, arg, 0.0, 1.0); break;
+    case FLAG_DECAY: o->decay = (SchedDecay)cli_choice(flag, arg, SCHED_DECAY_NAMES); break;
+    case FLAG_COOLDOWN: o->cooldown = cli_long(flag, arg, 1, 1000000000L); break;
+    case FLAG_COOLDOWN_SHAPE:
+        o->cooldown_shape = (SchedCooldown)cli_choice(flag, arg, SCHED_COOLDOWN_NAMES);
+        break;
     case FLAG_END: break;
     }
+}
+
+/* The schedule flags together: what optim/schedule.h refuses, said in flag names. */
+static void check_schedule(const Options *o)
+{
+    if (o->decay != SCHED_DECAY_WSD &&
+        (options_given(o, FLAG_COOLDOWN) || options_given(o, FLAG_COOLDOWN_SHAPE)))
+        cli_usage_error("--cooldown and --cooldown-shape apply to --decay wsd");
+    if (options_given(o, FLAG_WARMUP_FRACTION) && o->warmup_type != SCHED_WARMUP_CONSTANT)
+        cli_usage_error("--warmup-fraction applies to --warmup-type constant");
+    SchedConfig c = options_schedule(o);
+    long W = c.warmup == SCHED_WARMUP_NONE ? 0 : c.warmup_steps;
+    if (o->decay != SCHED_DECAY_CONSTANT && o->steps > 0 && W + c.cooldown_steps >= o->steps)
+        cli_usage_error("--warmup %ld%s leave%s no step of --steps %ld to decay over", W,
+                        o->decay == SCHED_DECAY_WSD ? " and the cooldown" : "",
+                        o->decay == SCHED_DECAY_WSD ? "" : "s", o->steps);
+    char err[160];
+    if (!sched_check(&c, err, sizeof err))
+        cli_usage_error("the schedule: %s", err);
 }
 
 /* Combinations no single value shows wrong. */
@@ -167,11 +224,14 @@ static void check_combinations(const Options *o)
                         options_given(o, FLAG_TASK_SIZE) ? "task-size" : "msd-first");
     if (o->msd_first && o->task && strcmp(o->task, "add") != 0 && strcmp(o->task, "sub") != 0)
         cli_usage_error("--msd-first applies to add and sub, not to %s", o->task);
-    if (o->optimizer == TRAIN_ADAMW && options_given(o, FLAG_MOMENTUM))
-        cli_usage_error("--momentum applies to --optimizer sgd, not adamw");
-    if (o->optimizer == TRAIN_SGD &&
-        (options_given(o, FLAG_BETA1) || options_given(o, FLAG_BETA2)))
-        cli_usage_error("--beta1 and --beta2 apply to --optimizer adamw, not sgd");
+    if (o->optimizer != TRAIN_SGD && options_given(o, FLAG_MOMENTUM))
+        cli_usage_error("--momentum applies to --optimizer sgd, not %s",
+                        trainer_optimizer_name(o->optimizer));
+    bool adam = o->optimizer == TRAIN_ADAMW || o->optimizer == TRAIN_ADAM8BIT;
+    if (!adam && (options_given(o, FLAG_BETA1) || options_given(o, FLAG_BETA2)))
+        cli_usage_error("--beta1 and --beta2 apply to --optimizer adamw and adam8bit, not %s",
+                        trainer_optimizer_name(o->optimizer));
+    check_schedule(o);
     if (o->embd % o->heads != 0)
         cli_usage_error("--embd %d is not a multiple of --heads %d: each head gets C/H "
                         "channels", o->embd, o->heads);
@@ -311,6 +371,45 @@ static void merge_data(Options *o, const SnapshotReader *r)
                                   meta_long(r, "data.task_size"));
 }
 
+/* An enum setting saved by name. */
+static int take_choice(const Options *o, Flag f, int mine, const char *saved,
+                       const char *const *names)
+{
+    int i = 0;
+    while (names[i] && strcmp(names[i], saved) != 0)
+        i++;
+    if (!names[i])
+        cli_die(1, "%s: --%s '%s' in the snapshot is not one this version knows", snapshot_path,
+                flag_name(f), saved);
+    if (options_given(o, f) && mine != i)
+        disagree(f, names[mine], saved);
+    return i;
+}
+
+/* The settings added with accumulation and the schedules; a snapshot saved before them has the
+ * old behaviour (gradual warmup, then constant), which the defaults keep. */
+static void merge_schedule(Options *o, const SnapshotReader *r)
+{
+    if (!snapshot_meta(r, "schedule.accum"))
+        return;
+    o->accum = (int)take_long(o, FLAG_ACCUM, o->accum, meta_long(r, "schedule.accum"));
+    o->lr_rule = (SchedRule)take_choice(o, FLAG_LR_RULE, o->lr_rule,
+                                        meta(r, "schedule.lr_rule"), SCHED_RULE_NAMES);
+    o->base_batch = (int)take_long(o, FLAG_BASE_BATCH, o->base_batch,
+                                   meta_long(r, "schedule.base_batch"));
+    o->warmup_type = (SchedWarmup)take_choice(o, FLAG_WARMUP_TYPE, o->warmup_type,
+                                              meta(r, "schedule.warmup_type"),
+                                              SCHED_WARMUP_NAMES);
+    o->warmup_fraction = take_double(o, FLAG_WARMUP_FRACTION, o->warmup_fraction,
+                                     meta_double(r, "schedule.warmup_fraction"));
+    o->decay = (SchedDecay)take_choice(o, FLAG_DECAY, o->decay, meta(r, "schedule.decay"),
+                                       SCHED_DECAY_NAMES);
+    o->cooldown = take_long(o, FLAG_COOLDOWN, o->cooldown, meta_long(r, "schedule.cooldown"));
+    o->cooldown_shape = (SchedCooldown)take_choice(o, FLAG_COOLDOWN_SHAPE, o->cooldown_shape,
+                                                   meta(r, "schedule.cooldown_shape"),
+                                                   SCHED_COOLDOWN_NAMES);
+}
+
 void options_merge_snapshot(Options *o, const TrainerConfig *s, const SnapshotReader *r,
                             const char *path, long saved_step)
 {
@@ -329,11 +428,14 @@ void options_merge_snapshot(Options *o, const TrainerConfig *s, const SnapshotRe
         disagree(FLAG_OPTIMIZER, trainer_optimizer_name(o->optimizer),
                  trainer_optimizer_name(s->optimizer));
     o->optimizer = s->optimizer;
-    if (s->optimizer == TRAIN_ADAMW) {
+    if (s->optimizer == TRAIN_ADAMW || s->optimizer == TRAIN_ADAM8BIT) {
         o->beta1 = take_double(o, FLAG_BETA1, o->beta1, s->adamw.beta1);
         o->beta2 = take_double(o, FLAG_BETA2, o->beta2, s->adamw.beta2);
         o->weight_decay = take_double(o, FLAG_WEIGHT_DECAY, o->weight_decay,
                                       s->adamw.weight_decay);
+    } else if (s->optimizer == TRAIN_ADAFACTOR) {
+        o->weight_decay = take_double(o, FLAG_WEIGHT_DECAY, o->weight_decay,
+                                      s->adafactor.weight_decay);
     } else {
         o->momentum = take_double(o, FLAG_MOMENTUM, o->momentum, s->sgd.momentum);
         o->weight_decay = take_double(o, FLAG_WEIGHT_DECAY, o->weight_decay,
@@ -342,6 +444,7 @@ void options_merge_snapshot(Options *o, const TrainerConfig *s, const SnapshotRe
     o->lr = take_double(o, FLAG_LR, o->lr, meta_double(r, "schedule.lr"));
     o->warmup = take_long(o, FLAG_WARMUP, o->warmup, meta_long(r, "schedule.warmup"));
     o->batch = take_long(o, FLAG_BATCH, o->batch, meta_long(r, "schedule.batch"));
+    merge_schedule(o, r);
     if (!options_given(o, FLAG_STEPS))
         o->steps = saved_step;
     else if (o->steps < saved_step)
@@ -365,6 +468,7 @@ TrainerConfig options_trainer_config(const Options *o, int V)
     c.adamw.weight_decay = o->weight_decay;
     c.sgd.momentum = o->momentum;
     c.sgd.weight_decay = o->weight_decay;
+    c.adafactor.weight_decay = o->weight_decay;
     c.clip = o->clip;
     return c;
 }
@@ -397,20 +501,47 @@ int options_snapshot_meta(const Options *o, char keys[][OPTIONS_META_KEY],
     put(keys, values, &n, "schedule.lr", "%.17g", o->lr);
     put(keys, values, &n, "schedule.warmup", "%ld", o->warmup);
     put(keys, values, &n, "schedule.batch", "%d", o->batch);
+    put(keys, values, &n, "schedule.accum", "%d", o->accum);
+    put(keys, values, &n, "schedule.lr_rule", "%s", SCHED_RULE_NAMES[o->lr_rule]);
+    put(keys, values, &n, "schedule.base_batch", "%d", o->base_batch);
+    put(keys, values, &n, "schedule.warmup_type", "%s", SCHED_WARMUP_NAMES[o->warmup_type]);
+    put(keys, values, &n, "schedule.warmup_fraction", "%.17g", o->warmup_fraction);
+    put(keys, values, &n, "schedule.decay", "%s", SCHED_DECAY_NAMES[o->decay]);
+    put(keys, values, &n, "schedule.cooldown", "%ld", o->cooldown);
+    put(keys, values, &n, "schedule.cooldown_shape", "%s",
+        SCHED_COOLDOWN_NAMES[o->cooldown_shape]);
     return n;
 }
 
-/* Linear warmup, then constant (optim/schedule.h). Since nothing after the warmup depends on the
- * run's length, S only has to cover the warmup, and a resumed run may extend --steps without
- * changing the rate of any step. */
-double options_lr(const Options *o, long step)
+/* optim/schedule.h from the flags. S is --steps for a decaying schedule; a constant one only
+ * needs S to cover the warmup, so a resumed run may extend --steps without changing the rate of
+ * any step (a cosine or wsd curve is defined by --steps, and stretches with it instead). */
+SchedConfig options_schedule(const Options *o)
 {
     SchedConfig c = sched_defaults();
     c.base_lr = o->lr;
-    c.base_batch = c.batch = o->batch;
-    c.warmup = o->warmup > 0 ? SCHED_WARMUP_GRADUAL : SCHED_WARMUP_NONE;
+    c.batch = o->batch;
+    c.accum = o->accum;
+    c.base_batch = o->base_batch > 0 ? o->base_batch : o->batch * o->accum;
+    c.rule = o->lr_rule;
+    c.warmup = o->warmup > 0 ? o->warmup_type : SCHED_WARMUP_NONE;
     c.warmup_steps = o->warmup;
-    c.decay = SCHED_DECAY_CONSTANT;
-    c.total_steps = o->warmup > 0 ? o->warmup : 1;
+    c.warmup_fraction = o->warmup_fraction;
+    c.decay = o->decay;
+    c.cooldown = o->cooldown_shape;
+    if (o->decay == SCHED_DECAY_WSD)
+        c.cooldown_steps = o->cooldown > 0 ? o->cooldown : (o->steps >= 5 ? o->steps / 5 : 1);
+    long needed = (c.warmup == SCHED_WARMUP_NONE ? 0 : o->warmup) + c.cooldown_steps;
+    c.total_steps = o->decay == SCHED_DECAY_CONSTANT ? 1 : o->steps;
+    if (c.total_steps < needed)
+        c.total_steps = needed;
+    if (c.total_steps < 1)
+        c.total_steps = 1;
+    return c;
+}
+
+double options_lr(const Options *o, long step)
+{
+    SchedConfig c = options_schedule(o);
     return sched_lr(&c, step - 1);
 }

@@ -35,7 +35,7 @@ typedef struct {
     Trainer   *tr;
     TsvWriter *log;
     Progress   progress;
-    int        B, T;
+    int        B, T, K;              /* micro-batch rows, tokens per row, micro-batches per step */
     int       *tokens, *targets;
     size_t     peak[MEM_NCAT + 1];   /* the run's peak per category, over every phase */
     double     train_seconds;
@@ -191,7 +191,7 @@ static void log_row(Run *run, long step, double lr, TrainStepResult r, double se
     tsv_float(run->log, (float)r.loss);     /* the loss is a float; no false digits */
     tsv_num(run->log, lr);
     tsv_num(run->log, r.grad_norm);
-    tsv_num(run->log, (double)run->B * run->T / seconds);
+    tsv_num(run->log, (double)run->K * run->B * run->T / seconds);
     tsv_num(run->log, 1000.0 * seconds);
     log_cell(run->log, ev ? ev->loss : NAN);
     log_cell(run->log, ev ? ev->accuracy : NAN);
@@ -209,13 +209,15 @@ static void train(Run *run)
     for (long step = first + 1; step <= o->steps; step++) {
         double lr = options_lr(o, step);
         double t0 = progress_now();
-        dataset_train_batch(run->ds, &run->tr->data_rng, run->B, run->tokens, run->targets);
-        TrainStepResult r = trainer_step(run->tr, run->tokens, run->targets, run->B, run->T, lr);
+        dataset_train_batch(run->ds, &run->tr->data_rng, run->K * run->B, run->tokens,
+                            run->targets);
+        TrainStepResult r = trainer_step_accum(run->tr, run->tokens, run->targets, run->B,
+                                               run->T, run->K, lr);
         double seconds = progress_now() - t0;
         size_t peaks[MEM_NCAT + 1];
         end_phase(run, peaks);
         run->train_seconds += seconds;
-        run->train_tokens += (long long)run->B * run->T;
+        run->train_tokens += (long long)run->K * run->B * run->T;
         run->recent_loss[run->steps_run++ % LOSS_WINDOW] = r.loss;
         if (!isfinite(r.loss))
             cli_die(1, "the loss is %g at step %ld: training diverged (try a smaller --lr)",
@@ -228,7 +230,8 @@ static void train(Run *run)
         log_row(run, step, lr, r, seconds, peaks, eval_now ? &ev : NULL);
         char extra[32];
         snprintf(extra, sizeof extra, "lr %.1e", lr);
-        progress_update(&run->progress, step, r.loss, (long long)run->B * run->T, extra);
+        progress_update(&run->progress, step, r.loss, (long long)run->K * run->B * run->T,
+                        extra);
     }
     progress_finish(&run->progress);
 }
@@ -269,9 +272,9 @@ static void report(Run *run, double start)
     printf("wall time        %s (%.1f s)\n",
            progress_format_duration(wall_seconds, wall, sizeof wall), wall_seconds);
     if (run->train_seconds > 0.0)
-        printf("tokens/s         %s (training steps only, %ld steps of %d x %d tokens)\n",
+        printf("tokens/s         %s (training steps only, %ld steps of %d x %d x %d tokens)\n",
                progress_format_rate((double)run->train_tokens / run->train_seconds, rate,
-                                    sizeof rate), run->steps_run, run->B, run->T);
+                                    sizeof rate), run->steps_run, run->K, run->B, run->T);
     printf("parameters       %zu\n", gpt_n_params(run->tr->model));
     print_memory(run);
 }
@@ -286,9 +289,19 @@ static void describe(const Run *run)
            m->vocab_size, m->max_seq, m->n_layer, m->n_head, m->n_embd,
            m->tied ? "tied" : "untied", m->fused_qkv ? "fused" : "separate",
            gpt_n_params(run->tr->model));
-    printf("training: %s lr %g (warmup %ld), batch %d, clip %g, %d threads; steps %ld to %ld\n",
-           trainer_optimizer_name(o->optimizer), o->lr, o->warmup, o->batch, o->clip,
-           par_threads(), run->tr->step, o->steps);
+    SchedConfig s = options_schedule(o);
+    printf("training: %s, batch %d x %d accumulated = %ld, clip %g, %d threads; steps %ld to "
+           "%ld\n", trainer_optimizer_name(o->optimizer), o->batch, o->accum,
+           sched_effective_batch(&s), o->clip, par_threads(), run->tr->step, o->steps);
+    char decay[96];
+    snprintf(decay, sizeof decay, "%s", SCHED_DECAY_NAMES[s.decay]);
+    if (s.decay == SCHED_DECAY_WSD)
+        snprintf(decay, sizeof decay, "wsd, %s cooldown over the last %ld steps",
+                 SCHED_COOLDOWN_NAMES[s.cooldown], s.cooldown_steps);
+    printf("schedule: lr %g at batch %d, rule %s: peak %g; warmup %s over %ld steps; %s\n",
+           o->lr, s.base_batch, SCHED_RULE_NAMES[s.rule], sched_peak_lr(&s),
+           SCHED_WARMUP_NAMES[s.warmup], s.warmup == SCHED_WARMUP_NONE ? 0 : s.warmup_steps,
+           decay);
 }
 
 static void finish_outputs(Run *run)
@@ -319,12 +332,14 @@ int main(int argc, char **argv)
     run.tr = make_trainer(&run);
     run.B = run.o.batch;
     run.T = run.o.seq;
+    run.K = run.o.accum;
     describe(&run);
 
-    run.tokens = malloc((size_t)run.B * run.T * sizeof *run.tokens);
-    run.targets = malloc((size_t)run.B * run.T * sizeof *run.targets);
+    size_t batch_tokens = (size_t)run.K * run.B * run.T;
+    run.tokens = malloc(batch_tokens * sizeof *run.tokens);
+    run.targets = malloc(batch_tokens * sizeof *run.targets);
     if (!run.tokens || !run.targets)
-        cli_die(1, "out of memory for a batch of %d x %d tokens", run.B, run.T);
+        cli_die(1, "out of memory for %d batches of %d x %d tokens", run.K, run.B, run.T);
     if (run.o.log_path) {
         char err[512];
         run.log = tsv_open(run.o.log_path, LOG_COLUMNS, err, sizeof err);

@@ -6,6 +6,7 @@
 
 #include "autograd/snapshot.h"
 #include "examples/common/dataset.h"
+#include "optim/schedule.h"
 #include "optim/train.h"
 
 enum { TEXT_DEFAULT_SEQ = 64 };   /* --seq for text data when not given */
@@ -17,6 +18,8 @@ typedef enum {
     FLAG_SEPARATE_QKV, FLAG_LR, FLAG_WARMUP, FLAG_OPTIMIZER, FLAG_MOMENTUM, FLAG_WEIGHT_DECAY,
     FLAG_BETA1, FLAG_BETA2, FLAG_CLIP, FLAG_SEED, FLAG_THREADS, FLAG_EVAL_EVERY,
     FLAG_EVAL_EXAMPLES, FLAG_LOG, FLAG_PLOT, FLAG_SAVE, FLAG_LOAD, FLAG_SAMPLE,
+    FLAG_ACCUM, FLAG_LR_RULE, FLAG_BASE_BATCH, FLAG_WARMUP_TYPE, FLAG_WARMUP_FRACTION,
+    FLAG_DECAY, FLAG_COOLDOWN, FLAG_COOLDOWN_SHAPE,
     FLAG_END,
 } Flag;
 
@@ -28,17 +31,25 @@ typedef struct {
     const char *data;            /* a text file, or NULL */
     /* run */
     long        steps;           /* train until this step (a total, counting a loaded run's) */
-    int         batch;
+    int         batch;           /* rows per micro-batch */
+    int         accum;           /* micro-batches per update */
     int         seq;             /* 0: the task's row length, or 64 for text */
     long        seed;
     int         threads;
     /* model */
     int         layers, heads, embd;
     bool        untied, separate_qkv;
-    /* optimizer and schedule */
+    /* optimizer and schedule (optim/schedule.h) */
     TrainOptimizer optimizer;
-    double      lr;
+    double      lr;              /* the base rate, at base_batch */
+    SchedRule   lr_rule;
+    int         base_batch;      /* 0: the effective batch (the rule then changes nothing) */
+    SchedWarmup warmup_type;
     long        warmup;
+    double      warmup_fraction;
+    SchedDecay  decay;
+    long        cooldown;        /* 0 with wsd: a fifth of --steps */
+    SchedCooldown cooldown_shape;
     double      momentum, weight_decay, beta1, beta2, clip;
     /* evaluation and output */
     long        eval_every;
@@ -60,10 +71,12 @@ void    options_merge_snapshot(Options *o, const TrainerConfig *saved_cfg,
 TrainerConfig options_trainer_config(const Options *o, int V);
 /* The metadata train_gpt adds to a snapshot, the data and the schedule: returns the number of
  * pairs (at most OPTIONS_META_MAX). */
-enum { OPTIONS_META_MAX = 8, OPTIONS_META_KEY = 32, OPTIONS_META_VALUE = 4096 };
+enum { OPTIONS_META_MAX = 16, OPTIONS_META_KEY = 32, OPTIONS_META_VALUE = 4096 };
 int     options_snapshot_meta(const Options *o, char keys[][OPTIONS_META_KEY],
                               char values[][OPTIONS_META_VALUE]);
-/* The learning rate of step (1-based): a linear warmup over o->warmup steps, then o->lr. */
+/* The schedule the options describe (checked when the options were parsed), and the learning
+ * rate of step (1-based) under it. */
+SchedConfig options_schedule(const Options *o);
 double  options_lr(const Options *o, long step);
 
 /* evaluate.c ---------------------------------------------------------------------------------- */

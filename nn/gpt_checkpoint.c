@@ -5,9 +5,9 @@ static Tensor *block_segment(Tape *tape, Tensor *x, int layer, void *ctx)
     return gpt_block(ctx, layer, tape, x);
 }
 
-float gpt_checkpoint_forward_backward(const Gpt *model, CkptStrategy strategy,
-                                      const int *tokens, const int *targets, int B, int T,
-                                      CkptStats *stats)
+float gpt_checkpoint_forward_backward_scaled(const Gpt *model, CkptStrategy strategy,
+                                             const int *tokens, const int *targets, int B,
+                                             int T, float loss_scale, CkptStats *stats)
 {
     Tape *embed = tape_new(), *head = tape_new();
     Tensor *x = gpt_embed(model, embed, tokens, B, T);
@@ -18,7 +18,8 @@ float gpt_checkpoint_forward_backward(const Gpt *model, CkptStrategy strategy,
     Tensor *h = ckpt_forward(run, x);
     Tensor *loss = op_cross_entropy(head, gpt_head(model, head, h), targets);
     float value = loss->data[0];
-    tape_backward(head, loss);
+    /* The seed loss_scale is the gradient op_scale's backward would hand the loss: 1 x s. */
+    tape_backward_seeded(head, loss, &loss_scale);
     tape_free(head);            /* dL/dh stays on h, which the run owns */
     ckpt_backward(run);
     if (stats)
@@ -33,4 +34,12 @@ float gpt_checkpoint_forward_backward(const Gpt *model, CkptStrategy strategy,
     mem_free(dx);
     tape_free(embed);
     return value;
+}
+
+float gpt_checkpoint_forward_backward(const Gpt *model, CkptStrategy strategy,
+                                      const int *tokens, const int *targets, int B, int T,
+                                      CkptStats *stats)
+{
+    return gpt_checkpoint_forward_backward_scaled(model, strategy, tokens, targets, B, T, 1.0f,
+                                                  stats);
 }

@@ -20,5 +20,10 @@
 float gpt_checkpoint_forward_backward(const Gpt *model, CkptStrategy strategy,
                                       const int *tokens, const int *targets, int B, int T,
                                       CkptStats *stats);
+/* The same with the gradient of loss_scale x loss (the loss returned is unscaled): 1/K is what
+ * tape_backward on op_scale(loss, 1/K) gives, for K accumulated micro-batches, bit for bit. */
+float gpt_checkpoint_forward_backward_scaled(const Gpt *model, CkptStrategy strategy,
+                                             const int *tokens, const int *targets, int B,
+                                             int T, float loss_scale, CkptStats *stats);
 
 #endif

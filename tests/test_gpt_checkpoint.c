@@ -1,6 +1,7 @@
 /* GPT training steps with checkpointed blocks: loss and every parameter gradient equal to
- * gpt_loss + tape_backward on one tape, bit for bit, for every strategy; block forwards equal
- * the documented counts; a checkpointed step holds fewer activation bytes than vanilla. */
+ * gpt_loss + tape_backward on one tape, bit for bit, for every strategy (and with a loss scale,
+ * as accumulation uses); block forwards equal the documented counts; a checkpointed step holds
+ * fewer activation bytes than vanilla. */
 #include "tests/test_helpers.h"
 
 #include <stdio.h>
@@ -48,7 +49,9 @@ static float *all_grads(const Gpt *m, size_t *count)
     return g;
 }
 
-static void check_strategies(GptConfig cfg, int B, int T)
+/* Every strategy against gpt_loss + tape_backward on one tape; with scale != 1 the reference
+ * backprops op_scale(loss, scale), as gradient accumulation does. */
+static void check_strategies(GptConfig cfg, int B, int T, float scale)
 {
     Gpt *m = perturbed_model(cfg);
     int *tokens = malloc((size_t)B * T * sizeof *tokens);
@@ -63,7 +66,7 @@ static void check_strategies(GptConfig cfg, int B, int T)
     Tape *tape = tape_new();
     Tensor *loss = gpt_loss(m, tape, tokens, targets, B, T);
     float ref_loss = loss->data[0];
-    tape_backward(tape, loss);
+    tape_backward(tape, scale != 1.0f ? op_scale(tape, loss, scale) : loss);
     tape_free(tape);
     size_t count;
     float *ref = all_grads(m, &count);
@@ -74,7 +77,10 @@ static void check_strategies(GptConfig cfg, int B, int T)
         CkptStrategy s = parsed(names[i]);
         gpt_zero_grad(m);
         CkptStats st;
-        float l = gpt_checkpoint_forward_backward(m, s, tokens, targets, B, T, &st);
+        float l = scale == 1.0f
+                      ? gpt_checkpoint_forward_backward(m, s, tokens, targets, B, T, &st)
+                      : gpt_checkpoint_forward_backward_scaled(m, s, tokens, targets, B, T,
+                                                               scale, &st);
         size_t got_count;
         float *got = all_grads(m, &got_count);
         double diff = test_max_abs_diff(got, ref, count);
@@ -98,11 +104,13 @@ static void test_tiny_gpt_bit_identical(void **state)
     (void)state;
     GptConfig cfg = { .vocab_size = 7, .max_seq = 4, .n_layer = 5, .n_head = 2, .n_embd = 8,
                       .tied = true, .fused_qkv = true };
-    check_strategies(cfg, 2, 4);
+    check_strategies(cfg, 2, 4, 1.0f);
+    /* One of K = 3 accumulated micro-batches. */
+    check_strategies(cfg, 2, 4, 1.0f / 3.0f);
     cfg.tied = false;
     cfg.fused_qkv = false;
     cfg.n_layer = 1;
-    check_strategies(cfg, 3, 3);
+    check_strategies(cfg, 3, 3, 1.0f);
 }
 
 /* Big enough that par_sgemm splits rows over two threads. */
@@ -112,7 +120,7 @@ static void test_threaded_gpt_bit_identical(void **state)
     par_set_threads(2);
     GptConfig cfg = { .vocab_size = 11, .max_seq = 16, .n_layer = 4, .n_head = 4, .n_embd = 64,
                       .tied = true, .fused_qkv = true };
-    check_strategies(cfg, 4, 16);
+    check_strategies(cfg, 4, 16, 1.0f);
     par_set_threads(1);
 }
 

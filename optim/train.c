@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/gpt_checkpoint.h"
 #include "optim/clip.h"
 
 const char *const TRAIN_OPTIMIZER_NAMES[] = { "adamw", "sgd", "adam8bit", "adafactor", NULL };
@@ -119,6 +120,14 @@ double trainer_accumulate(Trainer *t, const int *tokens, const int *targets, int
     double sum = 0.0;
     size_t rows = (size_t)B * T;
     for (int k = 0; k < K; k++) {
+        if (t->cfg.checkpoint.kind != CKPT_VANILLA) {
+            /* Forward and backward in one call: the blocks are recomputed as the strategy
+             * says, on tapes of their own. */
+            sum += gpt_checkpoint_forward_backward_scaled(
+                t->model, t->cfg.checkpoint, tokens + k * rows, targets + k * rows, B, T,
+                1.0f / (float)K, NULL);
+            continue;
+        }
         Tensor *loss = stage_forward(t, tokens + k * rows, targets + k * rows, B, T);
         sum += loss->data[0];
         /* Dividing by K is one more op on the tape; K = 1 records none, as before. */

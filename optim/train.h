@@ -39,6 +39,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "autograd/checkpoint.h"
 #include "autograd/rng.h"
 #include "autograd/tape.h"
 #include "nn/gpt.h"
@@ -63,6 +64,8 @@ typedef struct {
     SgdConfig      sgd;         /* used when optimizer is TRAIN_SGD */
     AdafactorConfig adafactor;  /* used when optimizer is TRAIN_ADAFACTOR */
     double         clip;        /* largest global gradient norm; 0 means no clipping */
+    CkptStrategy   checkpoint;  /* over the blocks (docs/checkpointing.md); vanilla: one tape.
+                                 * Memory and time only: the gradients are the same bits */
 } TrainerConfig;
 
 typedef struct {

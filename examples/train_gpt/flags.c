@@ -62,6 +62,7 @@ static const struct option LONG_OPTIONS[] = {
     { "decay", required_argument, NULL, FLAG_DECAY },
     { "cooldown", required_argument, NULL, FLAG_COOLDOWN },
     { "cooldown-shape", required_argument, NULL, FLAG_COOLDOWN_SHAPE },
+    { "checkpoint", required_argument, NULL, FLAG_CHECKPOINT },
     { "help", no_argument, NULL, 'h' },
     { 0, 0, 0, 0 },
 };
@@ -89,6 +90,10 @@ static void usage(void)
            "                      which is the only value a task allows; %d for text)\n"
            "  --seed N            weights and data (default %ld)\n"
            "  --threads N         threads, 0 = one per core (default 0)\n"
+           "  --checkpoint S      gradient checkpointing over the blocks: none, memory-poor,\n"
+           "                      sqrt, every:K or budget:S; less activation memory for more\n"
+           "                      block forwards, same gradients (docs/checkpointing.md;\n"
+           "                      default none)\n"
            "Model:\n"
            "  --layers N          transformer blocks (default %d)\n"
            "  --heads N           attention heads; must divide --embd (default %d)\n"
@@ -191,6 +196,12 @@ static void set_value(Options *o, Flag f, const char *arg)
     case FLAG_COOLDOWN_SHAPE:
         o->cooldown_shape = (SchedCooldown)cli_choice(flag, arg, SCHED_COOLDOWN_NAMES);
         break;
+    case FLAG_CHECKPOINT: {
+        char err[200];
+        if (!ckpt_parse(arg, &o->checkpoint, err, sizeof err))
+            cli_usage_error("%s: %s", flag, err);
+        break;
+    }
     case FLAG_END: break;
     }
 }
@@ -470,6 +481,7 @@ TrainerConfig options_trainer_config(const Options *o, int V)
     c.sgd.weight_decay = o->weight_decay;
     c.adafactor.weight_decay = o->weight_decay;
     c.clip = o->clip;
+    c.checkpoint = o->checkpoint;
     return c;
 }
 

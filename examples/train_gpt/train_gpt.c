@@ -110,6 +110,7 @@ static Trainer *make_trainer(Run *run)
     Trainer *tr = train_snapshot_load(r, o->load_path, &err);
     if (!tr)
         cli_die(1, "%s", err.message);
+    tr->cfg.checkpoint = o->checkpoint;     /* not in the snapshot: it changes no number */
     snapshot_close(r);
     return tr;
 }
@@ -293,6 +294,9 @@ static void describe(const Run *run)
     printf("training: %s, batch %d x %d accumulated = %ld, clip %g, %d threads; steps %ld to "
            "%ld\n", trainer_optimizer_name(o->optimizer), o->batch, o->accum,
            sched_effective_batch(&s), o->clip, par_threads(), run->tr->step, o->steps);
+    char ckpt[32];
+    printf("checkpointing over the blocks: %s (the log's peak_act and ms columns show the "
+           "effect)\n", ckpt_name(o->checkpoint, ckpt, sizeof ckpt));
     char decay[96];
     snprintf(decay, sizeof decay, "%s", SCHED_DECAY_NAMES[s.decay]);
     if (s.decay == SCHED_DECAY_WSD)

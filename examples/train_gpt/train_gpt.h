@@ -19,7 +19,7 @@ typedef enum {
     FLAG_BETA1, FLAG_BETA2, FLAG_CLIP, FLAG_SEED, FLAG_THREADS, FLAG_EVAL_EVERY,
     FLAG_EVAL_EXAMPLES, FLAG_LOG, FLAG_PLOT, FLAG_SAVE, FLAG_LOAD, FLAG_SAMPLE,
     FLAG_ACCUM, FLAG_LR_RULE, FLAG_BASE_BATCH, FLAG_WARMUP_TYPE, FLAG_WARMUP_FRACTION,
-    FLAG_DECAY, FLAG_COOLDOWN, FLAG_COOLDOWN_SHAPE,
+    FLAG_DECAY, FLAG_COOLDOWN, FLAG_COOLDOWN_SHAPE, FLAG_CHECKPOINT,
     FLAG_END,
 } Flag;
 
@@ -36,6 +36,7 @@ typedef struct {
     int         seq;             /* 0: the task's row length, or 64 for text */
     long        seed;
     int         threads;
+    CkptStrategy checkpoint;     /* over the blocks: none (vanilla), sqrt, ... */
     /* model */
     int         layers, heads, embd;
     bool        untied, separate_qkv;

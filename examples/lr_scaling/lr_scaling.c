@@ -1,0 +1,465 @@
+/* lr_scaling: the large-batch table in miniature (Goyal et al. 2017, "Accurate, Large Minibatch
+ * SGD"). A base batch b and multiples k of it, the learning rate scaled by a rule (none, linear,
+ * sqrt), with or without a gradual warmup, SGD and AdamW, the same number of epochs of the
+ * default task (3-digit addition) for every run, several seeds: a table of the final validation
+ * loss and exact-match accuracy as mean and standard deviation, and the curves of no warmup,
+ * constant warmup and gradual warmup at the largest batch against the base batch.
+ *
+ * Every run is train_gpt, started as a subprocess with the flags printed beside the table, so a
+ * row can be rerun by hand. Batches larger than --max-micro rows are made by accumulation
+ * (--accum), as a real large-batch run on a small machine would be.
+ *
+ * Output, in --out DIR: runs/NAME.tsv (each run's log), lr_scaling_table.tsv, lr_scaling_curves.tsv
+ * (validation loss and learning rate against examples seen, for the figure); the table on stdout.
+ * figure.sh draws docs/figures/lr_scaling_curves.png and lr_scaling_schedules.png. */
+#include <getopt.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "examples/common/cli.h"
+#include "examples/common/tsv.h"
+#include "examples/lr_scaling/lr_scaling.h"
+#include "optim/schedule.h"
+
+enum { MAX_SEEDS = 16, MAX_POINTS = 4096 };
+
+typedef struct {
+    bool        full, schedules;
+    const char *out, *train_gpt;
+    int         threads, seeds, epochs, epoch_examples, base_batch, max_micro, embd;
+    int         eval_examples;
+    double      lr_sgd, lr_adamw, warmup_epochs;
+} Options;
+
+/* One cell of the grid: everything but the seed. */
+typedef struct {
+    const char *optimizer;      /* "sgd", "adamw" */
+    int         k;              /* multiple of the base batch */
+    const char *rule;           /* "none", "linear", "sqrt" */
+    const char *warmup;         /* "none", "constant", "gradual" */
+} Cell;
+
+static void usage(void)
+{
+    printf("Usage: lr_scaling [OPTION]...\n"
+           "Final validation loss and accuracy of train_gpt on the add task for batch sizes\n"
+           "b x k, learning-rate scaling rules and warmups, SGD and AdamW; and the curves of\n"
+           "no / constant / gradual warmup at the largest batch against the base batch.\n\n"
+           "  --schedules          print the schedule shapes as TSV (no training) and stop\n"
+           "  --full               the whole table: k in 1 4 16 32, rules none linear sqrt,\n"
+           "                       warmup none and gradual, sgd and adamw, 3 seeds (long: see\n"
+           "                       docs/batch_and_lr.md); the default is k in 1 32, gradual\n"
+           "                       warmup, 1 seed (a few minutes)\n"
+           "  --out DIR            where the logs and TSV files go (default lr_scaling_out)\n"
+           "  --train-gpt PATH     the train_gpt program (default: next to this one)\n"
+           "  --seeds N            seeds per cell (default 1; --full 3)\n"
+           "  --epochs N           epochs per run (default 8)\n"
+           "  --epoch-examples N   examples in an epoch (default 16384)\n"
+           "  --base-batch N       the base batch b (default 16)\n"
+           "  --max-micro N        larger batches accumulate micro-batches of N (default 64)\n"
+           "  --embd N             model width (default 64)\n"
+           "  --lr-sgd X           SGD's base rate at b (default 0.1)\n"
+           "  --lr-adamw X         AdamW's base rate at b (default 0.001)\n"
+           "  --warmup-epochs X    warmup length in epochs (default 0.5)\n"
+           "  --eval-examples N    validation rows per evaluation (default 500)\n"
+           "  --threads N          threads per run (default 1: runs are small, and one thread\n"
+           "                       is reproducible and immune to a busy machine)\n"
+           "  -h, --help           this text\n");
+}
+
+static Options parse(int argc, char **argv)
+{
+    Options o = { .out = "lr_scaling_out", .threads = 1, .seeds = 0, .epochs = 8,
+                  .epoch_examples = 16384, .base_batch = 16, .max_micro = 64, .embd = 64,
+                  .eval_examples = 500, .lr_sgd = 0.1, .lr_adamw = 1e-3, .warmup_epochs = 0.5 };
+    const struct option options[] = {
+        { "full", no_argument, NULL, 'F' }, { "schedules", no_argument, NULL, 'P' }, { "out", required_argument, NULL, 'o' },
+        { "train-gpt", required_argument, NULL, 'g' },
+        { "seeds", required_argument, NULL, 's' }, { "epochs", required_argument, NULL, 'e' },
+        { "epoch-examples", required_argument, NULL, 'E' },
+        { "base-batch", required_argument, NULL, 'b' },
+        { "max-micro", required_argument, NULL, 'm' }, { "embd", required_argument, NULL, 'c' },
+        { "lr-sgd", required_argument, NULL, 'S' }, { "lr-adamw", required_argument, NULL, 'A' },
+        { "warmup-epochs", required_argument, NULL, 'w' },
+        { "eval-examples", required_argument, NULL, 'v' },
+        { "threads", required_argument, NULL, 't' }, { "help", no_argument, NULL, 'h' },
+        { 0, 0, 0, 0 },
+    };
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+        switch (c) {
+        case 'F': o.full = true; break;
+        case 'P': o.schedules = true; break;
+        case 'o': o.out = optarg; break;
+        case 'g': o.train_gpt = optarg; break;
+        case 's': o.seeds = (int)cli_long("--seeds", optarg, 1, MAX_SEEDS); break;
+        case 'e': o.epochs = (int)cli_long("--epochs", optarg, 1, 1000); break;
+        case 'E': o.epoch_examples = (int)cli_long("--epoch-examples", optarg, 1, 1 << 24); break;
+        case 'b': o.base_batch = (int)cli_long("--base-batch", optarg, 1, 1 << 12); break;
+        case 'm': o.max_micro = (int)cli_long("--max-micro", optarg, 1, 1 << 16); break;
+        case 'c': o.embd = (int)cli_long("--embd", optarg, 4, 1 << 12); break;
+        case 'S': o.lr_sgd = cli_double("--lr-sgd", optarg, 1e-9, 100.0); break;
+        case 'A': o.lr_adamw = cli_double("--lr-adamw", optarg, 1e-9, 100.0); break;
+        case 'w': o.warmup_epochs = cli_double("--warmup-epochs", optarg, 0.0, 1000.0); break;
+        case 'v': o.eval_examples = (int)cli_long("--eval-examples", optarg, 1, 1 << 20); break;
+        case 't': o.threads = (int)cli_long("--threads", optarg, 0, 1024); break;
+        case 'h': usage(); exit(0);
+        case ':': cli_usage_error("%s needs a value", argv[optind - 1]);
+        default: cli_usage_error("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        cli_usage_error("unexpected argument '%s'", argv[optind]);
+    if (o.seeds == 0)
+        o.seeds = o.full ? 3 : 1;
+    return o;
+}
+
+/* ---- one run ---------------------------------------------------------------------------------- */
+
+static long run_steps(const Options *o, int k)
+{
+    long steps = (long)o->epochs * o->epoch_examples / ((long)o->base_batch * k);
+    return steps > 0 ? steps : 1;
+}
+
+static long warmup_steps(const Options *o, int k)
+{
+    long w = lround(o->warmup_epochs * o->epoch_examples / ((double)o->base_batch * k));
+    return w > 0 ? w : 1;
+}
+
+static void run_name(const Cell *c, int seed, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s_k%d_%s_%s_s%d", c->optimizer, c->k, c->rule, c->warmup, seed);
+}
+
+/* The train_gpt command of one run: the default task, cosine decay to 0 at the end, no
+ * clipping and no weight decay (so the rule and the warmup alone decide). */
+static void build_run(const Options *o, const Cell *c, int seed, RunSpec *r)
+{
+    char name[128];
+    run_name(c, seed, name, sizeof name);
+    memset(r, 0, sizeof *r);
+    snprintf(r->log_path, sizeof r->log_path, "%s/runs/%s.tsv", o->out, name);
+    snprintf(r->out_path, sizeof r->out_path, "%s/runs/%s.out", o->out, name);
+    int batch = o->base_batch * c->k, micro = batch < o->max_micro ? batch : o->max_micro;
+    long steps = run_steps(o, c->k);
+    bool sgd = strcmp(c->optimizer, "sgd") == 0;
+    run_arg(r, "%s", o->train_gpt);
+    run_arg(r, "--optimizer=%s", c->optimizer);
+    run_arg(r, "--embd=%d", o->embd);
+    run_arg(r, "--batch=%d", micro);
+    run_arg(r, "--accum=%d", batch / micro);
+    run_arg(r, "--steps=%ld", steps);
+    run_arg(r, "--lr=%g", sgd ? o->lr_sgd : o->lr_adamw);
+    run_arg(r, "--base-batch=%d", o->base_batch);
+    run_arg(r, "--lr-rule=%s", c->rule);
+    run_arg(r, "--warmup-type=%s", c->warmup);
+    run_arg(r, "--warmup=%ld", strcmp(c->warmup, "none") == 0 ? 0 : warmup_steps(o, c->k));
+    run_arg(r, "--decay=cosine");
+    run_arg(r, "--clip=0");
+    run_arg(r, "--weight-decay=0");
+    run_arg(r, "--seed=%d", seed);
+    run_arg(r, "--eval-every=%ld", steps / 16 > 0 ? steps / 16 : 1);
+    run_arg(r, "--eval-examples=%d", o->eval_examples);
+    run_arg(r, "--threads=%d", o->threads);
+    run_arg(r, "--log=%s", r->log_path);
+}
+
+static void print_command(FILE *f, const RunSpec *r)
+{
+    for (int i = 0; i < r->argc; i++)
+        fprintf(f, "%s%s", i ? " " : "", r->argv[i]);
+    fputc('\n', f);
+}
+
+static bool file_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* The logs written by this invocation (older ones in --out are not taken for them). */
+enum { MAX_DONE = 1024 };
+static char done[MAX_DONE][RUN_ARG_LEN];
+static int n_done;
+
+static void mark_done(const RunSpec *r)
+{
+    if (n_done < MAX_DONE)
+        snprintf(done[n_done++], RUN_ARG_LEN, "%s", r->log_path);
+}
+
+static bool is_done(const RunSpec *r)
+{
+    for (int i = 0; i < n_done; i++)
+        if (strcmp(done[i], r->log_path) == 0)
+            return true;
+    return false;
+}
+
+/* ---- the table -------------------------------------------------------------------------------- */
+
+typedef struct {
+    double mean, std;
+    int    n;
+} Stat;
+
+static Stat stat_of(const double *x, int n)
+{
+    Stat s = { NAN, NAN, 0 };
+    double sum = 0.0, sum2 = 0.0;
+    for (int i = 0; i < n; i++) {
+        if (!isfinite(x[i]))
+            continue;
+        sum += x[i];
+        s.n++;
+    }
+    if (s.n == 0)
+        return s;
+    s.mean = sum / s.n;
+    for (int i = 0; i < n; i++)
+        if (isfinite(x[i]))
+            sum2 += (x[i] - s.mean) * (x[i] - s.mean);
+    s.std = s.n > 1 ? sqrt(sum2 / (s.n - 1)) : 0.0;
+    return s;
+}
+
+static const char *const TABLE_COLUMNS[] = {
+    "optimizer", "k", "batch", "accum", "rule", "warmup", "peak_lr", "steps", "seeds",
+    "diverged", "val_loss_mean", "val_loss_std", "val_acc_mean", "val_acc_std", NULL,
+};
+
+static double peak_lr(const Options *o, const Cell *c)
+{
+    double base = strcmp(c->optimizer, "sgd") == 0 ? o->lr_sgd : o->lr_adamw;
+    if (strcmp(c->rule, "linear") == 0)
+        return base * c->k;
+    if (strcmp(c->rule, "sqrt") == 0)
+        return base * sqrt((double)c->k);
+    return base;
+}
+
+/* Runs every seed of a cell, adds its row to the table and prints it. */
+static void run_cell(const Options *o, const Cell *c, TsvWriter *table, FILE *commands)
+{
+    double loss[MAX_SEEDS], acc[MAX_SEEDS];
+    int diverged = 0;
+    RunSpec r;
+    for (int s = 0; s < o->seeds; s++) {
+        build_run(o, c, s + 1, &r);
+        print_command(commands, &r);
+        RunResult res = run_train_gpt(&r);
+        mark_done(&r);
+        loss[s] = res.ok ? res.val_loss : NAN;
+        acc[s] = res.ok ? res.val_acc : NAN;
+        diverged += res.diverged || !isfinite(loss[s]);
+    }
+    Stat l = stat_of(loss, o->seeds), a = stat_of(acc, o->seeds);
+    int batch = o->base_batch * c->k, micro = batch < o->max_micro ? batch : o->max_micro;
+    tsv_str(table, c->optimizer);
+    tsv_int(table, c->k);
+    tsv_int(table, batch);
+    tsv_int(table, batch / micro);
+    tsv_str(table, c->rule);
+    tsv_str(table, c->warmup);
+    tsv_num(table, peak_lr(o, c));
+    tsv_int(table, run_steps(o, c->k));
+    tsv_int(table, o->seeds);
+    tsv_int(table, diverged);
+    tsv_num(table, l.mean);
+    tsv_num(table, l.std);
+    tsv_num(table, a.mean);
+    tsv_num(table, a.std);
+    tsv_end_row(table);
+    printf("| %-5s | %2d | %4d | %-6s | %-8s | %8.4g | %5ld | %7.4f ± %.4f | %5.1f%% ± %4.1f%% |",
+           c->optimizer, c->k, batch, c->rule, c->warmup, peak_lr(o, c), run_steps(o, c->k),
+           l.mean, l.std, 100.0 * a.mean, 100.0 * a.std);
+    if (diverged)
+        printf(" %d of %d diverged", diverged, o->seeds);
+    printf(" |\n");
+    fflush(stdout);
+}
+
+static void print_table_header(const Options *o)
+{
+    printf("\nadd task, %d epoch(s) of %d examples per run, base batch %d, %d seed%s; final "
+           "validation loss and exact match (teacher-forced), mean ± std over seeds\n\n",
+           o->epochs, o->epoch_examples, o->base_batch, o->seeds, o->seeds > 1 ? "s" : "");
+    printf("| opt   |  k | batch | rule   | warmup   |  peak lr | steps | val loss          | "
+           "accuracy          | note |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|\n");
+}
+
+/* ---- the curves ------------------------------------------------------------------------------- */
+
+static const char *const CURVE_COLUMNS[] = { "optimizer", "curve", "examples", "lr", "val_loss",
+                                             NULL };
+
+/* One run's learning rate at every step and validation loss at every evaluation, against the
+ * examples seen (step x batch), as rows of the curves TSV. */
+static void add_curve(TsvWriter *w, const Options *o, const Cell *c, const char *label)
+{
+    static double steps[MAX_POINTS * 4], values[MAX_POINTS * 4];
+    RunSpec r;
+    build_run(o, c, 1, &r);
+    double batch = (double)o->base_batch * c->k;
+    const char *columns[2] = { "lr", "val_loss" };
+    for (int which = 0; which < 2; which++) {
+        int n = run_read_columns(r.log_path, "step", columns[which], steps, values,
+                                 MAX_POINTS * 4);
+        for (int i = 0; i < n; i++) {
+            tsv_str(w, c->optimizer);
+            tsv_str(w, label);
+            tsv_num(w, steps[i] * batch);
+            tsv_num(w, which == 0 ? values[i] : NAN);
+            tsv_num(w, which == 1 ? values[i] : NAN);
+            tsv_end_row(w);
+        }
+    }
+}
+
+
+/* The base batch without warmup, and the largest batch with the linear rule and no, constant
+ * and gradual warmup: runs the grid did not make are made here (seed 1). */
+static void make_curves(const Options *o, const char *optimizer, int k_max, TsvWriter *w,
+                        FILE *commands)
+{
+    const Cell cells[4] = {
+        { optimizer, 1, "none", "none" },
+        { optimizer, k_max, "linear", "none" },
+        { optimizer, k_max, "linear", "constant" },
+        { optimizer, k_max, "linear", "gradual" },
+    };
+    const char *labels[4] = { "base batch", "no warmup", "constant warmup", "gradual warmup" };
+    for (int i = 0; i < 4; i++) {
+        RunSpec r;
+        build_run(o, &cells[i], 1, &r);
+        if (!is_done(&r)) {
+            print_command(commands, &r);
+            run_train_gpt(&r);
+            mark_done(&r);
+        }
+        add_curve(w, o, &cells[i], labels[i]);
+    }
+}
+
+/* ---- the schedule shapes ---------------------------------------------------------------------- */
+
+/* optim/schedule.h's shapes over S = 1000 steps, W = 100, D = 200: TSV on stdout. */
+static void print_schedules(void)
+{
+    typedef struct {
+        const char   *name;
+        SchedWarmup   warmup;
+        SchedDecay    decay;
+        SchedCooldown cooldown;
+    } Shape;
+    const Shape shapes[] = {
+        { "gradual warmup, constant", SCHED_WARMUP_GRADUAL, SCHED_DECAY_CONSTANT, 0 },
+        { "constant warmup, constant", SCHED_WARMUP_CONSTANT, SCHED_DECAY_CONSTANT, 0 },
+        { "gradual warmup, cosine", SCHED_WARMUP_GRADUAL, SCHED_DECAY_COSINE, 0 },
+        { "no warmup, cosine", SCHED_WARMUP_NONE, SCHED_DECAY_COSINE, 0 },
+        { "gradual warmup, wsd linear", SCHED_WARMUP_GRADUAL, SCHED_DECAY_WSD,
+          SCHED_COOLDOWN_LINEAR },
+        { "gradual warmup, wsd 1-sqrt", SCHED_WARMUP_GRADUAL, SCHED_DECAY_WSD,
+          SCHED_COOLDOWN_1SQRT },
+    };
+    printf("schedule\tstep\tlr\n");
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        SchedConfig c = sched_defaults();
+        c.base_lr = 1.0;
+        c.warmup = shapes[i].warmup;
+        c.warmup_steps = 100;
+        c.decay = shapes[i].decay;
+        c.cooldown = shapes[i].cooldown;
+        c.cooldown_steps = 200;
+        c.total_steps = 1000;
+        for (long s = 0; s < c.total_steps; s++)
+            printf("%s\t%ld\t%.6g\n", shapes[i].name, s + 1, sched_lr(&c, s));
+    }
+}
+
+/* ---- main ------------------------------------------------------------------------------------- */
+
+static TsvWriter *open_tsv(const Options *o, const char *name, const char *const *columns)
+{
+    char path[600], err[600];
+    snprintf(path, sizeof path, "%s/%s", o->out, name);
+    TsvWriter *w = tsv_open(path, columns, err, sizeof err);
+    if (!w)
+        cli_die(1, "%s", err);
+    return w;
+}
+
+static void close_tsv(TsvWriter *w)
+{
+    char err[600];
+    if (!tsv_close(w, err, sizeof err))
+        cli_die(1, "%s", err);
+}
+
+/* train_gpt next to this program, unless --train-gpt says otherwise. */
+static const char *find_train_gpt(const char *argv0)
+{
+    static char path[600];
+    char copy[600];
+    snprintf(copy, sizeof copy, "%s", argv0);
+    snprintf(path, sizeof path, "%s/train_gpt", dirname(copy));
+    return path;
+}
+
+int main(int argc, char **argv)
+{
+    cli_init(argv[0]);
+    Options o = parse(argc, argv);
+    if (o.schedules) {
+        print_schedules();
+        return 0;
+    }
+    if (!o.train_gpt)
+        o.train_gpt = find_train_gpt(argv[0]);
+    char runs[600];
+    snprintf(runs, sizeof runs, "%s/runs", o.out);
+    mkdir(o.out, 0755);
+    if (mkdir(runs, 0755) != 0 && !file_exists(runs))
+        cli_die(1, "cannot create %s", runs);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "%s/commands.txt", o.out);
+    FILE *commands = fopen(cmd, "w");
+    if (!commands)
+        cli_die(1, "cannot write %s", cmd);
+
+    static const int K_FULL[] = { 1, 4, 16, 32 }, K_SHORT[] = { 1, 32 };
+    const int *ks = o.full ? K_FULL : K_SHORT;
+    int n_k = o.full ? 4 : 2;
+    const char *optimizers[] = { "sgd", "adamw" };
+    const char *rules[] = { "none", "linear", "sqrt" };
+    const char *warmups[] = { "gradual", "none" };
+    int n_warmups = o.full ? 2 : 1;
+
+    TsvWriter *table = open_tsv(&o, "lr_scaling_table.tsv", TABLE_COLUMNS);
+    print_table_header(&o);
+    for (int opt = 0; opt < 2; opt++)
+        for (int w = 0; w < n_warmups; w++)
+            for (int ki = 0; ki < n_k; ki++)
+                for (int ri = 0; ri < (ks[ki] == 1 ? 1 : 3); ri++) {
+                    Cell c = { optimizers[opt], ks[ki], rules[ri], warmups[w] };
+                    run_cell(&o, &c, table, commands);
+                }
+    close_tsv(table);
+
+    TsvWriter *curves = open_tsv(&o, "lr_scaling_curves.tsv", CURVE_COLUMNS);
+    for (int opt = 0; opt < 2; opt++)
+        make_curves(&o, optimizers[opt], ks[n_k - 1], curves, commands);
+    close_tsv(curves);
+    fclose(commands);
+    printf("\nlogs in %s/runs, tables in %s, commands in %s\n", o.out, o.out, cmd);
+    return 0;
+}
+

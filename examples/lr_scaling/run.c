@@ -1,0 +1,163 @@
+/* One train_gpt run as a subprocess, and reading its TSV log. A subprocess rather than a
+ * training loop of our own: the table is then made by exactly the program a student runs by
+ * hand, with the flags printed beside it. */
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "examples/common/cli.h"
+#include "examples/lr_scaling/lr_scaling.h"
+
+void run_arg(RunSpec *r, const char *fmt, ...)
+{
+    if (r->argc == RUN_MAX_ARGS)
+        cli_die(1, "too many arguments for one train_gpt run");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->args[r->argc], RUN_ARG_LEN, fmt, ap);
+    va_end(ap);
+    r->argv[r->argc] = r->args[r->argc];
+    r->argv[++r->argc] = NULL;
+}
+
+/* The column index of name in a tab-separated header line, or -1. */
+static int column_index(char *header, const char *name)
+{
+    header[strcspn(header, "\r\n")] = '\0';
+    int i = 0;
+    for (char *save = NULL, *tok = strtok_r(header, "\t", &save); tok;
+         tok = strtok_r(NULL, "\t", &save), i++)
+        if (strcmp(tok, name) == 0)
+            return i;
+    return -1;
+}
+
+/* Cell i of a row as a number; NAN when empty or not a number. Cells may be empty, so the line
+ * is walked tab by tab (strtok would merge empty cells). */
+static double cell(const char *line, int i)
+{
+    const char *p = line;
+    for (int k = 0; k < i && p; k++) {
+        p = strchr(p, '\t');
+        if (p)
+            p++;
+    }
+    if (!p || *p == '\t' || *p == '\n' || *p == '\0')
+        return NAN;
+    char *end;
+    double v = strtod(p, &end);
+    return end == p ? NAN : v;
+}
+
+/* Calls fn for every row of the log with the cells of columns x and y (NAN when empty). */
+typedef void (*RowFn)(double x, double y, void *ctx);
+
+static void each_row(const char *log_path, const char *x, const char *y, RowFn fn, void *ctx)
+{
+    FILE *f = fopen(log_path, "r");
+    if (!f)
+        return;
+    char *line = NULL, *copy = NULL;
+    size_t cap = 0;
+    int ix = -1, iy = -1;
+    if (getline(&line, &cap, f) > 0 && (copy = strdup(line)) != NULL) {
+        ix = column_index(copy, x);
+        strcpy(copy, line);
+        iy = column_index(copy, y);
+    }
+    while (ix >= 0 && iy >= 0 && getline(&line, &cap, f) > 0)
+        fn(cell(line, ix), cell(line, iy), ctx);
+    free(copy);
+    free(line);
+    fclose(f);
+}
+
+typedef struct {
+    double *xs, *ys;
+    int     n, max;
+} Columns;
+
+static void keep_pair(double x, double y, void *ctx)
+{
+    Columns *c = ctx;
+    if (!isnan(x) && !isnan(y) && c->n < c->max) {
+        c->xs[c->n] = x;
+        c->ys[c->n] = y;
+        c->n++;
+    }
+}
+
+int run_read_columns(const char *log_path, const char *x, const char *y, double *xs, double *ys,
+                     int max)
+{
+    Columns c = { xs, ys, 0, max };
+    each_row(log_path, x, y, keep_pair, &c);
+    return c.n;
+}
+
+static void keep_last(double x, double y, void *ctx)
+{
+    (void)x;
+    if (!isnan(y))
+        *(double *)ctx = y;
+}
+
+/* The last value of a column (its last non-empty cell), or NAN. */
+static double last_value(const char *log_path, const char *column)
+{
+    double v = NAN;
+    each_row(log_path, "step", column, keep_last, &v);
+    return v;
+}
+
+static bool file_mentions(const char *path, const char *word)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    char buf[1024];
+    bool found = false;
+    while (!found && fgets(buf, sizeof buf, f))
+        found = strstr(buf, word) != NULL;
+    fclose(f);
+    return found;
+}
+
+RunResult run_train_gpt(const RunSpec *r)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0)
+        cli_die(1, "cannot start %s", r->argv[0]);
+    if (pid == 0) {
+        int fd = open(r->out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, STDOUT_FILENO);
+            dup2(fd, STDERR_FILENO);
+            close(fd);
+        }
+        execv(r->argv[0], (char *const *)r->argv);
+        fprintf(stderr, "cannot run %s\n", r->argv[0]);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    RunResult res = { .val_loss = NAN, .val_acc = NAN };
+    bool exited_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+        cli_die(1, "cannot run %s (build it first, or give --train-gpt)", r->argv[0]);
+    res.diverged = !exited_ok && file_mentions(r->out_path, "diverged");
+    if (!exited_ok && !res.diverged)
+        cli_die(1, "%s failed; its output is in %s", r->argv[0], r->out_path);
+    if (exited_ok) {
+        res.val_loss = last_value(r->log_path, "val_loss");
+        res.val_acc = last_value(r->log_path, "val_acc");
+        res.ok = !isnan(res.val_loss);
+    }
+    return res;
+}

@@ -127,10 +127,14 @@ static long run_steps(const Options *o, int k)
     return steps > 0 ? steps : 1;
 }
 
+/* At least 1, and short of the run's end, since a cosine needs a step to decay over (a run of
+ * one step has no warmup). */
 static long warmup_steps(const Options *o, int k)
 {
     long w = lround(o->warmup_epochs * o->epoch_examples / ((double)o->base_batch * k));
-    return w > 0 ? w : 1;
+    long last = run_steps(o, k) - 1;
+    w = w < 1 ? 1 : w;
+    return w > last ? last : w;
 }
 
 static void run_name(const Cell *c, int seed, char *buf, size_t len)

@@ -30,7 +30,7 @@ enum { MAX_SEEDS = 16, MAX_POINTS = 4096 };
 typedef struct {
     bool        full, schedules;
     const char *out, *train_gpt;
-    int         threads, seeds, epochs, epoch_examples, base_batch, max_micro, embd;
+    int         threads, jobs, seeds, epochs, epoch_examples, base_batch, max_micro, embd;
     int         eval_examples;
     double      lr_sgd, lr_adamw, warmup_epochs;
 } Options;
@@ -68,12 +68,13 @@ static void usage(void)
            "  --eval-examples N    validation rows per evaluation (default 500)\n"
            "  --threads N          threads per run (default 1: runs are small, and one thread\n"
            "                       is reproducible and immune to a busy machine)\n"
+           "  --jobs N             runs at once (default 1); results do not depend on it\n"
            "  -h, --help           this text\n");
 }
 
 static Options parse(int argc, char **argv)
 {
-    Options o = { .out = "lr_scaling_out", .threads = 1, .seeds = 0, .epochs = 8,
+    Options o = { .out = "lr_scaling_out", .threads = 1, .jobs = 1, .seeds = 0, .epochs = 8,
                   .epoch_examples = 16384, .base_batch = 16, .max_micro = 64, .embd = 64,
                   .eval_examples = 500, .lr_sgd = 0.1, .lr_adamw = 1e-3, .warmup_epochs = 0.5 };
     const struct option options[] = {
@@ -86,7 +87,8 @@ static Options parse(int argc, char **argv)
         { "lr-sgd", required_argument, NULL, 'S' }, { "lr-adamw", required_argument, NULL, 'A' },
         { "warmup-epochs", required_argument, NULL, 'w' },
         { "eval-examples", required_argument, NULL, 'v' },
-        { "threads", required_argument, NULL, 't' }, { "help", no_argument, NULL, 'h' },
+        { "threads", required_argument, NULL, 't' }, { "jobs", required_argument, NULL, 'j' },
+        { "help", no_argument, NULL, 'h' },
         { 0, 0, 0, 0 },
     };
     int c;
@@ -107,6 +109,7 @@ static Options parse(int argc, char **argv)
         case 'w': o.warmup_epochs = cli_double("--warmup-epochs", optarg, 0.0, 1000.0); break;
         case 'v': o.eval_examples = (int)cli_long("--eval-examples", optarg, 1, 1 << 20); break;
         case 't': o.threads = (int)cli_long("--threads", optarg, 0, 1024); break;
+        case 'j': o.jobs = (int)cli_long("--jobs", optarg, 1, MAX_SEEDS); break;
         case 'h': usage(); exit(0);
         case ':': cli_usage_error("%s needs a value", argv[optind - 1]);
         default: cli_usage_error("unknown option '%s'", argv[optind - 1]);
@@ -254,15 +257,23 @@ static void run_cell(const Options *o, const Cell *c, TsvWriter *table, FILE *co
 {
     double loss[MAX_SEEDS], acc[MAX_SEEDS];
     int diverged = 0;
-    RunSpec r;
-    for (int s = 0; s < o->seeds; s++) {
-        build_run(o, c, s + 1, &r);
-        print_command(commands, &r);
-        RunResult res = run_train_gpt(&r);
-        mark_done(&r);
-        loss[s] = res.ok ? res.val_loss : NAN;
-        acc[s] = res.ok ? res.val_acc : NAN;
-        diverged += res.diverged || !isfinite(loss[s]);
+    static RunSpec r[MAX_SEEDS];
+    pid_t pid[MAX_SEEDS];
+    /* Seeds go --jobs at a time. */
+    for (int first = 0; first < o->seeds; first += o->jobs) {
+        int last = first + o->jobs < o->seeds ? first + o->jobs : o->seeds;
+        for (int s = first; s < last; s++) {
+            build_run(o, c, s + 1, &r[s]);
+            print_command(commands, &r[s]);
+            pid[s] = run_start(&r[s]);
+        }
+        for (int s = first; s < last; s++) {
+            RunResult res = run_wait(&r[s], pid[s]);
+            mark_done(&r[s]);
+            loss[s] = res.ok ? res.val_loss : NAN;
+            acc[s] = res.ok ? res.val_acc : NAN;
+            diverged += res.diverged || !isfinite(loss[s]);
+        }
     }
     Stat l = stat_of(loss, o->seeds), a = stat_of(acc, o->seeds);
     int batch = o->base_batch * c->k, micro = batch < o->max_micro ? batch : o->max_micro;
@@ -449,8 +460,8 @@ int main(int argc, char **argv)
 
     TsvWriter *table = open_tsv(&o, "lr_scaling_table.tsv", TABLE_COLUMNS);
     print_table_header(&o);
-    for (int opt = 0; opt < 2; opt++)
-        for (int w = 0; w < n_warmups; w++)
+    for (int w = 0; w < n_warmups; w++)
+        for (int opt = 0; opt < 2; opt++)
             for (int ki = 0; ki < n_k; ki++)
                 for (int ri = 0; ri < (ks[ki] == 1 ? 1 : 3); ri++) {
                     Cell c = { optimizers[opt], ks[ki], rules[ri], warmups[w] };

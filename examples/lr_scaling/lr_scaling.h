@@ -3,6 +3,7 @@
 /* What the files of lr_scaling share: one training run of train_gpt as a subprocess (run.c),
  * and what its TSV log says at the end. */
 #include <stdbool.h>
+#include <sys/types.h>
 
 enum { RUN_MAX_ARGS = 48, RUN_ARG_LEN = 600 };
 
@@ -27,6 +28,9 @@ typedef struct {
 void      run_arg(RunSpec *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Runs it, waits, reads the log. */
 RunResult run_train_gpt(const RunSpec *r);
+/* The same in two halves, so that several runs can go at once. */
+pid_t     run_start(const RunSpec *r);
+RunResult run_wait(const RunSpec *r, pid_t pid);
 
 /* A log's columns `x` and `y` where both cells are present, up to max rows; returns the count. */
 int       run_read_columns(const char *log_path, const char *x, const char *y, double *xs,

@@ -128,7 +128,7 @@ static bool file_mentions(const char *path, const char *word)
     return found;
 }
 
-RunResult run_train_gpt(const RunSpec *r)
+pid_t run_start(const RunSpec *r)
 {
     fflush(stdout);
     pid_t pid = fork();
@@ -145,6 +145,11 @@ RunResult run_train_gpt(const RunSpec *r)
         fprintf(stderr, "cannot run %s\n", r->argv[0]);
         _exit(127);
     }
+    return pid;
+}
+
+RunResult run_wait(const RunSpec *r, pid_t pid)
+{
     int status = 0;
     waitpid(pid, &status, 0);
     RunResult res = { .val_loss = NAN, .val_acc = NAN };
@@ -160,4 +165,9 @@ RunResult run_train_gpt(const RunSpec *r)
         res.ok = !isnan(res.val_loss);
     }
     return res;
+}
+
+RunResult run_train_gpt(const RunSpec *r)
+{
+    return run_wait(r, run_start(r));
 }

@@ -1,8 +1,9 @@
 #include "optim/train_snapshot.h"
 
+#include "nn/gpt_snapshot.h"
+
 #include <inttypes.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,21 +11,6 @@
 static const char FORMAT_TAG[] = "tapegrad-train-1";
 static const char *const decay_rule_names[] = { "matrices", "all", "none" };
 enum { N_DECAY_RULES = 3, KEY_LEN = TENSOR_NAME_LEN + 64 };
-
-__attribute__((format(printf, 3, 4)))
-static bool fail(SnapshotError *err, const char *path, const char *fmt, ...)
-{
-    if (!err)
-        return false;
-    int n = snprintf(err->message, sizeof err->message, "%s: ", path);
-    if (n < 0 || (size_t)n >= sizeof err->message)
-        return false;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->message + n, sizeof err->message - (size_t)n, fmt, ap);
-    va_end(ap);
-    return false;
-}
 
 /* Saving ------------------------------------------------------------------------------------ */
 
@@ -54,17 +40,6 @@ static void add_tensors(SnapshotWriter *w, const Trainer *t, SnapshotError *err)
 static void add_bool(SnapshotWriter *w, const char *key, bool v, SnapshotError *err)
 {
     snapshot_add_meta(w, key, v ? "true" : "false", err);
-}
-
-static void add_model_config(SnapshotWriter *w, const GptConfig *m, SnapshotError *err)
-{
-    snapshot_add_meta_u64(w, "model.vocab_size", (uint64_t)m->vocab_size, err);
-    snapshot_add_meta_u64(w, "model.max_seq", (uint64_t)m->max_seq, err);
-    snapshot_add_meta_u64(w, "model.n_layer", (uint64_t)m->n_layer, err);
-    snapshot_add_meta_u64(w, "model.n_head", (uint64_t)m->n_head, err);
-    snapshot_add_meta_u64(w, "model.n_embd", (uint64_t)m->n_embd, err);
-    add_bool(w, "model.tied", m->tied, err);
-    add_bool(w, "model.fused_qkv", m->fused_qkv, err);
 }
 
 static void add_optim_config(SnapshotWriter *w, const TrainerConfig *c, SnapshotError *err)
@@ -105,11 +80,11 @@ bool train_snapshot_save(const Trainer *t, const char *path, const char *const *
 {
     SnapshotWriter *w = snapshot_writer_new();
     if (!w)
-        return fail(err, path, "out of memory for a snapshot writer");
+        return gpt_snapshot_fail(err, path, "out of memory for a snapshot writer");
     /* The writer remembers the first failed add and snapshot_write reports it. */
     add_tensors(w, t, err);
     snapshot_add_meta(w, "format", FORMAT_TAG, err);
-    add_model_config(w, &t->cfg.model, err);
+    gpt_snapshot_add_config(w, "model", &t->cfg.model, err);
     snapshot_add_meta_u64(w, "train.seed", t->cfg.seed, err);
     snapshot_add_meta_f64(w, "train.clip", t->cfg.clip, err);
     snapshot_add_meta_u64(w, "train.step", (uint64_t)t->step, err);
@@ -126,26 +101,14 @@ bool train_snapshot_save(const Trainer *t, const char *path, const char *const *
 /* Loading: the config ---------------------------------------------------------------------- */
 
 /* Metadata readers: each names the key and the offending value when it fails. */
-static bool meta_int(const SnapshotReader *r, const char *path, const char *key, int *out,
-                     SnapshotError *err)
-{
-    uint64_t v;
-    if (!snapshot_meta_u64(r, key, &v, err))
-        return false;
-    if (v < 1 || v > INT_MAX)
-        return fail(err, path, "metadata '%s' is %" PRIu64 ", not in 1..%d", key, v, INT_MAX);
-    *out = (int)v;
-    return true;
-}
-
 static bool meta_bool(const SnapshotReader *r, const char *path, const char *key, bool *out,
                       SnapshotError *err)
 {
     const char *v = snapshot_meta(r, key);
     if (!v)
-        return fail(err, path, "missing metadata '%s'", key);
+        return gpt_snapshot_fail(err, path, "missing metadata '%s'", key);
     if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0)
-        return fail(err, path, "metadata '%s' is '%s', not true or false", key, v);
+        return gpt_snapshot_fail(err, path, "metadata '%s' is '%s', not true or false", key, v);
     *out = v[0] == 't';
     return true;
 }
@@ -156,31 +119,15 @@ static bool meta_choice(const SnapshotReader *r, const char *path, const char *k
 {
     const char *v = snapshot_meta(r, key);
     if (!v)
-        return fail(err, path, "missing metadata '%s'", key);
+        return gpt_snapshot_fail(err, path, "missing metadata '%s'", key);
     for (int i = 0; i < n; i++) {
         if (strcmp(v, names[i]) == 0) {
             *out = i;
             return true;
         }
     }
-    return fail(err, path, "metadata '%s' is '%s', which this version does not know", key, v);
-}
-
-static bool read_model_config(const SnapshotReader *r, const char *path, GptConfig *m,
-                              SnapshotError *err)
-{
-    if (!meta_int(r, path, "model.vocab_size", &m->vocab_size, err) ||
-        !meta_int(r, path, "model.max_seq", &m->max_seq, err) ||
-        !meta_int(r, path, "model.n_layer", &m->n_layer, err) ||
-        !meta_int(r, path, "model.n_head", &m->n_head, err) ||
-        !meta_int(r, path, "model.n_embd", &m->n_embd, err) ||
-        !meta_bool(r, path, "model.tied", &m->tied, err) ||
-        !meta_bool(r, path, "model.fused_qkv", &m->fused_qkv, err))
-        return false;
-    char why[160];
-    if (!gpt_config_check(m, why, sizeof why))
-        return fail(err, path, "the model it describes is invalid: %s", why);
-    return true;
+    return gpt_snapshot_fail(err, path, "metadata '%s' is '%s', which this version does not know",
+                             key, v);
 }
 
 static bool read_optim_config(const SnapshotReader *r, const char *path, TrainerConfig *c,
@@ -188,10 +135,10 @@ static bool read_optim_config(const SnapshotReader *r, const char *path, Trainer
 {
     const char *kind = snapshot_meta(r, "optim.kind");
     if (!kind)
-        return fail(err, path, "missing metadata 'optim.kind'");
+        return gpt_snapshot_fail(err, path, "missing metadata 'optim.kind'");
     if (!trainer_optimizer_parse(kind, &c->optimizer))
-        return fail(err, path, "metadata 'optim.kind' is '%s', not adamw, sgd, adam8bit or "
-                    "adafactor", kind);
+        return gpt_snapshot_fail(err, path, "metadata 'optim.kind' is '%s', not adamw, sgd, "
+                                 "adam8bit or adafactor", kind);
     int rule = 0;
     double wd;
     if (!snapshot_meta_f64(r, "optim.weight_decay", &wd, err) ||
@@ -226,12 +173,12 @@ bool train_snapshot_config(const SnapshotReader *r, const char *path, TrainerCon
 {
     const char *tag = snapshot_meta(r, "format");
     if (!tag || strcmp(tag, FORMAT_TAG) != 0)
-        return fail(err, path, "not a training snapshot: metadata 'format' is %s%s%s, "
-                    "expected '%s'", tag ? "'" : "absent", tag ? tag : "", tag ? "'" : "",
-                    FORMAT_TAG);
+        return gpt_snapshot_fail(err, path, "not a training snapshot: metadata 'format' is "
+                                 "%s%s%s, expected '%s'", tag ? "'" : "absent", tag ? tag : "",
+                                 tag ? "'" : "", FORMAT_TAG);
     TrainerConfig c = trainer_config_default();
     uint64_t seed;
-    if (!read_model_config(r, path, &c.model, err) ||
+    if (!gpt_snapshot_read_config(r, path, "model", &c.model, err) ||
         !snapshot_meta_u64(r, "train.seed", &seed, err) ||
         !snapshot_meta_f64(r, "train.clip", &c.clip, err) ||
         !read_optim_config(r, path, &c, err))
@@ -305,8 +252,9 @@ static bool read_counters(const SnapshotReader *r, const char *path, Trainer *t,
         !snapshot_read_rng(r, "train.data_rng", &t->data_rng, err))
         return false;
     if (step > LONG_MAX || optim_step > step)
-        return fail(err, path, "metadata 'optim.step' = %" PRIu64 " and 'train.step' = %" PRIu64
-                    " are inconsistent (updates cannot outnumber steps)", optim_step, step);
+        return gpt_snapshot_fail(err, path, "metadata 'optim.step' = %" PRIu64 " and "
+                                 "'train.step' = %" PRIu64 " are inconsistent (updates cannot "
+                                 "outnumber steps)", optim_step, step);
     t->step = (long)step;
     t->optim->step = (long)optim_step;
     return true;

@@ -32,7 +32,7 @@ typedef struct {
     const char *out, *train_gpt;
     int         threads, jobs, seeds, epochs, epoch_examples, base_batch, max_micro, embd;
     int         eval_examples;
-    double      lr_sgd, lr_adamw, warmup_epochs;
+    double      lr_sgd, lr_adamw, warmup_epochs, clip;
 } Options;
 
 /* One cell of the grid: everything but the seed. */
@@ -65,6 +65,7 @@ static void usage(void)
            "  --lr-sgd X           SGD's base rate at b (default 0.1)\n"
            "  --lr-adamw X         AdamW's base rate at b (default 0.001)\n"
            "  --warmup-epochs X    warmup length in epochs (default 0.5)\n"
+           "  --clip X             gradient-norm clipping, 0 = off (default 1, train_gpt's)\n"
            "  --eval-examples N    validation rows per evaluation (default 500)\n"
            "  --threads N          threads per run (default 1: runs are small, and one thread\n"
            "                       is reproducible and immune to a busy machine)\n"
@@ -76,7 +77,8 @@ static Options parse(int argc, char **argv)
 {
     Options o = { .out = "lr_scaling_out", .threads = 1, .jobs = 1, .seeds = 0, .epochs = 8,
                   .epoch_examples = 16384, .base_batch = 16, .max_micro = 64, .embd = 64,
-                  .eval_examples = 500, .lr_sgd = 0.1, .lr_adamw = 1e-3, .warmup_epochs = 0.5 };
+                  .eval_examples = 500, .lr_sgd = 0.1, .lr_adamw = 1e-3, .warmup_epochs = 0.5,
+                  .clip = 1.0 };
     const struct option options[] = {
         { "full", no_argument, NULL, 'F' }, { "schedules", no_argument, NULL, 'P' }, { "out", required_argument, NULL, 'o' },
         { "train-gpt", required_argument, NULL, 'g' },
@@ -86,6 +88,7 @@ static Options parse(int argc, char **argv)
         { "max-micro", required_argument, NULL, 'm' }, { "embd", required_argument, NULL, 'c' },
         { "lr-sgd", required_argument, NULL, 'S' }, { "lr-adamw", required_argument, NULL, 'A' },
         { "warmup-epochs", required_argument, NULL, 'w' },
+        { "clip", required_argument, NULL, 'C' },
         { "eval-examples", required_argument, NULL, 'v' },
         { "threads", required_argument, NULL, 't' }, { "jobs", required_argument, NULL, 'j' },
         { "help", no_argument, NULL, 'h' },
@@ -107,6 +110,7 @@ static Options parse(int argc, char **argv)
         case 'S': o.lr_sgd = cli_double("--lr-sgd", optarg, 1e-9, 100.0); break;
         case 'A': o.lr_adamw = cli_double("--lr-adamw", optarg, 1e-9, 100.0); break;
         case 'w': o.warmup_epochs = cli_double("--warmup-epochs", optarg, 0.0, 1000.0); break;
+        case 'C': o.clip = cli_double("--clip", optarg, 0.0, 1e6); break;
         case 'v': o.eval_examples = (int)cli_long("--eval-examples", optarg, 1, 1 << 20); break;
         case 't': o.threads = (int)cli_long("--threads", optarg, 0, 1024); break;
         case 'j': o.jobs = (int)cli_long("--jobs", optarg, 1, MAX_SEEDS); break;
@@ -145,8 +149,9 @@ static void run_name(const Cell *c, int seed, char *buf, size_t len)
     snprintf(buf, len, "%s_k%d_%s_%s_s%d", c->optimizer, c->k, c->rule, c->warmup, seed);
 }
 
-/* The train_gpt command of one run: the default task, cosine decay to 0 at the end, no
- * clipping and no weight decay (so the rule and the warmup alone decide). */
+/* The train_gpt command of one run: the default task, cosine decay to 0 at the end, clipping as
+ * train_gpt does (without it SGD at the larger rates blows up, warmup or not), no weight decay
+ * (so the rule and the warmup alone decide). */
 static void build_run(const Options *o, const Cell *c, int seed, RunSpec *r)
 {
     char name[128];
@@ -169,7 +174,7 @@ static void build_run(const Options *o, const Cell *c, int seed, RunSpec *r)
     run_arg(r, "--warmup-type=%s", c->warmup);
     run_arg(r, "--warmup=%ld", strcmp(c->warmup, "none") == 0 ? 0 : warmup_steps(o, c->k));
     run_arg(r, "--decay=cosine");
-    run_arg(r, "--clip=0");
+    run_arg(r, "--clip=%g", o->clip);
     run_arg(r, "--weight-decay=0");
     run_arg(r, "--seed=%d", seed);
     run_arg(r, "--eval-every=%ld", steps / 16 > 0 ? steps / 16 : 1);
@@ -292,7 +297,7 @@ static void run_cell(const Options *o, const Cell *c, TsvWriter *table, FILE *co
     tsv_num(table, a.mean);
     tsv_num(table, a.std);
     tsv_end_row(table);
-    printf("| %-5s | %2d | %4d | %-6s | %-8s | %8.4g | %5ld | %7.4f ± %.4f | %5.1f%% ± %4.1f%% |",
+    printf("| %-5s | %2d | %4d | %-6s | %-8s | %8.4g | %5ld | %7.4g ± %-7.2g | %5.1f%% ± %4.1f%% |",
            c->optimizer, c->k, batch, c->rule, c->warmup, peak_lr(o, c), run_steps(o, c->k),
            l.mean, l.std, 100.0 * a.mean, 100.0 * a.std);
     if (diverged)

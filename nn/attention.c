@@ -24,12 +24,15 @@ Tensor *attention_forward(const Attention *a, Tape *tape, Tensor *x)
 {
     Tensor *heads;
     if (a->fused) {
-        heads = op_attention_qkv(tape, linear_forward(&a->qkv, tape, x), a->n_head);
+        Tensor *qkv = linear_forward(&a->qkv, tape, x);
+        heads = a->tiled ? op_attention_qkv_tiled(tape, qkv, a->n_head)
+                         : op_attention_qkv(tape, qkv, a->n_head);
     } else {
         Tensor *q = linear_forward(&a->q, tape, x);
         Tensor *k = linear_forward(&a->k, tape, x);
         Tensor *v = linear_forward(&a->v, tape, x);
-        heads = op_attention(tape, q, k, v, a->n_head);
+        heads = a->tiled ? op_attention_tiled(tape, q, k, v, a->n_head)
+                         : op_attention(tape, q, k, v, a->n_head);
     }
     return linear_forward(&a->proj, tape, heads);
 }

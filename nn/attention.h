@@ -25,6 +25,9 @@ typedef struct {
     Linear qkv;         /* fused only: [C, 3C] */
     Linear q, k, v;     /* separate only: [C, C] each */
     Linear proj;        /* [C, C], a residual projection */
+    bool   tiled;       /* op_attention*_tiled: saves the output and a logsumexp per row
+                         * [B, H, T] instead of the probabilities [B, H, T, T]; the same
+                         * results within fp32 rounding (docs/attention_memory.md) */
 } Attention;
 
 /* Adds NAME.qkv.{weight,bias} (or NAME.q, NAME.k, NAME.v) then NAME.proj.{weight,bias}. The

@@ -133,3 +133,9 @@ Tensor *gpt_loss(const Gpt *model, Tape *tape, const int *tokens, const int *tar
 {
     return op_cross_entropy(tape, gpt_forward(model, tape, tokens, B, T), targets);
 }
+
+void gpt_set_tiled_attention(Gpt *model, bool tiled)
+{
+    for (int l = 0; l < model->cfg.n_layer; l++)
+        model->blocks[l].attn.tiled = tiled;
+}

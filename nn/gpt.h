@@ -86,6 +86,9 @@ Tensor     *gpt_param(const Gpt *model, const char *name);
 /* Number of trainable scalars (a tied head is counted once, as wte). */
 size_t      gpt_n_params(const Gpt *model);
 void        gpt_zero_grad(Gpt *model);
+/* Standard (false, the default) or tiled attention in every block. A run-time choice, not part
+ * of the model: it changes activation memory, not the function (within fp32 rounding). */
+void        gpt_set_tiled_attention(Gpt *model, bool tiled);
 
 /* The forward pass in parts, so that a caller can run each block on a tape of its own (gradient
  * checkpointing treats the blocks as segments). tokens are B*T ids in [0, V), row-major

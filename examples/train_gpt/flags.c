@@ -63,6 +63,7 @@ static const struct option LONG_OPTIONS[] = {
     { "cooldown", required_argument, NULL, FLAG_COOLDOWN },
     { "cooldown-shape", required_argument, NULL, FLAG_COOLDOWN_SHAPE },
     { "checkpoint", required_argument, NULL, FLAG_CHECKPOINT },
+    { "attention", required_argument, NULL, FLAG_ATTENTION },
     { "help", no_argument, NULL, 'h' },
     { 0, 0, 0, 0 },
 };
@@ -94,6 +95,9 @@ static void usage(void)
            "                      sqrt, every:K or budget:S; less activation memory for more\n"
            "                      block forwards, same gradients (docs/checkpointing.md;\n"
            "                      default none)\n"
+           "  --attention A       standard (keeps the [T, T] probabilities) or tiled (keeps\n"
+           "                      a statistic per row, recomputes; docs/attention_memory.md;\n"
+           "                      default standard)\n"
            "Model:\n"
            "  --layers N          transformer blocks (default %d)\n"
            "  --heads N           attention heads; must divide --embd (default %d)\n"
@@ -200,6 +204,11 @@ static void set_value(Options *o, Flag f, const char *arg)
         char err[200];
         if (!ckpt_parse(arg, &o->checkpoint, err, sizeof err))
             cli_usage_error("%s: %s", flag, err);
+        break;
+    }
+    case FLAG_ATTENTION: {
+        static const char *const kinds[] = { "standard", "tiled", NULL };
+        o->tiled_attention = cli_choice(flag, arg, kinds) == 1;
         break;
     }
     case FLAG_END: break;

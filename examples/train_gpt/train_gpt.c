@@ -94,7 +94,9 @@ static Trainer *make_trainer(Run *run)
         run->ds = open_data(o);
         TrainerConfig cfg = options_trainer_config(o, dataset_vocab_size(run->ds));
         check_fit(o, run->ds, &cfg.model);
-        return trainer_new(&cfg);
+        Trainer *tr = trainer_new(&cfg);
+        gpt_set_tiled_attention(tr->model, o->tiled_attention);
+        return tr;
     }
     SnapshotError err;
     SnapshotReader *r = snapshot_open(o->load_path, &err);
@@ -111,6 +113,7 @@ static Trainer *make_trainer(Run *run)
     if (!tr)
         cli_die(1, "%s", err.message);
     tr->cfg.checkpoint = o->checkpoint;     /* not in the snapshot: it changes no number */
+    gpt_set_tiled_attention(tr->model, o->tiled_attention);     /* nor does this, beyond fp32 */
     snapshot_close(r);
     return tr;
 }
@@ -297,6 +300,7 @@ static void describe(const Run *run)
     char ckpt[32];
     printf("checkpointing over the blocks: %s (the log's peak_act and ms columns show the "
            "effect)\n", ckpt_name(o->checkpoint, ckpt, sizeof ckpt));
+    printf("attention: %s\n", o->tiled_attention ? "tiled" : "standard");
     char decay[96];
     snprintf(decay, sizeof decay, "%s", SCHED_DECAY_NAMES[s.decay]);
     if (s.decay == SCHED_DECAY_WSD)

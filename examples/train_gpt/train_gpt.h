@@ -20,6 +20,7 @@ typedef enum {
     FLAG_EVAL_EXAMPLES, FLAG_LOG, FLAG_PLOT, FLAG_SAVE, FLAG_LOAD, FLAG_SAMPLE,
     FLAG_ACCUM, FLAG_LR_RULE, FLAG_BASE_BATCH, FLAG_WARMUP_TYPE, FLAG_WARMUP_FRACTION,
     FLAG_DECAY, FLAG_COOLDOWN, FLAG_COOLDOWN_SHAPE, FLAG_CHECKPOINT,
+    FLAG_ATTENTION,
     FLAG_END,
 } Flag;
 
@@ -37,6 +38,7 @@ typedef struct {
     long        seed;
     int         threads;
     CkptStrategy checkpoint;     /* over the blocks: none (vanilla), sqrt, ... */
+    bool        tiled_attention; /* --attention tiled */
     /* model */
     int         layers, heads, embd;
     bool        untied, separate_qkv;

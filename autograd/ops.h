@@ -74,10 +74,12 @@ Tensor *op_reshape(Tape *tape, Tensor *x, int ndim, const int *shape);
 Tensor *op_transpose(Tape *tape, Tensor *x, int d0, int d1);
 
 /* ops_qmatmul.c --------------------------------------------------------------------------- */
-/* y = x W with W [K, N] frozen and stored quantized (QLoRA's NF4 base weights): W is
- * dequantized into a temp buffer for each product, forward and backward, and freed at once; x
- * (dy in backward) and W are rounded to `compute` (bf16 in QLoRA, FMT_FP32 for none) before an
- * fp32-accumulating sgemm. W gets no gradient; x does. w must outlive the tape. */
-Tensor *op_qmatmul(Tape *tape, Tensor *x, const QuantTensor *w, int K, int N, Format compute);
+/* y = x W + bias with W [K, N] frozen and stored quantized (QLoRA's NF4 base weights) and bias
+ * [N] or NULL: W is dequantized into a temp buffer for each product, forward and backward, and
+ * freed at once; x (dy in backward) and W are rounded to `compute` (bf16 in QLoRA, FMT_FP32 for
+ * none) before an fp32-accumulating sgemm. W gets no gradient; x and bias do. w must outlive
+ * the tape. */
+Tensor *op_qmatmul(Tape *tape, Tensor *x, const QuantTensor *w, Tensor *bias, int K, int N,
+                   Format compute);
 
 #endif

@@ -7,6 +7,7 @@
  * the backward each dequantize it again instead of keeping it. That is the QLoRA trade: 4.127
  * bits per weight at rest, one dequantization per use. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
@@ -43,16 +44,27 @@ static const float *rounded_input(const float *src, int rows, int cols, Format c
     return dst;
 }
 
-/* Y = X W with X [M, K], W [K, N] frozen and quantized; c(.) rounds to the compute format
- * (nearest-even), and the products accumulate in fp32:
- *   forward   Y  = c(X) c(deq(W))
- *   backward  dX += c(dY) c(deq(W))^T        W is frozen: no dW, so X is not needed again */
+/* Y = X W + b with X [M, K], W [K, N] frozen and quantized, b [N] (or none); c(.) rounds to
+ * the compute format (nearest-even), and the products accumulate in fp32 onto rows that start
+ * as copies of b (so X W is never a tensor of its own):
+ *   forward   Y   = c(X) c(deq(W)) + b
+ *   backward  dX += c(dY) c(deq(W))^T        W is frozen: no dW, so X is not needed again
+ *             db += sum over the rows of dY  (each column in row order: deterministic) */
 static void qmatmul_backward(Node *n)
 {
     const QuantTensor *w = n->ctx;
-    Tensor *x = n->in[0], *y = n->out;
+    Tensor *x = n->in[0], *bias = n->in[1], *y = n->out;
     int M = (int)tensor_rows(x), K = n->i[0], N = n->i[1];
     Format compute = (Format)n->i[2];
+    if (bias && bias->requires_grad) {
+        float *db = tensor_grad(bias);
+        #pragma omp parallel for schedule(static)
+        for (int j = 0; j < N; j++)
+            for (int r = 0; r < M; r++)
+                db[j] += y->grad[(size_t)r * N + j];
+    }
+    if (!x->requires_grad)
+        return;
     float *wbuf = dequantize_weight(w, K, N, compute), *dy_owned;
     const float *dy = rounded_input(y->grad, M, N, compute, &dy_owned);
     par_sgemm(false, true, M, K, N, 1.0f, dy, N, wbuf, N, 1.0f, tensor_grad(x), K);
@@ -60,27 +72,46 @@ static void qmatmul_backward(Node *n)
     mem_free(wbuf);
 }
 
-Tensor *op_qmatmul(Tape *tape, Tensor *x, const QuantTensor *w, int K, int N, Format compute)
+static void check_qmatmul(const Tensor *x, const QuantTensor *w, const Tensor *bias, int K, int N,
+                          Format compute)
 {
     if (K < 1 || N < 1 || w->n != (size_t)K * N || tensor_last_dim(x) != K) {
         char xs[64];
         tensor_fatal("op_qmatmul: x %s and a quantized weight of %zu values as [%d, %d] do not "
                      "fit", tensor_shape_str(x, xs, sizeof xs), w->n, K, N);
     }
+    if (bias && (bias->ndim != 1 || bias->shape[0] != N)) {
+        char bs[64];
+        tensor_fatal("op_qmatmul: bias %s for %d outputs",
+                     tensor_shape_str(bias, bs, sizeof bs), N);
+    }
     if ((unsigned)compute >= FMT_COUNT)
         tensor_fatal("op_qmatmul: compute format %d is not a format", (int)compute);
+}
+
+Tensor *op_qmatmul(Tape *tape, Tensor *x, const QuantTensor *w, Tensor *bias, int K, int N,
+                   Format compute)
+{
+    check_qmatmul(x, w, bias, K, N, compute);
     int shape[TENSOR_MAX_DIMS];
     for (int d = 0; d < x->ndim; d++)
         shape[d] = x->shape[d];
     shape[x->ndim - 1] = N;
     Tensor *y = tape_tensor(tape, x->ndim, shape);
     int M = (int)tensor_rows(x);
+    for (int r = 0; r < M; r++) {
+        if (bias)
+            memcpy(y->data + (size_t)r * N, bias->data, (size_t)N * sizeof(float));
+        else
+            memset(y->data + (size_t)r * N, 0, (size_t)N * sizeof(float));
+    }
     float *wbuf = dequantize_weight(w, K, N, compute), *x_owned;
     const float *xr = rounded_input(x->data, M, K, compute, &x_owned);
-    par_sgemm(false, false, M, N, K, 1.0f, xr, K, wbuf, N, 0.0f, y->data, N);
+    par_sgemm(false, false, M, N, K, 1.0f, xr, K, wbuf, N, 1.0f, y->data, N);
     mem_free(x_owned);
     mem_free(wbuf);
-    Node *n = tape_record(tape, "qmatmul", qmatmul_backward, y, 1, (Tensor *[]){ x });
+    Tensor *in[2] = { x, bias };
+    Node *n = tape_record(tape, "qmatmul", qmatmul_backward, y, bias ? 2 : 1, in);
     if (n) {
         n->ctx = (void *)w;     /* not owned: the weight outlives the tape */
         n->i[0] = K;

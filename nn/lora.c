@@ -18,11 +18,59 @@ void lora_adapter_init(LoraAdapter *ad, NnParams *p, const char *name, int in, i
     ad->scale = alpha / (float)rank;
 }
 
-/* The scale goes on x A, [.., r], the smallest tensor of the path: s (x A) B = (s x A) B. */
+/* The adapter's term as one op, out = y + (s x A) B, with y [M, out] the Linear's output,
+ * x [M, in], A [in, r], B [r, out]. The op keeps down = s x A [M, r] for backward and its
+ * output; four separate ops (matmul, scale, matmul, add) would keep two [M, r] and two
+ * [M, out] tensors. out starts as a copy of y and down B is accumulated onto it (sgemm with
+ * beta 1), so with B = 0 it adds exact zeros: out is y bit for bit.
+ *   dy   += dout
+ *   dB   += down^T dout                 [r, out]
+ *   t     = dout B^T                    [M, r], a temp buffer
+ *   dA   += s x^T t                     [in, r]
+ *   dx   += s t A^T                     [M, in]   */
+static void adapter_backward(Node *n)
+{
+    Tensor *y = n->in[0], *x = n->in[1], *a = n->in[2], *b = n->in[3], *down = n->saved[0];
+    const float *dout = n->out->grad;
+    float s = n->f[0];
+    int M = (int)tensor_rows(x), in = a->shape[0], r = a->shape[1], out = b->shape[1];
+    if (y->requires_grad) {
+        float *dy = tensor_grad(y);
+        for (size_t i = 0; i < y->size; i++)
+            dy[i] += dout[i];
+    }
+    if (b->requires_grad)
+        par_sgemm(true, false, r, out, M, 1.0f, down->data, r, dout, out, 1.0f, tensor_grad(b),
+                  out);
+    if (!a->requires_grad && !x->requires_grad)
+        return;
+    float *t = mem_alloc(MEM_TEMP, (size_t)M * r * sizeof *t);
+    par_sgemm(false, true, M, r, out, 1.0f, dout, out, b->data, out, 0.0f, t, r);
+    if (a->requires_grad)
+        par_sgemm(true, false, in, r, M, s, x->data, in, t, r, 1.0f, tensor_grad(a), r);
+    if (x->requires_grad)
+        par_sgemm(false, true, M, in, r, s, t, r, a->data, r, 1.0f, tensor_grad(x), in);
+    mem_free(t);
+}
+
 Tensor *lora_adapter_add(const LoraAdapter *ad, Tape *tape, Tensor *x, Tensor *y)
 {
-    Tensor *down = op_scale(tape, op_matmul(tape, x, ad->a, false), ad->scale);
-    return op_add(tape, y, op_matmul(tape, down, ad->b, false));
+    Tensor *a = ad->a, *b = ad->b;
+    int M = (int)tensor_rows(x), in = a->shape[0], r = a->shape[1], out = b->shape[1];
+    if (tensor_last_dim(x) != in || tensor_last_dim(y) != out || tensor_rows(y) != (size_t)M)
+        tensor_fatal("lora_adapter_add: x [.., %d] and y [.., %d] do not fit A [%d, %d], "
+                     "B [%d, %d]", tensor_last_dim(x), tensor_last_dim(y), in, r, r, out);
+    Tensor *down = tape_tensor(tape, 2, (int[]){ M, r });
+    par_sgemm(false, false, M, r, in, ad->scale, x->data, in, a->data, r, 0.0f, down->data, r);
+    Tensor *res = tape_tensor(tape, y->ndim, y->shape);
+    tensor_copy_data(res, y);
+    par_sgemm(false, false, M, out, r, 1.0f, down->data, r, b->data, out, 1.0f, res->data, out);
+    Node *n = tape_record(tape, "lora", adapter_backward, res, 4, (Tensor *[]){ y, x, a, b });
+    if (n) {
+        n->saved[0] = down;
+        n->f[0] = ad->scale;
+    }
+    return res;
 }
 
 void lora_adapter_merge(const LoraAdapter *ad, Tensor *weight, float sign)
@@ -65,7 +113,7 @@ size_t lora_quant_bytes(const LoraQuant *lq) { return mem_size(lq->storage); }
 
 void lora_quant_dequantize(const LoraQuant *lq, float *dst) { quant_dequantize(&lq->q, dst); }
 
-Tensor *lora_quant_matmul(const LoraQuant *lq, Tape *tape, Tensor *x)
+Tensor *lora_quant_matmul(const LoraQuant *lq, Tape *tape, Tensor *x, Tensor *bias)
 {
-    return op_qmatmul(tape, x, &lq->q, lq->in, lq->out, lq->compute);
+    return op_qmatmul(tape, x, &lq->q, bias, lq->in, lq->out, lq->compute);
 }

@@ -81,7 +81,7 @@ void    lora_quant_free(LoraQuant *lq);
 size_t  lora_quant_bytes(const LoraQuant *lq);
 /* W0 dequantized into dst [in * out] (fp32, not rounded to the compute format). */
 void    lora_quant_dequantize(const LoraQuant *lq, float *dst);
-/* x W0 by op_qmatmul. */
-Tensor *lora_quant_matmul(const LoraQuant *lq, Tape *tape, Tensor *x);
+/* x W0 + bias (bias may be NULL) by op_qmatmul. */
+Tensor *lora_quant_matmul(const LoraQuant *lq, Tape *tape, Tensor *x, Tensor *bias);
 
 #endif

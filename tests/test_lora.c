@@ -163,9 +163,15 @@ static void test_gradcheck_adapters(void **state)
     gpt_free(m);
 }
 
+static Tensor *f_linear(Tape *tape, Tensor *const *in, void *ctx)
+{
+    return linear_forward(ctx, tape, in[0]);
+}
+
 /* One Linear on its own: h = x W0 + b + s (x A) B against the formula in double, with s =
- * alpha / r (a wrong scale or a transposed factor shows). */
-static void test_linear_formula(void **state)
+ * alpha / r (a wrong scale or a transposed factor shows); the activations the adapter keeps;
+ * its gradients against finite differences. */
+static void test_linear_adapter(void **state)
 {
     (void)state;
     enum { M = 5, IN = 7, OUT = 4, R = 3 };
@@ -200,6 +206,21 @@ static void test_linear_formula(void **state)
     printf("linear with adapter vs double formula: max error %.3g\n", worst);
     assert_true(worst < 1e-5);
     tape_free(tape);
+
+    /* The adapter op keeps s x A [M, r] and its output [M, out], nothing else. */
+    lin.weight->requires_grad = lin.bias->requires_grad = false;
+    tape = tape_new();
+    Tensor *base = linear_forward(&(Linear){ lin.weight, lin.bias, NULL, NULL }, tape, x);
+    size_t act0 = mem_current(MEM_ACT);
+    lora_adapter_add(&ad, tape, x, base);
+    assert_int_equal(mem_current(MEM_ACT) - act0, (size_t)M * (R + OUT) * sizeof(float));
+    tape_free(tape);
+
+    /* Gradients of x, A and B through the op, W0 and b frozen. */
+    Tensor *in[3] = { x, ad.a, ad.b };
+    test_gradcheck("linear + adapter", f_linear, in, 3, &lin, gradcheck_defaults());
+    assert_null(lin.weight->grad);
+    assert_null(lin.bias->grad);
     tensor_free(x);
     nn_params_free(&params);
 }
@@ -385,7 +406,7 @@ int main(void)
         cmocka_unit_test(test_step0_logits_identical),
         cmocka_unit_test(test_gradients_only_on_adapters),
         cmocka_unit_test(test_gradcheck_adapters),
-        cmocka_unit_test(test_linear_formula),
+        cmocka_unit_test(test_linear_adapter),
         cmocka_unit_test(test_merge_unmerge),
         cmocka_unit_test(test_trainable_count),
         cmocka_unit_test(test_targets_and_config),

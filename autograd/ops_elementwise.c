@@ -2,6 +2,8 @@
 #include <math.h>
 
 #include "autograd/ops.h"
+#include "autograd/parallel.h"
+#include "autograd/vexp.h"
 
 static void check_same(const char *op, const Tensor *a, const Tensor *b)
 {
@@ -71,30 +73,20 @@ Tensor *op_mul(Tape *tape, Tensor *a, Tensor *b)
 }
 
 /* y[r, j] = x[r, j] + bias[j].   dx += dy,  dbias[j] += sum_r dy[r, j].
- * The bias sum runs over rows in a fixed order on one thread per column block, so it is
- * reproducible for a given thread count. */
+ * The bias sum walks dy row by row (par_sum_rows), each column's sum in row order, so it is
+ * contiguous, vectorized and bit-identical for any thread count. */
 static void bias_add_backward(Node *n)
 {
     Tensor *x = n->in[0], *bias = n->in[1];
     const float *dy = n->out->grad;
-    size_t rows = tensor_rows(x);
-    int N = tensor_last_dim(x);
     if (x->requires_grad) {
         float *g = tensor_grad(x);
         #pragma omp parallel for simd schedule(static)
         for (size_t i = 0; i < x->size; i++)
             g[i] += dy[i];
     }
-    if (bias->requires_grad) {
-        float *g = tensor_grad(bias);
-        #pragma omp parallel for schedule(static)
-        for (int j = 0; j < N; j++) {
-            float acc = 0.0f;
-            for (size_t r = 0; r < rows; r++)
-                acc += dy[r * N + j];
-            g[j] += acc;
-        }
-    }
+    if (bias->requires_grad)
+        par_sum_rows(dy, tensor_rows(x), tensor_last_dim(x), tensor_grad(bias));
 }
 
 Tensor *op_bias_add(Tape *tape, Tensor *x, Tensor *bias)
@@ -159,7 +151,8 @@ Tensor *op_relu(Tape *tape, Tensor *x)
 
 /* GELU, tanh form (GPT-2):  y = x/2 (1 + tanh u),  u = sqrt(2/pi) (x + 0.044715 x^3).
  *   dy/dx = (1 + tanh u)/2 + x/2 (1 - tanh^2 u) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
- * The backward recomputes tanh u from the saved input rather than keeping a second tensor. */
+ * The backward recomputes tanh u from the saved input rather than keeping a second tensor.
+ * tanh is vtanh (autograd/vexp.h), which vectorizes where libm's tanhf does not. */
 static const float GELU_C = 0.7978845608028654f;   /* sqrt(2/pi) */
 static const float GELU_A = 0.044715f;
 
@@ -170,7 +163,7 @@ static void gelu_backward(Node *n)
     #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n->out->size; i++) {
         float xi = x[i];
-        float t = tanhf(GELU_C * (xi + GELU_A * xi * xi * xi));
+        float t = vtanh(GELU_C * (xi + GELU_A * xi * xi * xi));
         float du = GELU_C * (1.0f + 3.0f * GELU_A * xi * xi);
         g[i] += dy[i] * (0.5f * (1.0f + t) + 0.5f * xi * (1.0f - t * t) * du);
     }
@@ -182,7 +175,7 @@ Tensor *op_gelu(Tape *tape, Tensor *x)
     #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < y->size; i++) {
         float xi = x->data[i];
-        y->data[i] = 0.5f * xi * (1.0f + tanhf(GELU_C * (xi + GELU_A * xi * xi * xi)));
+        y->data[i] = 0.5f * xi * (1.0f + vtanh(GELU_C * (xi + GELU_A * xi * xi * xi)));
     }
     tape_record(tape, "gelu", gelu_backward, y, 1, (Tensor *[]){ x });
     return y;

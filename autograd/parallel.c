@@ -49,6 +49,28 @@ void par_sgemm_serial(bool trans_a, bool trans_b, int M, int N, int K, float alp
                 trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+/* A block of SUM_BLOCK columns is 1 KiB of running sums: they stay in L1 while the rows stream
+ * past. Below SUM_SPLIT_MIN elements a second thread costs more to wake than it saves. */
+enum { SUM_BLOCK = 256, SUM_SPLIT_MIN = 1 << 15 };
+
+void par_sum_rows(const float *x, size_t rows, int n, float *sum)
+{
+    int blocks = (n + SUM_BLOCK - 1) / SUM_BLOCK;
+    #pragma omp parallel for schedule(static) if (blocks > 1 && rows * n >= SUM_SPLIT_MIN)
+    for (int b = 0; b < blocks; b++) {
+        int j0 = b * SUM_BLOCK, w = n - j0 < SUM_BLOCK ? n - j0 : SUM_BLOCK;
+        float acc[SUM_BLOCK] = { 0 };
+        for (size_t r = 0; r < rows; r++) {
+            const float *xr = x + r * n + j0;
+            #pragma omp simd
+            for (int j = 0; j < w; j++)
+                acc[j] += xr[j];
+        }
+        for (int j = 0; j < w; j++)
+            sum[j0 + j] += acc[j];
+    }
+}
+
 void par_sgemm_naive(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                      const float *A, int lda, const float *B, int ldb, float beta, float *C,
                      int ldc)

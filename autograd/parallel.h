@@ -6,6 +6,7 @@
  * a loop steal the cores OpenBLAS's own threads need (measured by bench/bench_threads.c; see
  * docs/autograd.md), and with one pool that cannot happen. */
 #include <stdbool.h>
+#include <stddef.h>
 
 /* Threads for everything that follows; n <= 0 means one per core. Also pins BLAS to one
  * thread. Call once at start-up, outside parallel regions. */
@@ -22,6 +23,12 @@ void par_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
 void par_sgemm_serial(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                       const float *A, int lda, const float *B, int ldb, float beta, float *C,
                       int ldc);
+
+/* sum[j] += x[0, j] + x[1, j] + ... + x[rows-1, j] for the n columns of a row-major
+ * [rows, n] matrix: the gradient of a bias added to every row. Each thread owns blocks of
+ * columns and walks the rows in order, reading a contiguous stretch of each row, so every sum
+ * runs in the same order whatever the thread count (bit-identical results, no atomics). */
+void par_sum_rows(const float *x, size_t rows, int n, float *sum);
 
 /* The same product by three plain loops, accumulated in double: the reference par_sgemm is
  * tested against, and the definition to read. */

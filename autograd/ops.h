@@ -20,6 +20,9 @@ Tensor *op_matmul(Tape *tape, Tensor *x, Tensor *w, bool trans_w);
 /* Batched product over the leading dimensions: a [..., M, K] times b [..., K, N], or b^T with b
  * [..., N, K] when trans_b. Both must have the same leading dimensions. */
 Tensor *op_bmm(Tape *tape, Tensor *a, Tensor *b, bool trans_b);
+/* y = x w + bias, w [K, N], bias [N] (or NULL): op_bias_add(op_matmul(x, w, false), bias) in one
+ * op, which never stores the product without the bias (one activation fewer per layer). */
+Tensor *op_linear(Tape *tape, Tensor *x, Tensor *w, Tensor *bias);
 
 /* ops_elementwise.c ----------------------------------------------------------------------- */
 Tensor *op_add(Tape *tape, Tensor *a, Tensor *b);          /* same shapes */

@@ -14,13 +14,9 @@ void linear_init(Linear *l, NnParams *p, const char *name, int in, int out, bool
 
 Tensor *linear_forward(const Linear *l, Tape *tape, Tensor *x)
 {
-    Tensor *y;
-    if (l->quant) {
-        y = lora_quant_matmul(l->quant, tape, x, l->bias);
-    } else {
-        y = op_matmul(tape, x, l->weight, false);
-        if (l->bias)
-            y = op_bias_add(tape, y, l->bias);
-    }
+    /* op_linear (and op_qmatmul) add the bias inside the product, keeping one activation
+     * fewer. */
+    Tensor *y = l->quant ? lora_quant_matmul(l->quant, tape, x, l->bias)
+                         : op_linear(tape, x, l->weight, l->bias);
     return l->lora ? lora_adapter_add(l->lora, tape, x, y) : y;
 }

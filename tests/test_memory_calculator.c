@@ -99,11 +99,11 @@ static void test_states_match_the_model(void **state)
 
 /* B 1, T 2, C 4, H 1, V 3, L 1, by hand (bytes, 4 per float or int):
  *     embedding  two lookups and their sum 3 x 8 floats, two id copies 2 x 2 ints = 112
- *     block      27 C per token x 2 tokens = 216 floats, mean and rstd of 2 rows twice = 8,
- *                P of 1 head 2 x 2 = 4: 228 floats = 912
+ *     block      18 C per token x 2 tokens = 144 floats, mean and rstd of 2 rows twice = 8,
+ *                P of 1 head 2 x 2 = 4: 156 floats = 624
  *     head       ln_f 8 + 4, logits 6, lse 2, targets 2, loss 1 = 23 floats = 92, plus the
  *                24-byte record = 116
- * vanilla: 112 + 912 + 116 = 1140. */
+ * vanilla: 112 + 624 + 116 = 852. */
 static void test_activations_by_hand(void **state)
 {
     (void)state;
@@ -111,9 +111,9 @@ static void test_activations_by_hand(void **state)
                     .tied = true, .fused_qkv = true };
     McRun run = { .B = 1, .T = 2, .strategy = { CKPT_VANILLA, 0 }, .threads = 1 };
     McActParts a = memcalc_act_parts(&c, 1, 2);
-    assert_true(a.embed == 112.0 && a.block == 912.0 && a.head == 116.0);
-    assert_true(memcalc_act_peak(&c, &run) == 1140.0);
-    assert_true(memcalc_measure(&c, &run, MC_SGD, 1).bytes[MEM_ACT] == 1140.0);
+    assert_true(a.embed == 112.0 && a.block == 624.0 && a.head == 116.0);
+    assert_true(memcalc_act_peak(&c, &run) == 852.0);
+    assert_true(memcalc_measure(&c, &run, MC_SGD, 1).bytes[MEM_ACT] == 852.0);
 }
 
 /* Every category predicted within 5% of the measured peak (the target), and in fact exactly:

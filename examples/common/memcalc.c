@@ -10,7 +10,7 @@ const char *const MC_OPTIMIZER_NAMES[] = { "sgd", "momentum", "adamw", "adam8bit
 
 enum {
     F32 = 4,                /* bytes of a float and of an int id or target */
-    LINEAR_KEEPS = 2,       /* outputs a linear layer keeps: op_matmul's and op_bias_add's */
+    LINEAR_KEEPS = 1,       /* outputs a linear layer keeps: op_linear's, bias included */
     CE_RECORD = 24,         /* ops_embedding.c's CrossEntropySaved: a count and two pointers */
     ADAM8BIT_BLOCK = 2048,  /* adam8bit_defaults() */
     ADAM8BIT_MIN = 4096,
@@ -206,7 +206,7 @@ double memcalc_act_peak(const GptConfig *cfg, const McRun *run)
 /* The backward pass frees each activation gradient as soon as its node has run (tape.c), so the
  * peak is at one node: its output's gradient, the gradients it allocates for its inputs, and
  * what is held meanwhile. In floats per token of C, for one block (vanilla):
- *     gelu and the fc bias: the residual's gradient 1 + their output's 4 + their input's 4 = 9
+ *     gelu: the residual's gradient 1 + its output's 4 + its input's 4 = 9
  *     attention: residual 1 + output 1 + the fused qkv's 3 = 5, plus a T x T scratch per thread
  * the head: cross-entropy's logits gradient N V (+ the loss's 1 float), then the head matmul's
  * N V + N C, ln_f's 2 N C; the embedding's add 3 N C; the forward's position ids N ints.

@@ -18,10 +18,10 @@
  *
  * Activations of our GPT (fp32, every tensor as the autograd ops and nn modules allocate it), with
  * N = B T tokens, per layer and per token in floats of C:
- *     ln1 1, qkv matmul 3 and bias 3, attention output 1, proj matmul 1 and bias 1, residual add
- *     1, ln2 1, fc matmul 4, bias 4, gelu 4, proj matmul 1, bias 1, residual add 1  = 27 C
+ *     ln1 1, qkv linear 3, attention output 1, proj linear 1, residual add 1, ln2 1, fc linear 4,
+ *     gelu 4, proj linear 1, residual add 1  = 18 C  (op_linear adds the bias inside the product)
  * plus each layernorm's mean and rstd (2 floats per row, twice) and the attention
- * probabilities P [B, H, T, T]: a recorded block is 27 N C + 4 N + B H T^2 floats. The
+ * probabilities P [B, H, T, T]: a recorded block is 18 N C + 4 N + B H T^2 floats. The
  * embedding keeps both lookups, their sum and two copies of the ids (3 N C floats + 2 N ints);
  * the head keeps ln_f (N C + 2 N), the logits (N V), and cross-entropy's per-row logsumexp and
  * targets (2 N) with a 24-byte record and the loss. How the checkpointing strategies hold them is

@@ -15,38 +15,44 @@ static float from_bits(uint32_t b)
     return f;
 }
 
-static void test_accuracy(void **state)
+/* The worst error, in ulps of the exact value, of fn against ref (in double) over every 16th
+ * float from the bit pattern first to last (floats of one sign grow in magnitude with their
+ * bits), and where it is. */
+typedef struct {
+    double ulps;
+    float  x;
+} Worst;
+
+static Worst worst_ulps(float (*fn)(float), double (*ref)(double), uint32_t first, uint32_t last)
 {
-    (void)state;
-    /* Negative floats from -0 (0x80000000) to -87 in bit order; magnitudes grow with the bits. */
-    const uint32_t first = 0x80000000u, last = 0xC2AE0000u;   /* -87.0f */
-    double worst = 0.0;
-    float worst_x = 0.0f;
+    Worst w = { 0.0, 0.0f };
     #pragma omp parallel
     {
-        double my_worst = 0.0;
-        float my_x = 0.0f;
+        Worst mine = { 0.0, 0.0f };
         #pragma omp for schedule(static)
         for (long long b = first; b <= (long long)last; b += 16) {
             float x = from_bits((uint32_t)b);
-            double exact = exp((double)x);
-            float got = vexp_nonpos(x);
+            double exact = ref((double)x);
             /* One ulp of the exact result: the gap above it at its binade. */
             double ulp = ldexp(1.0, ilogb(exact) - 23);
-            double err = fabs((double)got - exact) / ulp;
-            if (err > my_worst) {
-                my_worst = err;
-                my_x = x;
-            }
+            double err = fabs((double)fn(x) - exact) / ulp;
+            if (err > mine.ulps)
+                mine = (Worst){ err, x };
         }
         #pragma omp critical
-        if (my_worst > worst) {
-            worst = my_worst;
-            worst_x = my_x;
-        }
+        if (mine.ulps > w.ulps)
+            w = mine;
     }
-    printf("vexp_nonpos: worst error %.3f ulp at x = %.9g\n", worst, (double)worst_x);
-    assert_true(worst <= 1.25);
+    return w;
+}
+
+static void test_accuracy(void **state)
+{
+    (void)state;
+    /* Negative floats from -0 (0x80000000) to -87 (0xC2AE0000). */
+    Worst w = worst_ulps(vexp_nonpos, exp, 0x80000000u, 0xC2AE0000u);
+    printf("vexp_nonpos: worst error %.3f ulp at x = %.9g\n", w.ulps, (double)w.x);
+    assert_true(w.ulps <= 1.25);
 }
 
 static void test_edges(void **state)
@@ -60,38 +66,14 @@ static void test_edges(void **state)
     assert_true(isnan(vexp_nonpos(NAN)));
 }
 
-/* Every 16th non-negative float up to 10 (beyond 9.01 tanh rounds to 1), in ulps of the exact
- * value. Both sides of the switch between the series and the exponential formula (0.4) are
- * covered densely. */
+/* Every 16th positive float up to 10 (beyond 9.01 tanh rounds to 1); both sides of the switch
+ * between the series and the exponential formula (0.4) are covered densely. */
 static void test_tanh_accuracy(void **state)
 {
     (void)state;
-    const uint32_t first = 0x00000001u, last = 0x41200000u;   /* 10.0f */
-    double worst = 0.0;
-    float worst_x = 0.0f;
-    #pragma omp parallel
-    {
-        double my_worst = 0.0;
-        float my_x = 0.0f;
-        #pragma omp for schedule(static)
-        for (long long b = first; b <= (long long)last; b += 16) {
-            float x = from_bits((uint32_t)b);
-            double exact = tanh((double)x);
-            double ulp = ldexp(1.0, ilogb(exact) - 23);
-            double err = fabs((double)vtanh(x) - exact) / ulp;
-            if (err > my_worst) {
-                my_worst = err;
-                my_x = x;
-            }
-        }
-        #pragma omp critical
-        if (my_worst > worst) {
-            worst = my_worst;
-            worst_x = my_x;
-        }
-    }
-    printf("vtanh: worst error %.3f ulp at x = %.9g\n", worst, (double)worst_x);
-    assert_true(worst <= 2.5);
+    Worst w = worst_ulps(vtanh, tanh, 0x00000001u, 0x41200000u);   /* up to 10.0f */
+    printf("vtanh: worst error %.3f ulp at x = %.9g\n", w.ulps, (double)w.x);
+    assert_true(w.ulps <= 2.5);
 }
 
 static void test_tanh_edges(void **state)

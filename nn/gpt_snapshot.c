@@ -129,14 +129,24 @@ const char *gpt_config_diff(const GptConfig *a, const GptConfig *b, char *buf, s
     return buf;
 }
 
-bool gpt_snapshot_save(const Gpt *model, const char *path, SnapshotError *err)
+/* Every parameter of the model holds fp32 data (it is not a QLoRA base). */
+static bool has_fp32_weights(const Gpt *model, const char *path, SnapshotError *err)
 {
     int n;
     Tensor *const *params = gpt_params(model, &n);
     for (int i = 0; i < n; i++)
         if (!params[i]->data)
-            return gpt_snapshot_fail(err, path, "'%s' holds no fp32 data (a quantized base): "
-                                     "nothing written", params[i]->name);
+            return gpt_snapshot_fail(err, path, "'%s' holds no fp32 data: the model's base is "
+                                     "quantized (QLoRA)", params[i]->name);
+    return true;
+}
+
+bool gpt_snapshot_save(const Gpt *model, const char *path, SnapshotError *err)
+{
+    if (!has_fp32_weights(model, path, err))
+        return false;
+    int n;
+    Tensor *const *params = gpt_params(model, &n);
     SnapshotWriter *w = snapshot_writer_new();
     if (!w)
         return gpt_snapshot_fail(err, path, "out of memory for a snapshot writer");
@@ -181,4 +191,28 @@ Gpt *gpt_snapshot_load(const char *path, SnapshotError *err)
     }
     snapshot_close(r);
     return m;
+}
+
+/* Through a model of its own first, so that a failure half way leaves the caller's intact. */
+bool gpt_snapshot_read_weights(Gpt *model, const char *path, SnapshotError *err)
+{
+    if (!has_fp32_weights(model, path, err))
+        return false;
+    Gpt *m = gpt_snapshot_load(path, err);
+    if (!m)
+        return false;
+    char diff[160], have[160], want[160];
+    bool ok = !gpt_config_diff(&m->cfg, &model->cfg, diff, sizeof diff);
+    if (!ok) {
+        gpt_snapshot_fail(err, path, "the file holds another model: %s (file: %s; model: %s)",
+                          diff, gpt_config_describe(&m->cfg, have, sizeof have),
+                          gpt_config_describe(&model->cfg, want, sizeof want));
+    } else {
+        int n;
+        Tensor *const *src = gpt_params(m, &n), *const *dst = gpt_params(model, &n);
+        for (int i = 0; i < n; i++)
+            tensor_copy_data(dst[i], src[i]);
+    }
+    gpt_free(m);
+    return ok;
 }

@@ -42,5 +42,8 @@ bool gpt_snapshot_fail(SnapshotError *err, const char *path, const char *fmt, ..
 bool gpt_snapshot_save(const Gpt *model, const char *path, SnapshotError *err);
 /* A new model with the file's config and weights; NULL with the reason in err. */
 Gpt *gpt_snapshot_load(const char *path, SnapshotError *err);
+/* The file's weights into an existing model, whose config must be the file's (a message names
+ * the first field that differs); the model is unchanged unless every weight is read. */
+bool gpt_snapshot_read_weights(Gpt *model, const char *path, SnapshotError *err);
 
 #endif

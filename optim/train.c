@@ -36,10 +36,8 @@ bool trainer_optimizer_parse(const char *name, TrainOptimizer *out)
     return false;
 }
 
-static Optim *make_optimizer(const TrainerConfig *cfg, Gpt *model)
+static Optim *make_optimizer(const TrainerConfig *cfg, Tensor *const *params, int n)
 {
-    int n;
-    Tensor *const *params = gpt_params(model, &n);
     switch (cfg->optimizer) {
     case TRAIN_SGD: return &sgd_new(params, n, cfg->sgd)->base;
     case TRAIN_ADAM8BIT: {
@@ -60,7 +58,9 @@ Trainer *trainer_new(const TrainerConfig *cfg)
         tensor_fatal("out of memory for a trainer");
     t->cfg = *cfg;
     t->model = gpt_new(&cfg->model, cfg->seed);
-    t->optim = make_optimizer(cfg, t->model);
+    int n;
+    Tensor *const *params = gpt_params(t->model, &n);
+    t->optim = make_optimizer(cfg, params, n);
     t->tape = tape_new();
     t->data_rng = rng_new(cfg->seed, RNG_STREAM_DATA);
     return t;
@@ -72,8 +72,18 @@ void trainer_free(Trainer *t)
         return;
     tape_free(t->tape);
     optim_free(t->optim);
+    gpt_lora_free(t->lora);
     gpt_free(t->model);
     free(t);
+}
+
+void trainer_use_lora(Trainer *t, const LoraConfig *cfg, uint64_t seed)
+{
+    t->lora = gpt_lora_new(t->model, cfg, seed);
+    int n;
+    Tensor *const *params = gpt_lora_params(t->lora, &n);
+    optim_free(t->optim);
+    t->optim = make_optimizer(&t->cfg, params, n);
 }
 
 /* The stages of a step ----------------------------------------------------------------------- */

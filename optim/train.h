@@ -43,6 +43,7 @@
 #include "autograd/rng.h"
 #include "autograd/tape.h"
 #include "nn/gpt.h"
+#include "nn/gpt_lora.h"
 #include "optim/adafactor.h"
 #include "optim/adam8bit.h"
 #include "optim/adamw.h"
@@ -75,6 +76,7 @@ typedef struct {
     Tape         *tape;
     long          step;         /* trainer_step calls so far (batches consumed) */
     Rng           data_rng;     /* the program draws batches with it */
+    GptLora      *lora;         /* NULL unless trainer_use_lora: the only tensors trained */
 } Trainer;
 
 typedef struct {
@@ -98,6 +100,11 @@ bool          trainer_optimizer_parse(const char *name, TrainOptimizer *out);
 Trainer      *trainer_new(const TrainerConfig *cfg);
 /* Frees the model, the optimizer and the tape. NULL is allowed. */
 void          trainer_free(Trainer *t);
+/* LoRA or QLoRA (nn/gpt_lora.h): freezes the model, attaches adapters (A drawn from seed) and
+ * replaces the optimizer by one of the same kind over the adapters alone, so state exists for
+ * them only. Call before the first step, after loading the base's weights into t->model. An
+ * invalid cfg is a programming error (check it with lora_config_check). */
+void          trainer_use_lora(Trainer *t, const LoraConfig *cfg, uint64_t seed);
 
 /* One update on a batch: tokens and targets are [B * T] (targets < 0 are not counted), lr the
  * learning rate of this step. */

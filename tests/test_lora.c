@@ -13,6 +13,7 @@
 #include "nn/gpt_snapshot.h"
 #include "nn/lora_snapshot.h"
 #include "optim/adamw.h"
+#include "optim/train.h"
 
 static GptConfig tiny_config(int C)
 {
@@ -379,6 +380,26 @@ static void test_snapshots(void **state)
     assert_null(other->blocks[0].attn.q.lora);
     float *other_after = logits_of(other);
     assert_true(test_max_abs_diff(other_after, other_before, n_logits(other)) == 0.0);
+    /* Base weights into an existing model: of the same shape, exactly; of another, refused
+     * with the field named and the model left as it was. */
+    GptConfig same = tiny_config(32);
+    Gpt *m3 = gpt_new(&same, 77);
+    assert_true(gpt_snapshot_read_weights(m3, base_path, &err));
+    float *base_logits = logits_of(m3);
+    assert_false(gpt_snapshot_read_weights(other, base_path, &err));
+    assert_non_null(strstr(err.message, "n_embd (C) 32 against 16"));
+    float *other_again = logits_of(other);
+    assert_true(test_max_abs_diff(other_again, other_before, n_logits(other)) == 0.0);
+    /* ...and they are the base's: the adapted model with B back at 0 gives the same logits. */
+    for (int i = 1; i < n; i += 2)
+        tensor_fill(p[i], 0.0f);
+    float *zero_b = logits_of(m);
+    assert_true(test_max_abs_diff(zero_b, base_logits, n_logits(m)) == 0.0);
+    free(base_logits);
+    free(other_again);
+    free(zero_b);
+    gpt_free(m3);
+
     /* A base file is not an adapter, and an adapter is not a base. */
     assert_null(lora_snapshot_load(other, base_path, &err));
     assert_non_null(strstr(err.message, "not a LoRA adapter"));
@@ -399,6 +420,45 @@ static void test_snapshots(void **state)
     rmdir(dir);
 }
 
+/* The trainer with LoRA: its optimizer holds state for the adapters alone (8 bytes per trained
+ * number with AdamW), a step changes A and B and not one bit of the base, and a few steps on one
+ * batch lower its loss. */
+static void test_trainer_lora(void **state)
+{
+    (void)state;
+    TrainerConfig cfg = trainer_config_default();
+    cfg.model = tiny_config(16);
+    size_t optim0 = mem_current(MEM_OPTIM);
+    Trainer *tr = trainer_new(&cfg);
+    int n;
+    Tensor *const *base = gpt_params(tr->model, &n);
+    perturb(base, n, 0.3f, 4);
+    LoraConfig lc = lora_cfg(4, LORA_TARGET_ALL);
+    trainer_use_lora(tr, &lc, 5);
+    assert_int_equal(mem_current(MEM_OPTIM) - optim0, 8 * gpt_lora_n_trainable(tr->lora));
+    float *before[64];
+    for (int i = 0; i < n; i++) {
+        before[i] = malloc(base[i]->size * sizeof(float));
+        memcpy(before[i], base[i]->data, base[i]->size * sizeof(float));
+    }
+    double first = trainer_step(tr, tokens, targets, TB, TT, 1e-2).loss, last = first;
+    for (int k = 0; k < 50; k++)
+        last = trainer_step(tr, tokens, targets, TB, TT, 1e-2).loss;
+    printf("trainer with LoRA: loss %.4f -> %.4f on one batch\n", first, last);
+    assert_true(last < 0.8 * first);
+    for (int i = 0; i < n; i++) {
+        assert_true(test_max_abs_diff(base[i]->data, before[i], base[i]->size) == 0.0);
+        free(before[i]);
+    }
+    Tensor *b0 = gpt_lora_params(tr->lora, &n)[1];
+    float biggest = 0.0f;
+    for (size_t j = 0; j < b0->size; j++)
+        biggest = fmaxf(biggest, fabsf(b0->data[j]));
+    assert_true(biggest > 0.0f);
+    trainer_free(tr);
+    assert_int_equal(mem_current(MEM_OPTIM), optim0);
+}
+
 int main(void)
 {
     par_set_threads(2);
@@ -411,6 +471,7 @@ int main(void)
         cmocka_unit_test(test_trainable_count),
         cmocka_unit_test(test_targets_and_config),
         cmocka_unit_test(test_snapshots),
+        cmocka_unit_test(test_trainer_lora),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,6 +11,7 @@
 
 #include "autograd/ops.h"
 #include "nn/gpt_lora.h"
+#include "nn/gpt_snapshot.h"
 #include "nn/lora_snapshot.h"
 
 enum { M = 9, K = 70, N = 33 };    /* K * N = 2310: 37 blocks of 64, the last one short */
@@ -353,6 +354,12 @@ static void test_qlora_adapter_file(void **state)
     SnapshotError err;
     assert_true(lora_snapshot_save(lora, path, &err));
     assert_true(test_aborts(merge_quantized, lora));
+    /* The NF4 base is not a base file: refused, with the reason. */
+    char base_path[80];
+    snprintf(base_path, sizeof base_path, "%s/base.safetensors", dir);
+    assert_false(gpt_snapshot_save(m, base_path, &err));
+    assert_non_null(strstr(err.message, "quantized"));
+    assert_int_equal(access(base_path, F_OK), -1);
 
     Gpt *fresh = tiny_gpt(9);
     GptLora *loaded = lora_snapshot_load(fresh, path, &err);

@@ -21,6 +21,7 @@ static const Options DEFAULTS = {
     .decay = SCHED_DECAY_CONSTANT, .cooldown_shape = SCHED_COOLDOWN_LINEAR, .momentum = 0.9,
     .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.99, .clip = 1.0,
     .eval_every = 250, .eval_examples = 1000,
+    .lora_alpha = 16.0, .lora_targets = LORA_TARGET_Q | LORA_TARGET_V,
 };
 enum { MAX_LAYERS = 64, MAX_WIDTH = 1 << 14 };
 
@@ -64,6 +65,12 @@ static const struct option LONG_OPTIONS[] = {
     { "cooldown-shape", required_argument, NULL, FLAG_COOLDOWN_SHAPE },
     { "checkpoint", required_argument, NULL, FLAG_CHECKPOINT },
     { "attention", required_argument, NULL, FLAG_ATTENTION },
+    { "lora", required_argument, NULL, FLAG_LORA },
+    { "lora-alpha", required_argument, NULL, FLAG_LORA_ALPHA },
+    { "lora-targets", required_argument, NULL, FLAG_LORA_TARGETS },
+    { "qlora", no_argument, NULL, FLAG_QLORA },
+    { "load-base", required_argument, NULL, FLAG_LOAD_BASE },
+    { "save-adapter", required_argument, NULL, FLAG_SAVE_ADAPTER },
     { "help", no_argument, NULL, 'h' },
     { 0, 0, 0, 0 },
 };
@@ -124,6 +131,15 @@ static void usage(void)
            "  --beta1 X, --beta2 X  adamw moments (default %g, %g)\n"
            "  --momentum X        sgd momentum (default %g)\n"
            "  --clip X            largest global gradient norm, 0 = off (default %g)\n"
+           "Fine-tuning (docs/lora.md):\n"
+           "  --load-base FILE    start from this model (a --save snapshot or a base file);\n"
+           "                      without --lora every parameter is fine-tuned\n"
+           "  --lora R            freeze the model, train rank-R adapters (default 0: off)\n"
+           "  --lora-alpha X      the adapters are scaled by X / R (default 16)\n"
+           "  --lora-targets L    among q, k, v, o, mlp, or all (default q,v; q, k, v need\n"
+           "                      separate projections, switched on for a fresh model)\n"
+           "  --qlora             keep the frozen weights as NF4 (4.127 bits each)\n"
+           "  --save-adapter FILE the adapters alone at the end (loads on top of the base)\n"
            "Evaluation and output:\n"
            "  --eval-every N      validation loss and accuracy every N steps, 0 = only at the\n"
            "                      end (default %ld)\n"
@@ -211,6 +227,10 @@ static void set_value(Options *o, Flag f, const char *arg)
         o->tiled_attention = cli_choice(flag, arg, kinds) == 1;
         break;
     }
+    case FLAG_LORA: case FLAG_LORA_ALPHA: case FLAG_LORA_TARGETS: case FLAG_QLORA:
+    case FLAG_LOAD_BASE: case FLAG_SAVE_ADAPTER:
+        lora_set_option(o, f, flag, arg);
+        break;
     case FLAG_END: break;
     }
 }
@@ -289,6 +309,7 @@ Options options_parse(int argc, char **argv)
         cli_usage_error("unexpected argument '%s'", argv[optind]);
     if (o.data)
         o.task = NULL;
+    lora_check_options(&o);
     if (!o.load_path)
         check_combinations(&o);   /* with --load, once the snapshot's settings are in */
     return o;

@@ -93,9 +93,12 @@ static Trainer *make_trainer(Run *run)
     if (!o->load_path) {
         run->ds = open_data(o);
         TrainerConfig cfg = options_trainer_config(o, dataset_vocab_size(run->ds));
+        if (o->load_base_path)
+            lora_base_config(o, &cfg.model);
         check_fit(o, run->ds, &cfg.model);
         Trainer *tr = trainer_new(&cfg);
         gpt_set_tiled_attention(tr->model, o->tiled_attention);
+        lora_setup(tr, o);
         return tr;
     }
     SnapshotError err;
@@ -280,6 +283,7 @@ static void report(Run *run, double start)
                progress_format_rate((double)run->train_tokens / run->train_seconds, rate,
                                     sizeof rate), run->steps_run, run->K, run->B, run->T);
     printf("parameters       %zu\n", gpt_n_params(run->tr->model));
+    lora_report(run->tr);
     print_memory(run);
 }
 
@@ -301,6 +305,7 @@ static void describe(const Run *run)
     printf("checkpointing over the blocks: %s (the log's peak_act and ms columns show the "
            "effect)\n", ckpt_name(o->checkpoint, ckpt, sizeof ckpt));
     printf("attention: %s\n", o->tiled_attention ? "tiled" : "standard");
+    lora_describe(run->tr, o);
     char decay[96];
     snprintf(decay, sizeof decay, "%s", SCHED_DECAY_NAMES[s.decay]);
     if (s.decay == SCHED_DECAY_WSD)
@@ -329,6 +334,8 @@ static void finish_outputs(Run *run)
     }
     if (o->save_path)
         save_snapshot(run);
+    if (o->save_adapter_path)
+        lora_save_adapter(run->tr, o);
 }
 
 int main(int argc, char **argv)

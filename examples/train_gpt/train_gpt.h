@@ -21,6 +21,7 @@ typedef enum {
     FLAG_ACCUM, FLAG_LR_RULE, FLAG_BASE_BATCH, FLAG_WARMUP_TYPE, FLAG_WARMUP_FRACTION,
     FLAG_DECAY, FLAG_COOLDOWN, FLAG_COOLDOWN_SHAPE, FLAG_CHECKPOINT,
     FLAG_ATTENTION,
+    FLAG_LORA, FLAG_LORA_ALPHA, FLAG_LORA_TARGETS, FLAG_QLORA, FLAG_LOAD_BASE, FLAG_SAVE_ADAPTER,
     FLAG_END,
 } Flag;
 
@@ -59,6 +60,12 @@ typedef struct {
     int         eval_examples;
     int         sample;
     const char *log_path, *plot_path, *save_path, *load_path;
+    /* LoRA and QLoRA (lora.c) */
+    int         lora_rank;       /* 0: no adapters */
+    double      lora_alpha;
+    unsigned    lora_targets;    /* LORA_TARGET_* bits */
+    bool        qlora;
+    const char *load_base_path, *save_adapter_path;
     bool        given[FLAG_END - FLAG_TASK];   /* which flags were on the command line */
 } Options;
 
@@ -97,5 +104,19 @@ double     eval_greedy_accuracy(Trainer *tr, const Dataset *ds, int B, int max_e
 /* After training: n validation prompts with the model's greedy answers (a task), or n
  * characters generated from the start of the validation text (text data). */
 void       eval_print_samples(Trainer *tr, const Dataset *ds, int n, uint64_t seed);
+
+/* lora.c ------------------------------------------------------------------------------------- */
+/* One LoRA flag's value (set_value passes them on). */
+void lora_set_option(Options *o, Flag f, const char *flag, const char *arg);
+/* The LoRA flags together and against the others; switches on separate q/k/v for a fresh model
+ * whose q, k or v get adapters. */
+void lora_check_options(Options *o);
+/* The model config of --load-base. */
+void lora_base_config(const Options *o, GptConfig *model);
+/* After trainer_new: the base's weights, then the adapters (trainer_use_lora). */
+void lora_setup(Trainer *tr, const Options *o);
+void lora_describe(const Trainer *tr, const Options *o);
+void lora_report(const Trainer *tr);
+void lora_save_adapter(const Trainer *tr, const Options *o);
 
 #endif

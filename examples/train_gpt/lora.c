@@ -1,0 +1,141 @@
+/* train_gpt's LoRA and QLoRA (docs/lora.md): the flags --lora, --lora-alpha, --lora-targets,
+ * --qlora, --load-base and --save-adapter, the base the adapters sit on, and what is reported.
+ *
+ *     train_gpt --task add --separate-qkv --save base.safetensors            # a base
+ *     train_gpt --task sub --load-base base.safetensors --lora 8 --save-adapter sub.safetensors
+ *
+ * --load-base takes the model (its shape and weights) from a file of nn/gpt_snapshot.h or a
+ * train_gpt --save snapshot; without --lora it is full fine-tuning of that base. With --lora R
+ * the base is frozen, adapters of rank R go on the --lora-targets Linears, and the optimizer
+ * holds state for the adapters alone (optim/train.h, trainer_use_lora). */
+#include <stdio.h>
+#include <string.h>
+
+#include "examples/common/cli.h"
+#include "examples/train_gpt/train_gpt.h"
+#include "nn/gpt_snapshot.h"
+#include "nn/lora_snapshot.h"
+
+void lora_set_option(Options *o, Flag f, const char *flag, const char *arg)
+{
+    char err[256];
+    switch (f) {
+    case FLAG_LORA: o->lora_rank = (int)cli_long(flag, arg, 0, 1 << 14); break;
+    case FLAG_LORA_ALPHA: o->lora_alpha = cli_double(flag, arg, 1e-6, 1e6); break;
+    case FLAG_LORA_TARGETS:
+        if (!lora_targets_parse(arg, &o->lora_targets, err, sizeof err))
+            cli_usage_error("%s: %s", flag, err);
+        break;
+    case FLAG_QLORA: o->qlora = true; break;
+    case FLAG_LOAD_BASE: o->load_base_path = arg; break;
+    case FLAG_SAVE_ADAPTER: o->save_adapter_path = arg; break;
+    default: break;
+    }
+}
+
+/* Adapters on q, k or v need separate projections: a fresh model gets them without being asked
+ * (the two layouts compute the same function); a base must have been trained with them. */
+void lora_check_options(Options *o)
+{
+    const Flag lora_only[] = { FLAG_LORA_ALPHA, FLAG_LORA_TARGETS, FLAG_QLORA,
+                               FLAG_SAVE_ADAPTER };
+    const char *names[] = { "lora-alpha", "lora-targets", "qlora", "save-adapter" };
+    for (int i = 0; i < 4; i++)
+        if (options_given(o, lora_only[i]) && o->lora_rank == 0)
+            cli_usage_error("--%s needs --lora R (R >= 1)", names[i]);
+    if (o->load_path && (o->lora_rank > 0 || o->load_base_path))
+        cli_usage_error("--load resumes a training snapshot; a LoRA run starts from "
+                        "--load-base and keeps its adapter with --save-adapter");
+    if (o->save_path && o->lora_rank > 0)
+        cli_usage_error("--save writes a whole training state; a LoRA run keeps only its "
+                        "adapter: use --save-adapter");
+    const Flag model[] = { FLAG_LAYERS, FLAG_HEADS, FLAG_EMBD, FLAG_UNTIED, FLAG_SEPARATE_QKV };
+    for (int i = 0; o->load_base_path && i < 5; i++)
+        if (options_given(o, model[i]))
+            cli_usage_error("the model comes from --load-base %s: leave out --layers, --heads, "
+                            "--embd, --untied and --separate-qkv", o->load_base_path);
+    if (o->save_adapter_path && o->load_base_path &&
+        strcmp(o->save_adapter_path, o->load_base_path) == 0)
+        cli_usage_error("--save-adapter and --load-base name the same file '%s'",
+                        o->load_base_path);
+    unsigned qkv = LORA_TARGET_Q | LORA_TARGET_K | LORA_TARGET_V;
+    if (o->lora_rank > 0 && (o->lora_targets & qkv) && !o->load_base_path)
+        o->separate_qkv = true;
+}
+
+/* The base's shape replaces the one the model flags describe. */
+void lora_base_config(const Options *o, GptConfig *model)
+{
+    SnapshotError err;
+    SnapshotReader *r = snapshot_open(o->load_base_path, &err);
+    if (!r || !gpt_snapshot_read_config(r, o->load_base_path, "model", model, &err))
+        cli_die(1, "%s", err.message);
+    snapshot_close(r);
+}
+
+/* Setting up makes transient copies that are not the run's: the base is read through a model
+ * of its own, the optimizer over every parameter that trainer_use_lora replaces, the fp32
+ * weights QLoRA quantizes. The peaks restart once they are gone. */
+void lora_setup(Trainer *tr, const Options *o)
+{
+    SnapshotError err;
+    if (o->load_base_path && !gpt_snapshot_read_weights(tr->model, o->load_base_path, &err))
+        cli_die(1, "%s", err.message);
+    if (o->lora_rank == 0) {
+        mem_reset_peaks();
+        return;
+    }
+    LoraConfig lc = { .rank = o->lora_rank, .alpha = (float)o->lora_alpha,
+                      .targets = o->lora_targets, .qlora = o->qlora };
+    char why[256];
+    if (!lora_config_check(&lc, &tr->model->cfg, why, sizeof why))
+        cli_die(1, "%s%s%s", o->load_base_path ? o->load_base_path : "",
+                o->load_base_path ? ": " : "", why);
+    /* A seed of their own: the adapters must not replay the base's initial random numbers. */
+    trainer_use_lora(tr, &lc, (uint64_t)o->seed + 1);
+    mem_reset_peaks();
+}
+
+void lora_describe(const Trainer *tr, const Options *o)
+{
+    if (o->load_base_path)
+        printf("base: %s\n", o->load_base_path);
+    if (!tr->lora) {
+        if (o->load_base_path)
+            printf("fine-tuning every parameter of the base\n");
+        return;
+    }
+    char targets[64];
+    const LoraConfig *c = &tr->lora->cfg;
+    printf("%s: rank %d, alpha %g (scale %g) on %s; %zu trainable parameters of %zu (%.2f%%)"
+           "%s\n", c->qlora ? "QLoRA" : "LoRA", c->rank, (double)c->alpha,
+           (double)c->alpha / c->rank, lora_targets_str(c->targets, targets, sizeof targets),
+           gpt_lora_n_trainable(tr->lora), gpt_n_params(tr->model),
+           100.0 * (double)gpt_lora_n_trainable(tr->lora) / (double)gpt_n_params(tr->model),
+           o->load_base_path ? "" : " (no --load-base: the frozen model is a random one)");
+}
+
+void lora_report(const Trainer *tr)
+{
+    if (!tr->lora)
+        return;
+    LoraBaseBytes b = gpt_lora_base_bytes(tr->lora);
+    printf("trainable        %zu (adapters only; the base is frozen)\n",
+           gpt_lora_n_trainable(tr->lora));
+    if (b.quant_values > 0)
+        printf("frozen base      %zu bytes: %zu NF4 weights in %zu bytes (%.3f bits each),\n"
+               "                 %zu fp32 values (embeddings, LayerNorms, biases) in %zu bytes\n",
+               b.quant_bytes + b.fp32_bytes, b.quant_values, b.quant_bytes,
+               8.0 * (double)b.quant_bytes / (double)b.quant_values, b.fp32_values,
+               b.fp32_bytes);
+    else
+        printf("frozen base      %zu bytes (fp32)\n", b.fp32_bytes);
+}
+
+void lora_save_adapter(const Trainer *tr, const Options *o)
+{
+    SnapshotError err;
+    if (!lora_snapshot_save(tr->lora, o->save_adapter_path, &err))
+        cli_die(1, "%s", err.message);
+    printf("adapter: %s\n", o->save_adapter_path);
+}

@@ -1,0 +1,65 @@
+#!/usr/bin/python3
+"""PyTorch's side of bench/bench_gpt.c: the same training step on the reference model.
+
+One step is what bench_gpt times for tapegrad: the forward pass to the mean cross-entropy, the
+backward pass, one AdamW update (weight decay on matrices and embedding tables only, as
+optim/optim.h's OPTIM_DECAY_MATRICES) and clearing the gradients. The model is the nanoGPT-style
+module of tests/reference/gpt_reference.py (tied head, fused q/k/v, tanh GELU, no dropout), with
+random tokens and the next tokens as targets, all counted.
+
+PyTorch gets its best setting: torch.set_num_threads(THREADS) here, and OMP_WAIT_POLICY=PASSIVE
+in the environment, which bench_gpt sets when it starts this script (OpenMP reads it when the
+runtime starts, too early for this script to set it itself). Gradients are cleared with
+set_to_none, which skips a memset per parameter.
+
+    OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 bench/gpt_torch_bench.py V T L H C B WARMUP STEPS
+
+prints one line, "ms_per_step <median over STEPS>", after WARMUP untimed steps.
+"""
+import importlib.util
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+THREADS = 2
+
+
+def reference_module():
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.path.join(here, "..", "tests", "reference", "gpt_reference.py")
+    spec = importlib.util.spec_from_file_location("gpt_reference", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def main():
+    if len(sys.argv) != 9:
+        sys.exit("usage: gpt_torch_bench.py V T L H C B WARMUP STEPS")
+    V, T, L, H, C, B, warmup, steps = (int(a) for a in sys.argv[1:])
+    torch.set_num_threads(THREADS)
+    torch.manual_seed(1)
+    model = reference_module().GPT(vocab_size=V, max_seq=T, n_layer=L, n_head=H, n_embd=C)
+    params = list(model.parameters())
+    opt = torch.optim.AdamW([{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.01},
+                             {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}],
+                            lr=1e-4)
+    seq = torch.randint(0, V, (B, T + 1))
+    tokens, targets = seq[:, :-1].contiguous(), seq[:, 1:].contiguous()
+    times = []
+    for i in range(warmup + steps):
+        t0 = time.perf_counter()
+        _, loss = model(tokens, targets)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if i >= warmup:
+            times.append((time.perf_counter() - t0) * 1e3)
+    print("ms_per_step %.3f" % statistics.median(times))
+
+
+if __name__ == "__main__":
+    main()

@@ -228,6 +228,7 @@ static void attention_backward_node(Node *n)
 
 Tensor *op_attention(Tape *tape, Tensor *q, Tensor *k, Tensor *v, int n_head)
 {
+    tape_use(tape, 3, (Tensor *[]){ q, k, v });
     AttnHeads a = heads_of("op_attention", q, n_head, 1);
     if (!tensor_same_shape(q, k) || !tensor_same_shape(q, v)) {
         char qs[64], ks[64], vs[64];
@@ -258,6 +259,7 @@ static void attention_qkv_backward_node(Node *n)
 
 Tensor *op_attention_qkv(Tape *tape, Tensor *qkv, int n_head)
 {
+    tape_use(tape, 1, (Tensor *[]){ qkv });
     AttnHeads a = heads_of("op_attention_qkv", qkv, n_head, 3);
     point_into_qkv(&a, qkv->data, NULL);
     return attention_run(tape, "attention_qkv", attention_qkv_backward_node, &a, 1,
@@ -286,6 +288,7 @@ static void causal_softmax_backward(Node *n)
 
 Tensor *op_causal_softmax(Tape *tape, Tensor *x, float scale)
 {
+    tape_use(tape, 1, (Tensor *[]){ x });
     if (x->ndim < 2 || x->shape[x->ndim - 1] != x->shape[x->ndim - 2]) {
         char xs[64];
         tensor_fatal("op_causal_softmax: x %s is not [..., T, T]",
@@ -335,6 +338,7 @@ static void split_heads_backward(Node *n)
 
 Tensor *op_split_heads(Tape *tape, Tensor *x, int n_head)
 {
+    tape_use(tape, 1, (Tensor *[]){ x });
     int D = heads_of("op_split_heads", x, n_head, 1).D, B = x->shape[0], T = x->shape[1];
     Tensor *y = tape_tensor(tape, 4, (int[]){ B, n_head, T, D });
     move_heads(x->data, y->data, B, T, n_head, D, true, false);
@@ -351,6 +355,7 @@ static void merge_heads_backward(Node *n)
 
 Tensor *op_merge_heads(Tape *tape, Tensor *x)
 {
+    tape_use(tape, 1, (Tensor *[]){ x });
     if (x->ndim != 4) {
         char xs[64];
         tensor_fatal("op_merge_heads: x %s is not [B, H, T, D]",

@@ -321,6 +321,7 @@ static void tiled_backward_node(Node *n)
 
 Tensor *op_attention_tiled(Tape *tape, Tensor *q, Tensor *k, Tensor *v, int n_head)
 {
+    tape_use(tape, 3, (Tensor *[]){ q, k, v });
     Heads a = heads_for("op_attention_tiled", q, n_head, 1);
     if (!tensor_same_shape(q, k) || !tensor_same_shape(q, v)) {
         char qs[64], ks[64], vs[64];
@@ -351,6 +352,7 @@ static void tiled_qkv_backward_node(Node *n)
 
 Tensor *op_attention_qkv_tiled(Tape *tape, Tensor *qkv, int n_head)
 {
+    tape_use(tape, 1, (Tensor *[]){ qkv });
     Heads a = heads_for("op_attention_qkv_tiled", qkv, n_head, 3);
     fused_pointers(&a, qkv->data, NULL);
     return tiled_run(tape, "attention_qkv_tiled", tiled_qkv_backward_node, &a, 1,

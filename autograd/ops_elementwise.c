@@ -33,6 +33,7 @@ static void add_backward(Node *n)
 
 Tensor *op_add(Tape *tape, Tensor *a, Tensor *b)
 {
+    tape_use(tape, 2, (Tensor *[]){ a, b });
     check_same("op_add", a, b);
     Tensor *y = like(tape, a);
     #pragma omp parallel for simd schedule(static)
@@ -63,6 +64,7 @@ static void mul_backward(Node *n)
 
 Tensor *op_mul(Tape *tape, Tensor *a, Tensor *b)
 {
+    tape_use(tape, 2, (Tensor *[]){ a, b });
     check_same("op_mul", a, b);
     Tensor *y = like(tape, a);
     #pragma omp parallel for simd schedule(static)
@@ -91,6 +93,7 @@ static void bias_add_backward(Node *n)
 
 Tensor *op_bias_add(Tape *tape, Tensor *x, Tensor *bias)
 {
+    tape_use(tape, 2, (Tensor *[]){ x, bias });
     int N = tensor_last_dim(x);
     if (bias->ndim != 1 || bias->shape[0] != N) {
         char xs[64], bs[64];
@@ -119,6 +122,7 @@ static void scale_backward(Node *n)
 
 Tensor *op_scale(Tape *tape, Tensor *x, float s)
 {
+    tape_use(tape, 1, (Tensor *[]){ x });
     Tensor *y = like(tape, x);
     #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < y->size; i++)
@@ -141,6 +145,7 @@ static void relu_backward(Node *n)
 
 Tensor *op_relu(Tape *tape, Tensor *x)
 {
+    tape_use(tape, 1, (Tensor *[]){ x });
     Tensor *y = like(tape, x);
     #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < y->size; i++)
@@ -171,6 +176,7 @@ static void gelu_backward(Node *n)
 
 Tensor *op_gelu(Tape *tape, Tensor *x)
 {
+    tape_use(tape, 1, (Tensor *[]){ x });
     Tensor *y = like(tape, x);
     #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < y->size; i++) {
@@ -191,6 +197,7 @@ static void sum_backward(Node *n)
 
 Tensor *op_sum(Tape *tape, Tensor *x)
 {
+    tape_use(tape, 1, (Tensor *[]){ x });
     Tensor *y = tape_tensor(tape, 1, (int[]){ 1 });
     double acc = 0.0;
     for (size_t i = 0; i < x->size; i++)

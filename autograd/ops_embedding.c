@@ -55,6 +55,7 @@ static void embedding_backward(Node *n)
 
 Tensor *op_embedding(Tape *tape, Tensor *table, const int *ids, int B, int T)
 {
+    tape_use(tape, 1, (Tensor *[]){ table });
     check_embedding(table, ids, B, T);
     int C = table->shape[1];
     size_t positions = (size_t)B * T;
@@ -141,6 +142,7 @@ static void cross_entropy_backward(Node *n)
 
 Tensor *op_cross_entropy(Tape *tape, Tensor *logits, const int *targets)
 {
+    tape_use(tape, 1, (Tensor *[]){ logits });
     check_targets(logits, targets);
     size_t rows = tensor_rows(logits);
     int V = tensor_last_dim(logits);

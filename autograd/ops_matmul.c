@@ -29,34 +29,101 @@ static Tensor *matmul_output(Tape *tape, const Tensor *x, int N)
     return tape_tensor(tape, x->ndim, shape);
 }
 
+/* ---- one product under a precision policy --------------------------------------------------
+ * C = op(A) op(B) + beta C, A [M, K] after op, B [K, N] after op, both contiguous. Without a
+ * policy this is par_sgemm. With one, A and B are first rounded to their compute formats (fa,
+ * fb: the policy's compute format, or grad_compute for a dY) and multiplied with fp32
+ * accumulation, as tensor cores do; with accumulate_low every partial sum is rounded to fa as
+ * well, by a plain loop, to show what summing K products in 16 bits loses. */
+static float element(const float *X, bool trans, int rows, int cols, int r, int c)
+{
+    return trans ? X[(size_t)c * rows + r] : X[(size_t)r * cols + c];
+}
+
+static void product_low_accumulate(Format f, bool ta, bool tb, int M, int N, int K,
+                                   const float *A, const float *B, float beta, float *C)
+{
+    Rounding rne = { 0 };
+    #pragma omp parallel for schedule(static)
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            float acc = fmt_round(f, beta * C[(size_t)i * N + j], rne, 0);
+            for (int k = 0; k < K; k++)
+                acc = fmt_round(f, acc + element(A, ta, M, K, i, k) * element(B, tb, K, N, k, j),
+                                rne, 0);
+            C[(size_t)i * N + j] = acc;
+        }
+}
+
+static void product(const PrecisionPolicy *p, Format fa, Format fb, bool ta, bool tb,
+                    int M, int N, int K, const float *A, const float *B, float beta, float *C)
+{
+    if (!p || (fa == FMT_FP32 && fb == FMT_FP32 && !p->accumulate_low)) {
+        par_sgemm(ta, tb, M, N, K, 1.0f, A, ta ? M : K, B, tb ? K : N, beta, C, N);
+        return;
+    }
+    float *a_copy, *b_copy;
+    const float *a = policy_compute_input(fa, A, (size_t)M * K, &a_copy);
+    const float *b = policy_compute_input(fb, B, (size_t)K * N, &b_copy);
+    if (p->accumulate_low)
+        product_low_accumulate(fa, ta, tb, M, N, K, a, b, beta, C);
+    else
+        par_sgemm(ta, tb, M, N, K, 1.0f, a, ta ? M : K, b, tb ? K : N, beta, C, N);
+    mem_free(a_copy);
+    mem_free(b_copy);
+}
+
+/* The format an operand must still be rounded to: none (fp32) when it is stored in the compute
+ * format already, so a bf16 weight is not rounded again (a stored fp8 tensor keeps its own
+ * scale, as an fp8 matmul would take it). A dY has the policy's gradient dtype. */
+static Format compute_format(const PrecisionPolicy *p, const Tensor *t)
+{
+    if (!p || tensor_dtype_format(t->dtype) == p->compute)
+        return FMT_FP32;
+    return p->compute;
+}
+
+static Format grad_format(const PrecisionPolicy *p)
+{
+    if (!p || tensor_dtype_format(p->grad) == p->grad_compute)
+        return FMT_FP32;
+    return p->grad_compute;
+}
+
 /* Y = X W with X [M, K], W [K, N] (or Y = X W^T with W [N, K]).
  *   dX = dY W^T                  (or dX = dY W)
  *   dW += X^T dY  [K, N]         (or dW += dY^T X  [N, K])
- * Every product runs in fp32 with fp32 accumulation through par_sgemm. */
+ * Every product runs in fp32 with fp32 accumulation through par_sgemm, on inputs rounded to
+ * the policy's compute formats when the tape has one. */
 static void matmul_backward(Node *n)
 {
     Tensor *x = n->in[0], *w = n->in[1], *y = n->out;
     bool trans_w = n->i[0];
     int M = (int)tensor_rows(x), K = tensor_last_dim(x), N = tensor_last_dim(y);
+    Format fx = compute_format(n->policy, x), fw = compute_format(n->policy, w);
+    Format fg = grad_format(n->policy);
     if (x->requires_grad)
-        par_sgemm(false, !trans_w, M, K, N, 1.0f, y->grad, N, w->data, trans_w ? K : N, 1.0f,
-                  tensor_grad(x), K);
+        product(n->policy, fg, fw, false, !trans_w, M, K, N, y->grad, w->data, 1.0f,
+                tensor_grad(x));
     if (w->requires_grad) {
         if (trans_w)
-            par_sgemm(true, false, N, K, M, 1.0f, y->grad, N, x->data, K, 1.0f, tensor_grad(w), K);
+            product(n->policy, fg, fx, true, false, N, K, M, y->grad, x->data, 1.0f,
+                    tensor_grad(w));
         else
-            par_sgemm(true, false, K, N, M, 1.0f, x->data, K, y->grad, N, 1.0f, tensor_grad(w), N);
+            product(n->policy, fx, fg, true, false, K, N, M, x->data, y->grad, 1.0f,
+                    tensor_grad(w));
     }
 }
 
 Tensor *op_matmul(Tape *tape, Tensor *x, Tensor *w, bool trans_w)
 {
+    tape_use(tape, 2, (Tensor *[]){ x, w });
     int K, N;
     check_matmul(x, w, trans_w, &K, &N);
     Tensor *y = matmul_output(tape, x, N);
     int M = (int)tensor_rows(x);
-    par_sgemm(false, trans_w, M, N, K, 1.0f, x->data, K, w->data, trans_w ? K : N, 0.0f,
-              y->data, N);
+    product(tape->policy, compute_format(tape->policy, x), compute_format(tape->policy, w),
+            false, trans_w, M, N, K, x->data, w->data, 0.0f, y->data);
     Node *n = tape_record(tape, "matmul", matmul_backward, y, 2, (Tensor *[]){ x, w });
     if (n)
         n->i[0] = trans_w;
@@ -81,6 +148,7 @@ static void linear_backward(Node *n)
 
 Tensor *op_linear(Tape *tape, Tensor *x, Tensor *w, Tensor *bias)
 {
+    tape_use(tape, 3, (Tensor *[]){ x, w, bias });
     if (!bias)
         return op_matmul(tape, x, w, false);
     int K, N;
@@ -95,7 +163,8 @@ Tensor *op_linear(Tape *tape, Tensor *x, Tensor *w, Tensor *bias)
     #pragma omp parallel for schedule(static) if (M * N >= LINEAR_SPLIT_MIN)
     for (long r = 0; r < M; r++)
         memcpy(y->data + r * N, bias->data, (size_t)N * sizeof(float));
-    par_sgemm(false, false, (int)M, N, K, 1.0f, x->data, K, w->data, N, 1.0f, y->data, N);
+    product(tape->policy, compute_format(tape->policy, x), compute_format(tape->policy, w),
+            false, false, (int)M, N, K, x->data, w->data, 1.0f, y->data);
     Node *n = tape_record(tape, "linear", linear_backward, y, 3, (Tensor *[]){ x, w, bias });
     if (n)
         n->i[0] = false;
@@ -150,6 +219,7 @@ static void bmm_backward(Node *n)
 
 Tensor *op_bmm(Tape *tape, Tensor *a, Tensor *b, bool trans_b)
 {
+    tape_use(tape, 2, (Tensor *[]){ a, b });
     int batch, M, K, N;
     bmm_dims(a, b, trans_b, &batch, &M, &K, &N);
     int shape[TENSOR_MAX_DIMS];

@@ -127,6 +127,7 @@ static void layernorm_backward(Node *n)
 
 Tensor *op_layernorm(Tape *tape, Tensor *x, Tensor *gamma, Tensor *beta, float eps)
 {
+    tape_use(tape, 3, (Tensor *[]){ x, gamma, beta });
     check_layernorm(x, gamma, beta, eps);
     Tensor *in[3] = { x, gamma, beta };
     size_t rows = tensor_rows(x);
@@ -206,6 +207,7 @@ static void softmax_backward(Node *n)
 
 Tensor *op_softmax(Tape *tape, Tensor *x)
 {
+    tape_use(tape, 1, (Tensor *[]){ x });
     Tensor *y = tape_tensor(tape, x->ndim, x->shape);
     size_t rows = tensor_rows(x);
     int C = tensor_last_dim(x);

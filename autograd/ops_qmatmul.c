@@ -92,6 +92,7 @@ static void check_qmatmul(const Tensor *x, const QuantTensor *w, const Tensor *b
 Tensor *op_qmatmul(Tape *tape, Tensor *x, const QuantTensor *w, Tensor *bias, int K, int N,
                    Format compute)
 {
+    tape_use(tape, 2, (Tensor *[]){ x, bias });
     check_qmatmul(x, w, bias, K, N, compute);
     int shape[TENSOR_MAX_DIMS];
     for (int d = 0; d < x->ndim; d++)

@@ -19,6 +19,7 @@ static void reshape_backward(Node *n)
 
 Tensor *op_reshape(Tape *tape, Tensor *x, int ndim, const int *shape)
 {
+    tape_use(tape, 1, (Tensor *[]){ x });
     Tensor *y = tape_own(tape, tensor_view(x, ndim, shape));
     tape_record(tape, "reshape", reshape_backward, y, 1, (Tensor *[]){ x });
     return y;
@@ -104,6 +105,7 @@ static void transpose_backward(Node *n)
 
 Tensor *op_transpose(Tape *tape, Tensor *x, int d0, int d1)
 {
+    tape_use(tape, 1, (Tensor *[]){ x });
     if (d0 < 0 || d0 >= x->ndim || d1 < 0 || d1 >= x->ndim) {
         char xs[64];
         tensor_fatal("op_transpose: dims %d and %d do not exist in %s (0 to %d)", d0, d1,

@@ -248,6 +248,10 @@ bool snapshot_tensor_layout(const Tensor *t, SnapshotDtype *dtype, int64_t *shap
     /* Each tensor dtype needs its safetensors name here; -Wswitch points at a new one. */
     switch (t->dtype) {
     case DTYPE_F32: *dtype = SNAPSHOT_F32; return true;
+    case DTYPE_BF16: *dtype = SNAPSHOT_BF16; return true;
+    case DTYPE_F16: *dtype = SNAPSHOT_F16; return true;
+    /* safetensors has fp8 dtypes but no per-tensor scale: such a tensor is not stored. */
+    case DTYPE_E4M3: case DTYPE_E5M2: case DTYPE_COUNT: break;
     }
     return false;
 }
@@ -261,7 +265,8 @@ bool snapshot_add_tensor(SnapshotWriter *w, const char *name, const Tensor *t,
     int64_t shape[TENSOR_MAX_DIMS];
     if (!snapshot_tensor_layout(t, &dtype, shape))
         return writer_fail(w, err, "tensor '%s' has a dtype snapshots do not store", name);
-    return snapshot_add(w, name, dtype, t->ndim, shape, t->data, err);
+    const void *data = t->dtype == DTYPE_F32 ? (const void *)t->data : t->packed;
+    return snapshot_add(w, name, dtype, t->ndim, shape, data, err);
 }
 
 bool snapshot_add_meta(SnapshotWriter *w, const char *key, const char *value,

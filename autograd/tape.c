@@ -50,6 +50,8 @@ void tape_reset(Tape *tape)
     }
     tape->n_owned = 0;
     tape->n_nodes = 0;
+    tape->n_stored = 0;
+    tape->n_resets++;
 }
 
 void tape_free(Tape *tape)
@@ -58,6 +60,7 @@ void tape_free(Tape *tape)
         return;
     tape_reset(tape);
     free(tape->nodes);
+    free(tape->amax_history);
     free(tape->owned);
     free(tape->owned_kind);
     free(tape);
@@ -71,6 +74,13 @@ Tensor *tape_own(Tape *tape, Tensor *t)
 
 Tensor *tape_tensor(Tape *tape, int ndim, const int *shape)
 {
+    /* Under a policy that stores activations packed, the fp32 result is only where the op
+     * computes (a real kernel's registers): scratch until tape_record packs it into act. */
+    if (tape->policy && tape->policy->act != DTYPE_F32 && tape->recording) {
+        Tensor *t = tensor_new(MEM_TEMP, ndim, shape);
+        t->cat = MEM_ACT;
+        return tape_own(tape, t);
+    }
     return tape_own(tape, tensor_new(MEM_ACT, ndim, shape));
 }
 
@@ -79,6 +89,81 @@ void *tape_buffer(Tape *tape, MemCategory cat, size_t bytes)
     void *p = mem_alloc(cat, bytes);
     own(tape, p, OWNED_BUFFER);
     return p;
+}
+
+/* ---- mixed precision: how tensors are stored between ops -------------------------------------
+ * Every op computes in fp32 on decoded inputs; what the tape keeps is in the policy's dtypes. */
+
+void tape_use(Tape *tape, int n_in, Tensor *const *in)
+{
+    (void)tape;
+    for (int k = 0; k < n_in; k++)
+        if (in[k])
+            tensor_unpack(in[k]);
+}
+
+static void release_all(int n, Tensor *const *t)
+{
+    for (int k = 0; k < n; k++)
+        if (t[k])
+            tensor_release(t[k]);
+}
+
+/* fp8's scale for the next stored activation: from its own amax (current scaling) or from the
+ * largest amax seen at its place in the last fp8_window steps (delayed scaling), whose first
+ * step has no history and uses its own. */
+static float stored_scale(Tape *tape, Format f, const float *x, size_t n)
+{
+    if (f != FMT_E4M3 && f != FMT_E5M2)
+        return 1.0f;
+    float amax = policy_amax(x, n);
+    if (tape->policy->fp8_scaling == POLICY_FP8_CURRENT)
+        return policy_fp8_scale(f, amax);
+    int w = tape->policy->fp8_window > 0 ? tape->policy->fp8_window : 1;
+    int slot = tape->n_stored++;
+    if (slot >= tape->history_slots) {
+        int slots = slot + 64;
+        tape->amax_history = realloc(tape->amax_history, (size_t)slots * w * sizeof(float));
+        if (!tape->amax_history)
+            tensor_fatal("out of memory for the fp8 amax history");
+        memset(tape->amax_history + (size_t)tape->history_slots * w, 0,
+               (size_t)(slots - tape->history_slots) * w * sizeof(float));
+        tape->history_slots = slots;
+    }
+    float *h = tape->amax_history + (size_t)slot * w, past = 0.0f;
+    for (int i = 0; i < w; i++)
+        past = h[i] > past ? h[i] : past;
+    h[tape->n_resets % w] = amax;
+    return policy_fp8_scale(f, past > 0.0f ? past : amax);
+}
+
+static void store(Tape *tape, Tensor *t)
+{
+    const PrecisionPolicy *p = tape->policy;
+    if (!t || !p || p->act == DTYPE_F32 || t->dtype != DTYPE_F32 || !t->owns_data ||
+        t->cat != MEM_ACT || t->size < 2)
+        return;
+    Format f = tensor_dtype_format(p->act);
+    float scale = stored_scale(tape, f, t->data, t->size);
+    if (tape->recording)
+        tensor_pack(t, p->act, scale);
+    else
+        tensor_round_values(t->data, t->size, f, scale);
+}
+
+/* A gradient has its parameter's dtype (PyTorch's rule); an activation's has the policy's
+ * gradient dtype, with fp8's current per-tensor scale. */
+static void round_grads(const PrecisionPolicy *p, Node *node)
+{
+    for (int k = 0; k < node->n_in; k++) {
+        Tensor *x = node->in[k];
+        if (!x || !x->grad)
+            continue;
+        Format f = tensor_dtype_format(x->is_param ? p->param : p->grad);
+        if (f != FMT_FP32)
+            tensor_round_values(x->grad, x->size, f,
+                                policy_fp8_scale(f, policy_amax(x->grad, x->size)));
+    }
 }
 
 bool tape_wants_grad(const Tape *tape, int n_in, Tensor *const *in)
@@ -96,6 +181,13 @@ Node *tape_record(Tape *tape, const char *op, NodeBackward backward, Tensor *out
 {
     if (n_in > NODE_MAX_INPUTS)
         tensor_fatal("%s: %d inputs (at most %d)", op, n_in, NODE_MAX_INPUTS);
+    release_all(n_in, in);
+    if (tape->policy) {
+        if (tape->n_nodes > 0)
+            for (int k = 0; k < NODE_MAX_SAVED; k++)
+                store(tape, tape->nodes[tape->n_nodes - 1].saved[k]);
+        store(tape, out);
+    }
     /* Without recording no gradient can reach the inputs, so the output needs none. */
     out->requires_grad = tape_wants_grad(tape, n_in, in);
     if (!out->requires_grad)
@@ -111,6 +203,7 @@ Node *tape_record(Tape *tape, const char *op, NodeBackward backward, Tensor *out
     node->n_in = n_in;
     for (int k = 0; k < n_in; k++)
         node->in[k] = in[k];
+    node->policy = tape->policy;
     return node;
 }
 
@@ -119,11 +212,22 @@ Node *tape_record(Tape *tape, const char *op, NodeBackward backward, Tensor *out
  * out->grad. A plain loop, no recursion, however deep the network. */
 static void walk_backward(Tape *tape)
 {
+    if (tape->policy && tape->n_nodes > 0)
+        for (int k = 0; k < NODE_MAX_SAVED; k++)
+            store(tape, tape->nodes[tape->n_nodes - 1].saved[k]);
     for (int k = tape->n_nodes - 1; k >= 0; k--) {
         Node *node = &tape->nodes[k];
         if (!node->out->grad)
             continue;       /* no gradient reached this node's output */
+        tape_use(tape, node->n_in, node->in);
+        tape_use(tape, NODE_MAX_SAVED, node->saved);
+        tape_use(tape, 1, &node->out);
         node->backward(node);
+        release_all(node->n_in, node->in);
+        release_all(NODE_MAX_SAVED, node->saved);
+        release_all(1, &node->out);
+        if (node->policy)
+            round_grads(node->policy, node);
         /* The b node has been consumed: its inputs' gradients now hold its contribution. */
         if (!node->out->is_param && !tape->keep_grads)
             tensor_free_grad(node->out);

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "autograd/policy.h"
 #include "autograd/tensor.h"
 
 enum { NODE_MAX_INPUTS = 4, NODE_MAX_SAVED = 4 };
@@ -34,6 +35,7 @@ struct Node {
     void        *ctx;                     /* extra raw data kept for backward (token ids, ...) */
     float        f[4];                    /* the op's scalar arguments */
     int          i[4];
+    const PrecisionPolicy *policy;        /* the tape's, when the node was recorded */
 };
 
 typedef struct {
@@ -44,6 +46,13 @@ typedef struct {
     int      n_owned, cap_owned;
     bool     recording;
     bool     keep_grads;   /* keep activation gradients after backward (for tests, debugging) */
+    /* Mixed precision (autograd/policy.h); NULL is fp32. Set it before the forward pass. */
+    const PrecisionPolicy *policy;
+    /* fp8 delayed scaling: the amax of the k-th activation stored, over the last fp8_window
+     * steps (a step is the forward between two tape_resets). */
+    float   *amax_history;
+    int      history_slots, n_stored;
+    long     n_resets;
 } Tape;
 
 Tape   *tape_new(void);          /* recording is on */
@@ -58,11 +67,18 @@ Tensor *tape_own(Tape *tape, Tensor *t);
 /* For ops: raw storage of `bytes` in category cat, owned by the tape. */
 void   *tape_buffer(Tape *tape, MemCategory cat, size_t bytes);
 
+/* For ops, first thing in a forward: the fp32 values of every input (packed ones are decoded
+ * into scratch copies, which tape_record releases). NULL entries are skipped. */
+void    tape_use(Tape *tape, int n_in, Tensor *const *in);
+
 /* True when an op with these inputs must record a node: the tape is recording and some input
  * requires a gradient. Ops call it before deciding whether to keep extra state for backward. */
 bool    tape_wants_grad(const Tape *tape, int n_in, Tensor *const *in);
 /* Sets out->requires_grad to tape_wants_grad(...) and, if set, appends a node and returns
- * it (the op then fills saved/ctx/f/i); returns NULL otherwise. */
+ * it (the op then fills saved/ctx/f/i); returns NULL otherwise. The last call of an op's
+ * forward: it releases the inputs' scratch copies and, under a policy, stores the output in
+ * the activation dtype (packed when recording, rounded in place otherwise; a scalar stays
+ * fp32), and the previous node's saved tensors likewise. */
 Node   *tape_record(Tape *tape, const char *op, NodeBackward backward, Tensor *out,
                     int n_in, Tensor *const *in);
 

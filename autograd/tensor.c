@@ -1,5 +1,6 @@
 #include "autograd/tensor.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,7 @@ static Tensor *tensor_header(int ndim, const int *shape)
     t->ndim = ndim;
     memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
     t->dtype = DTYPE_F32;
+    t->scale = 1.0f;
     return t;
 }
 
@@ -87,8 +89,12 @@ Tensor *tensor_view(Tensor *t, int ndim, const int *shape)
         tensor_fatal("cannot view %s as %s: sizes differ", a, b);
     }
     v->cat = t->cat;
-    v->data = t->data;
     v->requires_grad = t->requires_grad;
+    v->dtype = t->dtype;
+    v->scale = t->scale;
+    v->packed = t->packed;
+    /* A packed view decodes its own scratch copy when it is used. */
+    v->data = t->dtype == DTYPE_F32 ? t->data : NULL;
     return v;
 }
 
@@ -97,9 +103,139 @@ void tensor_free(Tensor *t)
     if (!t)
         return;
     if (t->owns_data)
-        mem_free(t->data);
+        mem_free(t->dtype == DTYPE_F32 ? (void *)t->data : t->packed);
+    if (t->dtype != DTYPE_F32)
+        mem_free(t->data);      /* a scratch copy still unpacked */
     mem_free(t->grad);
     free(t);
+}
+
+/* ---- packed storage --------------------------------------------------------------------------
+ * Encoding and decoding run in chunks, in parallel; each chunk scales through a small buffer so
+ * that fp8's per-tensor scale costs no tensor-sized copy. */
+enum { PACK_CHUNK = 4096 };
+
+Format tensor_dtype_format(Dtype d)
+{
+    static const Format formats[DTYPE_COUNT] = {
+        [DTYPE_F32] = FMT_FP32, [DTYPE_BF16] = FMT_BF16, [DTYPE_F16] = FMT_FP16,
+        [DTYPE_E4M3] = FMT_E4M3, [DTYPE_E5M2] = FMT_E5M2,
+    };
+    if ((int)d < 0 || d >= DTYPE_COUNT)
+        tensor_fatal("unknown dtype %d", (int)d);
+    return formats[d];
+}
+
+const char *tensor_dtype_name(Dtype d) { return fmt_name(tensor_dtype_format(d)); }
+
+/* fp8 saturates (an out-of-range value becomes +-max, as fp8 training recipes do); bf16 and
+ * fp16 overflow to infinity, which is what loss scaling watches for. */
+static Rounding pack_rounding(Format f)
+{
+    return (Rounding){ .mode = FMT_ROUND_NEAREST_EVEN,
+                       .saturate = f == FMT_E4M3 || f == FMT_E5M2 };
+}
+
+size_t tensor_bytes(const Tensor *t)
+{
+    if (!t->owns_data)
+        return 0;
+    return fmt_packed_bytes(tensor_dtype_format(t->dtype), t->size);
+}
+
+static void encode(Format f, const float *src, void *dst, size_t n, float scale)
+{
+    size_t elem = fmt_packed_bytes(f, 1);
+    long chunks = (long)((n + PACK_CHUNK - 1) / PACK_CHUNK);
+    #pragma omp parallel for schedule(static) if (chunks > 1)
+    for (long c = 0; c < chunks; c++) {
+        size_t i0 = (size_t)c * PACK_CHUNK, m = n - i0 < PACK_CHUNK ? n - i0 : PACK_CHUNK;
+        const float *x = src + i0;
+        float buf[PACK_CHUNK];
+        if (scale != 1.0f) {
+            for (size_t i = 0; i < m; i++)
+                buf[i] = x[i] * scale;
+            x = buf;
+        }
+        fmt_encode_array(f, x, (char *)dst + i0 * elem, m, pack_rounding(f), 0);
+    }
+}
+
+static void decode(Format f, const void *src, float *dst, size_t n, float scale)
+{
+    size_t elem = fmt_packed_bytes(f, 1);
+    long chunks = (long)((n + PACK_CHUNK - 1) / PACK_CHUNK);
+    #pragma omp parallel for schedule(static) if (chunks > 1)
+    for (long c = 0; c < chunks; c++) {
+        size_t i0 = (size_t)c * PACK_CHUNK, m = n - i0 < PACK_CHUNK ? n - i0 : PACK_CHUNK;
+        fmt_decode_array(f, (const char *)src + i0 * elem, dst + i0, m);
+        if (scale != 1.0f)
+            for (size_t i = i0; i < i0 + m; i++)
+                dst[i] /= scale;
+    }
+}
+
+void tensor_pack(Tensor *t, Dtype d, float scale)
+{
+    if (t->dtype != DTYPE_F32 || !t->owns_data || d == DTYPE_F32)
+        tensor_fatal("tensor_pack: %s needs an fp32 tensor that owns its data",
+                     tensor_dtype_name(d));
+    if (!(scale > 0.0f) || !isfinite(scale))
+        tensor_fatal("tensor_pack: scale %g", (double)scale);
+    Format f = tensor_dtype_format(d);
+    void *packed = mem_alloc(t->cat, fmt_packed_bytes(f, t->size));
+    encode(f, t->data, packed, t->size, scale);
+    mem_free(t->data);
+    t->data = NULL;
+    t->packed = packed;
+    t->dtype = d;
+    t->scale = scale;
+}
+
+float *tensor_unpack(Tensor *t)
+{
+    if (t->dtype == DTYPE_F32 || t->data)
+        return t->data;
+    t->data = mem_alloc(MEM_TEMP, t->size * sizeof(float));
+    decode(tensor_dtype_format(t->dtype), t->packed, t->data, t->size, t->scale);
+    return t->data;
+}
+
+void tensor_release(Tensor *t)
+{
+    if (t->dtype == DTYPE_F32)
+        return;
+    mem_free(t->data);
+    t->data = NULL;
+}
+
+void tensor_store(Tensor *t, const float *src)
+{
+    if (t->dtype == DTYPE_F32) {
+        if (t->data != src)
+            memcpy(t->data, src, t->size * sizeof(float));
+        return;
+    }
+    encode(tensor_dtype_format(t->dtype), src, t->packed, t->size, t->scale);
+}
+
+void tensor_round_values(float *x, size_t n, Format f, float scale)
+{
+    if (f == FMT_FP32)
+        return;
+    long chunks = (long)((n + PACK_CHUNK - 1) / PACK_CHUNK);
+    #pragma omp parallel for schedule(static) if (chunks > 1)
+    for (long c = 0; c < chunks; c++) {
+        size_t i0 = (size_t)c * PACK_CHUNK, m = n - i0 < PACK_CHUNK ? n - i0 : PACK_CHUNK;
+        float *y = x + i0;
+        if (scale != 1.0f)
+            for (size_t i = 0; i < m; i++)
+                y[i] *= scale;
+        fmt_round_array(f, y, y, m, pack_rounding(f), 0);
+        if (scale != 1.0f)
+            for (size_t i = 0; i < m; i++)
+                y[i] /= scale;
+    }
 }
 
 void tensor_fill(Tensor *t, float value)

@@ -14,23 +14,38 @@
 #include <stddef.h>
 
 #include "autograd/mem.h"
+#include "precision/format.h"
 
 enum { TENSOR_MAX_DIMS = 4, TENSOR_NAME_LEN = 64 };
 
-/* Storage format of a tensor's data. Packed low-precision dtypes arrive with the
- * mixed-precision work; today every tensor is fp32. */
+/* Storage format of a tensor's data. A tensor is made fp32; tensor_pack turns it into one of
+ * the packed dtypes, which really occupy 2 or 1 bytes per element in the tensor's category
+ * (through precision/format.h, nearest-even; e4m3 and e5m2 saturate, bf16 and fp16 overflow
+ * to infinity as the hardware does). */
 typedef enum {
     DTYPE_F32,
+    DTYPE_BF16,
+    DTYPE_F16,
+    DTYPE_E4M3,
+    DTYPE_E5M2,
+    DTYPE_COUNT
 } Dtype;
 
+/* A packed tensor keeps its values in `packed` (value = code / scale; scale is 1 except for
+ * fp8, whose per-tensor scale maps the tensor's range onto the format's). Its `data` is NULL
+ * except while someone computes with it: tensor_unpack decodes a scratch fp32 copy (category
+ * temp) and tensor_release frees it. Ops never see the difference: the tape unpacks an op's
+ * inputs before it runs and releases them after (autograd/tape.h). */
 typedef struct Tensor {
     int         ndim;
     int         shape[TENSOR_MAX_DIMS];
     size_t      size;             /* number of elements */
     Dtype       dtype;
-    float      *data;
+    float      *data;             /* fp32 values; for a packed tensor only while unpacked */
+    void       *packed;           /* packed storage (category cat), NULL for fp32 */
+    float       scale;            /* packed value = code / scale */
     float      *grad;             /* NULL until a gradient flows in */
-    MemCategory cat;              /* category of data */
+    MemCategory cat;              /* category of data (of the packed storage, once packed) */
     bool        requires_grad;    /* set on leaves by the user, propagated by ops */
     bool        is_param;         /* gradient persists (grad category) rather than temp */
     bool        owns_data;        /* false for views */
@@ -45,9 +60,28 @@ Tensor *tensor_new3(MemCategory cat, int d0, int d1, int d2);
 Tensor *tensor_new4(MemCategory cat, int d0, int d1, int d2, int d3);
 /* A parameter: category param, requires_grad and is_param set, named. */
 Tensor *tensor_param(const char *name, int ndim, const int *shape);
-/* Same storage as t, another shape of the same size. Free it before t. */
+/* Same storage as t, another shape of the same size (packed if t is). Free it before t. */
 Tensor *tensor_view(Tensor *t, int ndim, const int *shape);
 void    tensor_free(Tensor *t);
+
+/* ---- packed storage ---- */
+/* The Format behind a dtype (DTYPE_BF16 -> FMT_BF16, ..., DTYPE_F32 -> FMT_FP32) and its name. */
+Format      tensor_dtype_format(Dtype d);
+const char *tensor_dtype_name(Dtype d);
+/* Bytes of storage t owns: size x 4 for fp32, the packed bytes otherwise (a view owns none). */
+size_t  tensor_bytes(const Tensor *t);
+/* An fp32 tensor that owns its data becomes dtype d: its values are encoded (x * scale,
+ * rounded to nearest-even) into new storage in its category and the fp32 data is freed. */
+void    tensor_pack(Tensor *t, Dtype d, float scale);
+/* The fp32 values of t: t->data itself for fp32; for a packed tensor a decoded scratch copy
+ * (category temp), made on the first call and kept until tensor_release. */
+float  *tensor_unpack(Tensor *t);
+void    tensor_release(Tensor *t);
+/* Encodes n = t->size values from src into t's storage (a packed tensor keeps its scale). */
+void    tensor_store(Tensor *t, const float *src);
+/* x[i] = the value x[i] * scale rounds to in format f, divided by scale again: what storing in
+ * f and loading back gives, in place. */
+void    tensor_round_values(float *x, size_t n, Format f, float scale);
 
 void    tensor_fill(Tensor *t, float value);
 void    tensor_copy_data(Tensor *dst, const Tensor *src);   /* same size required */

@@ -1,5 +1,7 @@
 #include "optim/optim.h"
 
+#include "autograd/policy.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +63,7 @@ void optim_free(Optim *o)
     for (int i = 0; i < o->n_bufs; i++)
         mem_free(o->bufs[i].data);
     free(o->bufs);
+    free(o->masters);
     free(o->state);
     free(o->params);
     free(o->decay);
@@ -70,7 +73,52 @@ void optim_free(Optim *o)
 void optim_step(Optim *o, double lr)
 {
     o->step++;
+    optim_expose_masters(o);
     o->update(o, lr);
+    optim_pack_masters(o);
+}
+
+/* ---- fp32 master weights ----------------------------------------------------------------------
+ * A packed parameter's fp32 values live in an optimizer buffer "master.<name>" (so snapshots
+ * and optim_state_bytes see them like any state). An update rule reads and writes p->data as
+ * always: optim_step points it at the master for the length of the update, then encodes the
+ * master into the parameter's packed storage: the working copy the next forward decodes. */
+void optim_use_master_weights(Optim *o, Dtype param_dtype)
+{
+    if (param_dtype == DTYPE_F32 || o->masters)
+        return;
+    o->masters = calloc((size_t)o->n, sizeof *o->masters);
+    if (!o->masters)
+        tensor_fatal("out of memory for master weights");
+    for (int i = 0; i < o->n; i++) {
+        Tensor *p = o->params[i];
+        if (p->dtype != DTYPE_F32 || !p->owns_data)
+            tensor_fatal("optim_use_master_weights: %s is not an fp32 tensor of its own",
+                         p->name);
+        o->masters[i] = optim_add_buffer(o, i, "master", OPTIM_BUF_F32, p->size);
+        memcpy(o->masters[i], p->data, p->size * sizeof(float));
+        Format f = tensor_dtype_format(param_dtype);
+        tensor_pack(p, param_dtype, policy_fp8_scale(f, policy_amax(p->data, p->size)));
+    }
+}
+
+const float *optim_master(const Optim *o, int i) { return o->masters ? o->masters[i] : NULL; }
+
+void optim_expose_masters(Optim *o)
+{
+    for (int i = 0; o->masters && i < o->n; i++) {
+        tensor_release(o->params[i]);
+        o->params[i]->data = o->masters[i];
+    }
+}
+
+void optim_pack_masters(Optim *o)
+{
+    for (int i = 0; o->masters && i < o->n; i++) {
+        Tensor *p = o->params[i];
+        tensor_store(p, o->masters[i]);
+        p->data = NULL;
+    }
 }
 
 void optim_zero_grad(Optim *o)

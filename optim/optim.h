@@ -73,6 +73,7 @@ struct Optim {
     const char   *slot_names[OPTIM_MAX_SLOTS];  /* "m", "v"; "momentum" */
     Tensor      **state;                        /* state[i * n_slots + s], shaped as params[i] */
     OptimBuffer  *bufs;                         /* buffers, in the order they were added */
+    float       **masters;                      /* fp32 master weights, or NULL (below) */
     int           n_bufs, cap_bufs;
     OptimUpdateFn update;
 };
@@ -85,9 +86,22 @@ void    optim_init(Optim *o, const char *kind, Tensor *const *params, int n,
 /* Frees the state and the optimizer struct itself. NULL is allowed. */
 void    optim_free(Optim *o);
 
-/* One update with learning rate lr: step += 1, then the optimizer's rule. */
+/* One update with learning rate lr: step += 1, then the optimizer's rule (on the master
+ * weights, when there are some, then the packed parameters are refreshed from them). */
 void    optim_step(Optim *o, double lr);
 void    optim_zero_grad(Optim *o);
+
+/* Mixed precision (autograd/policy.h): keeps an fp32 master copy of every parameter (an
+ * optimizer buffer "master.<name>" in MEM_OPTIM) and packs the parameters themselves into
+ * param_dtype (fp8 with a per-tensor scale from the amax). Call it once, before training;
+ * DTYPE_F32 does nothing. optim_master is NULL for a parameter without a master. */
+void         optim_use_master_weights(Optim *o, Dtype param_dtype);
+const float *optim_master(const Optim *o, int i);
+/* For code that reads or writes parameters as fp32 (an update, a snapshot): expose points
+ * every packed parameter's data at its master; pack encodes the masters back into the packed
+ * parameters and hides them again. No-ops without master weights. */
+void         optim_expose_masters(Optim *o);
+void         optim_pack_masters(Optim *o);
 
 bool    optim_rule_decays(OptimDecayRule rule, const Tensor *p);
 

@@ -1,0 +1,71 @@
+#ifndef TAPEGRAD_POLICY_H
+#define TAPEGRAD_POLICY_H
+/* A precision policy: which dtype each kind of tensor is stored in and which format a matmul
+ * rounds its inputs to. One struct, given to the tape (tape->policy), read by the ops and the
+ * optimizer; NULL means plain fp32 everywhere.
+ *
+ *   param    storage of the model's parameters: the working copy the forward reads. When it is
+ *            not fp32 the optimizer holds fp32 master weights (optim category) and refreshes
+ *            the packed copy from them after every step (optim/optim.h).
+ *   act      storage of the activations the tape keeps for backward: every op's output is
+ *            rounded to this dtype and packed as soon as the op has recorded it, so a bf16
+ *            activation occupies 2 bytes in the act category. Ops decode their inputs into a
+ *            scratch (temp) copy for the length of one forward or backward call.
+ *   grad     the format gradients are rounded to: activation gradients after every backward
+ *            step (this is where fp16 underflows) and parameter gradients after every
+ *            accumulation. They are held in fp32 buffers: their values are the low format's,
+ *            their bytes are fp32's (see docs/mixed_precision.md).
+ *   compute  the format of matmul inputs (x and w forward; dy, x and w backward), with fp32
+ *            accumulation; with accumulate_low set every partial sum is rounded to it too, to
+ *            show why nobody accumulates in 16 bits.
+ *   grad_compute  the format of dy in the backward products: e5m2 for fp8, else = compute.
+ *
+ * Softmax, layernorm, reductions and the loss compute in fp32 (they decode, compute, round the
+ * result to the act dtype), as mixed-precision training does.
+ *
+ * fp8 (e4m3, e5m2) has too little range to store a tensor as is: it is stored as
+ * round(x * s) with a per-tensor scale s = max_finite / amax (autograd/fp8_scale.h), the amax
+ * of the tensor itself (current scaling) or the largest of the last `fp8_window` steps' amaxes
+ * at the same place in the tape (delayed scaling). */
+#include <stdbool.h>
+
+#include "autograd/tensor.h"
+#include "precision/format.h"
+
+typedef enum { POLICY_FP8_CURRENT, POLICY_FP8_DELAYED } PolicyFp8Scaling;
+
+typedef struct {
+    const char      *name;          /* "fp32", "tf32", "bf16", "fp16", "fp8" */
+    Dtype            param, act, grad;
+    Format           compute, grad_compute;
+    bool             accumulate_low;
+    PolicyFp8Scaling fp8_scaling;
+    int              fp8_window;    /* delayed scaling: amax history length (steps) */
+} PrecisionPolicy;
+
+/* The presets train_gpt --precision offers:
+ *   fp32   everything fp32 (the same as no policy)
+ *   tf32   fp32 storage, matmul inputs rounded to tf32
+ *   bf16   params, activations and gradients bf16, bf16 matmul inputs
+ *   fp16   params, activations and gradients fp16, fp16 matmul inputs (needs loss scaling)
+ *   fp8    params bf16; activations e4m3, gradients e5m2, each with a per-tensor scale;
+ *          matmul inputs e4m3 forward, dy e5m2 backward (current scaling)
+ * Returns false for an unknown name. */
+bool        policy_preset(const char *name, PrecisionPolicy *out);
+/* "fp32|tf32|bf16|fp16|fp8" for help texts. */
+const char *policy_preset_names(void);
+/* True when the policy changes nothing (all fp32, fp32 compute): the fast path. */
+bool        policy_is_fp32(const PrecisionPolicy *p);
+
+/* fp8's per-tensor scale for a tensor whose largest magnitude is amax: max_finite / amax, so
+ * the largest value lands on the format's largest; 1 for other formats and for amax 0, inf or
+ * NaN (an inf or NaN then stays one, for loss scaling to see). */
+float       policy_fp8_scale(Format f, float amax);
+/* Largest |x[i]| (NaN if any is NaN), in parallel. */
+float       policy_amax(const float *x, size_t n);
+/* The values of x as a matmul in format f sees them: x itself for fp32, else a rounded copy
+ * (category temp, with fp8's current per-tensor scale) that the caller frees with mem_free.
+ * *copy is set to the buffer to free, or NULL. */
+const float *policy_compute_input(Format f, const float *x, size_t n, float **copy);
+
+#endif

@@ -14,11 +14,11 @@
 /* Defaults: the demo. `train_gpt` with no flags learns 3-digit addition in about two minutes on
  * two cores (docs/gpt.md has the measured numbers). */
 static const Options DEFAULTS = {
-    .task = "add", .steps = 4000, .batch = 64, .accum = 1, .seed = 1,
+    .task = "add", .steps = 2000, .batch = 64, .accum = 1, .seed = 1,
     .layers = 2, .heads = 4, .embd = 128,
     .optimizer = TRAIN_ADAMW, .lr = 1e-3, .lr_rule = SCHED_RULE_NONE,
     .warmup_type = SCHED_WARMUP_GRADUAL, .warmup = 100, .warmup_fraction = 0.1,
-    .decay = SCHED_DECAY_CONSTANT, .cooldown_shape = SCHED_COOLDOWN_LINEAR, .momentum = 0.9,
+    .decay = SCHED_DECAY_COSINE, .cooldown_shape = SCHED_COOLDOWN_LINEAR, .momentum = 0.9,
     .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.99, .clip = 1.0,
     .eval_every = 250, .eval_examples = 1000,
     .lora_alpha = 16.0, .lora_targets = LORA_TARGET_Q | LORA_TARGET_V,
@@ -124,7 +124,7 @@ static void usage(void)
            "  --warmup N          warmup steps (default %ld)\n"
            "  --warmup-fraction X constant warmup's rate, as a fraction of the peak (0.1)\n"
            "  --decay D           after warmup: constant, cosine (to 0 at --steps) or wsd\n"
-           "                      (constant, then a cooldown to 0) (default constant)\n"
+           "                      (constant, then a cooldown to 0) (default cosine)\n"
            "  --cooldown N        wsd: cooldown steps at the end (default: --steps / 5)\n"
            "  --cooldown-shape S  wsd: linear or 1-sqrt (default linear)\n"
            "  --weight-decay X    decoupled for adamw, L2 for sgd; matrices only (default %g)\n"
@@ -427,12 +427,14 @@ static int take_choice(const Options *o, Flag f, int mine, const char *saved,
     return i;
 }
 
-/* The settings added with accumulation and the schedules; a snapshot saved before them has the
- * old behaviour (gradual warmup, then constant), which the defaults keep. */
+/* The settings added with accumulation and the schedules; a snapshot saved before them had the
+ * old behaviour (gradual warmup, then constant), which it keeps. */
 static void merge_schedule(Options *o, const SnapshotReader *r)
 {
-    if (!snapshot_meta(r, "schedule.accum"))
+    if (!snapshot_meta(r, "schedule.accum")) {
+        o->decay = SCHED_DECAY_CONSTANT;
         return;
+    }
     o->accum = (int)take_long(o, FLAG_ACCUM, o->accum, meta_long(r, "schedule.accum"));
     o->lr_rule = (SchedRule)take_choice(o, FLAG_LR_RULE, o->lr_rule,
                                         meta(r, "schedule.lr_rule"), SCHED_RULE_NAMES);

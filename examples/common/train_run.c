@@ -1,6 +1,4 @@
-/* One train_gpt run as a subprocess, and reading its TSV log. A subprocess rather than a
- * training loop of our own: the table is then made by exactly the program a student runs by
- * hand, with the flags printed beside it. */
+/* One train_gpt run as a subprocess, and reading its TSV log (train_run.h). */
 #include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
@@ -11,7 +9,7 @@
 #include <unistd.h>
 
 #include "examples/common/cli.h"
-#include "examples/lr_scaling/lr_scaling.h"
+#include "examples/common/train_run.h"
 
 void run_arg(RunSpec *r, const char *fmt, ...)
 {
@@ -107,8 +105,7 @@ static void keep_last(double x, double y, void *ctx)
         *(double *)ctx = y;
 }
 
-/* The last value of a column (its last non-empty cell), or NAN. */
-static double last_value(const char *log_path, const char *column)
+double run_last_value(const char *log_path, const char *column)
 {
     double v = NAN;
     each_row(log_path, "step", column, keep_last, &v);
@@ -160,8 +157,8 @@ RunResult run_wait(const RunSpec *r, pid_t pid)
     if (!exited_ok && !res.diverged)
         cli_die(1, "%s failed; its output is in %s", r->argv[0], r->out_path);
     if (exited_ok) {
-        res.val_loss = last_value(r->log_path, "val_loss");
-        res.val_acc = last_value(r->log_path, "val_acc");
+        res.val_loss = run_last_value(r->log_path, "val_loss");
+        res.val_acc = run_last_value(r->log_path, "val_acc");
         res.ok = !isnan(res.val_loss);
     }
     return res;

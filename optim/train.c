@@ -15,9 +15,11 @@ TrainerConfig trainer_config_default(void)
     AdafactorConfig af = adafactor_defaults();
     af.relative_step = false;
     af.scale_parameter = false;
-    return (TrainerConfig){ .model = gpt_config_default(), .seed = 1, .optimizer = TRAIN_ADAMW,
-                            .adamw = adamw_defaults(), .sgd = sgd_defaults(), .adafactor = af,
-                            .clip = 1.0 };
+    TrainerConfig c = { .model = gpt_config_default(), .seed = 1, .optimizer = TRAIN_ADAMW,
+                        .adamw = adamw_defaults(), .sgd = sgd_defaults(), .adafactor = af,
+                        .clip = 1.0, .loss_scale = loss_scale_defaults() };
+    policy_preset("fp32", &c.policy);
+    return c;
 }
 
 const char *trainer_optimizer_name(TrainOptimizer o)
@@ -62,6 +64,11 @@ Trainer *trainer_new(const TrainerConfig *cfg)
     Tensor *const *params = gpt_params(t->model, &n);
     t->optim = make_optimizer(cfg, params, n);
     t->tape = tape_new();
+    /* The tape points at the trainer's own copy, which lives as long as the tape. */
+    if (!policy_is_fp32(&t->cfg.policy))
+        t->tape->policy = &t->cfg.policy;
+    optim_use_master_weights(t->optim, cfg->policy.param);
+    t->scaler = loss_scale_new(&cfg->loss_scale);
     t->data_rng = rng_new(cfg->seed, RNG_STREAM_DATA);
     return t;
 }
@@ -79,6 +86,9 @@ void trainer_free(Trainer *t)
 
 void trainer_use_lora(Trainer *t, const LoraConfig *cfg, uint64_t seed)
 {
+    if (t->tape->policy)
+        tensor_fatal("trainer_use_lora: LoRA under the %s precision policy is not built",
+                     t->cfg.policy.name);
     t->lora = gpt_lora_new(t->model, cfg, seed);
     int n;
     Tensor *const *params = gpt_lora_params(t->lora, &n);
@@ -93,13 +103,21 @@ static Tensor *stage_forward(Trainer *t, const int *tokens, const int *targets, 
     return gpt_loss(t->model, t->tape, tokens, targets, B, T);
 }
 
-static void stage_backward(Trainer *t, Tensor *loss)
+/* The seed is the loss scale: dloss = S instead of 1 (exactly tape_backward when S = 1). */
+static void stage_backward(Trainer *t, Tensor *loss, float seed)
 {
-    tape_backward(t->tape, loss);
+    tape_backward_seeded(t->tape, loss, &seed);
+}
+
+/* Once per update, after every micro-batch: a check for inf and NaN in the same pass that
+ * divides the gradients by S. */
+static bool stage_unscale(Trainer *t)
+{
+    return loss_scale_unscale_grads(&t->scaler, t->optim->params, t->optim->n);
 }
 
 /* The norm is measured whether or not clipping is on: it is the first thing to look at when a
- * run diverges. */
+ * run diverges. It is the unscaled gradients' norm, so cfg.clip means the same at any scale. */
 static double stage_clip(Trainer *t)
 {
     Optim *o = t->optim;
@@ -108,9 +126,11 @@ static double stage_clip(Trainer *t)
     return clip_grad_norm(o->params, o->n);
 }
 
-static bool stage_update(Trainer *t, double lr, double grad_norm)
+/* One rule for skipping, whatever the loss scaling: an inf or NaN gradient. (The norm is not
+ * finite then too; a norm of finite floats, summed in double, always is.) */
+static bool stage_update(Trainer *t, double lr, bool found_inf)
 {
-    if (!isfinite(grad_norm))
+    if (found_inf)
         return false;
     optim_step(t->optim, lr);
     return true;
@@ -127,21 +147,28 @@ double trainer_accumulate(Trainer *t, const int *tokens, const int *targets, int
 {
     if (K < 1)
         tensor_fatal("trainer_accumulate: %d micro-batches", K);
+    bool ckpt = t->cfg.checkpoint.kind != CKPT_VANILLA;
+    if (ckpt && t->tape->policy)
+        tensor_fatal("trainer_accumulate: checkpointing under the %s precision policy is not "
+                     "built (the recomputed blocks run on tapes without the policy)",
+                     t->cfg.policy.name);
+    float seed = loss_scale_value(&t->scaler);
     double sum = 0.0;
     size_t rows = (size_t)B * T;
     for (int k = 0; k < K; k++) {
-        if (t->cfg.checkpoint.kind != CKPT_VANILLA) {
+        if (ckpt) {
             /* Forward and backward in one call: the blocks are recomputed as the strategy
-             * says, on tapes of their own. */
+             * says, on tapes of their own. (1/K) S is the seed op_scale's backward would pass
+             * on from a loss seeded with S, the same float. */
             sum += gpt_checkpoint_forward_backward_scaled(
                 t->model, t->cfg.checkpoint, tokens + k * rows, targets + k * rows, B, T,
-                1.0f / (float)K, NULL);
+                seed * (1.0f / (float)K), NULL);
             continue;
         }
         Tensor *loss = stage_forward(t, tokens + k * rows, targets + k * rows, B, T);
         sum += loss->data[0];
         /* Dividing by K is one more op on the tape; K = 1 records none, as before. */
-        stage_backward(t, K > 1 ? op_scale(t->tape, loss, 1.0f / (float)K) : loss);
+        stage_backward(t, K > 1 ? op_scale(t->tape, loss, 1.0f / (float)K) : loss, seed);
         /* Only the last micro-batch's tape is left for stage_release: the activations held
          * are one micro-batch's. */
         if (k + 1 < K)
@@ -154,9 +181,15 @@ TrainStepResult trainer_step_accum(Trainer *t, const int *tokens, const int *tar
                                    int T, int K, double lr)
 {
     TrainStepResult r;
+    r.loss_scale = loss_scale_value(&t->scaler);
     r.loss = trainer_accumulate(t, tokens, targets, B, T, K);
+    bool found_inf = stage_unscale(t);
     r.grad_norm = stage_clip(t);
-    r.updated = stage_update(t, lr, r.grad_norm);
+    r.updated = stage_update(t, lr, found_inf);
+    r.skipped = !r.updated;
+    /* S moves for the next step's backward; this step's update has already used the
+     * unscaled gradients, so the order does not change a bit. */
+    loss_scale_update(&t->scaler, found_inf);
     stage_release(t);
     t->step++;
     return r;

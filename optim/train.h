@@ -5,10 +5,14 @@
  * can extend one stage at a time:
  *
  *     forward    tokens -> loss, recorded on the trainer's tape
- *     backward   tape_backward: every parameter's gradient
- *     clip       the global gradient norm, measured before clipping, and clipping to cfg.clip
- *     update     optim_step with the caller's learning rate (skipped when the norm is not
- *                finite: one bad batch must not turn every weight into NaN)
+ *     backward   tape_backward_seeded with the loss scale S: every parameter's gradient, S
+ *                times too large (S = 1 without loss scaling)
+ *     unscale    one pass over the gradients: multiplied by 1/S, and checked for inf and NaN
+ *     clip       the global gradient norm of the unscaled gradients, measured before
+ *                clipping, and clipping to cfg.clip
+ *     update     optim_step with the caller's learning rate, or a skip when a gradient is inf
+ *                or NaN (one bad batch, or a scale too large, must not turn every weight into
+ *                NaN); then the loss scaler's update (optim/loss_scale.h)
  *     release    zero the gradients, tape_reset (activations freed, arrays kept for reuse)
  *
  * Gradient accumulation (trainer_step_accum) runs forward and backward K times, on K
@@ -16,7 +20,15 @@
  * by K, so the gradients add up to those of the mean loss over all K B rows, and the tape is
  * reset after each backward, so the activations held are one micro-batch's. The equality with
  * one batch of K B rows holds when every micro-batch counts the same number of targets (a task's
- * rows all do; text rows count every position).
+ * rows all do; text rows count every position). Each micro-batch's backward is seeded with S;
+ * the check, the unscaling and the scaler's update happen once per update, after the last one.
+ *
+ * Mixed precision (autograd/policy.h): cfg.policy goes on the tape (none for fp32) and, when
+ * parameters are stored in a low format, the optimizer keeps fp32 master weights and refreshes
+ * the packed parameters after each update (optim/optim.h). The model's parameters then hold
+ * no fp32 data between steps: code that reads them as fp32 wraps itself in
+ * optim_expose_masters / optim_pack_masters. Not built with a policy: checkpointing over the
+ * blocks (its tapes carry no policy) and LoRA; both are refused.
  *
  * The trainer owns the model, the optimizer and the tape, and holds the state a resumed run
  * needs besides the tensors: the step counter and the data RNG. It does not know where batches
@@ -47,6 +59,7 @@
 #include "optim/adafactor.h"
 #include "optim/adam8bit.h"
 #include "optim/adamw.h"
+#include "optim/loss_scale.h"
 #include "optim/optim.h"
 #include "optim/sgd.h"
 
@@ -67,6 +80,8 @@ typedef struct {
     double         clip;        /* largest global gradient norm; 0 means no clipping */
     CkptStrategy   checkpoint;  /* over the blocks (docs/checkpointing.md); vanilla: one tape.
                                  * Memory and time only: the gradients are the same bits */
+    PrecisionPolicy policy;     /* the "fp32" preset by default (autograd/policy.h) */
+    LossScaleConfig loss_scale; /* none by default (optim/loss_scale.h) */
 } TrainerConfig;
 
 typedef struct {
@@ -77,12 +92,15 @@ typedef struct {
     long          step;         /* trainer_step calls so far (batches consumed) */
     Rng           data_rng;     /* the program draws batches with it */
     GptLora      *lora;         /* NULL unless trainer_use_lora: the only tensors trained */
+    LossScaler    scaler;       /* S, its growth count, the checks and skips so far */
 } Trainer;
 
 typedef struct {
     double loss;                /* mean cross-entropy over the batch's counted targets */
-    double grad_norm;           /* global norm of the gradients before clipping */
-    bool   updated;             /* false when the norm was not finite and the update skipped */
+    double grad_norm;           /* global norm of the unscaled gradients before clipping */
+    bool   updated;             /* false when a gradient was inf or NaN and the update skipped */
+    bool   skipped;             /* !updated */
+    double loss_scale;          /* S, the scale this step's backward was seeded with */
 } TrainStepResult;
 
 /* gpt_config_default's model, seed 1, AdamW with PyTorch's defaults, clipping at 1. Adafactor's
@@ -95,15 +113,18 @@ extern const char *const TRAIN_OPTIMIZER_NAMES[];
 const char   *trainer_optimizer_name(TrainOptimizer o);
 bool          trainer_optimizer_parse(const char *name, TrainOptimizer *out);
 
-/* A model initialised from cfg->seed, its optimizer, a tape, step 0, the data RNG at the start
- * of its stream. An invalid model config is a programming error (check with gpt_config_check). */
+/* A model initialised from cfg->seed, its optimizer (with master weights when cfg->policy
+ * stores parameters in a low format), a tape under cfg->policy, a loss scaler at its initial
+ * scale, step 0, the data RNG at the start of its stream. An invalid model or loss scaling
+ * config is a programming error (check with gpt_config_check and loss_scale_check). */
 Trainer      *trainer_new(const TrainerConfig *cfg);
 /* Frees the model, the optimizer and the tape. NULL is allowed. */
 void          trainer_free(Trainer *t);
 /* LoRA or QLoRA (nn/gpt_lora.h): freezes the model, attaches adapters (A drawn from seed) and
  * replaces the optimizer by one of the same kind over the adapters alone, so state exists for
  * them only. Call before the first step, after loading the base's weights into t->model. An
- * invalid cfg is a programming error (check it with lora_config_check). */
+ * invalid cfg is a programming error (check it with lora_config_check), and so is a trainer
+ * under a precision policy other than fp32 (not built). */
 void          trainer_use_lora(Trainer *t, const LoraConfig *cfg, uint64_t seed);
 
 /* One update on a batch: tokens and targets are [B * T] (targets < 0 are not counted), lr the
@@ -116,8 +137,10 @@ TrainStepResult trainer_step(Trainer *t, const int *tokens, const int *targets, 
 TrainStepResult trainer_step_accum(Trainer *t, const int *tokens, const int *targets, int B,
                                    int T, int K, double lr);
 /* The forward and backward stages alone: every parameter's gradient accumulated over the K
- * micro-batches (loss / K each), nothing clipped, updated or zeroed; returns the mean loss.
- * For tests and for looking at gradients; clear them with optim_zero_grad(t->optim). */
+ * micro-batches (loss / K each, backward seeded with the current loss scale S, so the
+ * gradients are S times the mean loss's: the mean loss's own without loss scaling), nothing
+ * unscaled, clipped, updated or zeroed; returns the mean loss. For tests and for looking at
+ * gradients; clear them with optim_zero_grad(t->optim). */
 double        trainer_accumulate(Trainer *t, const int *tokens, const int *targets, int B,
                                  int T, int K);
 

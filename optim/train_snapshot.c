@@ -20,20 +20,59 @@ static SnapshotDtype buffer_dtype(const OptimBuffer *b)
     return b->type == OPTIM_BUF_U8 ? SNAPSHOT_U8 : SNAPSHOT_F32;
 }
 
+/* The fp32 master weights of p (optim/optim.h), or NULL when it has none. */
+static float *master_of(const Optim *o, const Tensor *p)
+{
+    for (int i = 0; o->masters && i < o->n; i++)
+        if (o->params[i] == p)
+            return o->masters[i];
+    return NULL;
+}
+
+/* A master is saved as its parameter, not as a buffer of its own: the same values once. */
+static bool is_master(const Optim *o, const OptimBuffer *b)
+{
+    for (int i = 0; o->masters && i < o->n; i++)
+        if (o->masters[i] == b->data)
+            return true;
+    return false;
+}
+
+static void tensor_shape64(const Tensor *t, int64_t *shape)
+{
+    for (int d = 0; d < t->ndim; d++)
+        shape[d] = t->shape[d];
+}
+
+/* A parameter with a master is stored as the master, fp32, so the file reads as an fp32 model
+ * anywhere (numpy, PyTorch, gpt_snapshot) and a resumed run starts from the exact masters. */
+static void add_param(SnapshotWriter *w, const Trainer *t, const Tensor *p, SnapshotError *err)
+{
+    const float *master = master_of(t->optim, p);
+    if (!master) {
+        snapshot_add_tensor(w, NULL, p, err);
+        return;
+    }
+    int64_t shape[TENSOR_MAX_DIMS];
+    tensor_shape64(p, shape);
+    snapshot_add(w, p->name, SNAPSHOT_F32, p->ndim, shape, master, err);
+}
+
 static void add_tensors(SnapshotWriter *w, const Trainer *t, SnapshotError *err)
 {
     int n;
     Tensor *const *params = gpt_params(t->model, &n);
     for (int i = 0; i < n; i++)
-        snapshot_add_tensor(w, NULL, params[i], err);
+        add_param(w, t, params[i], err);
     char name[KEY_LEN];
     for (int i = 0; i < optim_state_count(t->optim); i++)
         snapshot_add_tensor(w, optim_state_name(t->optim, i, name, sizeof name),
                             optim_state_tensor(t->optim, i), err);
     for (int i = 0; i < optim_buffer_count(t->optim); i++) {
         const OptimBuffer *b = optim_buffer(t->optim, i);
-        snapshot_add(w, b->name, buffer_dtype(b), 1, (int64_t[]){ (int64_t)b->count }, b->data,
-                     err);
+        if (!is_master(t->optim, b))
+            snapshot_add(w, b->name, buffer_dtype(b), 1, (int64_t[]){ (int64_t)b->count },
+                         b->data, err);
     }
 }
 
@@ -75,6 +114,37 @@ static void add_optim_config(SnapshotWriter *w, const TrainerConfig *c, Snapshot
     snapshot_add_meta(w, "optim.decay_rule", decay_rule_names[rule], err);
 }
 
+static const char *const fp8_scaling_names[] = { "current", "delayed" };
+enum { N_FP8_SCALINGS = 2 };
+
+static void add_precision(SnapshotWriter *w, const PrecisionPolicy *p, SnapshotError *err)
+{
+    snapshot_add_meta(w, "precision.policy", p->name, err);
+    snapshot_add_meta(w, "precision.param", tensor_dtype_name(p->param), err);
+    snapshot_add_meta(w, "precision.act", tensor_dtype_name(p->act), err);
+    snapshot_add_meta(w, "precision.grad", tensor_dtype_name(p->grad), err);
+    snapshot_add_meta(w, "precision.compute", fmt_name(p->compute), err);
+    snapshot_add_meta(w, "precision.grad_compute", fmt_name(p->grad_compute), err);
+    add_bool(w, "precision.accumulate_low", p->accumulate_low, err);
+    snapshot_add_meta(w, "precision.fp8_scaling", fp8_scaling_names[p->fp8_scaling], err);
+    snapshot_add_meta_u64(w, "precision.fp8_window", (uint64_t)p->fp8_window, err);
+}
+
+/* The config and the state: the scale is a float, exact in "%.17g". */
+static void add_loss_scale(SnapshotWriter *w, const LossScaler *s, SnapshotError *err)
+{
+    snapshot_add_meta(w, "loss_scale.mode", LOSS_SCALE_MODE_NAMES[s->cfg.mode], err);
+    snapshot_add_meta_f64(w, "loss_scale.init_scale", s->cfg.init_scale, err);
+    snapshot_add_meta_f64(w, "loss_scale.growth_factor", s->cfg.growth_factor, err);
+    snapshot_add_meta_f64(w, "loss_scale.backoff_factor", s->cfg.backoff_factor, err);
+    snapshot_add_meta_u64(w, "loss_scale.growth_interval", (uint64_t)s->cfg.growth_interval,
+                          err);
+    snapshot_add_meta_f64(w, "loss_scale.scale", s->scale, err);
+    snapshot_add_meta_u64(w, "loss_scale.growth_tracker", (uint64_t)s->growth_tracker, err);
+    snapshot_add_meta_u64(w, "loss_scale.checks", (uint64_t)s->checks, err);
+    snapshot_add_meta_u64(w, "loss_scale.skipped", (uint64_t)s->skipped, err);
+}
+
 bool train_snapshot_save(const Trainer *t, const char *path, const char *const *keys,
                          const char *const *values, int n, SnapshotError *err)
 {
@@ -91,6 +161,8 @@ bool train_snapshot_save(const Trainer *t, const char *path, const char *const *
     snapshot_add_rng(w, "train.data_rng", &t->data_rng, err);
     add_optim_config(w, &t->cfg, err);
     snapshot_add_meta_u64(w, "optim.step", (uint64_t)t->optim->step, err);
+    add_precision(w, &t->cfg.policy, err);
+    add_loss_scale(w, &t->scaler, err);
     for (int i = 0; i < n; i++)
         snapshot_add_meta(w, keys[i], values[i], err);
     bool ok = snapshot_write(w, path, err);
@@ -168,6 +240,69 @@ static bool read_optim_config(const SnapshotReader *r, const char *path, Trainer
            meta_bool(r, path, "optim.nesterov", &c->sgd.nesterov, err);
 }
 
+/* A snapshot saved before mixed precision has no "precision." keys: it trained in fp32. */
+static bool read_precision(const SnapshotReader *r, const char *path, PrecisionPolicy *p,
+                           SnapshotError *err)
+{
+    const char *name = snapshot_meta(r, "precision.policy");
+    if (!name)
+        return true;
+    if (!policy_preset(name, p))
+        return gpt_snapshot_fail(err, path, "metadata 'precision.policy' is '%s', not %s", name,
+                                 policy_preset_names());
+    const char *dtypes[DTYPE_COUNT], *formats[FMT_COUNT];
+    for (int d = 0; d < DTYPE_COUNT; d++)
+        dtypes[d] = tensor_dtype_name((Dtype)d);
+    for (int f = 0; f < FMT_COUNT; f++)
+        formats[f] = fmt_name((Format)f);
+    int param = 0, act = 0, grad = 0, compute = 0, grad_compute = 0, fp8_scaling = 0;
+    uint64_t window;
+    if (!meta_choice(r, path, "precision.param", dtypes, DTYPE_COUNT, &param, err) ||
+        !meta_choice(r, path, "precision.act", dtypes, DTYPE_COUNT, &act, err) ||
+        !meta_choice(r, path, "precision.grad", dtypes, DTYPE_COUNT, &grad, err) ||
+        !meta_choice(r, path, "precision.compute", formats, FMT_COUNT, &compute, err) ||
+        !meta_choice(r, path, "precision.grad_compute", formats, FMT_COUNT, &grad_compute,
+                     err) ||
+        !meta_bool(r, path, "precision.accumulate_low", &p->accumulate_low, err) ||
+        !meta_choice(r, path, "precision.fp8_scaling", fp8_scaling_names, N_FP8_SCALINGS,
+                     &fp8_scaling, err) ||
+        !snapshot_meta_u64(r, "precision.fp8_window", &window, err))
+        return false;
+    if (window > 1u << 20)
+        return gpt_snapshot_fail(err, path, "metadata 'precision.fp8_window' = %" PRIu64
+                                 " is not a window of steps (at most %u)", window, 1u << 20);
+    p->param = (Dtype)param;
+    p->act = (Dtype)act;
+    p->grad = (Dtype)grad;
+    p->compute = (Format)compute;
+    p->grad_compute = (Format)grad_compute;
+    p->fp8_scaling = (PolicyFp8Scaling)fp8_scaling;
+    p->fp8_window = (int)window;
+    return true;
+}
+
+/* Without "loss_scale." keys (a snapshot saved before loss scaling): none. */
+static bool read_loss_scale_config(const SnapshotReader *r, const char *path,
+                                   LossScaleConfig *c, SnapshotError *err)
+{
+    if (!snapshot_meta(r, "loss_scale.mode"))
+        return true;
+    int mode = 0;
+    uint64_t interval;
+    if (!meta_choice(r, path, "loss_scale.mode", LOSS_SCALE_MODE_NAMES, 3, &mode, err) ||
+        !snapshot_meta_f64(r, "loss_scale.init_scale", &c->init_scale, err) ||
+        !snapshot_meta_f64(r, "loss_scale.growth_factor", &c->growth_factor, err) ||
+        !snapshot_meta_f64(r, "loss_scale.backoff_factor", &c->backoff_factor, err) ||
+        !snapshot_meta_u64(r, "loss_scale.growth_interval", &interval, err))
+        return false;
+    c->mode = (LossScaleMode)mode;
+    c->growth_interval = interval > LONG_MAX ? 0 : (long)interval;
+    char why[160];
+    if (!loss_scale_check(c, why, sizeof why))
+        return gpt_snapshot_fail(err, path, "loss scaling: %s", why);
+    return true;
+}
+
 bool train_snapshot_config(const SnapshotReader *r, const char *path, TrainerConfig *cfg,
                            SnapshotError *err)
 {
@@ -181,7 +316,9 @@ bool train_snapshot_config(const SnapshotReader *r, const char *path, TrainerCon
     if (!gpt_snapshot_read_config(r, path, "model", &c.model, err) ||
         !snapshot_meta_u64(r, "train.seed", &seed, err) ||
         !snapshot_meta_f64(r, "train.clip", &c.clip, err) ||
-        !read_optim_config(r, path, &c, err))
+        !read_optim_config(r, path, &c, err) ||
+        !read_precision(r, path, &c.policy, err) ||
+        !read_loss_scale_config(r, path, &c.loss_scale, err))
         return false;
     c.seed = seed;
     *cfg = c;
@@ -205,21 +342,28 @@ static char (*expected_names(const Trainer *t, int *n))[KEY_LEN]
         snprintf(names[i], KEY_LEN, "%s", params[i]->name);
     for (int i = 0; i < n_state; i++)
         optim_state_name(t->optim, i, names[n_params + i], KEY_LEN);
+    int k = n_params + n_state;
     for (int i = 0; i < n_bufs; i++)
-        snprintf(names[n_params + n_state + i], KEY_LEN, "%s", optim_buffer(t->optim, i)->name);
-    *n = total;
+        if (!is_master(t->optim, optim_buffer(t->optim, i)))
+            snprintf(names[k++], KEY_LEN, "%s", optim_buffer(t->optim, i)->name);
+    *n = k;
     return names;
 }
 
-static Tensor *tensor_at(const Trainer *t, int i)
+/* Into the master when the parameter has one (its packed copy is refreshed after every tensor
+ * has been read). */
+static bool read_param(SnapshotReader *r, const Trainer *t, Tensor *p, SnapshotError *err)
 {
-    int n_params;
-    Tensor *const *params = gpt_params(t->model, &n_params);
-    return i < n_params ? params[i] : optim_state_tensor(t->optim, i - n_params);
+    float *master = master_of(t->optim, p);
+    if (!master)
+        return snapshot_read_tensor(r, NULL, p, err);
+    int64_t shape[TENSOR_MAX_DIMS];
+    tensor_shape64(p, shape);
+    return snapshot_read(r, p->name, SNAPSHOT_F32, p->ndim, shape, master, err);
 }
 
 /* Names first (a missing or unknown tensor is the clearer message), then each tensor, whose
- * dtype and exact shape snapshot_read_tensor checks before it copies a byte. */
+ * dtype and exact shape snapshot_read checks before it copies a byte. */
 static bool read_tensors(SnapshotReader *r, Trainer *t, SnapshotError *err)
 {
     int n;
@@ -230,17 +374,52 @@ static bool read_tensors(SnapshotReader *r, Trainer *t, SnapshotError *err)
     for (int i = 0; i < n; i++)
         list[i] = names[i];
     bool ok = snapshot_check_names(r, list, n, err);
-    int n_tensors = n - optim_buffer_count(t->optim);
-    for (int i = 0; ok && i < n_tensors; i++)
-        ok = snapshot_read_tensor(r, names[i], tensor_at(t, i), err);
-    for (int i = n_tensors; ok && i < n; i++) {
-        OptimBuffer *b = optim_buffer(t->optim, i - n_tensors);
-        ok = snapshot_read(r, b->name, buffer_dtype(b), 1, (int64_t[]){ (int64_t)b->count },
-                           b->data, err);
+    int n_params;
+    Tensor *const *params = gpt_params(t->model, &n_params);
+    for (int i = 0; ok && i < n_params; i++)
+        ok = read_param(r, t, params[i], err);
+    for (int i = 0; ok && i < optim_state_count(t->optim); i++)
+        ok = snapshot_read_tensor(r, names[n_params + i], optim_state_tensor(t->optim, i), err);
+    for (int i = 0; ok && i < optim_buffer_count(t->optim); i++) {
+        OptimBuffer *b = optim_buffer(t->optim, i);
+        if (!is_master(t->optim, b))
+            ok = snapshot_read(r, b->name, buffer_dtype(b), 1,
+                               (int64_t[]){ (int64_t)b->count }, b->data, err);
     }
+    if (ok)
+        optim_pack_masters(t->optim);
     free(list);
     free(names);
     return ok;
+}
+
+/* The scaler's state; a snapshot without it was saved before loss scaling (scale 1). */
+static bool read_scaler(const SnapshotReader *r, const char *path, Trainer *t,
+                        SnapshotError *err)
+{
+    if (!snapshot_meta(r, "loss_scale.mode"))
+        return true;
+    LossScaler *s = &t->scaler;
+    double scale;
+    uint64_t tracker, checks, skipped;
+    if (!snapshot_meta_f64(r, "loss_scale.scale", &scale, err) ||
+        !snapshot_meta_u64(r, "loss_scale.growth_tracker", &tracker, err) ||
+        !snapshot_meta_u64(r, "loss_scale.checks", &checks, err) ||
+        !snapshot_meta_u64(r, "loss_scale.skipped", &skipped, err))
+        return false;
+    if (!(scale > 0.0) || (double)(float)scale != scale)
+        return gpt_snapshot_fail(err, path, "metadata 'loss_scale.scale' = %g is not a "
+                                 "positive float", scale);
+    if (tracker >= (uint64_t)s->cfg.growth_interval || skipped > checks ||
+        checks > (uint64_t)t->step)
+        return gpt_snapshot_fail(err, path, "the loss scaler's counters are inconsistent "
+                                 "(growth_tracker %" PRIu64 ", checks %" PRIu64 ", skipped %"
+                                 PRIu64 ", %ld steps)", tracker, checks, skipped, t->step);
+    s->scale = (float)scale;
+    s->growth_tracker = (long)tracker;
+    s->checks = (long)checks;
+    s->skipped = (long)skipped;
+    return true;
 }
 
 static bool read_counters(const SnapshotReader *r, const char *path, Trainer *t,
@@ -257,7 +436,7 @@ static bool read_counters(const SnapshotReader *r, const char *path, Trainer *t,
                                  "outnumber steps)", optim_step, step);
     t->step = (long)step;
     t->optim->step = (long)optim_step;
-    return true;
+    return read_scaler(r, path, t, err);
 }
 
 Trainer *train_snapshot_load(SnapshotReader *r, const char *path, SnapshotError *err)

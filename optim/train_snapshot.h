@@ -5,6 +5,9 @@
  *
  * Tensors (F32 unless said, in this order):
  *     every model parameter by its name            "wte.weight", "blocks.0.ln1.weight", ...
+ *         (under a precision policy with packed parameters: its fp32 master weights, so the
+ *         file is an fp32 model to numpy, PyTorch and nn/gpt_snapshot.h; the masters are not
+ *         stored a second time as buffers, and loading fills them and repacks the parameters)
  *     every optimizer state tensor by its name     "adamw.m.wte.weight", "sgd.momentum.wte.weight"
  *     every optimizer buffer, 1-D, U8 or F32        "adam8bit.m.wte.weight", "adafactor.row.wte.weight"
  * Metadata (strings; integers in decimal, doubles in "%.17g" so they read back identical):
@@ -19,6 +22,17 @@
  *     optim.beta1, optim.decay_exponent, optim.eps1, optim.eps2, optim.clip_threshold,
  *     optim.relative_step, optim.scale_parameter, optim.factored       adafactor
  *     optim.momentum, optim.nesterov                     sgd
+ *     precision.policy                                   the preset the policy started from
+ *     precision.param, precision.act, precision.grad     dtype names ("bf16", "e4m3", ...)
+ *     precision.compute, precision.grad_compute          format names
+ *     precision.accumulate_low, precision.fp8_scaling ("current", "delayed"), precision.fp8_window
+ *     loss_scale.mode                                    "none", "static", "dynamic"
+ *     loss_scale.init_scale, loss_scale.growth_factor, loss_scale.backoff_factor,
+ *     loss_scale.growth_interval                         the scaler's config
+ *     loss_scale.scale, loss_scale.growth_tracker        its state: S and the clean-step count
+ *     loss_scale.checks, loss_scale.skipped              its counters
+ * (A snapshot without the precision. or loss_scale. keys was saved before they existed: it
+ * loads as fp32 without loss scaling.)
  * plus whatever the caller adds (train_gpt adds its data and schedule settings under "data."
  * and "schedule.").
  *
@@ -33,7 +47,8 @@
  *
  * Not saved: per-parameter decay flags changed by hand after the optimizer was made (the decay
  * rule is saved and reapplied), and the tape (a snapshot is taken between steps, when it is
- * empty). */
+ * empty), with its fp8 amax history: a run under delayed fp8 scaling resumes with a fresh one
+ * (the presets use current scaling, which has none). */
 #include <stdbool.h>
 
 #include "autograd/snapshot.h"

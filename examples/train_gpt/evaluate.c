@@ -47,8 +47,10 @@ EvalResult eval_teacher_forced(Trainer *tr, const Dataset *ds, int B, int max_ex
         Tensor *logits = trainer_eval(tr, tokens, targets, B, T, &loss);
         loss_sum += loss * n;     /* the batch's mean, weighted back into a sum */
         counted += n;
+        /* Under a precision policy the logits may be packed: their values, decoded. */
         if (dataset_task(ds))
-            exact += task_count_exact(logits->data, targets, B, T, V);
+            exact += task_count_exact(tensor_unpack(logits), targets, B, T, V);
+        tensor_release(logits);
         trainer_eval_done(tr);
     }
     free(tokens);
@@ -64,8 +66,10 @@ static void predict_next(void *ctx, const int *tokens, int B, int len, int *next
     Trainer *tr = ctx;
     int V = tr->model->cfg.vocab_size;
     Tensor *logits = trainer_eval(tr, tokens, NULL, B, len, NULL);
+    const float *x = tensor_unpack(logits);
     for (int b = 0; b < B; b++)
-        next[b] = task_argmax(&logits->data[((size_t)b * len + (size_t)len - 1) * V], V);
+        next[b] = task_argmax(&x[((size_t)b * len + (size_t)len - 1) * V], V);
+    tensor_release(logits);
     trainer_eval_done(tr);
 }
 
@@ -138,7 +142,8 @@ static void print_text_sample(Trainer *tr, const Dataset *ds, int n, uint64_t se
     for (int len = prompt; len < prompt + n; len++) {
         int ctx = len < T ? len : T;
         Tensor *logits = trainer_eval(tr, &text[len - ctx], NULL, 1, ctx, NULL);
-        text[len] = sample_token(&logits->data[(size_t)(ctx - 1) * V], V, &rng);
+        text[len] = sample_token(&tensor_unpack(logits)[(size_t)(ctx - 1) * V], V, &rng);
+        tensor_release(logits);
         trainer_eval_done(tr);
     }
     size_t cap = (size_t)(prompt + n) + 1;

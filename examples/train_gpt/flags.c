@@ -22,6 +22,7 @@ static const Options DEFAULTS = {
     .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.99, .clip = 1.0,
     .eval_every = 250, .eval_examples = 1000,
     .lora_alpha = 16.0, .lora_targets = LORA_TARGET_Q | LORA_TARGET_V,
+    .precision = "fp32",    /* loss_scale: loss_scale_defaults(), set in options_parse */
 };
 enum { MAX_LAYERS = 64, MAX_WIDTH = 1 << 14 };
 
@@ -71,6 +72,8 @@ static const struct option LONG_OPTIONS[] = {
     { "qlora", no_argument, NULL, FLAG_QLORA },
     { "load-base", required_argument, NULL, FLAG_LOAD_BASE },
     { "save-adapter", required_argument, NULL, FLAG_SAVE_ADAPTER },
+    { "precision", required_argument, NULL, FLAG_PRECISION },
+    { "loss-scale", required_argument, NULL, FLAG_LOSS_SCALE },
     { "help", no_argument, NULL, 'h' },
     { 0, 0, 0, 0 },
 };
@@ -105,6 +108,16 @@ static void usage(void)
            "  --attention A       standard (keeps the [T, T] probabilities) or tiled (keeps\n"
            "                      a statistic per row, recomputes; docs/attention_memory.md;\n"
            "                      default standard)\n"
+           "Mixed precision (docs/mixed_precision.md):\n"
+           "  --precision P       fp32, tf32 (matmul inputs in tf32), bf16, fp16 (parameters,\n"
+           "                      activations and gradients in 16 bits, fp32 master weights\n"
+           "                      in the optimizer) or fp8 (e4m3 activations, e5m2 gradients,\n"
+           "                      bf16 parameters) (default fp32)\n"
+           "  --loss-scale S      none, static:S (backward seeded with S, gradients divided by\n"
+           "                      S before clipping) or dynamic[:INIT] (S from INIT = 65536,\n"
+           "                      halved on an inf/NaN gradient, doubled after 2000 clean\n"
+           "                      steps); a step with an inf/NaN gradient is always skipped\n"
+           "                      (default none)\n"
            "Model:\n"
            "  --layers N          transformer blocks (default %d)\n"
            "  --heads N           attention heads; must divide --embd (default %d)\n"
@@ -227,6 +240,19 @@ static void set_value(Options *o, Flag f, const char *arg)
         o->tiled_attention = cli_choice(flag, arg, kinds) == 1;
         break;
     }
+    case FLAG_PRECISION: {
+        PrecisionPolicy p;
+        if (!policy_preset(arg, &p))
+            cli_usage_error("%s '%s': expected one of %s", flag, arg, policy_preset_names());
+        o->precision = p.name;
+        break;
+    }
+    case FLAG_LOSS_SCALE: {
+        char err[200];
+        if (!loss_scale_parse(arg, &o->loss_scale, err, sizeof err))
+            cli_usage_error("%s: %s", flag, err);
+        break;
+    }
     case FLAG_LORA: case FLAG_LORA_ALPHA: case FLAG_LORA_TARGETS: case FLAG_QLORA:
     case FLAG_LOAD_BASE: case FLAG_SAVE_ADAPTER:
         lora_set_option(o, f, flag, arg);
@@ -277,6 +303,10 @@ static void check_combinations(const Options *o)
                         "channels", o->embd, o->heads);
     if (o->plot_path && !o->log_path)
         cli_usage_error("--plot needs --log: the figure is drawn from the log");
+    if (o->checkpoint.kind != CKPT_VANILLA && strcmp(o->precision, "fp32") != 0)
+        cli_usage_error("--checkpoint with --precision %s is not built: the recomputed blocks "
+                        "run on tapes of their own, without the precision policy",
+                        o->precision);
     /* Files written must not be one another or an input; --save over --load is fine (the
      * snapshot is replaced atomically, once the run is done). */
     const char *names[] = { "log", "plot", "save", "load", "data" };
@@ -291,6 +321,7 @@ static void check_combinations(const Options *o)
 Options options_parse(int argc, char **argv)
 {
     Options o = DEFAULTS;
+    o.loss_scale = loss_scale_defaults();
     opterr = 0;     /* our own messages: one line naming the option */
     int c;
     while ((c = getopt_long(argc, argv, ":h", LONG_OPTIONS, NULL)) != -1) {
@@ -453,6 +484,21 @@ static void merge_schedule(Options *o, const SnapshotReader *r)
                                                    SCHED_COOLDOWN_NAMES);
 }
 
+/* The precision policy and the loss scaling are the snapshot's (its scaler resumes where it
+ * stopped); flags given must name the same. */
+static void merge_precision(Options *o, const TrainerConfig *s)
+{
+    if (options_given(o, FLAG_PRECISION) && strcmp(o->precision, s->policy.name) != 0)
+        disagree(FLAG_PRECISION, o->precision, s->policy.name);
+    o->precision = s->policy.name;
+    char mine[64], saved[64];
+    loss_scale_format(&o->loss_scale, mine, sizeof mine);
+    loss_scale_format(&s->loss_scale, saved, sizeof saved);
+    if (options_given(o, FLAG_LOSS_SCALE) && strcmp(mine, saved) != 0)
+        disagree(FLAG_LOSS_SCALE, mine, saved);
+    o->loss_scale = s->loss_scale;
+}
+
 void options_merge_snapshot(Options *o, const TrainerConfig *s, const SnapshotReader *r,
                             const char *path, long saved_step)
 {
@@ -484,6 +530,7 @@ void options_merge_snapshot(Options *o, const TrainerConfig *s, const SnapshotRe
         o->weight_decay = take_double(o, FLAG_WEIGHT_DECAY, o->weight_decay,
                                       s->sgd.weight_decay);
     }
+    merge_precision(o, s);
     o->lr = take_double(o, FLAG_LR, o->lr, meta_double(r, "schedule.lr"));
     o->warmup = take_long(o, FLAG_WARMUP, o->warmup, meta_long(r, "schedule.warmup"));
     o->batch = take_long(o, FLAG_BATCH, o->batch, meta_long(r, "schedule.batch"));
@@ -514,6 +561,8 @@ TrainerConfig options_trainer_config(const Options *o, int V)
     c.adafactor.weight_decay = o->weight_decay;
     c.clip = o->clip;
     c.checkpoint = o->checkpoint;
+    policy_preset(o->precision, &c.policy);     /* a known name: checked when parsed */
+    c.loss_scale = o->loss_scale;
     return c;
 }
 

@@ -49,6 +49,10 @@ void lora_check_options(Options *o)
     if (o->save_path && o->lora_rank > 0)
         cli_usage_error("--save writes a whole training state; a LoRA run keeps only its "
                         "adapter: use --save-adapter");
+    if (o->lora_rank > 0 && strcmp(o->precision, "fp32") != 0)
+        cli_usage_error("--lora%s with --precision %s is not built: LoRA and QLoRA train in "
+                        "fp32 (leave out --precision)", o->qlora ? " --qlora" : "",
+                        o->precision);
     const Flag model[] = { FLAG_LAYERS, FLAG_HEADS, FLAG_EMBD, FLAG_UNTIED, FLAG_SEPARATE_QKV };
     for (int i = 0; o->load_base_path && i < 5; i++)
         if (options_given(o, model[i]))
@@ -79,8 +83,15 @@ void lora_base_config(const Options *o, GptConfig *model)
 void lora_setup(Trainer *tr, const Options *o)
 {
     SnapshotError err;
-    if (o->load_base_path && !gpt_snapshot_read_weights(tr->model, o->load_base_path, &err))
-        cli_die(1, "%s", err.message);
+    if (o->load_base_path) {
+        /* Under a policy with packed parameters the base's fp32 weights go into the masters,
+         * and the packed working copies are made from them. */
+        optim_expose_masters(tr->optim);
+        bool ok = gpt_snapshot_read_weights(tr->model, o->load_base_path, &err);
+        optim_pack_masters(tr->optim);
+        if (!ok)
+            cli_die(1, "%s", err.message);
+    }
     if (o->lora_rank == 0) {
         mem_reset_peaks();
         return;

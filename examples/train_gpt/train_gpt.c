@@ -7,6 +7,11 @@
  * validation set greedily for the final accuracy, prints a report, and can save a snapshot that
  * --load resumes exactly.
  *
+ * --precision runs the step under a mixed-precision policy (packed bf16/fp16/fp8 tensors, fp32
+ * master weights in the optimizer) and --loss-scale seeds backward with a scale, unscaled once
+ * per update before clipping; the log's loss_scale column is the scale a step used and
+ * skipped is 1 when an inf or NaN gradient skipped its update (docs/mixed_precision.md).
+ *
  * Files: flags.c (the command line), evaluate.c (validation and samples), loss.gp (the figure).
  * docs/gpt.md explains the model, its backward pass and every column of the log. */
 #include <math.h>
@@ -24,8 +29,11 @@
 
 enum { LOSS_WINDOW = 50 };     /* steps averaged into the final training loss */
 
+/* Readers find columns by name (loss.gp, examples/common's train_run), so new ones go before
+ * the peak_* group that closes a row. */
 static const char *const LOG_COLUMNS[] = {
     "step", "loss", "lr", "grad_norm", "tokens_per_s", "ms", "val_loss", "val_acc",
+    "loss_scale", "skipped",
     "peak_param", "peak_grad", "peak_optim", "peak_act", "peak_temp", NULL,
 };
 
@@ -44,6 +52,8 @@ typedef struct {
     long       steps_run;
     EvalResult last_eval;            /* the latest evaluation, at step last_eval_step */
     long       last_eval_step;
+    SnapshotReader *loaded;          /* --load's file: open to the end, since the options
+                                      * point into its metadata (the task, the data path) */
 } Run;
 
 /* Setup: data, model, optimizer -------------------------------------------------------------- */
@@ -117,7 +127,7 @@ static Trainer *make_trainer(Run *run)
         cli_die(1, "%s", err.message);
     tr->cfg.checkpoint = o->checkpoint;     /* not in the snapshot: it changes no number */
     gpt_set_tiled_attention(tr->model, o->tiled_attention);     /* nor does this, beyond fp32 */
-    snapshot_close(r);
+    run->loaded = r;
     return tr;
 }
 
@@ -202,6 +212,8 @@ static void log_row(Run *run, long step, double lr, TrainStepResult r, double se
     tsv_num(run->log, 1000.0 * seconds);
     log_cell(run->log, ev ? ev->loss : NAN);
     log_cell(run->log, ev ? ev->accuracy : NAN);
+    tsv_num(run->log, r.loss_scale);
+    tsv_int(run->log, r.skipped);
     for (int c = 0; c < MEM_NCAT; c++)
         tsv_int(run->log, (long long)peaks[c]);
     if (!tsv_end_row(run->log))
@@ -235,8 +247,11 @@ static void train(Run *run)
         if (eval_now)
             ev = evaluate(run, step);
         log_row(run, step, lr, r, seconds, peaks, eval_now ? &ev : NULL);
-        char extra[32];
-        snprintf(extra, sizeof extra, "lr %.1e", lr);
+        char extra[48];
+        if (o->loss_scale.mode == LOSS_SCALE_NONE)
+            snprintf(extra, sizeof extra, "lr %.1e", lr);
+        else
+            snprintf(extra, sizeof extra, "lr %.1e, scale %g", lr, r.loss_scale);
         progress_update(&run->progress, step, r.loss, (long long)run->K * run->B * run->T,
                         extra);
     }
@@ -283,8 +298,33 @@ static void report(Run *run, double start)
                progress_format_rate((double)run->train_tokens / run->train_seconds, rate,
                                     sizeof rate), run->steps_run, run->K, run->B, run->T);
     printf("parameters       %zu\n", gpt_n_params(run->tr->model));
+    const LossScaler *ls = &run->tr->scaler;
+    printf("skipped steps    %ld of %ld (an inf or NaN gradient); final loss scale %g\n",
+           ls->skipped, ls->checks, (double)ls->scale);
     lora_report(run->tr);
     print_memory(run);
+}
+
+/* The policy's dtypes and formats, and the loss scaling with the scale it starts from (a
+ * resumed run's, not the configured initial one). */
+static void describe_precision(const Trainer *tr)
+{
+    const PrecisionPolicy *p = &tr->cfg.policy;
+    printf("precision: %s (parameters %s%s, activations %s, gradients %s, matmul inputs %s/%s%s)"
+           "\n", p->name, tensor_dtype_name(p->param),
+           p->param != DTYPE_F32 ? " with fp32 master weights" : "", tensor_dtype_name(p->act),
+           tensor_dtype_name(p->grad), fmt_name(p->compute), fmt_name(p->grad_compute),
+           p->accumulate_low ? ", low-precision accumulation" : "");
+    const LossScaler *s = &tr->scaler;
+    const LossScaleConfig *c = &s->cfg;
+    char spec[64];
+    loss_scale_format(c, spec, sizeof spec);
+    if (c->mode == LOSS_SCALE_DYNAMIC)
+        printf("loss scaling: %s: scale %g now, x%g after %ld clean steps, x%g and skip on an "
+               "inf/NaN gradient\n", spec, (double)s->scale, c->growth_factor,
+               c->growth_interval, c->backoff_factor);
+    else
+        printf("loss scaling: %s (a step with an inf/NaN gradient is skipped)\n", spec);
 }
 
 static void describe(const Run *run)
@@ -305,6 +345,7 @@ static void describe(const Run *run)
     printf("checkpointing over the blocks: %s (the log's peak_act and ms columns show the "
            "effect)\n", ckpt_name(o->checkpoint, ckpt, sizeof ckpt));
     printf("attention: %s\n", o->tiled_attention ? "tiled" : "standard");
+    describe_precision(run->tr);
     lora_describe(run->tr, o);
     char decay[96];
     snprintf(decay, sizeof decay, "%s", SCHED_DECAY_NAMES[s.decay]);
@@ -372,5 +413,6 @@ int main(int argc, char **argv)
     free(run.targets);
     trainer_free(run.tr);
     dataset_free(run.ds);
+    snapshot_close(run.loaded);
     return 0;
 }

@@ -22,6 +22,7 @@ typedef enum {
     FLAG_DECAY, FLAG_COOLDOWN, FLAG_COOLDOWN_SHAPE, FLAG_CHECKPOINT,
     FLAG_ATTENTION,
     FLAG_LORA, FLAG_LORA_ALPHA, FLAG_LORA_TARGETS, FLAG_QLORA, FLAG_LOAD_BASE, FLAG_SAVE_ADAPTER,
+    FLAG_PRECISION, FLAG_LOSS_SCALE,
     FLAG_END,
 } Flag;
 
@@ -40,6 +41,8 @@ typedef struct {
     int         threads;
     CkptStrategy checkpoint;     /* over the blocks: none (vanilla), sqrt, ... */
     bool        tiled_attention; /* --attention tiled */
+    const char *precision;       /* a policy_preset name (autograd/policy.h) */
+    LossScaleConfig loss_scale;  /* optim/loss_scale.h */
     /* model */
     int         layers, heads, embd;
     bool        untied, separate_qkv;

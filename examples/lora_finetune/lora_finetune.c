@@ -71,23 +71,43 @@ static void usage(void)
            "  lora_finetune --log lora_finetune.tsv --plot lora_finetune.png\n");
 }
 
-static int parse_ranks(const char *list, int *ranks)
+enum { ITEM_LEN = 16 };
+
+/* The comma-separated items of a flag's value into items: their count, 1 to max. An empty or
+ * overlong item, or more than max, is a usage error naming the flag. */
+static int split_list(const char *flag, const char *list, char items[][ITEM_LEN], int max)
 {
     int n = 0;
-    const char *p = list;
-    for (;;) {
-        char buf[16];
+    for (const char *p = list;; p++) {
         size_t len = strcspn(p, ",");
-        if (len == 0 || len >= sizeof buf || n == MAX_RANKS)
-            cli_usage_error("--ranks '%s': give 1 to %d ranks separated by commas", list,
-                            MAX_RANKS);
-        memcpy(buf, p, len);
-        buf[len] = '\0';
-        ranks[n++] = (int)cli_long("--ranks", buf, 1, 4096);
-        if (p[len] == '\0')
+        if (len == 0 || len >= ITEM_LEN || n == max)
+            cli_usage_error("%s '%s': give 1 to %d items separated by commas", flag, list, max);
+        memcpy(items[n], p, len);
+        items[n++][len] = '\0';
+        p += len;
+        if (*p == '\0')
             return n;
-        p += len + 1;
     }
+}
+
+static int parse_ranks(const char *list, int *ranks)
+{
+    char items[MAX_RANKS][ITEM_LEN];
+    int n = split_list("--ranks", list, items, MAX_RANKS);
+    for (int i = 0; i < n; i++)
+        ranks[i] = (int)cli_long("--ranks", items[i], 1, 4096);
+    return n;
+}
+
+static unsigned parse_methods(const char *list)
+{
+    static const char *const names[] = { "full", "lora", "qlora", NULL };
+    char items[3][ITEM_LEN];
+    unsigned bits = 0;
+    int n = split_list("--methods", list, items, 3);
+    for (int i = 0; i < n; i++)
+        bits |= 1u << cli_choice("--methods", items[i], names);
+    return bits;
 }
 
 enum {
@@ -96,25 +116,6 @@ enum {
     OPT_LR_LORA, OPT_ALPHA, OPT_TARGETS, OPT_RANKS, OPT_QLORA_RANK, OPT_METHODS, OPT_SEED,
     OPT_THREADS, OPT_EVAL, OPT_LOG, OPT_PLOT,
 };
-
-static unsigned parse_methods(const char *list)
-{
-    static const char *const names[] = { "full", "lora", "qlora", NULL };
-    unsigned bits = 0;
-    const char *p = list;
-    for (;;) {
-        char buf[16];
-        size_t len = strcspn(p, ",");
-        if (len >= sizeof buf)
-            cli_usage_error("--methods '%s': choose among full, lora, qlora", list);
-        memcpy(buf, p, len);
-        buf[len] = '\0';
-        bits |= 1u << cli_choice("--methods", buf, names);
-        if (p[len] == '\0')
-            return bits;
-        p += len + 1;
-    }
-}
 
 static void parse_option(Options *o, int c, const char *arg)
 {

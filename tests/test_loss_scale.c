@@ -172,7 +172,10 @@ static void test_parse(void **state)
     assert_string_equal(loss_scale_format(&c, buf, sizeof buf), "dynamic:128");
     LossScaleConfig back;
     assert_true(loss_scale_parse(buf, &back, err, sizeof err));
-    assert_memory_equal(&back, &c, sizeof c);
+    assert_int_equal(back.mode, c.mode);   /* field by field: the struct has padding */
+    assert_true(back.init_scale == c.init_scale && back.growth_factor == c.growth_factor &&
+                back.backoff_factor == c.backoff_factor);
+    assert_int_equal(back.growth_interval, c.growth_interval);
 
     const struct {
         const char *in, *needle;

@@ -46,6 +46,7 @@ typedef struct {
     int        B, T, K;              /* micro-batch rows, tokens per row, micro-batches per step */
     int       *tokens, *targets;
     size_t     peak[MEM_NCAT + 1];   /* the run's peak per category, over every phase */
+    size_t     step_peak[MEM_NCAT + 1];   /* the same over the training steps alone */
     double     train_seconds;
     long long  train_tokens;
     double     recent_loss[LOSS_WINDOW];
@@ -163,13 +164,18 @@ static void end_phase(Run *run, size_t *phase)
     mem_reset_peaks();
 }
 
+/* Both columns, because evaluation does not record: under a precision policy its activations
+ * are rounded but not packed, so the run's act peak can be an evaluation's fp32 one while the
+ * training steps' shows what the policy saves. */
 static void print_memory(const Run *run)
 {
-    printf("memory, peak bytes per category over the run:\n");
+    printf("memory, peak bytes per category:   training steps      whole run (evaluation "
+           "included)\n");
     for (int c = 0; c <= MEM_NCAT; c++) {
-        char buf[32];
-        printf("  %-6s %12zu  %s\n", mem_category_name((MemCategory)c), run->peak[c],
-               mem_format_bytes(run->peak[c], buf, sizeof buf));
+        char a[32], b[32];
+        printf("  %-6s %12zu %10s  %12zu %10s\n", mem_category_name((MemCategory)c),
+               run->step_peak[c], mem_format_bytes(run->step_peak[c], a, sizeof a),
+               run->peak[c], mem_format_bytes(run->peak[c], b, sizeof b));
     }
 }
 
@@ -235,6 +241,9 @@ static void train(Run *run)
         double seconds = progress_now() - t0;
         size_t peaks[MEM_NCAT + 1];
         end_phase(run, peaks);
+        for (int c = 0; c <= MEM_NCAT; c++)
+            if (peaks[c] > run->step_peak[c])
+                run->step_peak[c] = peaks[c];
         run->train_seconds += seconds;
         run->train_tokens += (long long)run->K * run->B * run->T;
         run->recent_loss[run->steps_run++ % LOSS_WINDOW] = r.loss;

@@ -11,8 +11,8 @@
 #include "examples/train_gpt/train_gpt.h"
 #include "optim/schedule.h"
 
-/* Defaults: the demo. `train_gpt` with no flags learns 3-digit addition in about two minutes on
- * two cores (docs/gpt.md has the measured numbers). */
+/* Defaults: the demo. `train_gpt` with no flags learns 3-digit addition in under a minute on
+ * two idle cores, a few minutes on a busy machine (docs/gpt.md has the measured numbers). */
 static const Options DEFAULTS = {
     .task = "add", .steps = 2000, .batch = 64, .accum = 1, .seed = 1,
     .layers = 2, .heads = 4, .embd = 128,
@@ -134,7 +134,7 @@ static void usage(void)
            "  --base-batch N      the batch --lr is meant for (default: the effective batch)\n"
            "  --warmup-type W     none, constant (a fixed --warmup-fraction of the peak) or\n"
            "                      gradual (a linear ramp to the peak) (default gradual)\n"
-           "  --warmup N          warmup steps (default %ld)\n"
+           "  --warmup N          warmup steps (default %ld, at most --steps / 10)\n"
            "  --warmup-fraction X constant warmup's rate, as a fraction of the peak (0.1)\n"
            "  --decay D           after warmup: constant, cosine (to 0 at --steps) or wsd\n"
            "                      (constant, then a cooldown to 0) (default cosine)\n"
@@ -341,6 +341,10 @@ Options options_parse(int argc, char **argv)
     if (o.data)
         o.task = NULL;
     lora_check_options(&o);
+    /* A short run (--steps 20 to try things) still gets a decay: the default warmup shrinks to
+     * a tenth of the steps. An explicit --warmup is taken as given. */
+    if (!options_given(&o, FLAG_WARMUP) && !o.load_path && o.warmup > o.steps / 10)
+        o.warmup = o.steps / 10;
     if (!o.load_path)
         check_combinations(&o);   /* with --load, once the snapshot's settings are in */
     return o;

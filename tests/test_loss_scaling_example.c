@@ -133,6 +133,14 @@ static void test_run_log(void **state)
     assert_int_equal(run_read_columns(path, "step", "loss", x, y, 4), 0);
 }
 
+static void test_find_train_gpt(void **state)
+{
+    (void)state;
+    assert_string_equal(run_find_train_gpt("/a/b/loss_scaling"), "/a/b/train_gpt");
+    assert_string_equal(run_find_train_gpt("build/bin/lr_scaling"), "build/bin/train_gpt");
+    assert_string_equal(run_find_train_gpt("loss_scaling"), "./train_gpt");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -141,6 +149,7 @@ int main(void)
         cmocka_unit_test(test_rounding_fp16),
         cmocka_unit_test(test_max_pow2_scale),
         cmocka_unit_test(test_run_log),
+        cmocka_unit_test(test_find_train_gpt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,6 @@
 /* One train_gpt run as a subprocess, and reading its TSV log (train_run.h). */
 #include <fcntl.h>
+#include <libgen.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,6 +11,15 @@
 
 #include "examples/common/cli.h"
 #include "examples/common/train_run.h"
+
+const char *run_find_train_gpt(const char *argv0)
+{
+    static char path[RUN_ARG_LEN];
+    char copy[RUN_ARG_LEN];
+    snprintf(copy, sizeof copy, "%s", argv0);
+    snprintf(path, sizeof path, "%s/train_gpt", dirname(copy));
+    return path;
+}
 
 void run_arg(RunSpec *r, const char *fmt, ...)
 {

@@ -26,6 +26,9 @@ typedef struct {
     double val_acc;       /* teacher-forced exact match at the last evaluation */
 } RunResult;
 
+/* The train_gpt program next to the calling one (argv0's folder): a default for --train-gpt.
+ * The string is static, overwritten by the next call. */
+const char *run_find_train_gpt(const char *argv0);
 /* Appends one argument, formatted. */
 void      run_arg(RunSpec *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Runs it, waits, reads the log. */

@@ -1,0 +1,111 @@
+#ifndef TAPEGRAD_LOSS_SCALING_H
+#define TAPEGRAD_LOSS_SCALING_H
+/* What the files of loss_scaling share: the options (loss_scaling.c), the gradient probe of
+ * part 1 (probe.c) and the training runs of part 2 (runs.c). */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "examples/common/dataset.h"
+#include "examples/common/grad_hist.h"
+#include "examples/common/tsv.h"
+#include "optim/train.h"
+
+typedef struct {
+    bool        probe, curves;      /* the two parts; both by default */
+    const char *out, *train_gpt;
+    long        steps;              /* length of every run (and of the probe's schedule) */
+    long        probe_step;         /* fp32 steps before the gradients are measured */
+    long        eval_every, compare_step;
+    int         eval_examples, threads, jobs;
+    long        seed;
+} Options;
+
+/* runs.c: the thread count of the control run, another one than --threads. */
+int         runs_control_threads(const Options *o);
+
+/* What every run trains with: train_gpt's defaults, written out. The probe trains with them in
+ * this process and the runs get them as flags, so the two stay the same model on the same
+ * schedule even if train_gpt's defaults move. The warmup is 100 steps, at most a tenth of the
+ * run, as train_gpt's. */
+typedef struct {
+    int    batch, layers, heads, embd;
+    long   warmup;
+    double lr, beta2, weight_decay, clip;
+} RunSettings;
+
+RunSettings runs_settings(const Options *o);
+
+/* ---- part 1: the gradients of one batch (probe.c) ----------------------------------------- */
+
+/* The fp32 model after probe_step steps of train_gpt's default run, one batch, and every
+ * activation gradient of that batch's backward pass (the output gradient of every node on the
+ * tape, concatenated in tape order; reshape views are left out, since their gradient repeats
+ * their input's). */
+typedef struct {
+    Trainer  *tr;
+    Dataset  *ds;
+    int       B, T;
+    int      *tokens, *targets;
+    float    *grads;
+    size_t    n_grads;
+    int       n_tensors;
+    float     amax;          /* largest |g| */
+    double    loss;          /* of the measured batch */
+    GradHist  hist;
+} Probe;
+
+/* What fp16 does to the probe's gradients at one loss scale S. */
+typedef struct {
+    float        scale;
+    const char  *rule;       /* how S was chosen */
+    GradRounding rounded;    /* the fp32 gradients times S, rounded to fp16 */
+    /* A real backward pass under the fp16 policy seeded with S, node for node against fp32:
+     * values that are nonzero in fp32 and 0 here, and values that are inf or NaN here. */
+    long long    pass_zero, pass_nonfinite;
+} ProbeResult;
+
+Probe      *probe_new(const Options *o);
+void        probe_free(Probe *p);
+ProbeResult probe_measure(Probe *p, float scale, const char *rule);
+
+/* ---- part 2: train_gpt at each precision (runs.c) ----------------------------------------- */
+
+enum { N_RUNS = 6 };
+
+/* RUNS[0] is the reference, fp32; the last run is a control: fp32 again, on another number of
+ * threads, so that only the order of the floating-point sums differs (1 ulp here and there). How
+ * far it drifts from the reference is how far any small perturbation moves a run of this task,
+ * the yardstick for the differences the formats make. */
+typedef struct {
+    const char *name;          /* "fp16 dynamic" */
+    const char *file;          /* "fp16_dynamic": runs/FILE.tsv */
+    const char *precision;     /* train_gpt --precision */
+    const char *loss_scale;    /* train_gpt --loss-scale */
+    bool        control;       /* on another thread count */
+} RunConfig;
+
+extern const RunConfig RUNS[N_RUNS];
+
+/* What each run's log says. */
+typedef struct {
+    bool   ok, diverged;
+    double val_loss, val_acc;          /* at the last evaluation */
+    double compare_loss;               /* validation loss at compare_step */
+    double skipped;                    /* steps whose update was skipped (inf/NaN) */
+    double final_scale, median_scale;  /* the last step's scale, the median over the steps */
+    double peak_act;                   /* the largest step's act bytes */
+} RunSummary;
+
+/* Runs every configuration (--jobs at a time), writes loss_scaling_curves.tsv and
+ * loss_scaling_table.tsv into --out, prints the validation loss of every run at every
+ * evaluation (markdown) and fills summary[N_RUNS]. */
+void        runs_all(const Options *o, RunSummary *summary);
+/* The table in markdown on stdout. */
+void        runs_print_table(const Options *o, const RunSummary *summary);
+
+/* loss_scaling.c: a TSV writer in --out, and closing it (a failure is fatal). */
+TsvWriter  *open_out_tsv(const Options *o, const char *name, const char *const *columns);
+void        close_out_tsv(TsvWriter *w);
+
+#endif

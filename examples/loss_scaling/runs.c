@@ -1,0 +1,308 @@
+/* Part 2: train_gpt on its default task at each precision, same seed, same steps, as
+ * subprocesses (examples/common/train_run.h), so every curve is a command a student can rerun;
+ * the commands are in --out/commands.txt. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "examples/common/cli.h"
+#include "examples/common/train_run.h"
+#include "examples/loss_scaling/loss_scaling.h"
+
+const RunConfig RUNS[N_RUNS] = {
+    { "fp32", "fp32", "fp32", "none", false },
+    { "bf16", "bf16", "bf16", "none", false },
+    { "fp16", "fp16_none", "fp16", "none", false },
+    { "fp16 dynamic", "fp16_dynamic", "fp16", "dynamic", false },
+    { "fp8", "fp8", "fp8", "none", false },
+    { "fp32 control", "fp32_control", "fp32", "none", true },
+};
+
+int runs_control_threads(const Options *o) { return o->threads == 1 ? 2 : 1; }
+
+RunSettings runs_settings(const Options *o)
+{
+    return (RunSettings){ .batch = 64, .layers = 2, .heads = 4, .embd = 128,
+                          .warmup = o->steps / 10 < 100 ? o->steps / 10 : 100, .lr = 1e-3,
+                          .beta2 = 0.99, .weight_decay = 0.1, .clip = 1.0 };
+}
+
+static void build_run(const Options *o, const RunConfig *c, RunSpec *r)
+{
+    memset(r, 0, sizeof *r);
+    snprintf(r->log_path, sizeof r->log_path, "%s/runs/%s.tsv", o->out, c->file);
+    snprintf(r->out_path, sizeof r->out_path, "%s/runs/%s.out", o->out, c->file);
+    RunSettings rs = runs_settings(o);
+    run_arg(r, "%s", o->train_gpt);
+    run_arg(r, "--precision=%s", c->precision);
+    run_arg(r, "--loss-scale=%s", c->loss_scale);
+    run_arg(r, "--steps=%ld", o->steps);
+    run_arg(r, "--seed=%ld", o->seed);
+    run_arg(r, "--task=add");
+    run_arg(r, "--batch=%d", rs.batch);
+    run_arg(r, "--layers=%d", rs.layers);
+    run_arg(r, "--heads=%d", rs.heads);
+    run_arg(r, "--embd=%d", rs.embd);
+    run_arg(r, "--lr=%g", rs.lr);
+    run_arg(r, "--warmup=%ld", rs.warmup);
+    run_arg(r, "--warmup-type=gradual");
+    run_arg(r, "--decay=cosine");
+    run_arg(r, "--beta2=%g", rs.beta2);
+    run_arg(r, "--weight-decay=%g", rs.weight_decay);
+    run_arg(r, "--clip=%g", rs.clip);
+    run_arg(r, "--eval-every=%ld", o->eval_every);
+    run_arg(r, "--eval-examples=%d", o->eval_examples);
+    run_arg(r, "--threads=%d", c->control ? runs_control_threads(o) : o->threads);
+    run_arg(r, "--log=%s", r->log_path);
+}
+
+static void print_command(FILE *f, const RunSpec *r)
+{
+    for (int i = 0; i < r->argc; i++)
+        fprintf(f, "%s%s", i ? " " : "", r->argv[i]);
+    fputc('\n', f);
+}
+
+/* ---- reading a log ------------------------------------------------------------------------ */
+
+/* Column `name` of a log by step: v[step] for step 1..steps, NAN where the cell is empty. */
+static void read_by_step(const char *log, const char *name, long steps, double *v)
+{
+    for (long s = 0; s <= steps; s++)
+        v[s] = NAN;
+    double *xs = malloc((size_t)steps * sizeof *xs), *ys = malloc((size_t)steps * sizeof *ys);
+    if (!xs || !ys)
+        cli_die(1, "out of memory");
+    int n = run_read_columns(log, "step", name, xs, ys, (int)steps);
+    for (int i = 0; i < n; i++)
+        if (xs[i] >= 1 && xs[i] <= steps)
+            v[(long)xs[i]] = ys[i];
+    free(xs);
+    free(ys);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The largest and the median of the finite values of v[1..steps]. */
+static void max_median(const double *v, long steps, double *max, double *median)
+{
+    double *s = malloc((size_t)steps * sizeof *s);
+    if (!s)
+        cli_die(1, "out of memory");
+    long n = 0;
+    for (long i = 1; i <= steps; i++)
+        if (isfinite(v[i]))
+            s[n++] = v[i];
+    qsort(s, (size_t)n, sizeof *s, cmp_double);
+    *max = n ? s[n - 1] : NAN;
+    *median = n ? s[n / 2] : NAN;
+    free(s);
+}
+
+/* ---- the curves and the summary ----------------------------------------------------------- */
+
+enum { SMOOTH = 20 };   /* steps in the training loss's running mean */
+
+static const char *const CURVE_COLUMNS[] = {
+    "run", "step", "loss", "loss_mean20", "loss_mean20_vs_fp32", "val_loss", "val_loss_vs_fp32",
+    "val_acc", "loss_scale", NULL,
+};
+
+/* A log's columns by step (v[step], step 1..steps, NAN where empty). */
+typedef struct {
+    double *loss, *val_loss, *val_acc, *scale, *skipped, *peak_act;
+} Columns;
+
+static Columns read_columns(const Options *o, const RunSpec *r)
+{
+    long n = o->steps + 1;
+    double *buf = malloc(6 * (size_t)n * sizeof *buf);
+    if (!buf)
+        cli_die(1, "out of memory");
+    Columns col = { buf, buf + n, buf + 2 * n, buf + 3 * n, buf + 4 * n, buf + 5 * n };
+    read_by_step(r->log_path, "loss", o->steps, col.loss);
+    read_by_step(r->log_path, "val_loss", o->steps, col.val_loss);
+    read_by_step(r->log_path, "val_acc", o->steps, col.val_acc);
+    read_by_step(r->log_path, "loss_scale", o->steps, col.scale);
+    read_by_step(r->log_path, "skipped", o->steps, col.skipped);
+    read_by_step(r->log_path, "peak_act", o->steps, col.peak_act);
+    return col;
+}
+
+/* The mean of the last SMOOTH training losses up to step s (fewer at the start). */
+static double running_mean(const double *loss, long s)
+{
+    double sum = 0.0;
+    int n = 0;
+    for (long i = s; i >= 1 && i > s - SMOOTH; i--)
+        if (isfinite(loss[i])) {
+            sum += loss[i];
+            n++;
+        }
+    return n ? sum / n : NAN;
+}
+
+/* One run's rows; ref is fp32's columns, for the relative differences. */
+static void write_curve(TsvWriter *w, const RunConfig *c, const Columns *col,
+                        const Columns *ref, long steps)
+{
+    for (long s = 1; s <= steps; s++) {
+        if (isnan(col->loss[s]))
+            continue;
+        double mean = running_mean(col->loss, s);
+        tsv_str(w, c->name);
+        tsv_int(w, s);
+        tsv_num(w, col->loss[s]);
+        tsv_num(w, mean);
+        tsv_num(w, mean / running_mean(ref->loss, s) - 1.0);
+        tsv_num(w, col->val_loss[s]);
+        tsv_num(w, col->val_loss[s] / ref->val_loss[s] - 1.0);
+        tsv_num(w, col->val_acc[s]);
+        tsv_num(w, col->scale[s]);
+        tsv_end_row(w);
+    }
+}
+
+/* train_gpt's skipped column is 1 on a step whose update was skipped (an inf or NaN gradient),
+ * and loss_scale the scale the step used. */
+static RunSummary summarize(const Options *o, const RunResult *res, const Columns *col)
+{
+    RunSummary s = { .ok = res->ok, .diverged = res->diverged, .val_loss = res->val_loss,
+                     .val_acc = res->val_acc };
+    s.compare_loss = o->compare_step <= o->steps ? col->val_loss[o->compare_step] : NAN;
+    double unused;
+    max_median(col->peak_act, o->steps, &s.peak_act, &unused);
+    max_median(col->scale, o->steps, &unused, &s.median_scale);
+    s.final_scale = NAN;
+    for (long i = 1; i <= o->steps; i++) {
+        if (isfinite(col->scale[i]))
+            s.final_scale = col->scale[i];
+        if (isfinite(col->skipped[i]))
+            s.skipped += col->skipped[i];
+    }
+    return s;
+}
+
+/* The validation loss of every run at every evaluation: where the curves part, and by how
+ * much. */
+static void print_val_table(const Options *o, const Columns *col)
+{
+    printf("\nvalidation loss at every evaluation\n\n| step |");
+    for (int i = 0; i < N_RUNS; i++)
+        printf(" %s |", RUNS[i].name);
+    printf("\n|---|");
+    for (int i = 0; i < N_RUNS; i++)
+        printf("---|");
+    printf("\n");
+    for (long s = o->eval_every; s <= o->steps; s += o->eval_every) {
+        printf("| %ld |", s);
+        for (int i = 0; i < N_RUNS; i++)
+            printf(" %.4g |", col[i].val_loss[s]);
+        printf("\n");
+    }
+}
+
+/* ---- the table ---------------------------------------------------------------------------- */
+
+static const char *const TABLE_COLUMNS[] = {
+    "run", "precision", "loss_scale", "steps", "diverged", "val_loss", "val_acc",
+    "rel_diff_val_loss", "compare_step", "compare_val_loss", "rel_diff_compare", "skipped",
+    "final_scale", "median_scale", "peak_act_bytes", "peak_act_vs_fp32", NULL,
+};
+
+static double rel(double x, double ref) { return (x - ref) / ref; }
+
+static void write_table(const Options *o, const RunSummary *s)
+{
+    TsvWriter *w = open_out_tsv(o, "loss_scaling_table.tsv", TABLE_COLUMNS);
+    for (int i = 0; i < N_RUNS; i++) {
+        tsv_str(w, RUNS[i].name);
+        tsv_str(w, RUNS[i].precision);
+        tsv_str(w, RUNS[i].loss_scale);
+        tsv_int(w, o->steps);
+        tsv_int(w, s[i].diverged);
+        tsv_num(w, s[i].val_loss);
+        tsv_num(w, s[i].val_acc);
+        tsv_num(w, rel(s[i].val_loss, s[0].val_loss));
+        tsv_int(w, o->compare_step);
+        tsv_num(w, s[i].compare_loss);
+        tsv_num(w, rel(s[i].compare_loss, s[0].compare_loss));
+        tsv_num(w, s[i].skipped);
+        tsv_num(w, s[i].final_scale);
+        tsv_num(w, s[i].median_scale);
+        tsv_num(w, s[i].peak_act);
+        tsv_num(w, s[i].peak_act / s[0].peak_act);
+        tsv_end_row(w);
+    }
+    close_out_tsv(w);
+}
+
+void runs_print_table(const Options *o, const RunSummary *s)
+{
+    printf("\ntrain_gpt on the add task, %ld steps, seed %ld, %d thread%s per run (the fp32 "
+           "control: %d); validation loss and exact match (teacher-forced) at the last "
+           "evaluation, and the validation loss at step %ld; relative differences against "
+           "fp32\n\n", o->steps, o->seed, o->threads, o->threads == 1 ? "" : "s",
+           runs_control_threads(o), o->compare_step);
+    printf("| run | val loss | vs fp32 | exact match | val loss @%ld | vs fp32 | skipped | "
+           "final scale | peak act bytes | vs fp32 |\n", o->compare_step);
+    printf("|---|---|---|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < N_RUNS; i++) {
+        if (!s[i].ok) {
+            printf("| %s | %s | | | | | | | | |\n", RUNS[i].name,
+                   s[i].diverged ? "diverged" : "failed");
+            continue;
+        }
+        printf("| %s | %.4g | %+.1f%% | %.1f%% | %.4g | %+.1f%% | %.0f | %g | %.0f | %.3f |\n",
+               RUNS[i].name, s[i].val_loss, 100.0 * rel(s[i].val_loss, s[0].val_loss),
+               100.0 * s[i].val_acc, s[i].compare_loss,
+               100.0 * rel(s[i].compare_loss, s[0].compare_loss), s[i].skipped,
+               s[i].final_scale, s[i].peak_act, s[i].peak_act / s[0].peak_act);
+    }
+}
+
+void runs_all(const Options *o, RunSummary *summary)
+{
+    char dir[600], path[700];
+    snprintf(dir, sizeof dir, "%s/runs", o->out);
+    struct stat st;
+    if (mkdir(dir, 0755) != 0 && stat(dir, &st) != 0)
+        cli_die(1, "cannot create %s", dir);
+    snprintf(path, sizeof path, "%s/commands.txt", o->out);
+    FILE *commands = fopen(path, "w");
+    if (!commands)
+        cli_die(1, "cannot write %s", path);
+    static RunSpec spec[N_RUNS];
+    RunResult res[N_RUNS];
+    for (int first = 0; first < N_RUNS; first += o->jobs) {
+        int last = first + o->jobs < N_RUNS ? first + o->jobs : N_RUNS;
+        pid_t pid[N_RUNS];
+        for (int i = first; i < last; i++) {
+            build_run(o, &RUNS[i], &spec[i]);
+            print_command(commands, &spec[i]);
+            fprintf(stderr, "run: %s\n", RUNS[i].name);
+            pid[i] = run_start(&spec[i]);
+        }
+        for (int i = first; i < last; i++)
+            res[i] = run_wait(&spec[i], pid[i]);
+    }
+    fclose(commands);
+    Columns col[N_RUNS];
+    for (int i = 0; i < N_RUNS; i++) {
+        col[i] = read_columns(o, &spec[i]);
+        summary[i] = summarize(o, &res[i], &col[i]);
+    }
+    TsvWriter *curves = open_out_tsv(o, "loss_scaling_curves.tsv", CURVE_COLUMNS);
+    for (int i = 0; i < N_RUNS; i++)
+        write_curve(curves, &RUNS[i], &col[i], &col[0], o->steps);
+    close_out_tsv(curves);
+    print_val_table(o, col);
+    for (int i = 0; i < N_RUNS; i++)
+        free(col[i].loss);        /* the one buffer behind all six columns */
+    write_table(o, summary);
+}

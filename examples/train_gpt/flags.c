@@ -240,19 +240,9 @@ static void set_value(Options *o, Flag f, const char *arg)
         o->tiled_attention = cli_choice(flag, arg, kinds) == 1;
         break;
     }
-    case FLAG_PRECISION: {
-        PrecisionPolicy p;
-        if (!policy_preset(arg, &p))
-            cli_usage_error("%s '%s': expected one of %s", flag, arg, policy_preset_names());
-        o->precision = p.name;
+    case FLAG_PRECISION: case FLAG_LOSS_SCALE:
+        precision_set_option(o, f, flag, arg);
         break;
-    }
-    case FLAG_LOSS_SCALE: {
-        char err[200];
-        if (!loss_scale_parse(arg, &o->loss_scale, err, sizeof err))
-            cli_usage_error("%s: %s", flag, err);
-        break;
-    }
     case FLAG_LORA: case FLAG_LORA_ALPHA: case FLAG_LORA_TARGETS: case FLAG_QLORA:
     case FLAG_LOAD_BASE: case FLAG_SAVE_ADAPTER:
         lora_set_option(o, f, flag, arg);
@@ -303,10 +293,7 @@ static void check_combinations(const Options *o)
                         "channels", o->embd, o->heads);
     if (o->plot_path && !o->log_path)
         cli_usage_error("--plot needs --log: the figure is drawn from the log");
-    if (o->checkpoint.kind != CKPT_VANILLA && strcmp(o->precision, "fp32") != 0)
-        cli_usage_error("--checkpoint with --precision %s is not built: the recomputed blocks "
-                        "run on tapes of their own, without the precision policy",
-                        o->precision);
+    precision_check_options(o);
     /* Files written must not be one another or an input; --save over --load is fine (the
      * snapshot is replaced atomically, once the run is done). */
     const char *names[] = { "log", "plot", "save", "load", "data" };
@@ -354,7 +341,7 @@ Options options_parse(int argc, char **argv)
 
 static const char *snapshot_path;
 
-static void disagree(Flag f, const char *mine, const char *saved)
+void options_disagree(Flag f, const char *mine, const char *saved)
 {
     cli_usage_error("--%s %s does not match the snapshot %s, which has %s", flag_name(f), mine,
                     snapshot_path, saved);
@@ -367,7 +354,7 @@ static long take_long(const Options *o, Flag f, long mine, long saved)
     snprintf(a, sizeof a, "%ld", mine);
     snprintf(b, sizeof b, "%ld", saved);
     if (options_given(o, f) && mine != saved)
-        disagree(f, a, b);
+        options_disagree(f, a, b);
     return saved;
 }
 
@@ -377,7 +364,7 @@ static double take_double(const Options *o, Flag f, double mine, double saved)
     snprintf(a, sizeof a, "%.17g", mine);
     snprintf(b, sizeof b, "%.17g", saved);
     if (options_given(o, f) && mine != saved)
-        disagree(f, a, b);
+        options_disagree(f, a, b);
     return saved;
 }
 
@@ -425,22 +412,22 @@ static void merge_data(Options *o, const SnapshotReader *r)
     if (strcmp(kind, "text") == 0) {
         const char *path = meta(r, "data.path");
         if (options_given(o, FLAG_TASK))
-            disagree(FLAG_TASK, o->task, "text data");
+            options_disagree(FLAG_TASK, o->task, "text data");
         if (options_given(o, FLAG_TASK_SIZE) || o->msd_first)
             cli_usage_error("--%s applies to a task; the snapshot %s was trained on text",
                             options_given(o, FLAG_TASK_SIZE) ? "task-size" : "msd-first",
                             snapshot_path);
         if (o->data && strcmp(o->data, path) != 0)
-            disagree(FLAG_DATA, o->data, path);
+            options_disagree(FLAG_DATA, o->data, path);
         o->data = path;
         o->task = NULL;
         return;
     }
     const char *task = meta(r, "data.task");
     if (o->data)
-        disagree(FLAG_DATA, o->data, "a task");
+        options_disagree(FLAG_DATA, o->data, "a task");
     if (options_given(o, FLAG_TASK) && strcmp(o->task, task) != 0)
-        disagree(FLAG_TASK, o->task, task);
+        options_disagree(FLAG_TASK, o->task, task);
     o->task = task;
     o->msd_first = take_switch(o, FLAG_MSD_FIRST, meta_long(r, "data.msd_first") != 0);
     o->task_size = (int)take_long(o, FLAG_TASK_SIZE, o->task_size,
@@ -458,7 +445,7 @@ static int take_choice(const Options *o, Flag f, int mine, const char *saved,
         cli_die(1, "%s: --%s '%s' in the snapshot is not one this version knows", snapshot_path,
                 flag_name(f), saved);
     if (options_given(o, f) && mine != i)
-        disagree(f, names[mine], saved);
+        options_disagree(f, names[mine], saved);
     return i;
 }
 
@@ -488,21 +475,6 @@ static void merge_schedule(Options *o, const SnapshotReader *r)
                                                    SCHED_COOLDOWN_NAMES);
 }
 
-/* The precision policy and the loss scaling are the snapshot's (its scaler resumes where it
- * stopped); flags given must name the same. */
-static void merge_precision(Options *o, const TrainerConfig *s)
-{
-    if (options_given(o, FLAG_PRECISION) && strcmp(o->precision, s->policy.name) != 0)
-        disagree(FLAG_PRECISION, o->precision, s->policy.name);
-    o->precision = s->policy.name;
-    char mine[64], saved[64];
-    loss_scale_format(&o->loss_scale, mine, sizeof mine);
-    loss_scale_format(&s->loss_scale, saved, sizeof saved);
-    if (options_given(o, FLAG_LOSS_SCALE) && strcmp(mine, saved) != 0)
-        disagree(FLAG_LOSS_SCALE, mine, saved);
-    o->loss_scale = s->loss_scale;
-}
-
 void options_merge_snapshot(Options *o, const TrainerConfig *s, const SnapshotReader *r,
                             const char *path, long saved_step)
 {
@@ -518,7 +490,7 @@ void options_merge_snapshot(Options *o, const TrainerConfig *s, const SnapshotRe
     o->seed = take_long(o, FLAG_SEED, o->seed, (long)s->seed);
     o->clip = take_double(o, FLAG_CLIP, o->clip, s->clip);
     if (options_given(o, FLAG_OPTIMIZER) && o->optimizer != s->optimizer)
-        disagree(FLAG_OPTIMIZER, trainer_optimizer_name(o->optimizer),
+        options_disagree(FLAG_OPTIMIZER, trainer_optimizer_name(o->optimizer),
                  trainer_optimizer_name(s->optimizer));
     o->optimizer = s->optimizer;
     if (s->optimizer == TRAIN_ADAMW || s->optimizer == TRAIN_ADAM8BIT) {
@@ -534,7 +506,7 @@ void options_merge_snapshot(Options *o, const TrainerConfig *s, const SnapshotRe
         o->weight_decay = take_double(o, FLAG_WEIGHT_DECAY, o->weight_decay,
                                       s->sgd.weight_decay);
     }
-    merge_precision(o, s);
+    precision_merge_snapshot(o, s);
     o->lr = take_double(o, FLAG_LR, o->lr, meta_double(r, "schedule.lr"));
     o->warmup = take_long(o, FLAG_WARMUP, o->warmup, meta_long(r, "schedule.warmup"));
     o->batch = take_long(o, FLAG_BATCH, o->batch, meta_long(r, "schedule.batch"));

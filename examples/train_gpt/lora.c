@@ -49,10 +49,6 @@ void lora_check_options(Options *o)
     if (o->save_path && o->lora_rank > 0)
         cli_usage_error("--save writes a whole training state; a LoRA run keeps only its "
                         "adapter: use --save-adapter");
-    if (o->lora_rank > 0 && strcmp(o->precision, "fp32") != 0)
-        cli_usage_error("--lora%s with --precision %s is not built: LoRA and QLoRA train in "
-                        "fp32 (leave out --precision)", o->qlora ? " --qlora" : "",
-                        o->precision);
     const Flag model[] = { FLAG_LAYERS, FLAG_HEADS, FLAG_EMBD, FLAG_UNTIED, FLAG_SEPARATE_QKV };
     for (int i = 0; o->load_base_path && i < 5; i++)
         if (options_given(o, model[i]))

@@ -12,7 +12,8 @@
  * per update before clipping; the log's loss_scale column is the scale a step used and
  * skipped is 1 when an inf or NaN gradient skipped its update (docs/mixed_precision.md).
  *
- * Files: flags.c (the command line), evaluate.c (validation and samples), loss.gp (the figure).
+ * Files: flags.c (the command line), evaluate.c (validation and samples), lora.c (LoRA and
+ * QLoRA), precision.c (--precision and --loss-scale), loss.gp (the figure).
  * docs/gpt.md explains the model, its backward pass and every column of the log. */
 #include <math.h>
 #include <stdio.h>
@@ -129,6 +130,9 @@ static Trainer *make_trainer(Run *run)
     tr->cfg.checkpoint = o->checkpoint;     /* not in the snapshot: it changes no number */
     gpt_set_tiled_attention(tr->model, o->tiled_attention);     /* nor does this, beyond fp32 */
     run->loaded = r;
+    /* As lora_setup does for a fresh run: the parameters were made fp32 and then packed (under
+     * a policy); that transient copy is not the run's. */
+    mem_reset_peaks();
     return tr;
 }
 
@@ -307,33 +311,9 @@ static void report(Run *run, double start)
                progress_format_rate((double)run->train_tokens / run->train_seconds, rate,
                                     sizeof rate), run->steps_run, run->K, run->B, run->T);
     printf("parameters       %zu\n", gpt_n_params(run->tr->model));
-    const LossScaler *ls = &run->tr->scaler;
-    printf("skipped steps    %ld of %ld (an inf or NaN gradient); final loss scale %g\n",
-           ls->skipped, ls->checks, (double)ls->scale);
+    precision_report(run->tr);
     lora_report(run->tr);
     print_memory(run);
-}
-
-/* The policy's dtypes and formats, and the loss scaling with the scale it starts from (a
- * resumed run's, not the configured initial one). */
-static void describe_precision(const Trainer *tr)
-{
-    const PrecisionPolicy *p = &tr->cfg.policy;
-    printf("precision: %s (parameters %s%s, activations %s, gradients %s, matmul inputs %s/%s%s)"
-           "\n", p->name, tensor_dtype_name(p->param),
-           p->param != DTYPE_F32 ? " with fp32 master weights" : "", tensor_dtype_name(p->act),
-           tensor_dtype_name(p->grad), fmt_name(p->compute), fmt_name(p->grad_compute),
-           p->accumulate_low ? ", low-precision accumulation" : "");
-    const LossScaler *s = &tr->scaler;
-    const LossScaleConfig *c = &s->cfg;
-    char spec[64];
-    loss_scale_format(c, spec, sizeof spec);
-    if (c->mode == LOSS_SCALE_DYNAMIC)
-        printf("loss scaling: %s: scale %g now, x%g after %ld clean steps, x%g and skip on an "
-               "inf/NaN gradient\n", spec, (double)s->scale, c->growth_factor,
-               c->growth_interval, c->backoff_factor);
-    else
-        printf("loss scaling: %s (a step with an inf/NaN gradient is skipped)\n", spec);
 }
 
 static void describe(const Run *run)
@@ -354,7 +334,7 @@ static void describe(const Run *run)
     printf("checkpointing over the blocks: %s (the log's peak_act and ms columns show the "
            "effect)\n", ckpt_name(o->checkpoint, ckpt, sizeof ckpt));
     printf("attention: %s\n", o->tiled_attention ? "tiled" : "standard");
-    describe_precision(run->tr);
+    precision_describe(run->tr);
     lora_describe(run->tr, o);
     char decay[96];
     snprintf(decay, sizeof decay, "%s", SCHED_DECAY_NAMES[s.decay]);

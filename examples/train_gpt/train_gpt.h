@@ -80,6 +80,9 @@ bool    options_given(const Options *o, Flag f);
  * snapshot (one message naming the flag, both values and the file otherwise). */
 void    options_merge_snapshot(Options *o, const TrainerConfig *saved_cfg,
                                const SnapshotReader *r, const char *path, long saved_step);
+/* During options_merge_snapshot: the usage error for flag f given as mine where the snapshot
+ * has saved. */
+_Noreturn void options_disagree(Flag f, const char *mine, const char *saved);
 /* The trainer config the options describe, for a model over vocabulary V. */
 TrainerConfig options_trainer_config(const Options *o, int V);
 /* The metadata train_gpt adds to a snapshot, the data and the schedule: returns the number of
@@ -107,6 +110,18 @@ double     eval_greedy_accuracy(Trainer *tr, const Dataset *ds, int B, int max_e
 /* After training: n validation prompts with the model's greedy answers (a task), or n
  * characters generated from the start of the validation text (text data). */
 void       eval_print_samples(Trainer *tr, const Dataset *ds, int n, uint64_t seed);
+
+/* precision.c -------------------------------------------------------------------------------- */
+/* --precision or --loss-scale's value (set_value passes them on). */
+void precision_set_option(Options *o, Flag f, const char *flag, const char *arg);
+/* LoRA and checkpointing under a policy: not built, refused. */
+void precision_check_options(const Options *o);
+/* The snapshot's policy and loss scaling become the run's; flags given must agree. */
+void precision_merge_snapshot(Options *o, const TrainerConfig *saved);
+/* A line for the policy and one for the loss scaling in the run header; skipped steps and the
+ * final scale in the report. */
+void precision_describe(const Trainer *tr);
+void precision_report(const Trainer *tr);
 
 /* lora.c ------------------------------------------------------------------------------------- */
 /* One LoRA flag's value (set_value passes them on). */

@@ -152,12 +152,13 @@ static void store(Tape *tape, Tensor *t)
 }
 
 /* A gradient has its parameter's dtype (PyTorch's rule); an activation's has the policy's
- * gradient dtype, with fp8's current per-tensor scale. */
+ * gradient dtype, with fp8's current per-tensor scale. A scalar's (the loss's, seeded with the
+ * loss scale) stays fp32, as the scalar itself does. */
 static void round_grads(const PrecisionPolicy *p, Node *node)
 {
     for (int k = 0; k < node->n_in; k++) {
         Tensor *x = node->in[k];
-        if (!x || !x->grad)
+        if (!x || !x->grad || x->size < 2)
             continue;
         Format f = tensor_dtype_format(x->is_param ? p->param : p->grad);
         if (f != FMT_FP32)

@@ -107,6 +107,8 @@ const float *optim_master(const Optim *o, int i) { return o->masters ? o->master
 void optim_expose_masters(Optim *o)
 {
     for (int i = 0; o->masters && i < o->n; i++) {
+        if (o->params[i]->data == o->masters[i])
+            continue;           /* exposed already: releasing would free the master */
         tensor_release(o->params[i]);
         o->params[i]->data = o->masters[i];
     }

@@ -329,6 +329,45 @@ static void test_gpt_bf16(void **state)
     gpt_free(m);
 }
 
+/* The loss is a scalar and stays fp32, and so does its gradient: a loss scale of 2^17 divided
+ * over 2 micro-batches (op_scale 0.5) gives the scalar below it a gradient of 2^16, above
+ * fp16's max, which must not become inf. The tensor gradients below, 2^16 x 1e-3 = 65.5, are
+ * fp16. */
+static void test_scalar_gradient_stays_fp32(void **state)
+{
+    (void)state;
+    PrecisionPolicy p = preset("fp16");
+    Tensor *x = tensor_new1(MEM_TEMP, 4);
+    tensor_fill(x, 1.0f);
+    x->requires_grad = true;
+    Tape *tape = tape_new();
+    tape->policy = &p;
+    Tensor *loss = op_scale(tape, op_scale(tape, op_sum(tape, x), 1e-3f), 0.5f);
+    float seed = 131072.0f;
+    tape_backward_seeded(tape, loss, &seed);
+    assert_true(x->grad[0] == fmt_round(FMT_FP16, 65536.0f * 1e-3f, rne, 0));
+    tape_free(tape);
+    tensor_free(x);
+}
+
+/* Exposing the masters twice (a snapshot inside a step's bookkeeping) must not free them. */
+static void test_expose_twice(void **state)
+{
+    (void)state;
+    Tensor *w = tensor_param("w", 1, (int[]){ 8 });
+    tensor_fill(w, 0.5f);
+    Sgd *sgd = sgd_new((Tensor *[]){ w }, 1, sgd_defaults());
+    Optim *o = &sgd->base;
+    optim_use_master_weights(o, DTYPE_F16);
+    optim_expose_masters(o);
+    optim_expose_masters(o);
+    assert_true(w->data == optim_master(o, 0) && w->data[7] == 0.5f);
+    optim_pack_masters(o);
+    assert_null(w->data);
+    optim_free(o);
+    tensor_free(w);
+}
+
 static void test_presets(void **state)
 {
     (void)state;
@@ -357,6 +396,8 @@ int main(void)
         cmocka_unit_test(test_fp8_scaling),
         cmocka_unit_test(test_master_weights),
         cmocka_unit_test(test_gpt_bf16),
+        cmocka_unit_test(test_scalar_gradient_stays_fp32),
+        cmocka_unit_test(test_expose_twice),
         cmocka_unit_test(test_presets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -13,7 +13,8 @@ set output output
 set datafile separator "\t"
 set datafile missing "nan"
 set grid xtics ytics lc rgb "#e0e0e0"
-set key top right box opaque
+# One key, in the loss-scale panel, which has room: the colours are the same in every panel.
+unset key
 
 N = 6
 run(i) = word("fp32 bf16 fp16 fp16_dynamic fp8 fp32_control", i)
@@ -38,15 +39,14 @@ plot for [i=1:N] input using "step":(pick(i, "val_loss")) with linespoints lw 2 
     dt DASH(i) lc rgb word(COLORS, i) title title(i)
 
 set title "training loss (mean of 20 steps) / fp32's"
-set key top left
 plot for [i=2:N] input using "step":(1 + pick(i, "loss_mean20_vs_fp32")) with lines lw 2 \
     dt DASH(i) lc rgb word(COLORS, i) title title(i)
 
 set title "loss scale S (backward is seeded with S)"
 set logscale y 2
 set format y "2^{%L}"
-set yrange [0.5:*]
-set key center right
+set yrange [0.5:2**18]
+set key center right box opaque
 plot for [i=1:N] input using "step":(pick(i, "loss_scale")) with steps lw 2 dt DASH(i) \
     lc rgb word(COLORS, i) title title(i)
 unset multiplot

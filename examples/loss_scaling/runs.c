@@ -157,12 +157,13 @@ static void write_curve(TsvWriter *w, const RunConfig *c, const Columns *col,
         double mean = running_mean(col->loss, s);
         tsv_str(w, c->name);
         tsv_int(w, s);
-        tsv_num(w, col->loss[s]);
-        tsv_num(w, mean);
-        tsv_num(w, mean / running_mean(ref->loss, s) - 1.0);
-        tsv_num(w, col->val_loss[s]);
-        tsv_num(w, col->val_loss[s] / ref->val_loss[s] - 1.0);
-        tsv_num(w, col->val_acc[s]);
+        /* floats: the log's losses are floats, and a figure needs no more digits */
+        tsv_float(w, (float)col->loss[s]);
+        tsv_float(w, (float)mean);
+        tsv_float(w, (float)(mean / running_mean(ref->loss, s) - 1.0));
+        tsv_float(w, (float)col->val_loss[s]);
+        tsv_float(w, (float)(col->val_loss[s] / ref->val_loss[s] - 1.0));
+        tsv_float(w, (float)col->val_acc[s]);
         tsv_num(w, col->scale[s]);
         tsv_end_row(w);
     }

@@ -301,8 +301,10 @@ Tensor *op_causal_softmax(Tape *tape, Tensor *x, float scale)
     for (long r = 0; r < rows; r++)
         causal_softmax_row(x->data + r * T, y->data + r * T, (int)(r % T), T, scale);
     Node *n = tape_record(tape, "causal_softmax", causal_softmax_backward, y, 1, (Tensor *[]){ x });
-    if (n)
+    if (n) {
         n->f[0] = scale;
+        n->backward_reads_out = true;
+    }
     return y;
 }
 
@@ -342,7 +344,9 @@ Tensor *op_split_heads(Tape *tape, Tensor *x, int n_head)
     int D = heads_of("op_split_heads", x, n_head, 1).D, B = x->shape[0], T = x->shape[1];
     Tensor *y = tape_tensor(tape, 4, (int[]){ B, n_head, T, D });
     move_heads(x->data, y->data, B, T, n_head, D, true, false);
-    tape_record(tape, "split_heads", split_heads_backward, y, 1, (Tensor *[]){ x });
+    Node *n = tape_record(tape, "split_heads", split_heads_backward, y, 1, (Tensor *[]){ x });
+    if (n)
+        n->backward_ignores_inputs = true;
     return y;
 }
 
@@ -364,6 +368,8 @@ Tensor *op_merge_heads(Tape *tape, Tensor *x)
     int B = x->shape[0], H = x->shape[1], T = x->shape[2], D = x->shape[3];
     Tensor *y = tape_tensor(tape, 3, (int[]){ B, T, H * D });
     move_heads(x->data, y->data, B, T, H, D, false, false);
-    tape_record(tape, "merge_heads", merge_heads_backward, y, 1, (Tensor *[]){ x });
+    Node *n = tape_record(tape, "merge_heads", merge_heads_backward, y, 1, (Tensor *[]){ x });
+    if (n)
+        n->backward_ignores_inputs = true;
     return y;
 }

@@ -304,6 +304,7 @@ static Tensor *tiled_run(Tape *tape, const char *op, NodeBackward backward, cons
     if (n) {
         n->ctx = lse;
         n->i[0] = a->H;
+        n->backward_reads_out = true;
     }
     return out;
 }

@@ -39,7 +39,9 @@ Tensor *op_add(Tape *tape, Tensor *a, Tensor *b)
     #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < y->size; i++)
         y->data[i] = a->data[i] + b->data[i];
-    tape_record(tape, "add", add_backward, y, 2, (Tensor *[]){ a, b });
+    Node *n = tape_record(tape, "add", add_backward, y, 2, (Tensor *[]){ a, b });
+    if (n)
+        n->backward_ignores_inputs = true;
     return y;
 }
 
@@ -106,7 +108,9 @@ Tensor *op_bias_add(Tape *tape, Tensor *x, Tensor *bias)
     for (size_t r = 0; r < rows; r++)
         for (int j = 0; j < N; j++)
             y->data[r * N + j] = x->data[r * N + j] + bias->data[j];
-    tape_record(tape, "bias_add", bias_add_backward, y, 2, (Tensor *[]){ x, bias });
+    Node *n = tape_record(tape, "bias_add", bias_add_backward, y, 2, (Tensor *[]){ x, bias });
+    if (n)
+        n->backward_ignores_inputs = true;
     return y;
 }
 
@@ -128,8 +132,10 @@ Tensor *op_scale(Tape *tape, Tensor *x, float s)
     for (size_t i = 0; i < y->size; i++)
         y->data[i] = s * x->data[i];
     Node *n = tape_record(tape, "scale", scale_backward, y, 1, (Tensor *[]){ x });
-    if (n)
+    if (n) {
         n->f[0] = s;
+        n->backward_ignores_inputs = true;
+    }
     return y;
 }
 
@@ -203,6 +209,8 @@ Tensor *op_sum(Tape *tape, Tensor *x)
     for (size_t i = 0; i < x->size; i++)
         acc += x->data[i];
     y->data[0] = (float)acc;
-    tape_record(tape, "sum", sum_backward, y, 1, (Tensor *[]){ x });
+    Node *n = tape_record(tape, "sum", sum_backward, y, 1, (Tensor *[]){ x });
+    if (n)
+        n->backward_ignores_inputs = true;
     return y;
 }

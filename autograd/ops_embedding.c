@@ -68,6 +68,7 @@ Tensor *op_embedding(Tape *tape, Tensor *table, const int *ids, int B, int T)
         int *saved = tape_buffer(tape, MEM_ACT, positions * sizeof(int));
         memcpy(saved, ids, positions * sizeof(int));
         n->ctx = saved;
+        n->backward_ignores_inputs = true;      /* it scatters dy; the table is not read */
     }
     return out;
 }

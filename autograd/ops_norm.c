@@ -214,6 +214,8 @@ Tensor *op_softmax(Tape *tape, Tensor *x)
     #pragma omp parallel for schedule(static)
     for (size_t r = 0; r < rows; r++)
         softmax_row(x->data + r * C, y->data + r * C, C);
-    tape_record(tape, "softmax", softmax_backward, y, 1, (Tensor *[]){ x });
+    Node *n = tape_record(tape, "softmax", softmax_backward, y, 1, (Tensor *[]){ x });
+    if (n)
+        n->backward_reads_out = true;
     return y;
 }

@@ -21,7 +21,9 @@ Tensor *op_reshape(Tape *tape, Tensor *x, int ndim, const int *shape)
 {
     tape_use(tape, 1, (Tensor *[]){ x });
     Tensor *y = tape_own(tape, tensor_view(x, ndim, shape));
-    tape_record(tape, "reshape", reshape_backward, y, 1, (Tensor *[]){ x });
+    Node *n = tape_record(tape, "reshape", reshape_backward, y, 1, (Tensor *[]){ x });
+    if (n)
+        n->backward_ignores_inputs = true;
     return y;
 }
 
@@ -128,6 +130,7 @@ Tensor *op_transpose(Tape *tape, Tensor *x, int d0, int d1)
     if (n) {
         n->i[0] = d0;
         n->i[1] = d1;
+        n->backward_ignores_inputs = true;
     }
     return y;
 }

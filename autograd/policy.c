@@ -59,6 +59,13 @@ float policy_amax(const float *x, size_t n)
     return nan ? NAN : amax;
 }
 
+float policy_current_scale(Format f, const float *x, size_t n)
+{
+    if (f != FMT_E4M3 && f != FMT_E5M2)
+        return 1.0f;
+    return policy_fp8_scale(f, policy_amax(x, n));
+}
+
 const float *policy_compute_input(Format f, const float *x, size_t n, float **copy)
 {
     *copy = NULL;
@@ -66,6 +73,6 @@ const float *policy_compute_input(Format f, const float *x, size_t n, float **co
         return x;
     *copy = mem_alloc(MEM_TEMP, n * sizeof(float));
     memcpy(*copy, x, n * sizeof(float));
-    tensor_round_values(*copy, n, f, policy_fp8_scale(f, policy_amax(x, n)));
+    tensor_round_values(*copy, n, f, policy_current_scale(f, x, n));
     return *copy;
 }

@@ -63,6 +63,9 @@ bool        policy_is_fp32(const PrecisionPolicy *p);
 float       policy_fp8_scale(Format f, float amax);
 /* Largest |x[i]| (NaN if any is NaN), in parallel. */
 float       policy_amax(const float *x, size_t n);
+/* The current scale for storing x in f: policy_fp8_scale of x's amax for fp8, else 1 without
+ * reading x. */
+float       policy_current_scale(Format f, const float *x, size_t n);
 /* The values of x as a matmul in format f sees them: x itself for fp32, else a rounded copy
  * (category temp, with fp8's current per-tensor scale) that the caller frees with mem_free.
  * *copy is set to the buffer to free, or NULL. */

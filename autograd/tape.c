@@ -116,9 +116,9 @@ static float stored_scale(Tape *tape, Format f, const float *x, size_t n)
 {
     if (f != FMT_E4M3 && f != FMT_E5M2)
         return 1.0f;
-    float amax = policy_amax(x, n);
     if (tape->policy->fp8_scaling == POLICY_FP8_CURRENT)
-        return policy_fp8_scale(f, amax);
+        return policy_current_scale(f, x, n);
+    float amax = policy_amax(x, n);
     int w = tape->policy->fp8_window > 0 ? tape->policy->fp8_window : 1;
     int slot = tape->n_stored++;
     if (slot >= tape->history_slots) {
@@ -163,7 +163,7 @@ static void round_grads(const PrecisionPolicy *p, Node *node)
         Format f = tensor_dtype_format(x->is_param ? p->param : p->grad);
         if (f != FMT_FP32)
             tensor_round_values(x->grad, x->size, f,
-                                policy_fp8_scale(f, policy_amax(x->grad, x->size)));
+                                policy_current_scale(f, x->grad, x->size));
     }
 }
 
@@ -220,9 +220,11 @@ static void walk_backward(Tape *tape)
         Node *node = &tape->nodes[k];
         if (!node->out->grad)
             continue;       /* no gradient reached this node's output */
-        tape_use(tape, node->n_in, node->in);
+        if (!node->backward_ignores_inputs)
+            tape_use(tape, node->n_in, node->in);
         tape_use(tape, NODE_MAX_SAVED, node->saved);
-        tape_use(tape, 1, &node->out);
+        if (node->backward_reads_out)
+            tape_use(tape, 1, &node->out);
         node->backward(node);
         release_all(node->n_in, node->in);
         release_all(NODE_MAX_SAVED, node->saved);

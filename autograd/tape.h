@@ -36,6 +36,11 @@ struct Node {
     float        f[4];                    /* the op's scalar arguments */
     int          i[4];
     const PrecisionPolicy *policy;        /* the tape's, when the node was recorded */
+    /* What backward decodes first when tensors are packed: inputs (unless the op's backward
+     * reads none of their values: add, scale, reshape, ...), saved tensors, and the output only
+     * if the backward reads it (softmax). Ops set these after tape_record. */
+    bool         backward_ignores_inputs;
+    bool         backward_reads_out;
 };
 
 typedef struct {

@@ -98,7 +98,7 @@ void optim_use_master_weights(Optim *o, Dtype param_dtype)
         o->masters[i] = optim_add_buffer(o, i, "master", OPTIM_BUF_F32, p->size);
         memcpy(o->masters[i], p->data, p->size * sizeof(float));
         Format f = tensor_dtype_format(param_dtype);
-        tensor_pack(p, param_dtype, policy_fp8_scale(f, policy_amax(p->data, p->size)));
+        tensor_pack(p, param_dtype, policy_current_scale(f, p->data, p->size));
     }
 }
 

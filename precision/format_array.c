@@ -148,6 +148,16 @@ void fmt_decode_array(Format f, const void *packed, float *y, size_t n)
         memmove(y, packed, n * sizeof *y);
         return;
     }
+    if (f == FMT_BF16) {
+        /* bf16 is the top half of an fp32: decoding is a shift. Mixed-precision training
+         * decodes every activation twice per step, so this case gets its own loop. */
+        const uint16_t *in = packed;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t bits = (uint32_t)in[i] << 16;
+            memcpy(y + i, &bits, sizeof bits);
+        }
+        return;
+    }
     uint32_t code[CHUNK];
     for (size_t at = 0; at < n; at += CHUNK) {
         size_t m = n - at < CHUNK ? n - at : CHUNK;

@@ -368,6 +368,67 @@ static void test_expose_twice(void **state)
     tensor_free(w);
 }
 
+/* Every op under bf16, in one graph: backward decodes what each op's backward reads (and only
+ * that), so a missing decode would crash here; the gradients of the three leaves stay within
+ * 5% (relative L2) of fp32's. x [2, 8, 16] -> q, k, v by separate products, both attention
+ * forms, split/merge heads with a causal softmax and bmm, transpose, relu, mul, softmax,
+ * layernorm, bias, reshape, embedding rows added, cross-entropy. */
+static Tensor *every_op(Tape *t, Tensor *x, Tensor *w, Tensor *table)
+{
+    static const int ids[16] = { 0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5, 0, 1, 2, 3 };
+    static const int targets[16] = { 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4 };
+    Tensor *q = op_matmul(t, x, w, false), *k = op_matmul(t, x, w, true);
+    Tensor *v = op_relu(t, x);
+    Tensor *a1 = op_attention(t, q, k, v, 2);
+    Tensor *a2 = op_attention_tiled(t, q, k, v, 2);
+    Tensor *qh = op_split_heads(t, q, 2), *kh = op_split_heads(t, k, 2);
+    Tensor *s = op_causal_softmax(t, op_bmm(t, qh, kh, true), 0.25f);
+    Tensor *a3 = op_merge_heads(t, op_bmm(t, s, op_split_heads(t, v, 2), false));
+    Tensor *h = op_add(t, op_mul(t, a1, a2), a3);
+    Tensor *tt = op_transpose(t, op_softmax(t, h), 0, 1);
+    Tensor *g = op_gelu(t, op_reshape(t, tt, 3, (int[]){ 2, 8, 16 }));
+    Tensor *ln = op_layernorm(t, g, table, table, 1e-5f);
+    Tensor *e = op_embedding(t, op_reshape(t, op_scale(t, w, 0.5f), 2, (int[]){ 16, 16 }), ids,
+                             2, 8);
+    Tensor *y = op_bias_add(t, op_add(t, ln, e), table);
+    return op_cross_entropy(t, op_reshape(t, y, 2, (int[]){ 16, 16 }), targets);
+}
+
+static void test_every_op_bf16(void **state)
+{
+    (void)state;
+    Rng rng = rng_new(9, 1);
+    Tensor *in[3] = { test_leaf(&rng, 1.0f, 3, (int[]){ 2, 8, 16 }),
+                      test_leaf(&rng, 0.3f, 2, (int[]){ 16, 16 }),
+                      test_leaf(&rng, 1.0f, 1, (int[]){ 16 }) };
+    float *ref[3];
+    PrecisionPolicy p = preset("bf16");
+    for (int pass = 0; pass < 2; pass++) {
+        Tape *tape = tape_new();
+        tape->policy = pass ? &p : NULL;
+        tape_backward(tape, every_op(tape, in[0], in[1], in[2]));
+        for (int k = 0; k < 3; k++) {
+            if (pass == 0) {
+                ref[k] = malloc(in[k]->size * sizeof(float));
+                memcpy(ref[k], in[k]->grad, in[k]->size * sizeof(float));
+            } else {
+                double num = 0, den = 0;
+                for (size_t i = 0; i < in[k]->size; i++) {
+                    double d = (double)in[k]->grad[i] - ref[k][i];
+                    num += d * d;
+                    den += (double)ref[k][i] * ref[k][i];
+                }
+                assert_true(den > 0 && sqrt(num / den) < 0.05);
+                free(ref[k]);
+            }
+            tensor_free_grad(in[k]);
+        }
+        tape_free(tape);
+    }
+    for (int k = 0; k < 3; k++)
+        tensor_free(in[k]);
+}
+
 static void test_presets(void **state)
 {
     (void)state;
@@ -396,6 +457,7 @@ int main(void)
         cmocka_unit_test(test_fp8_scaling),
         cmocka_unit_test(test_master_weights),
         cmocka_unit_test(test_gpt_bf16),
+        cmocka_unit_test(test_every_op_bf16),
         cmocka_unit_test(test_scalar_gradient_stays_fp32),
         cmocka_unit_test(test_expose_twice),
         cmocka_unit_test(test_presets),

@@ -101,7 +101,7 @@ static Options parse(int argc, char **argv)
         cli_usage_error("unexpected argument '%s'", argv[optind]);
     if (!o.probe && !o.curves)
         cli_usage_error("--probe-only and --runs-only exclude each other");
-    if (o.probe_step >= o.steps)
+    if (o.probe && o.probe_step >= o.steps)
         cli_usage_error("--probe-step %ld must come before the end of the run (--steps %ld)",
                         o.probe_step, o.steps);
     if (o.compare_step % o.eval_every != 0 || o.compare_step > o.steps)

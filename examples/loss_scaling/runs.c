@@ -106,7 +106,7 @@ static void max_median(const double *v, long steps, double *max, double *median)
 
 /* ---- the curves and the summary ----------------------------------------------------------- */
 
-enum { SMOOTH = 20 };   /* steps in the training loss's running mean */
+enum { SMOOTH = 20, CURVE_EVERY = 5 };   /* steps in the running mean; between curve rows */
 
 static const char *const CURVE_COLUMNS[] = {
     "run", "step", "loss", "loss_mean20", "loss_mean20_vs_fp32", "val_loss", "val_loss_vs_fp32",
@@ -147,12 +147,22 @@ static double running_mean(const double *loss, long s)
     return n ? sum / n : NAN;
 }
 
+/* Whether step s gets a row: every CURVE_EVERY-th step (the curves are running means, smooth at
+ * that spacing), the first and the last, every evaluation and every change of the loss scale;
+ * the per-step values are in each run's log. */
+static bool curve_row(const Columns *col, long s, long steps)
+{
+    bool scale_moved = s > 1 && col->scale[s] != col->scale[s - 1] && !isnan(col->scale[s]);
+    return s == 1 || s == steps || s % CURVE_EVERY == 0 || !isnan(col->val_loss[s]) ||
+           scale_moved;
+}
+
 /* One run's rows; ref is fp32's columns, for the relative differences. */
 static void write_curve(TsvWriter *w, const RunConfig *c, const Columns *col,
                         const Columns *ref, long steps)
 {
     for (long s = 1; s <= steps; s++) {
-        if (isnan(col->loss[s]))
+        if (isnan(col->loss[s]) || !curve_row(col, s, steps))
             continue;
         double mean = running_mean(col->loss, s);
         tsv_str(w, c->name);

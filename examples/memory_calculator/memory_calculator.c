@@ -228,9 +228,11 @@ static void print_predicted_measured(const Options *o)
 {
     McPeaks p = memcalc_predict(&o->model, &o->run, o->optimizer);
     char name[32];
-    printf("\nOne training step, %s, %s, %d threads: peak bytes per category\n",
+    /* The step measured and predicted here is fp32 whatever --precision says: --precision only
+     * changes the model-state tables above. */
+    printf("\nOne fp32 training step, %s, %s, %d thread%s: peak bytes per category\n",
            MC_OPTIMIZER_NAMES[o->optimizer], ckpt_name(o->run.strategy, name, sizeof name),
-           o->run.threads);
+           o->run.threads, o->run.threads == 1 ? "" : "s");
     if (!o->measure) {
         for (int c = 0; c < MEM_NCAT; c++)
             printf("  %-8s %14.0f\n", mem_category_name((MemCategory)c), p.bytes[c]);

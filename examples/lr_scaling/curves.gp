@@ -12,16 +12,17 @@ set output output
 set datafile separator "\t"
 set datafile missing "nan"
 set grid xtics ytics lc rgb "#dddddd"
-set key top right box opaque
+set key bottom left box opaque
 set format x "%.0s%c"
 curve(i) = i == 1 ? "base batch" : i == 2 ? "no warmup" : i == 3 ? "constant warmup" : "gradual warmup"
 pick(opt, i, col) = (strcol("optimizer") eq opt && strcol("curve") eq curve(i)) ? column(col) : NaN
 COLORS = "#000000 #d62728 #ff7f0e #1f77b4"
 
-set multiplot layout 2,2 title "largest batch (linear rule) without and with warmup, against the base batch"
+set multiplot layout 2,2 title "largest batch (SGD: linear rule, AdamW: sqrt rule) without and with warmup, against the base batch"
 do for [opt in "sgd adamw"] {
     set title opt.": validation loss"
     set logscale y
+    set format y "%g"
     set ylabel "validation loss"
     set xlabel "examples seen"
     plot for [i=1:4] input using "examples":(pick(opt, i, "val_loss")) \
@@ -30,6 +31,8 @@ do for [opt in "sgd adamw"] {
 do for [opt in "sgd adamw"] {
     set title opt.": learning rate"
     unset logscale y
+    set format y "%g"
+    set key top right
     set ylabel "learning rate"
     plot for [i=1:4] input using "examples":(pick(opt, i, "lr")) \
         with lines lw 2 lc rgb word(COLORS, i) title curve(i)

@@ -3,7 +3,8 @@
  * sqrt), with or without a gradual warmup, SGD and AdamW, the same number of epochs of the
  * default task (3-digit addition) for every run, several seeds: a table of the final validation
  * loss and exact-match accuracy as mean and standard deviation, and the curves of no warmup,
- * constant warmup and gradual warmup at the largest batch against the base batch.
+ * constant warmup and gradual warmup at the largest batch (SGD with the linear rule, AdamW with
+ * the sqrt rule) against the base batch.
  *
  * Every run is train_gpt, started as a subprocess with the flags printed beside the table, so a
  * row can be rerun by hand. Batches larger than --max-micro rows are made by accumulation
@@ -11,9 +12,8 @@
  *
  * Output, in --out DIR: runs/NAME.tsv (each run's log), lr_scaling_table.tsv, lr_scaling_curves.tsv
  * (validation loss and learning rate against examples seen, for the figure); the table on stdout.
- * figure.sh draws docs/figures/lr_scaling_curves.png and lr_scaling_schedules.png. */
+ * figure.sh draws docs/figures/lr_scaling_curves.png and lr_schedules.png. */
 #include <getopt.h>
-#include <libgen.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -345,16 +345,20 @@ static void add_curve(TsvWriter *w, const Options *o, const Cell *c, const char 
 }
 
 
-/* The base batch without warmup, and the largest batch with the linear rule and no, constant
- * and gradual warmup: runs the grid did not make are made here (seed 1). */
+/* The base batch without warmup, and the largest batch with no, constant and gradual warmup:
+ * runs the grid did not make are made here (seed 1). The largest batch uses each optimizer's
+ * own rule, linear for SGD (Goyal et al.'s) and sqrt for AdamW: with the linear rule AdamW at
+ * k = 32 ends on the loss plateau whatever the warmup (docs/batch_and_lr.md), and its three
+ * curves would show nothing apart. */
 static void make_curves(const Options *o, const char *optimizer, int k_max, TsvWriter *w,
                         FILE *commands)
 {
+    const char *rule = strcmp(optimizer, "sgd") == 0 ? "linear" : "sqrt";
     const Cell cells[4] = {
         { optimizer, 1, "none", "none" },
-        { optimizer, k_max, "linear", "none" },
-        { optimizer, k_max, "linear", "constant" },
-        { optimizer, k_max, "linear", "gradual" },
+        { optimizer, k_max, rule, "none" },
+        { optimizer, k_max, rule, "constant" },
+        { optimizer, k_max, rule, "gradual" },
     };
     const char *labels[4] = { "base batch", "no warmup", "constant warmup", "gradual warmup" };
     for (int i = 0; i < 4; i++) {
@@ -424,16 +428,6 @@ static void close_tsv(TsvWriter *w)
         cli_die(1, "%s", err);
 }
 
-/* train_gpt next to this program, unless --train-gpt says otherwise. */
-static const char *find_train_gpt(const char *argv0)
-{
-    static char path[600];
-    char copy[600];
-    snprintf(copy, sizeof copy, "%s", argv0);
-    snprintf(path, sizeof path, "%s/train_gpt", dirname(copy));
-    return path;
-}
-
 int main(int argc, char **argv)
 {
     cli_init(argv[0]);
@@ -443,7 +437,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!o.train_gpt)
-        o.train_gpt = find_train_gpt(argv[0]);
+        o.train_gpt = run_find_train_gpt(argv[0]);
     char runs[600];
     snprintf(runs, sizeof runs, "%s/runs", o.out);
     mkdir(o.out, 0755);

@@ -25,7 +25,8 @@ pick(i, col) = strcol("run") eq label(i) ? column(col) : NaN
 COLORS = "#000000 #1f77b4 #d62728 #2ca02c #9467bd #999999"
 DASH(i) = i == 6 ? 2 : 1
 
-set multiplot layout 2,2 title "train\\_gpt, add task, same seed and steps: five precisions and an fp32 control"
+set multiplot layout 2,2 \
+    title "train\\_gpt, add task, same seed and steps: five precisions and an fp32 control"
 set xlabel "step"
 
 set title "training loss (mean of the last 20 steps)"

@@ -41,10 +41,14 @@ set ylabel "values"
 set grid ytics lc rgb "#e0e0e0"
 set key below horizontal maxrows 2 width 2
 set bmargin 7
-set title sprintf("activation gradients of one batch, the default model part-way through fp32 training\nfp16 turns %.2f%% of the nonzero ones into 0; %.3f%% after a loss scale of 2^{%d}", 100 * lost_unscaled, 100 * lost_scaled, k)
+set title "activation gradients of one batch, the default model part-way through fp32 " . \
+    "training\n" . \
+    sprintf("fp16 turns %.2f%% of the nonzero ones into 0; %.3f%% after a loss scale of 2^{%d}", \
+            100 * lost_unscaled, 100 * lost_scaled, k)
 
 # fp16: below 2^-25 a value rounds to 0 (2^-25 itself is a tie and goes to the even 0).
-set object 1 rectangle from first zero_x + 2, graph 0 to first -25, graph 1 behind fc rgb "#fbe3e3" fs solid noborder
+set object 1 rectangle from first zero_x + 2, graph 0 to first -25, graph 1 behind \
+    fc rgb "#fbe3e3" fs solid noborder
 set label 1 "becomes 0 in fp16" at first -26, graph 0.93 right front tc rgb "#b02020"
 set arrow 1 from -24, graph 0 to -24, graph 1 nohead front lc rgb "#b02020" dt 2 lw 1.5
 set arrow 2 from -14, graph 0 to -14, graph 1 nohead front lc rgb "#d08000" dt 2 lw 1.5
@@ -52,11 +56,14 @@ set arrow 3 from mark_max, graph 0 to mark_max, graph 1 nohead front lc rgb "#20
 
 set style fill solid 0.75 border rgb "#404040"
 set boxwidth 1
-plot input using (strcol("kind") eq "bin" ? column("log2_bin") + 0.5 : NaN):(column("count") > 0 ? column("count") : NaN) \
+bin_x(kind) = strcol("kind") eq kind ? column("log2_bin") + 0.5 : NaN
+positive(col) = column(col) > 0 ? column(col) : NaN
+plot input using (bin_x("bin")):(positive("count")) \
          with boxes lc rgb "#4a7ab8" title "fp32 gradients", \
      input using (strcol("kind") eq "zero" ? zero_x + 0.5 : NaN):"count" \
-         with boxes lc rgb "#909090" title sprintf("exactly 0 (%.1f%% of all values)", 100 * zero_share), \
-     input using (strcol("kind") eq "bin" ? column("log2_bin") + 0.5 : NaN):(column("count_scaled") > 0 ? column("count_scaled") : NaN) \
+         with boxes lc rgb "#909090" \
+         title sprintf("exactly 0 (%.1f%% of all values)", 100 * zero_share), \
+     input using (bin_x("bin")):(positive("count_scaled")) \
          with histeps lw 2 lc rgb "#e07020" title sprintf("the same, loss scaled by 2^{%d}", k), \
      NaN with lines dt 2 lw 1.5 lc rgb "#b02020" title "fp16 smallest subnormal 2^{-24}", \
      NaN with lines dt 2 lw 1.5 lc rgb "#d08000" title "fp16 smallest normal 2^{-14}", \

@@ -12,17 +12,11 @@
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
 #include "autograd/rng.h"
+#include "bench/bench_util.h"
 
 typedef struct {
     int B, T, H, D;
 } Config;
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
 
 static Tensor *composed(Tape *tape, Tensor *qkv, int H)
 {
@@ -49,11 +43,11 @@ static double time_pass(Tensor *qkv, Config c, bool fused, const float *seed)
     double t[REPS];
     Tape *tape = tape_new();
     for (int r = -2; r < REPS; r++) {
-        double t0 = now_ms();
+        double t0 = bench_now_ms();
         Tensor *out = fused ? op_attention_qkv(tape, qkv, c.H) : composed(tape, qkv, c.H);
         tape_backward_seeded(tape, out, seed);
         if (r >= 0)
-            t[r] = now_ms() - t0;
+            t[r] = bench_now_ms() - t0;
         tape_reset(tape);
         tensor_zero_grad(qkv);
     }

@@ -42,6 +42,7 @@
 
 #include "autograd/parallel.h"
 #include "autograd/rng.h"
+#include "bench/bench_util.h"
 #include "bench/peak_fma.h"
 #include "nn/gpt.h"
 #include "optim/adamw.h"
@@ -78,18 +79,6 @@ typedef struct {
 typedef struct {
     double avx512, avx2;
 } Peaks;
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static double flops_per_token(const BenchCase *c, size_t n_params)
 {
@@ -140,7 +129,7 @@ static OurRun run_ours(const BenchCase *c)
             times[i - c->warmup] = (peak_now_s() - t0) * 1e3;
     }
     r.allocs_after = mem_stats().system_allocations;
-    r.ms = median(times, c->steps);
+    r.ms = bench_median(times, c->steps);
     tape_free(tape);
     optim_free(&adam->base);
     gpt_free(m);

@@ -12,11 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "autograd/parallel.h"
 #include "autograd/policy.h"
 #include "autograd/rng.h"
+#include "bench/bench_util.h"
 #include "nn/gpt.h"
 #include "optim/adamw.h"
 
@@ -47,25 +47,12 @@ typedef struct {
     size_t          peak_act, param_bytes;
 } Run;
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
+/* The median of a run's step times, leaving them in step order. */
 static double median(const double *v, int n)
 {
     double s[STEPS];
     memcpy(s, v, (size_t)n * sizeof *v);
-    qsort(s, (size_t)n, sizeof *s, cmp_double);
-    return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+    return bench_median(s, n);
 }
 
 static void run_init(Run *r, const char *preset, const BenchCase *c)
@@ -94,13 +81,13 @@ static double step(Run *r, const BenchCase *c, const int *tokens, const int *tar
 {
     mem_reset_peaks();
     size_t act0 = mem_current(MEM_ACT);
-    double t0 = now_ms();
+    double t0 = bench_now_ms();
     Tensor *loss = gpt_loss(r->model, r->tape, tokens, targets, c->B, c->cfg.max_seq);
     tape_backward(r->tape, loss);
     optim_step(r->opt, 1e-4);
     optim_zero_grad(r->opt);
     tape_reset(r->tape);
-    double ms = now_ms() - t0;
+    double ms = bench_now_ms() - t0;
     r->peak_act = mem_peak(MEM_ACT) - act0;
     return ms;
 }

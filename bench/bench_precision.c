@@ -3,6 +3,7 @@
  * runs over a buffer that stays in L2. The target of the issue: at least 1e9 values/s on one core
  * for fp32 -> bf16, fp16 and e4m3 with nearest-even. Prints TSV, then one line per target. */
 #include "precision/format.h"
+#include "bench/bench_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,12 +19,6 @@ static double now(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 typedef enum { OP_ENCODE, OP_DECODE } Op;
@@ -51,7 +46,7 @@ static double median_rate(Format f, Op op, Rounding r, const float *x, void *pac
     one_run(f, op, r, x, packed, y);        /* warm caches and clocks */
     for (int i = 0; i < RUNS; i++)
         rate[i] = one_run(f, op, r, x, packed, y);
-    qsort(rate, RUNS, sizeof *rate, cmp_double);
+    qsort(rate, RUNS, sizeof *rate, bench_cmp_double);
     return rate[RUNS / 2];
 }
 

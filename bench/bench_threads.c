@@ -17,21 +17,9 @@
 
 #include "autograd/parallel.h"
 #include "autograd/rng.h"
+#include "bench/bench_util.h"
 
 enum { REPEATS = 41 };
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* A cheap elementwise loop like the ones between matmuls in a training step. */
 static void omp_loop(float *v, int n)
@@ -53,16 +41,16 @@ static double median_ms(Mode mode, int M, int N, int K, const float *A, const fl
     for (int r = 0; r < REPEATS; r++) {
         if (mode != BLAS_THREADS && mode != ONE_THREAD)
             omp_loop(v, nv);
-        double t0 = now_ms();
+        double t0 = bench_now_ms();
         if (mode == LOOP_PAR_SGEMM)
             par_sgemm(false, false, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N);
         else
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, A, K, B, N,
                         0.0f, C, N);
-        t[r] = now_ms() - t0;
+        t[r] = bench_now_ms() - t0;
     }
     openblas_set_num_threads(1);
-    qsort(t, REPEATS, sizeof t[0], cmp_double);
+    qsort(t, REPEATS, sizeof t[0], bench_cmp_double);
     return t[REPEATS / 2];
 }
 

@@ -44,15 +44,8 @@ static State param_state(const Adam8bit *a, int i)
     return s;
 }
 
-/* What one step shares across parameters, worked out once in double as adamw.c does. */
-typedef struct {
-    float b1, one_minus_b1, b2, one_minus_b2, eps;
-    float step_size;      /* lr / (1 - b1^t) */
-    float bc2_sqrt;       /* sqrt(1 - b2^t) */
-} Step;
-
 /* AdamW's rule (adamw.h) on n elements with fp32 moments m and v, updated in place. */
-static void update_span(const Step *s, float shrink, float *w, const float *grad, float *m,
+static void update_span(const AdamWStep *s, float shrink, float *w, const float *grad, float *m,
                         float *v, size_t n)
 {
     for (size_t j = 0; j < n; j++) {
@@ -66,7 +59,7 @@ static void update_span(const Step *s, float shrink, float *w, const float *grad
 }
 
 /* Decode, update, encode: each block on its own, so blocks run in parallel. */
-static void update_quantized(const Adam8bit *a, const Step *s, float shrink, Tensor *p,
+static void update_quantized(const Adam8bit *a, const AdamWStep *s, float shrink, Tensor *p,
                              const State *st)
 {
     size_t n = p->size, block = a->cfg.block;
@@ -83,7 +76,7 @@ static void update_quantized(const Adam8bit *a, const Step *s, float shrink, Ten
     }
 }
 
-static void update_fp32(const Step *s, float shrink, Tensor *p, const State *st)
+static void update_fp32(const AdamWStep *s, float shrink, Tensor *p, const State *st)
 {
     update_span(s, shrink, p->data, p->grad, st->m, st->v, p->size);
 }
@@ -91,21 +84,12 @@ static void update_fp32(const Step *s, float shrink, Tensor *p, const State *st)
 static void adam8bit_update(Optim *o, double lr)
 {
     const Adam8bit *a = (const Adam8bit *)o;
-    const AdamWConfig *c = &a->cfg.adam;
-    double t = (double)o->step;
-    Step s = {
-        .b1 = (float)c->beta1, .one_minus_b1 = (float)(1.0 - c->beta1),
-        .b2 = (float)c->beta2, .one_minus_b2 = (float)(1.0 - c->beta2),
-        .eps = (float)c->eps,
-        .step_size = (float)(lr / (1.0 - pow(c->beta1, t))),
-        .bc2_sqrt = (float)sqrt(1.0 - pow(c->beta2, t)),
-    };
-    float shrink_decayed = (float)(1.0 - lr * c->weight_decay);
+    AdamWStep s = adamw_step_constants(&a->cfg.adam, lr, o->step);
     for (int i = 0; i < o->n; i++) {
         Tensor *p = o->params[i];
         if (!p->grad)
             continue;
-        float shrink = o->decay[i] ? shrink_decayed : 1.0f;
+        float shrink = o->decay[i] ? s.shrink_decayed : 1.0f;
         State st = param_state(a, i);
         if (st.mq)
             update_quantized(a, &s, shrink, p, &st);

@@ -12,12 +12,17 @@ AdamWConfig adamw_defaults(void)
                           .decay_rule = OPTIM_DECAY_MATRICES };
 }
 
-/* What one step shares across parameters, worked out once in double. */
-typedef struct {
-    float b1, one_minus_b1, b2, one_minus_b2, eps;
-    float step_size;      /* lr / (1 - b1^t) */
-    float bc2_sqrt;       /* sqrt(1 - b2^t) */
-} AdamWStep;
+AdamWStep adamw_step_constants(const AdamWConfig *c, double lr, long t)
+{
+    return (AdamWStep){
+        .b1 = (float)c->beta1, .one_minus_b1 = (float)(1.0 - c->beta1),
+        .b2 = (float)c->beta2, .one_minus_b2 = (float)(1.0 - c->beta2),
+        .eps = (float)c->eps,
+        .step_size = (float)(lr / (1.0 - pow(c->beta1, (double)t))),
+        .bc2_sqrt = (float)sqrt(1.0 - pow(c->beta2, (double)t)),
+        .shrink_decayed = (float)(1.0 - lr * c->weight_decay),
+    };
+}
 
 /* The rule in adamw.h for element j; shrink = 1 - lr wd (1 where no decay). The definition: the
  * vector loop below repeats it operation for operation. */
@@ -90,20 +95,11 @@ static void adamw_update_tensor(const AdamWStep *s, float shrink, Tensor *p, flo
 
 static void adamw_update(Optim *o, double lr)
 {
-    const AdamWConfig *c = &((AdamW *)o)->cfg;
-    double t = (double)o->step;
-    AdamWStep s = {
-        .b1 = (float)c->beta1, .one_minus_b1 = (float)(1.0 - c->beta1),
-        .b2 = (float)c->beta2, .one_minus_b2 = (float)(1.0 - c->beta2),
-        .eps = (float)c->eps,
-        .step_size = (float)(lr / (1.0 - pow(c->beta1, t))),
-        .bc2_sqrt = (float)sqrt(1.0 - pow(c->beta2, t)),
-    };
-    float shrink_decayed = (float)(1.0 - lr * c->weight_decay);
+    AdamWStep s = adamw_step_constants(&((AdamW *)o)->cfg, lr, o->step);
     for (int i = 0; i < o->n; i++) {
         if (!o->params[i]->grad)
             continue;
-        float shrink = o->decay[i] ? shrink_decayed : 1.0f;
+        float shrink = o->decay[i] ? s.shrink_decayed : 1.0f;
         adamw_update_tensor(&s, shrink, o->params[i], o->state[2 * i]->data,
                             o->state[2 * i + 1]->data);
     }

@@ -33,6 +33,17 @@ typedef struct {
     AdamWConfig cfg;
 } AdamW;
 
+/* What update number t shares across parameters, worked out once in double and rounded to
+ * float where PyTorch rounds (8-bit Adam, adam8bit.h, uses the same constants). */
+typedef struct {
+    float b1, one_minus_b1, b2, one_minus_b2, eps;
+    float step_size;       /* lr / (1 - b1^t) */
+    float bc2_sqrt;        /* sqrt(1 - b2^t) */
+    float shrink_decayed;  /* 1 - lr wd: the decoupled decay of a parameter that decays */
+} AdamWStep;
+
+AdamWStep adamw_step_constants(const AdamWConfig *c, double lr, long t);
+
 /* PyTorch's defaults: b1 0.9, b2 0.999, eps 1e-8, weight decay 0.01; OPTIM_DECAY_MATRICES. */
 AdamWConfig adamw_defaults(void);
 /* State: "adamw.m.<name>" and "adamw.v.<name>" per parameter (8 bytes per parameter element). */

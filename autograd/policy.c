@@ -72,7 +72,6 @@ const float *policy_compute_input(Format f, const float *x, size_t n, float **co
     if (f == FMT_FP32)
         return x;
     *copy = mem_alloc(MEM_TEMP, n * sizeof(float));
-    memcpy(*copy, x, n * sizeof(float));
-    tensor_round_values(*copy, n, f, policy_current_scale(f, x, n));
+    tensor_round_values(x, *copy, n, f, policy_current_scale(f, x, n));
     return *copy;
 }

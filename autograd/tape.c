@@ -148,7 +148,17 @@ static void store(Tape *tape, Tensor *t)
     if (tape->recording)
         tensor_pack(t, p->act, scale);
     else
-        tensor_round_values(t->data, t->size, f, scale);
+        tensor_round_values(t->data, t->data, t->size, f, scale);
+}
+
+/* The newest node's saved tensors: filled by its op after tape_record, so stored at the next
+ * record or when backward starts. */
+static void store_last_saved(Tape *tape)
+{
+    if (!tape->policy || tape->n_nodes == 0)
+        return;
+    for (int k = 0; k < NODE_MAX_SAVED; k++)
+        store(tape, tape->nodes[tape->n_nodes - 1].saved[k]);
 }
 
 /* A gradient has its parameter's dtype (PyTorch's rule); an activation's has the policy's
@@ -162,7 +172,7 @@ static void round_grads(const PrecisionPolicy *p, Node *node)
             continue;
         Format f = tensor_dtype_format(x->is_param ? p->param : p->grad);
         if (f != FMT_FP32)
-            tensor_round_values(x->grad, x->size, f,
+            tensor_round_values(x->grad, x->grad, x->size, f,
                                 policy_current_scale(f, x->grad, x->size));
     }
 }
@@ -183,12 +193,8 @@ Node *tape_record(Tape *tape, const char *op, NodeBackward backward, Tensor *out
     if (n_in > NODE_MAX_INPUTS)
         tensor_fatal("%s: %d inputs (at most %d)", op, n_in, NODE_MAX_INPUTS);
     release_all(n_in, in);
-    if (tape->policy) {
-        if (tape->n_nodes > 0)
-            for (int k = 0; k < NODE_MAX_SAVED; k++)
-                store(tape, tape->nodes[tape->n_nodes - 1].saved[k]);
-        store(tape, out);
-    }
+    store_last_saved(tape);
+    store(tape, out);
     /* Without recording no gradient can reach the inputs, so the output needs none. */
     out->requires_grad = tape_wants_grad(tape, n_in, in);
     if (!out->requires_grad)
@@ -213,9 +219,7 @@ Node *tape_record(Tape *tape, const char *op, NodeBackward backward, Tensor *out
  * out->grad. A plain loop, no recursion, however deep the network. */
 static void walk_backward(Tape *tape)
 {
-    if (tape->policy && tape->n_nodes > 0)
-        for (int k = 0; k < NODE_MAX_SAVED; k++)
-            store(tape, tape->nodes[tape->n_nodes - 1].saved[k]);
+    store_last_saved(tape);
     for (int k = tape->n_nodes - 1; k >= 0; k--) {
         Node *node = &tape->nodes[k];
         if (!node->out->grad)

@@ -219,22 +219,28 @@ void tensor_store(Tensor *t, const float *src)
     encode(tensor_dtype_format(t->dtype), src, t->packed, t->size, t->scale);
 }
 
-void tensor_round_values(float *x, size_t n, Format f, float scale)
+void tensor_round_values(const float *x, float *y, size_t n, Format f, float scale)
 {
-    if (f == FMT_FP32)
+    if (f == FMT_FP32) {
+        if (x != y)
+            memcpy(y, x, n * sizeof *y);
         return;
+    }
     long chunks = (long)((n + PACK_CHUNK - 1) / PACK_CHUNK);
     #pragma omp parallel for schedule(static) if (chunks > 1)
     for (long c = 0; c < chunks; c++) {
         size_t i0 = (size_t)c * PACK_CHUNK, m = n - i0 < PACK_CHUNK ? n - i0 : PACK_CHUNK;
-        float *y = x + i0;
+        const float *src = x + i0;
+        float *dst = y + i0;
+        if (scale != 1.0f) {
+            for (size_t i = 0; i < m; i++)
+                dst[i] = src[i] * scale;
+            src = dst;
+        }
+        fmt_round_array(f, src, dst, m, pack_rounding(f), 0);
         if (scale != 1.0f)
             for (size_t i = 0; i < m; i++)
-                y[i] *= scale;
-        fmt_round_array(f, y, y, m, pack_rounding(f), 0);
-        if (scale != 1.0f)
-            for (size_t i = 0; i < m; i++)
-                y[i] /= scale;
+                dst[i] /= scale;
     }
 }
 

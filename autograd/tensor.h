@@ -79,9 +79,9 @@ float  *tensor_unpack(Tensor *t);
 void    tensor_release(Tensor *t);
 /* Encodes n = t->size values from src into t's storage (a packed tensor keeps its scale). */
 void    tensor_store(Tensor *t, const float *src);
-/* x[i] = the value x[i] * scale rounds to in format f, divided by scale again: what storing in
- * f and loading back gives, in place. */
-void    tensor_round_values(float *x, size_t n, Format f, float scale);
+/* y[i] = the value x[i] * scale rounds to in format f, divided by scale again: what storing in
+ * f and loading back gives. x == y (in place) is allowed. */
+void    tensor_round_values(const float *x, float *y, size_t n, Format f, float scale);
 
 void    tensor_fill(Tensor *t, float value);
 void    tensor_copy_data(Tensor *dst, const Tensor *src);   /* same size required */

@@ -59,13 +59,13 @@ static void run_init(Run *r, const char *preset, const BenchCase *c)
 {
     if (!policy_preset(preset, &r->policy))
         abort();
+    size_t param0 = mem_current(MEM_PARAM);
     r->model = gpt_new(&c->cfg, 1);
     int n;
     Tensor *const *params = gpt_params(r->model, &n);
     r->opt = &adamw_new(params, n, adamw_defaults())->base;
-    size_t before = mem_current(MEM_PARAM);
     optim_use_master_weights(r->opt, r->policy.param);
-    r->param_bytes = gpt_n_params(r->model) * 4 - (before - mem_current(MEM_PARAM));
+    r->param_bytes = mem_current(MEM_PARAM) - param0;
     r->tape = tape_new();
     r->tape->policy = policy_is_fp32(&r->policy) ? NULL : &r->policy;
 }

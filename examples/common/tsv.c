@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "autograd/tensor.h"
+#include "examples/common/cli.h"
 
 struct TsvWriter {
     FILE *f;
@@ -172,4 +173,21 @@ bool tsv_close(TsvWriter *w, char *err, size_t errlen)
         snprintf(err, errlen, "%s: %s: %s", w->tmp, failed, strerror(w->write_errno));
     free_writer(w);
     return failed == NULL;
+}
+
+TsvWriter *tsv_open_in(const char *dir, const char *name, const char *const *columns)
+{
+    char path[700], err[800];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    TsvWriter *w = tsv_open(path, columns, err, sizeof err);
+    if (!w)
+        cli_die(1, "%s", err);
+    return w;
+}
+
+void tsv_close_or_die(TsvWriter *w)
+{
+    char err[800];
+    if (!tsv_close(w, err, sizeof err))
+        cli_die(1, "%s", err);
 }

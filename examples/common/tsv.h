@@ -40,6 +40,11 @@ bool        tsv_row(TsvWriter *w, const double *values);
  * close or the rename failed (PATH.tmp is then left for inspection). */
 bool        tsv_close(TsvWriter *w, char *err, size_t errlen);
 
+/* For programs that write several files into one output folder: tsv_open of DIR/NAME, and
+ * tsv_close, that end the program with the message (exit status 1) instead of returning it. */
+TsvWriter  *tsv_open_in(const char *dir, const char *name, const char *const *columns);
+void        tsv_close_or_die(TsvWriter *w);
+
 /* The text tsv_num and tsv_float write, for a caller's buffer (32 bytes are always enough). */
 const char *tsv_format_double(double v, char *buf, size_t len);
 const char *tsv_format_float(float v, char *buf, size_t len);

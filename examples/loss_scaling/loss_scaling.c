@@ -111,23 +111,6 @@ static Options parse(int argc, char **argv)
     return o;
 }
 
-TsvWriter *open_out_tsv(const Options *o, const char *name, const char *const *columns)
-{
-    char path[700], err[800];
-    snprintf(path, sizeof path, "%s/%s", o->out, name);
-    TsvWriter *w = tsv_open(path, columns, err, sizeof err);
-    if (!w)
-        cli_die(1, "%s", err);
-    return w;
-}
-
-void close_out_tsv(TsvWriter *w)
-{
-    char err[800];
-    if (!tsv_close(w, err, sizeof err))
-        cli_die(1, "%s", err);
-}
-
 /* ---- part 1's output ---------------------------------------------------------------------- */
 
 static const char *const HIST_COLUMNS[] = {
@@ -140,7 +123,7 @@ static const char *const HIST_COLUMNS[] = {
  * figure's labels). */
 static void write_hist(const Options *o, const Probe *p, int shift)
 {
-    TsvWriter *w = open_out_tsv(o, "loss_scaling_hist.tsv", HIST_COLUMNS);
+    TsvWriter *w = tsv_open_in(o->out, "loss_scaling_hist.tsv", HIST_COLUMNS);
     int lo = GRAD_HIST_MAX_EXP, hi = GRAD_HIST_MIN_EXP;
     for (int e = GRAD_HIST_MIN_EXP; e <= GRAD_HIST_MAX_EXP; e++)
         if (grad_hist_count(&p->hist, e)) {
@@ -164,7 +147,7 @@ static void write_hist(const Options *o, const Probe *p, int shift)
         tsv_int(w, shift);
         tsv_end_row(w);
     }
-    close_out_tsv(w);
+    tsv_close_or_die(w);
 }
 
 static const char *const UNDERFLOW_COLUMNS[] = {
@@ -174,7 +157,7 @@ static const char *const UNDERFLOW_COLUMNS[] = {
 
 static void write_underflow(const Options *o, const Probe *p, const ProbeResult *r, int n)
 {
-    TsvWriter *w = open_out_tsv(o, "loss_scaling_underflow.tsv", UNDERFLOW_COLUMNS);
+    TsvWriter *w = tsv_open_in(o->out, "loss_scaling_underflow.tsv", UNDERFLOW_COLUMNS);
     for (int i = 0; i < n; i++) {
         double nonzero = (double)r[i].rounded.nonzero;
         tsv_str(w, r[i].rule);
@@ -190,7 +173,7 @@ static void write_underflow(const Options *o, const Probe *p, const ProbeResult 
         tsv_int(w, r[i].pass_nonfinite);
         tsv_end_row(w);
     }
-    close_out_tsv(w);
+    tsv_close_or_die(w);
 }
 
 /* The fp32 run's training loss at step `step`, from its log (NAN without one). The log has a

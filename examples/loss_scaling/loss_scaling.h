@@ -104,8 +104,4 @@ void        runs_all(const Options *o, RunSummary *summary);
 /* The table in markdown on stdout. */
 void        runs_print_table(const Options *o, const RunSummary *summary);
 
-/* loss_scaling.c: a TSV writer in --out, and closing it (a failure is fatal). */
-TsvWriter  *open_out_tsv(const Options *o, const char *name, const char *const *columns);
-void        close_out_tsv(TsvWriter *w);
-
 #endif

@@ -230,7 +230,7 @@ static double rel(double x, double ref) { return (x - ref) / ref; }
 
 static void write_table(const Options *o, const RunSummary *s)
 {
-    TsvWriter *w = open_out_tsv(o, "loss_scaling_table.tsv", TABLE_COLUMNS);
+    TsvWriter *w = tsv_open_in(o->out, "loss_scaling_table.tsv", TABLE_COLUMNS);
     for (int i = 0; i < N_RUNS; i++) {
         tsv_str(w, RUNS[i].name);
         tsv_str(w, RUNS[i].precision);
@@ -250,7 +250,7 @@ static void write_table(const Options *o, const RunSummary *s)
         tsv_num(w, s[i].peak_act / s[0].peak_act);
         tsv_end_row(w);
     }
-    close_out_tsv(w);
+    tsv_close_or_die(w);
 }
 
 void runs_print_table(const Options *o, const RunSummary *s)
@@ -308,10 +308,10 @@ void runs_all(const Options *o, RunSummary *summary)
         col[i] = read_columns(o, &spec[i]);
         summary[i] = summarize(o, &res[i], &col[i]);
     }
-    TsvWriter *curves = open_out_tsv(o, "loss_scaling_curves.tsv", CURVE_COLUMNS);
+    TsvWriter *curves = tsv_open_in(o->out, "loss_scaling_curves.tsv", CURVE_COLUMNS);
     for (int i = 0; i < N_RUNS; i++)
         write_curve(curves, &RUNS[i], &col[i], &col[0], o->steps);
-    close_out_tsv(curves);
+    tsv_close_or_die(curves);
     print_val_table(o, col);
     for (int i = 0; i < N_RUNS; i++)
         free(col[i].loss);        /* the one buffer behind all six columns */

@@ -411,23 +411,6 @@ static void print_schedules(void)
 
 /* ---- main ------------------------------------------------------------------------------------- */
 
-static TsvWriter *open_tsv(const Options *o, const char *name, const char *const *columns)
-{
-    char path[600], err[600];
-    snprintf(path, sizeof path, "%s/%s", o->out, name);
-    TsvWriter *w = tsv_open(path, columns, err, sizeof err);
-    if (!w)
-        cli_die(1, "%s", err);
-    return w;
-}
-
-static void close_tsv(TsvWriter *w)
-{
-    char err[600];
-    if (!tsv_close(w, err, sizeof err))
-        cli_die(1, "%s", err);
-}
-
 int main(int argc, char **argv)
 {
     cli_init(argv[0]);
@@ -457,7 +440,7 @@ int main(int argc, char **argv)
     const char *warmups[] = { "gradual", "none" };
     int n_warmups = o.full ? 2 : 1;
 
-    TsvWriter *table = open_tsv(&o, "lr_scaling_table.tsv", TABLE_COLUMNS);
+    TsvWriter *table = tsv_open_in(o.out, "lr_scaling_table.tsv", TABLE_COLUMNS);
     print_table_header(&o);
     for (int w = 0; w < n_warmups; w++)
         for (int opt = 0; opt < 2; opt++)
@@ -466,12 +449,12 @@ int main(int argc, char **argv)
                     Cell c = { optimizers[opt], ks[ki], rules[ri], warmups[w] };
                     run_cell(&o, &c, table, commands);
                 }
-    close_tsv(table);
+    tsv_close_or_die(table);
 
-    TsvWriter *curves = open_tsv(&o, "lr_scaling_curves.tsv", CURVE_COLUMNS);
+    TsvWriter *curves = tsv_open_in(o.out, "lr_scaling_curves.tsv", CURVE_COLUMNS);
     for (int opt = 0; opt < 2; opt++)
         make_curves(&o, optimizers[opt], ks[n_k - 1], curves, commands);
-    close_tsv(curves);
+    tsv_close_or_die(curves);
     fclose(commands);
     printf("\nlogs in %s/runs, tables in %s, commands in %s\n", o.out, o.out, cmd);
     return 0;

@@ -74,6 +74,10 @@ static const struct option LONG_OPTIONS[] = {
     { "save-adapter", required_argument, NULL, FLAG_SAVE_ADAPTER },
     { "precision", required_argument, NULL, FLAG_PRECISION },
     { "loss-scale", required_argument, NULL, FLAG_LOSS_SCALE },
+    { "scale-growth-interval", required_argument, NULL, FLAG_SCALE_GROWTH_INTERVAL },
+    { "scale-growth-factor", required_argument, NULL, FLAG_SCALE_GROWTH_FACTOR },
+    { "scale-backoff-factor", required_argument, NULL, FLAG_SCALE_BACKOFF_FACTOR },
+    { "fp8-scaling", required_argument, NULL, FLAG_FP8_SCALING },
     { "help", no_argument, NULL, 'h' },
     { 0, 0, 0, 0 },
 };
@@ -107,18 +111,10 @@ static void usage(void)
            "                      default none)\n"
            "  --attention A       standard (keeps the [T, T] probabilities) or tiled (keeps\n"
            "                      a statistic per row, recomputes; docs/attention_memory.md;\n"
-           "                      default standard)\n"
-           "Mixed precision (docs/mixed_precision.md):\n"
-           "  --precision P       fp32, tf32 (matmul inputs in tf32), bf16, fp16 (parameters,\n"
-           "                      activations and gradients in 16 bits, fp32 master weights\n"
-           "                      in the optimizer) or fp8 (e4m3 activations, e5m2 gradients,\n"
-           "                      bf16 parameters) (default fp32)\n"
-           "  --loss-scale S      none, static:S (backward seeded with S, gradients divided by\n"
-           "                      S before clipping) or dynamic[:INIT] (S from INIT = 65536,\n"
-           "                      halved on an inf/NaN gradient, doubled after 2000 clean\n"
-           "                      steps); a step with an inf/NaN gradient is always skipped\n"
-           "                      (default none)\n"
-           "Model:\n"
+           "                      default standard)\n",
+           d.task, d.steps, d.batch, TEXT_DEFAULT_SEQ, d.seed);
+    precision_usage();
+    printf("Model:\n"
            "  --layers N          transformer blocks (default %d)\n"
            "  --heads N           attention heads; must divide --embd (default %d)\n"
            "  --embd N            width C of the residual stream (default %d)\n"
@@ -166,12 +162,11 @@ static void usage(void)
            "  --sample N          after training: N validation prompts with the model's greedy\n"
            "                      answers (task), or N generated characters (text)\n"
            "  -h, --help          this text\n",
-           d.task, d.steps, d.batch, TEXT_DEFAULT_SEQ, d.seed, d.layers, d.heads, d.embd,
-           d.lr, d.warmup, d.weight_decay, d.beta1, d.beta2, d.momentum, d.clip,
-           d.eval_every, d.eval_examples);
+           d.layers, d.heads, d.embd, d.lr, d.warmup, d.weight_decay, d.beta1, d.beta2,
+           d.momentum, d.clip, d.eval_every, d.eval_examples);
 }
 
-static const char *flag_name(Flag f)
+const char *options_flag_name(Flag f)
 {
     for (const struct option *opt = LONG_OPTIONS; opt->name; opt++)
         if (opt->val == (int)f)
@@ -184,7 +179,7 @@ bool options_given(const Options *o, Flag f) { return o->given[f - FLAG_TASK]; }
 static void set_value(Options *o, Flag f, const char *arg)
 {
     char flag[40];
-    snprintf(flag, sizeof flag, "--%s", flag_name(f));
+    snprintf(flag, sizeof flag, "--%s", options_flag_name(f));
     switch (f) {
     case FLAG_TASK: o->task = task_names[cli_choice(flag, arg, task_names)]; break;
     case FLAG_TASK_SIZE: o->task_size = (int)cli_long(flag, arg, 1, TASK_MAX_SIZE); break;
@@ -240,7 +235,8 @@ static void set_value(Options *o, Flag f, const char *arg)
         o->tiled_attention = cli_choice(flag, arg, kinds) == 1;
         break;
     }
-    case FLAG_PRECISION: case FLAG_LOSS_SCALE:
+    case FLAG_PRECISION: case FLAG_LOSS_SCALE: case FLAG_SCALE_GROWTH_INTERVAL:
+    case FLAG_SCALE_GROWTH_FACTOR: case FLAG_SCALE_BACKOFF_FACTOR: case FLAG_FP8_SCALING:
         precision_set_option(o, f, flag, arg);
         break;
     case FLAG_LORA: case FLAG_LORA_ALPHA: case FLAG_LORA_TARGETS: case FLAG_QLORA:
@@ -294,6 +290,7 @@ static void check_combinations(const Options *o)
     if (o->plot_path && !o->log_path)
         cli_usage_error("--plot needs --log: the figure is drawn from the log");
     precision_check_options(o);
+    precision_check_scaling(o);
     /* Files written must not be one another or an input; --save over --load is fine (the
      * snapshot is replaced atomically, once the run is done). */
     const char *names[] = { "log", "plot", "save", "load", "data" };
@@ -343,8 +340,8 @@ static const char *snapshot_path;
 
 void options_disagree(Flag f, const char *mine, const char *saved)
 {
-    cli_usage_error("--%s %s does not match the snapshot %s, which has %s", flag_name(f), mine,
-                    snapshot_path, saved);
+    cli_usage_error("--%s %s does not match the snapshot %s, which has %s",
+                    options_flag_name(f), mine, snapshot_path, saved);
 }
 
 /* The saved value, after checking that an explicit flag agrees with it. */
@@ -358,7 +355,7 @@ static long take_long(const Options *o, Flag f, long mine, long saved)
     return saved;
 }
 
-static double take_double(const Options *o, Flag f, double mine, double saved)
+double options_take_double(const Options *o, Flag f, double mine, double saved)
 {
     char a[32], b[32];
     snprintf(a, sizeof a, "%.17g", mine);
@@ -373,7 +370,7 @@ static bool take_switch(const Options *o, Flag f, bool saved)
 {
     if (options_given(o, f) && !saved)
         cli_usage_error("--%s was given, but the snapshot %s was trained without it",
-                        flag_name(f), snapshot_path);
+                        options_flag_name(f), snapshot_path);
     return saved;
 }
 
@@ -443,7 +440,7 @@ static int take_choice(const Options *o, Flag f, int mine, const char *saved,
         i++;
     if (!names[i])
         cli_die(1, "%s: --%s '%s' in the snapshot is not one this version knows", snapshot_path,
-                flag_name(f), saved);
+                options_flag_name(f), saved);
     if (options_given(o, f) && mine != i)
         options_disagree(f, names[mine], saved);
     return i;
@@ -465,7 +462,7 @@ static void merge_schedule(Options *o, const SnapshotReader *r)
     o->warmup_type = (SchedWarmup)take_choice(o, FLAG_WARMUP_TYPE, o->warmup_type,
                                               meta(r, "schedule.warmup_type"),
                                               SCHED_WARMUP_NAMES);
-    o->warmup_fraction = take_double(o, FLAG_WARMUP_FRACTION, o->warmup_fraction,
+    o->warmup_fraction = options_take_double(o, FLAG_WARMUP_FRACTION, o->warmup_fraction,
                                      meta_double(r, "schedule.warmup_fraction"));
     o->decay = (SchedDecay)take_choice(o, FLAG_DECAY, o->decay, meta(r, "schedule.decay"),
                                        SCHED_DECAY_NAMES);
@@ -488,26 +485,26 @@ void options_merge_snapshot(Options *o, const TrainerConfig *s, const SnapshotRe
     o->untied = take_switch(o, FLAG_UNTIED, !m->tied);
     o->separate_qkv = take_switch(o, FLAG_SEPARATE_QKV, !m->fused_qkv);
     o->seed = take_long(o, FLAG_SEED, o->seed, (long)s->seed);
-    o->clip = take_double(o, FLAG_CLIP, o->clip, s->clip);
+    o->clip = options_take_double(o, FLAG_CLIP, o->clip, s->clip);
     if (options_given(o, FLAG_OPTIMIZER) && o->optimizer != s->optimizer)
         options_disagree(FLAG_OPTIMIZER, trainer_optimizer_name(o->optimizer),
                  trainer_optimizer_name(s->optimizer));
     o->optimizer = s->optimizer;
     if (s->optimizer == TRAIN_ADAMW || s->optimizer == TRAIN_ADAM8BIT) {
-        o->beta1 = take_double(o, FLAG_BETA1, o->beta1, s->adamw.beta1);
-        o->beta2 = take_double(o, FLAG_BETA2, o->beta2, s->adamw.beta2);
-        o->weight_decay = take_double(o, FLAG_WEIGHT_DECAY, o->weight_decay,
+        o->beta1 = options_take_double(o, FLAG_BETA1, o->beta1, s->adamw.beta1);
+        o->beta2 = options_take_double(o, FLAG_BETA2, o->beta2, s->adamw.beta2);
+        o->weight_decay = options_take_double(o, FLAG_WEIGHT_DECAY, o->weight_decay,
                                       s->adamw.weight_decay);
     } else if (s->optimizer == TRAIN_ADAFACTOR) {
-        o->weight_decay = take_double(o, FLAG_WEIGHT_DECAY, o->weight_decay,
+        o->weight_decay = options_take_double(o, FLAG_WEIGHT_DECAY, o->weight_decay,
                                       s->adafactor.weight_decay);
     } else {
-        o->momentum = take_double(o, FLAG_MOMENTUM, o->momentum, s->sgd.momentum);
-        o->weight_decay = take_double(o, FLAG_WEIGHT_DECAY, o->weight_decay,
+        o->momentum = options_take_double(o, FLAG_MOMENTUM, o->momentum, s->sgd.momentum);
+        o->weight_decay = options_take_double(o, FLAG_WEIGHT_DECAY, o->weight_decay,
                                       s->sgd.weight_decay);
     }
     precision_merge_snapshot(o, s);
-    o->lr = take_double(o, FLAG_LR, o->lr, meta_double(r, "schedule.lr"));
+    o->lr = options_take_double(o, FLAG_LR, o->lr, meta_double(r, "schedule.lr"));
     o->warmup = take_long(o, FLAG_WARMUP, o->warmup, meta_long(r, "schedule.warmup"));
     o->batch = take_long(o, FLAG_BATCH, o->batch, meta_long(r, "schedule.batch"));
     merge_schedule(o, r);
@@ -537,7 +534,7 @@ TrainerConfig options_trainer_config(const Options *o, int V)
     c.adafactor.weight_decay = o->weight_decay;
     c.clip = o->clip;
     c.checkpoint = o->checkpoint;
-    policy_preset(o->precision, &c.policy);     /* a known name: checked when parsed */
+    c.policy = precision_policy(o);
     c.loss_scale = o->loss_scale;
     return c;
 }

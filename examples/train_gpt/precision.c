@@ -1,28 +1,148 @@
 /* train_gpt's mixed precision (autograd/policy.h, optim/loss_scale.h; docs/mixed_precision.md):
- * the flags --precision and --loss-scale, the combinations not built, agreeing with a
+ * the flags --precision, --fp8-scaling, --loss-scale and the dynamic scaler's --scale-*
+ * factors (named after GradScaler's arguments), the combinations not built, agreeing with a
  * snapshot, and the lines of the run header and the report.
  *
- *     train_gpt --precision fp16 --loss-scale dynamic --log fp16.tsv
+ *     train_gpt --precision fp16 --loss-scale dynamic --scale-growth-interval 200 --log fp16.tsv
+ *     train_gpt --precision fp8 --fp8-scaling delayed:16
  *
  * The log's loss_scale column is the scale each step's backward was seeded with, and skipped
  * is 1 when an inf or NaN gradient skipped the step's update. */
+#include <float.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "examples/common/cli.h"
 #include "examples/train_gpt/train_gpt.h"
 
+enum { FP8_MAX_WINDOW = 4096 };   /* steps of amax history (Transformer Engine's default: 1024) */
+
+static const Flag SCALE_FLAGS[] = {
+    FLAG_SCALE_GROWTH_INTERVAL, FLAG_SCALE_GROWTH_FACTOR, FLAG_SCALE_BACKOFF_FACTOR,
+};
+enum { N_SCALE_FLAGS = 3 };
+
+void precision_usage(void)
+{
+    const LossScaleConfig d = loss_scale_defaults();
+    PrecisionPolicy fp8;
+    policy_preset("fp8", &fp8);
+    printf("Mixed precision (docs/mixed_precision.md):\n"
+           "  --precision P       fp32, tf32 (matmul inputs in tf32), bf16, fp16 (parameters,\n"
+           "                      activations and gradients in 16 bits, fp32 master weights\n"
+           "                      in the optimizer) or fp8 (e4m3 activations, e5m2 gradients,\n"
+           "                      bf16 parameters) (default fp32)\n"
+           "  --fp8-scaling S     fp8: an activation's scale from its own amax (current) or\n"
+           "                      from the largest amax at its place in the last W steps\n"
+           "                      (delayed[:W], W = %d) (default current)\n"
+           "  --loss-scale S      none, static:S (backward seeded with S, gradients divided by\n"
+           "                      S before clipping) or dynamic[:INIT] (S from INIT = %g,\n"
+           "                      shrunk on an inf/NaN gradient, grown after clean steps);\n"
+           "                      a step with an inf/NaN gradient is always skipped\n"
+           "                      (default none)\n"
+           "  --scale-growth-interval N\n"
+           "                      dynamic: clean steps in a row before S grows\n"
+           "                      (default %ld)\n"
+           "  --scale-growth-factor X\n"
+           "                      dynamic: S is multiplied by X > 1 when it grows\n"
+           "                      (default %g)\n"
+           "  --scale-backoff-factor X\n"
+           "                      dynamic: S is multiplied by X in (0, 1) on an inf/NaN\n"
+           "                      gradient (default %g)\n",
+           fp8.fp8_window, d.init_scale, d.growth_interval, d.growth_factor, d.backoff_factor);
+}
+
+/* A --scale-* flag: the value in the range loss_scale_check gives the dynamic mode. */
+static void set_scale_factor(Options *o, Flag f, const char *flag, const char *arg)
+{
+    LossScaleConfig c = o->loss_scale;
+    c.mode = LOSS_SCALE_DYNAMIC;
+    if (f == FLAG_SCALE_GROWTH_INTERVAL)
+        c.growth_interval = cli_long(flag, arg, 1, 1000000000L);
+    else if (f == FLAG_SCALE_GROWTH_FACTOR)
+        c.growth_factor = cli_double(flag, arg, 0.0, FLT_MAX);
+    else
+        c.backoff_factor = cli_double(flag, arg, 0.0, FLT_MAX);
+    char err[160];
+    if (!loss_scale_check(&c, err, sizeof err))
+        cli_usage_error("%s %s: %s", flag, arg, err);
+    c.mode = o->loss_scale.mode;
+    o->loss_scale = c;
+}
+
+/* "current", "delayed" or "delayed:W"; a window of 0 stands for the preset's. */
+static void set_fp8_scaling(Options *o, const char *flag, const char *arg)
+{
+    o->fp8_window = 0;
+    o->fp8_scaling = POLICY_FP8_CURRENT;
+    if (strcmp(arg, "current") == 0)
+        return;
+    if (strncmp(arg, "delayed", 7) != 0 || (arg[7] != '\0' && arg[7] != ':'))
+        cli_usage_error("%s '%s': expected current, delayed or delayed:W (W steps of amax "
+                        "history)", flag, arg);
+    o->fp8_scaling = POLICY_FP8_DELAYED;
+    if (arg[7] == ':')
+        o->fp8_window = (int)cli_long(flag, arg + 8, 1, FP8_MAX_WINDOW);
+}
+
 void precision_set_option(Options *o, Flag f, const char *flag, const char *arg)
 {
     char err[200];
     PrecisionPolicy p;
-    if (f == FLAG_PRECISION) {
+    LossScaleConfig c;
+    switch (f) {
+    case FLAG_PRECISION:
         if (!policy_preset(arg, &p))
             cli_usage_error("%s '%s': expected one of %s", flag, arg, policy_preset_names());
         o->precision = p.name;
-    } else if (f == FLAG_LOSS_SCALE && !loss_scale_parse(arg, &o->loss_scale, err, sizeof err)) {
-        cli_usage_error("%s: %s", flag, err);
+        break;
+    case FLAG_LOSS_SCALE:
+        if (!loss_scale_parse(arg, &c, err, sizeof err))
+            cli_usage_error("%s: %s", flag, err);
+        /* The factors are the --scale-* flags', given before or after this one. */
+        o->loss_scale.mode = c.mode;
+        o->loss_scale.init_scale = c.init_scale;
+        break;
+    case FLAG_FP8_SCALING:
+        set_fp8_scaling(o, flag, arg);
+        break;
+    default:
+        set_scale_factor(o, f, flag, arg);
     }
+}
+
+/* Whether the policy stores activations in fp8: the only tensors delayed scaling is for (a
+ * gradient's scale is always its own amax's). */
+static bool stores_fp8(const PrecisionPolicy *p)
+{
+    Format f = tensor_dtype_format(p->act);
+    return f == FMT_E4M3 || f == FMT_E5M2;
+}
+
+static PrecisionPolicy with_fp8_scaling(PrecisionPolicy p, const Options *o)
+{
+    if (!stores_fp8(&p))
+        return p;
+    p.fp8_scaling = o->fp8_scaling;
+    if (o->fp8_window > 0)
+        p.fp8_window = o->fp8_window;
+    return p;
+}
+
+PrecisionPolicy precision_policy(const Options *o)
+{
+    PrecisionPolicy p;
+    policy_preset(o->precision, &p);     /* a known name: checked when parsed */
+    return with_fp8_scaling(p, o);
+}
+
+static const char *fp8_scaling_format(const PrecisionPolicy *p, char *buf, size_t len)
+{
+    if (p->fp8_scaling == POLICY_FP8_CURRENT)
+        snprintf(buf, len, "current");
+    else
+        snprintf(buf, len, "delayed:%d", p->fp8_window);
+    return buf;
 }
 
 /* What the trainer refuses under a policy, said in flag names. */
@@ -30,14 +150,24 @@ void precision_check_options(const Options *o)
 {
     if (strcmp(o->precision, "fp32") == 0)
         return;
-    if (o->lora_rank > 0)
-        cli_usage_error("--lora%s with --precision %s is not built: LoRA and QLoRA train in "
-                        "fp32 (leave out --precision)", o->qlora ? " --qlora" : "",
-                        o->precision);
-    if (o->checkpoint.kind != CKPT_VANILLA)
-        cli_usage_error("--checkpoint with --precision %s is not built: the recomputed blocks "
-                        "run on tapes of their own, without the precision policy",
-                        o->precision);
+}
+
+/* The --scale-* flags and --fp8-scaling apply to one mode each; refused elsewhere, since a
+ * flag that silently does nothing misleads. */
+void precision_check_scaling(const Options *o)
+{
+    char spec[64];
+    loss_scale_format(&o->loss_scale, spec, sizeof spec);
+    for (int i = 0; i < N_SCALE_FLAGS; i++)
+        if (options_given(o, SCALE_FLAGS[i]) && o->loss_scale.mode != LOSS_SCALE_DYNAMIC)
+            cli_usage_error("--%s applies to --loss-scale dynamic, not %s: only a dynamic "
+                            "scale grows and backs off", options_flag_name(SCALE_FLAGS[i]),
+                            spec);
+    PrecisionPolicy p;
+    policy_preset(o->precision, &p);
+    if (options_given(o, FLAG_FP8_SCALING) && !stores_fp8(&p))
+        cli_usage_error("--fp8-scaling applies to --precision fp8, not %s: no other preset "
+                        "stores a tensor in fp8", o->precision);
 }
 
 /* The policy and the loss scaling are the snapshot's (its scaler resumes where it stopped). */
@@ -47,10 +177,27 @@ void precision_merge_snapshot(Options *o, const TrainerConfig *saved)
         options_disagree(FLAG_PRECISION, o->precision, saved->policy.name);
     o->precision = saved->policy.name;
     char mine[64], theirs[64];
+    PrecisionPolicy p = precision_policy(o);
+    fp8_scaling_format(&p, mine, sizeof mine);
+    fp8_scaling_format(&saved->policy, theirs, sizeof theirs);
+    if (options_given(o, FLAG_FP8_SCALING) && strcmp(mine, theirs) != 0)
+        options_disagree(FLAG_FP8_SCALING, mine, theirs);
+    o->fp8_scaling = saved->policy.fp8_scaling;
+    o->fp8_window = saved->policy.fp8_window;
     loss_scale_format(&o->loss_scale, mine, sizeof mine);
     loss_scale_format(&saved->loss_scale, theirs, sizeof theirs);
     if (options_given(o, FLAG_LOSS_SCALE) && strcmp(mine, theirs) != 0)
         options_disagree(FLAG_LOSS_SCALE, mine, theirs);
+    /* Against a scaler that is not dynamic the factors are refused, not compared
+     * (precision_check_scaling). */
+    const LossScaleConfig *s = &saved->loss_scale, *m = &o->loss_scale;
+    if (s->mode == LOSS_SCALE_DYNAMIC) {
+        options_take_double(o, FLAG_SCALE_GROWTH_INTERVAL, (double)m->growth_interval,
+                            (double)s->growth_interval);
+        options_take_double(o, FLAG_SCALE_GROWTH_FACTOR, m->growth_factor, s->growth_factor);
+        options_take_double(o, FLAG_SCALE_BACKOFF_FACTOR, m->backoff_factor,
+                            s->backoff_factor);
+    }
     o->loss_scale = saved->loss_scale;
 }
 
@@ -64,6 +211,11 @@ void precision_describe(const Trainer *tr)
            p->param != DTYPE_F32 ? " with fp32 master weights" : "", tensor_dtype_name(p->act),
            tensor_dtype_name(p->grad), fmt_name(p->compute), fmt_name(p->grad_compute),
            p->accumulate_low ? ", low-precision accumulation" : "");
+    if (stores_fp8(p) && p->fp8_scaling == POLICY_FP8_DELAYED)
+        printf("fp8 scaling: delayed: each activation's scale from the largest amax at its "
+               "place in the last %d steps\n", p->fp8_window);
+    else if (stores_fp8(p))
+        printf("fp8 scaling: current: each activation's scale from its own amax\n");
     const LossScaler *s = &tr->scaler;
     const LossScaleConfig *c = &s->cfg;
     char spec[64];

@@ -22,7 +22,8 @@ typedef enum {
     FLAG_DECAY, FLAG_COOLDOWN, FLAG_COOLDOWN_SHAPE, FLAG_CHECKPOINT,
     FLAG_ATTENTION,
     FLAG_LORA, FLAG_LORA_ALPHA, FLAG_LORA_TARGETS, FLAG_QLORA, FLAG_LOAD_BASE, FLAG_SAVE_ADAPTER,
-    FLAG_PRECISION, FLAG_LOSS_SCALE,
+    FLAG_PRECISION, FLAG_LOSS_SCALE, FLAG_SCALE_GROWTH_INTERVAL, FLAG_SCALE_GROWTH_FACTOR,
+    FLAG_SCALE_BACKOFF_FACTOR, FLAG_FP8_SCALING,
     FLAG_END,
 } Flag;
 
@@ -42,7 +43,9 @@ typedef struct {
     CkptStrategy checkpoint;     /* over the blocks: none (vanilla), sqrt, ... */
     bool        tiled_attention; /* --attention tiled */
     const char *precision;       /* a policy_preset name (autograd/policy.h) */
-    LossScaleConfig loss_scale;  /* optim/loss_scale.h */
+    PolicyFp8Scaling fp8_scaling;   /* --fp8-scaling: current, or delayed over fp8_window */
+    int         fp8_window;
+    LossScaleConfig loss_scale;  /* optim/loss_scale.h; the --scale-* flags set its factors */
     /* model */
     int         layers, heads, embd;
     bool        untied, separate_qkv;
@@ -81,8 +84,11 @@ bool    options_given(const Options *o, Flag f);
 void    options_merge_snapshot(Options *o, const TrainerConfig *saved_cfg,
                                const SnapshotReader *r, const char *path, long saved_step);
 /* During options_merge_snapshot: the usage error for flag f given as mine where the snapshot
- * has saved. */
+ * has saved; and the saved value of a number, once a flag given has been found to agree. */
 _Noreturn void options_disagree(Flag f, const char *mine, const char *saved);
+double  options_take_double(const Options *o, Flag f, double mine, double saved);
+/* The long name of flag f, without the dashes ("loss-scale"). */
+const char *options_flag_name(Flag f);
 /* The trainer config the options describe, for a model over vocabulary V. */
 TrainerConfig options_trainer_config(const Options *o, int V);
 /* The metadata train_gpt adds to a snapshot, the data and the schedule: returns the number of
@@ -112,12 +118,20 @@ double     eval_greedy_accuracy(Trainer *tr, const Dataset *ds, int B, int max_e
 void       eval_print_samples(Trainer *tr, const Dataset *ds, int n, uint64_t seed);
 
 /* precision.c -------------------------------------------------------------------------------- */
-/* --precision or --loss-scale's value (set_value passes them on). */
+/* The "Mixed precision" part of --help. */
+void precision_usage(void);
+/* The value of --precision, --loss-scale, a --scale-* factor or --fp8-scaling (set_value passes
+ * them on). */
 void precision_set_option(Options *o, Flag f, const char *flag, const char *arg);
 /* LoRA and checkpointing under a policy: not built, refused. */
 void precision_check_options(const Options *o);
+/* The --scale-* flags need dynamic loss scaling, --fp8-scaling the fp8 preset: refused
+ * otherwise. */
+void precision_check_scaling(const Options *o);
 /* The snapshot's policy and loss scaling become the run's; flags given must agree. */
 void precision_merge_snapshot(Options *o, const TrainerConfig *saved);
+/* The policy the options describe: the --precision preset with --fp8-scaling's settings. */
+PrecisionPolicy precision_policy(const Options *o);
 /* A line for the policy and one for the loss scaling in the run header; skipped steps and the
  * final scale in the report. */
 void precision_describe(const Trainer *tr);

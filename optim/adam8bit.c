@@ -2,13 +2,33 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* The largest block the update can decode on the stack: 2 x 4 x 8192 bytes = 64 KiB. */
 enum { MAX_BLOCK = 8192 };
 
+static const char *const ROUNDING_NAMES[ADAM8BIT_ROUND_COUNT] = { "nearest", "stochastic" };
+
 Adam8bitConfig adam8bit_defaults(void)
 {
-    return (Adam8bitConfig){ .adam = adamw_defaults(), .block = 2048, .min_8bit = 4096 };
+    return (Adam8bitConfig){ .adam = adamw_defaults(), .block = 2048, .min_8bit = 4096,
+                             .rounding = ADAM8BIT_ROUND_NEAREST, .seed = 0 };
+}
+
+const char *adam8bit_rounding_name(Adam8bitRounding r)
+{
+    return (unsigned)r < ADAM8BIT_ROUND_COUNT ? ROUNDING_NAMES[r] : "?";
+}
+
+bool adam8bit_rounding_parse(const char *name, Adam8bitRounding *out)
+{
+    for (int r = 0; r < ADAM8BIT_ROUND_COUNT; r++) {
+        if (strcmp(name, ROUNDING_NAMES[r]) == 0) {
+            *out = (Adam8bitRounding)r;
+            return true;
+        }
+    }
+    return false;
 }
 
 bool adam8bit_is_quantized(const Adam8bit *a, int i)
@@ -58,10 +78,25 @@ static void update_span(const AdamWStep *s, float shrink, float *w, const float 
     }
 }
 
-/* Decode, update, encode: each block on its own, so blocks run in parallel. */
-static void update_quantized(const Adam8bit *a, const AdamWStep *s, float shrink, Tensor *p,
-                             const State *st)
+/* One block of a moment into codes; returns its absmax. Stochastic rounding draws element j's
+ * bits from (stream, j), j counted from the parameter's first element, so the result does not
+ * depend on which thread encodes the block. */
+static float encode_block(const Adam8bit *a, const QdynCode *code, const float *x, size_t len,
+                          uint64_t stream, size_t first, uint8_t *codes)
 {
+    if (a->cfg.rounding == ADAM8BIT_ROUND_STOCHASTIC)
+        return qdyn_quantize_block_stochastic(code, x, len, stream, first, codes);
+    return qdyn_quantize_block(code, x, len, codes);
+}
+
+/* Decode, update, encode: each block on its own, so blocks run in parallel. Parameter i's m and
+ * v get their own random streams at every step. */
+static void update_quantized(const Adam8bit *a, const AdamWStep *s, float shrink, Tensor *p,
+                             const State *st, int i)
+{
+    uint64_t t = (uint64_t)a->base.step;
+    uint64_t stream_m = qdyn_stream_seed(a->cfg.seed, t, 2 * (uint64_t)i);
+    uint64_t stream_v = qdyn_stream_seed(a->cfg.seed, t, 2 * (uint64_t)i + 1);
     size_t n = p->size, block = a->cfg.block;
     long nblocks = (long)((n + block - 1) / block);
 #pragma omp parallel for schedule(static) if (n >= OPTIM_PARALLEL_MIN)
@@ -71,8 +106,8 @@ static void update_quantized(const Adam8bit *a, const AdamWStep *s, float shrink
         qdyn_dequantize_block(&a->code_m, st->mq + first, len, st->m_absmax[b], m);
         qdyn_dequantize_block(&a->code_v, st->vq + first, len, st->v_absmax[b], v);
         update_span(s, shrink, p->data + first, p->grad + first, m, v, len);
-        st->m_absmax[b] = qdyn_quantize_block(&a->code_m, m, len, st->mq + first);
-        st->v_absmax[b] = qdyn_quantize_block(&a->code_v, v, len, st->vq + first);
+        st->m_absmax[b] = encode_block(a, &a->code_m, m, len, stream_m, first, st->mq + first);
+        st->v_absmax[b] = encode_block(a, &a->code_v, v, len, stream_v, first, st->vq + first);
     }
 }
 
@@ -92,7 +127,7 @@ static void adam8bit_update(Optim *o, double lr)
         float shrink = o->decay[i] ? s.shrink_decayed : 1.0f;
         State st = param_state(a, i);
         if (st.mq)
-            update_quantized(a, &s, shrink, p, &st);
+            update_quantized(a, &s, shrink, p, &st, i);
         else
             update_fp32(&s, shrink, p, &st);
     }
@@ -118,6 +153,8 @@ Adam8bit *adam8bit_new(Tensor *const *params, int n, Adam8bitConfig cfg)
     const AdamWConfig *c = &cfg.adam;
     if (!(c->beta1 >= 0.0 && c->beta1 < 1.0 && c->beta2 >= 0.0 && c->beta2 < 1.0))
         tensor_fatal("adam8bit: betas (%g, %g) must be in [0, 1)", c->beta1, c->beta2);
+    if ((unsigned)cfg.rounding >= ADAM8BIT_ROUND_COUNT)
+        tensor_fatal("adam8bit: rounding %d is not nearest or stochastic", (int)cfg.rounding);
     if (cfg.block < 1 || cfg.block > MAX_BLOCK)
         tensor_fatal("adam8bit: block %zu must be in [1, %d]", cfg.block, MAX_BLOCK);
     Adam8bit *a = calloc(1, sizeof *a);

@@ -27,10 +27,20 @@
 #include "optim/optim.h"
 #include "precision/quant_dynamic.h"
 
+/* How the moments are re-encoded after each update (precision/quant_dynamic.h). */
+typedef enum {
+    ADAM8BIT_ROUND_NEAREST,     /* "nearest": the paper's rule */
+    ADAM8BIT_ROUND_STOCHASTIC,  /* "stochastic": unbiased, so a small change is kept on average */
+    ADAM8BIT_ROUND_COUNT
+} Adam8bitRounding;
+
 typedef struct {
-    AdamWConfig adam;       /* betas, eps, weight decay and its rule: as AdamW */
-    size_t      block;      /* elements per absmax block (2048) */
-    size_t      min_8bit;   /* smaller parameters keep fp32 moments (4096) */
+    AdamWConfig      adam;      /* betas, eps, weight decay and its rule: as AdamW */
+    size_t           block;     /* elements per absmax block (2048) */
+    size_t           min_8bit;  /* smaller parameters keep fp32 moments (4096) */
+    Adam8bitRounding rounding;
+    uint64_t         seed;      /* stochastic rounding's: element j of parameter i at step t
+                                 * draws from (seed, t, i, the moment, j) */
 } Adam8bitConfig;
 
 typedef struct {
@@ -40,8 +50,11 @@ typedef struct {
     QdynCode       code_v;  /* unsigned */
 } Adam8bit;
 
-/* adamw_defaults(), block 2048, min_8bit 4096. */
+/* adamw_defaults(), block 2048, min_8bit 4096, nearest rounding, seed 0. */
 Adam8bitConfig adam8bit_defaults(void);
+/* "nearest", "stochastic"; the rounding of a name (false if none). */
+const char    *adam8bit_rounding_name(Adam8bitRounding r);
+bool           adam8bit_rounding_parse(const char *name, Adam8bitRounding *out);
 Adam8bit      *adam8bit_new(Tensor *const *params, int n, Adam8bitConfig cfg);
 /* True when parameter i keeps its moments as 8-bit codes. */
 bool           adam8bit_is_quantized(const Adam8bit *a, int i);

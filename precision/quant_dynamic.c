@@ -1,9 +1,12 @@
-/* The dynamic 8-bit code: its construction, nearest-level search and blockwise (de)quantization.
+/* The dynamic 8-bit code: its construction, nearest-level search and blockwise (de)quantization,
+ * rounding to the nearest level or stochastically.
  * The layout of the levels is explained in quant_dynamic.h. */
 #include "precision/quant_dynamic.h"
 
 #include <math.h>
 #include <stdlib.h>
+
+#include "precision/format_kernel.h"
 
 enum { DECADES = 7 };
 
@@ -54,27 +57,80 @@ uint8_t qdyn_nearest(const QdynCode *code, float v)
 
 uint8_t qdyn_zero_code(const QdynCode *code) { return code->is_signed ? 127 : 0; }
 
-float qdyn_quantize_block(const QdynCode *code, const float *x, size_t n, uint8_t *codes)
+/* The block's absmax, or 0 after filling codes with the zero code (a block of zeros). */
+static float block_absmax(const QdynCode *code, const float *x, size_t n, uint8_t *codes)
 {
     float absmax = 0.0f;
     for (size_t i = 0; i < n; i++) {
         float a = fabsf(x[i]);
         absmax = a > absmax ? a : absmax;
     }
-    if (absmax == 0.0f) {
+    if (absmax == 0.0f)
         for (size_t i = 0; i < n; i++)
             codes[i] = qdyn_zero_code(code);
+    return absmax;
+}
+
+/* An unsigned code holds second moments, which divide: a positive value must not become 0
+ * (m / (sqrt(0) + eps) would be an enormous step), so it keeps the smallest positive level. */
+static uint8_t keep_positive(const QdynCode *code, uint8_t c, float x)
+{
+    return !code->is_signed && c == 0 && x > 0.0f ? 1 : c;
+}
+
+float qdyn_quantize_block(const QdynCode *code, const float *x, size_t n, uint8_t *codes)
+{
+    float absmax = block_absmax(code, x, n, codes);
+    if (absmax == 0.0f)
         return 0.0f;
-    }
     float inv = 1.0f / absmax;
+    for (size_t i = 0; i < n; i++)
+        codes[i] = keep_positive(code, qdyn_nearest(code, x[i] * inv), x[i]);
+    return absmax;
+}
+
+/* The code of the largest level <= v (0 below the lowest level), in eight halvings as
+ * qdyn_nearest. */
+static int level_below(const QdynCode *code, float v)
+{
+    int lo = 0;
+    for (int step = QDYN_LEVELS / 2; step > 0; step /= 2) {
+        int below = code->level[lo + step] <= v;
+        lo += below * step;
+    }
+    return lo;
+}
+
+/* Up from level k with probability (v - level[k]) / (level[k + 1] - level[k]): 24 random bits
+ * make a uniform u in [0, 1), and u < p happens with probability p to within 2^-24. */
+static uint8_t round_stochastic(const QdynCode *code, float v, uint32_t random)
+{
+    int k = level_below(code, v);
+    if (k == QDYN_LEVELS - 1 || v <= code->level[k])
+        return (uint8_t)k;
+    float p = (v - code->level[k]) / (code->level[k + 1] - code->level[k]);
+    float u = (float)(random >> 8) * 0x1p-24f;
+    return (uint8_t)(k + (u < p));
+}
+
+float qdyn_quantize_block_stochastic(const QdynCode *code, const float *x, size_t n,
+                                     uint64_t seed, uint64_t index0, uint8_t *codes)
+{
+    float absmax = block_absmax(code, x, n, codes);
+    if (absmax == 0.0f)
+        return 0.0f;
+    float inv = 1.0f / absmax;
+    uint64_t key = fmt_mix64(seed);
     for (size_t i = 0; i < n; i++) {
-        uint8_t c = qdyn_nearest(code, x[i] * inv);
-        /* An unsigned code holds second moments, which divide: a positive value must not
-         * become 0 (m / (sqrt(0) + eps) would be an enormous step), so it keeps the smallest
-         * positive level instead. */
-        codes[i] = !code->is_signed && c == 0 && x[i] > 0.0f ? 1 : c;
+        uint32_t random = fmt_kernel_random(key, index0 + i);
+        codes[i] = keep_positive(code, round_stochastic(code, x[i] * inv, random), x[i]);
     }
     return absmax;
+}
+
+uint64_t qdyn_stream_seed(uint64_t seed, uint64_t a, uint64_t b)
+{
+    return fmt_mix64(fmt_mix64(fmt_mix64(seed) + a) + b);
 }
 
 void qdyn_dequantize_block(const QdynCode *code, const uint8_t *codes, size_t n, float absmax,

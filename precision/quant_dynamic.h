@@ -21,7 +21,16 @@
  * smallest non-zero magnitude is 10^-6 times 0.55 (signed) or 0.325 (unsigned).
  *
  * Blockwise use: each block of values is divided by its absmax (one fp32 per block), mapped to
- * the nearest level, and stored as one byte per value. */
+ * the nearest level, and stored as one byte per value.
+ *
+ * Or mapped stochastically: to one of the two levels around it, the upper one with probability
+ * (v - lower) / (upper - lower), so the decoded value equals the input on average. A state that
+ * is re-encoded every step needs this when its changes are smaller than half a level gap:
+ * rounding to the nearest level undoes each change, and the state sticks where it is (8-bit
+ * Adam's first moment, docs/memory.md). The random bits of element i come from a counter-based
+ * hash of (seed, index0 + i) (fmt_random_bits' generator, precision/format.h): no shared
+ * generator state, so a result depends on the value, the seed and the element's index alone,
+ * never on how the work was split between threads. */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -45,6 +54,14 @@ uint8_t qdyn_zero_code(const QdynCode *code);
 /* One block: absmax of x[0..n), then codes of x / absmax. A block of zeros has absmax 0 and the
  * zero code everywhere. Returns the absmax. */
 float   qdyn_quantize_block(const QdynCode *code, const float *x, size_t n, uint8_t *codes);
+/* The same with stochastic rounding; element i draws its random bits from (seed, index0 + i).
+ * Unsigned, a positive value below the smallest positive level still keeps that level. */
+float   qdyn_quantize_block_stochastic(const QdynCode *code, const float *x, size_t n,
+                                       uint64_t seed, uint64_t index0, uint8_t *codes);
+/* A seed for one stochastic encode made from a run's seed and two counters (8-bit Adam: the
+ * step, and the parameter and moment), scrambled so that neighbouring counters give unrelated
+ * random bits. */
+uint64_t qdyn_stream_seed(uint64_t seed, uint64_t a, uint64_t b);
 /* y = level[codes] * absmax. */
 void    qdyn_dequantize_block(const QdynCode *code, const uint8_t *codes, size_t n, float absmax,
                               float *y);

@@ -350,6 +350,80 @@ static void test_first_step_state(void **state)
     tensor_free(w);
 }
 
+/* The sticking that stochastic rounding removes, on the first moment: one element per block has
+ * gradient 1 throughout and holds the absmax (m -> 1); the others have gradient 0 for 100 steps,
+ * then a constant g in [0.01, 0.02) for 200, so their m climbs from 0 towards g under a fixed
+ * absmax, as a weight whose gradient changes does late in training. Exactly, m = g (1 - 0.9^200).
+ * Rounding to the nearest level, m stops once 0.1 (g - m) is under half a gap: at the top of
+ * decade 2 (0.0097; the next level up, 0.0114, is 0.0028 away) for most g, a third short. (If
+ * the whole block's gradients moved together there would be nothing to see: m / absmax would
+ * stay put.) Rounding stochastically, E[m_t] = 0.9 E[m_(t-1)] + 0.1 g is exact, and each m_t is
+ * off by rounding noise of variance at most gap^2 / 4 per step, damped by 0.9^2 a step: at most
+ * gap^2 / (4 (1 - 0.81)) in all, with gap <= 0.0028. Averaged over the 4094 small elements, the
+ * mean is within 5 standard errors of the exact one. */
+static double mean_m_error(Adam8bitRounding rounding, double *bound)
+{
+    enum { N = 4096, QUIET = 100, STEPS = 200 };
+    Tensor *w = tensor_param("w", 1, (int[]){ N });
+    tensor_fill(w, 0.0f);
+    float *g = tensor_grad(w);
+    Adam8bitConfig c = adam8bit_defaults();
+    c.adam.beta2 = 0.99;
+    c.rounding = rounding;
+    c.seed = 17;
+    Adam8bit *a = adam8bit_new(&w, 1, c);
+    for (int t = 0; t < QUIET + STEPS; t++) {
+        for (int i = 0; i < N; i++)
+            g[i] = i % 2048 == 0 ? 1.0f
+                 : t < QUIET  ? 0.0f : 0.01f + 0.01f * (float)(i % 16) / 16.0f;
+        optim_step(&a->base, 1e-6);   /* the gradients are set by hand: w does not matter */
+    }
+    static float m[N], v[N];
+    adam8bit_moments(a, 0, m, v);
+    double sum8 = 0.0, sum = 0.0, done = 1.0 - pow(0.9, STEPS);
+    int small = 0;
+    for (int i = 0; i < N; i++) {
+        if (i % 2048 == 0)
+            continue;
+        sum8 += m[i];
+        sum += g[i] * done;
+        small++;
+    }
+    double gap = 0.1 * 0.9 / 32;   /* the absmax is 1 - 0.9^300 = 1 in float */
+    *bound = 5.0 * gap * sqrt(1.0 / (4.0 * (1.0 - 0.81)) / small);
+    printf("gradient 0 then [0.01, 0.02), %d + %d steps, %s rounding: mean m %.6f, exact "
+           "%.6f\n", QUIET, STEPS, adam8bit_rounding_name(rounding), sum8 / small, sum / small);
+    optim_free(&a->base);
+    tensor_free(w);
+    return (sum8 - sum) / small;
+}
+
+static void test_stochastic_rounding_unsticks_momentum(void **state)
+{
+    (void)state;
+    double bound, err_nearest = mean_m_error(ADAM8BIT_ROUND_NEAREST, &bound);
+    double err_stochastic = mean_m_error(ADAM8BIT_ROUND_STOCHASTIC, &bound);
+    printf("mean m - exact: nearest %+.2e, stochastic %+.2e (bound %.2e)\n", err_nearest,
+           err_stochastic, bound);
+    assert_true(fabs(err_stochastic) <= bound);
+    assert_true(err_nearest < -0.002);   /* stuck well below: at least 10 bounds off */
+}
+
+/* "nearest" and "stochastic" name the roundings and parse back; nothing else parses. */
+static void test_rounding_names(void **state)
+{
+    (void)state;
+    for (int r = 0; r < ADAM8BIT_ROUND_COUNT; r++) {
+        Adam8bitRounding back;
+        assert_true(adam8bit_rounding_parse(adam8bit_rounding_name((Adam8bitRounding)r), &back));
+        assert_int_equal(back, r);
+    }
+    Adam8bitRounding back = ADAM8BIT_ROUND_COUNT;
+    assert_string_equal(adam8bit_rounding_name(ADAM8BIT_ROUND_STOCHASTIC), "stochastic");
+    assert_false(adam8bit_rounding_parse("round", &back));
+    assert_int_equal(back, ADAM8BIT_ROUND_COUNT);
+}
+
 /* ---- state ---------------------------------------------------------------------------------- */
 
 /* A [1024, 1024] matrix: 2 bytes per element plus 2 absmax floats per 2048, against AdamW's 8:
@@ -419,16 +493,17 @@ static void run_steps(Optim *o, Quadratic *q, int steps)
     }
 }
 
-static void test_restore_and_threads(void **state)
+static void check_restore_and_threads(Adam8bitRounding rounding)
 {
-    (void)state;
     static Quadratic p, q, r;
     quadratic_init(&p, 2.0f);
     quadratic_init(&q, 2.0f);
     quadratic_init(&r, 2.0f);
-    Adam8bit *a = adam8bit_new(p.list, 2, adam8bit_defaults());
-    Adam8bit *b = adam8bit_new(q.list, 2, adam8bit_defaults());
-    Adam8bit *c = adam8bit_new(r.list, 2, adam8bit_defaults());
+    Adam8bitConfig cfg = adam8bit_defaults();
+    cfg.rounding = rounding;
+    Adam8bit *a = adam8bit_new(p.list, 2, cfg);
+    Adam8bit *b = adam8bit_new(q.list, 2, cfg);
+    Adam8bit *c = adam8bit_new(r.list, 2, cfg);
     int threads = par_threads();
     run_steps(&a->base, &p, 5);
     par_set_threads(1);
@@ -455,6 +530,15 @@ static void test_restore_and_threads(void **state)
     quadratic_free(&r);
 }
 
+/* Stochastic rounding too: its random bits depend on the step, the parameter and the element,
+ * never on a generator's state or on which thread encodes a block. */
+static void test_restore_and_threads(void **state)
+{
+    (void)state;
+    check_restore_and_threads(ADAM8BIT_ROUND_NEAREST);
+    check_restore_and_threads(ADAM8BIT_ROUND_STOCHASTIC);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -466,6 +550,8 @@ int main(void)
         cmocka_unit_test(test_tracks_adamw_on_a_quadratic),
         cmocka_unit_test(test_wide_gradient_range_stays_bounded),
         cmocka_unit_test(test_first_step_state),
+        cmocka_unit_test(test_stochastic_rounding_unsticks_momentum),
+        cmocka_unit_test(test_rounding_names),
         cmocka_unit_test(test_state_bytes),
         cmocka_unit_test(test_state_names),
         cmocka_unit_test(test_restore_and_threads),

@@ -13,6 +13,11 @@
  * count); training and validation loss per step, the dynamic scale over time, and a table of
  * the final numbers against fp32.
  *
+ * With --seeds (seeds.c): part 2 once per seed, and every run's final validation loss over
+ * fp32's of the same seed summed up over the seeds, for the formats and the control alike: the
+ * final loss of this task moves by more than the formats move it, so only many seeds can say
+ * whether a format is within 2% of fp32.
+ *
  * Output in --out DIR: loss_scaling_hist.tsv, loss_scaling_underflow.tsv (part 1),
  * loss_scaling_curves.tsv, loss_scaling_table.tsv, runs/ and commands.txt (part 2); a summary
  * and the table in markdown on stdout. figure.sh draws docs/figures/loss_scaling_hist.png and
@@ -23,7 +28,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "autograd/parallel.h"
 #include "examples/common/cli.h"
@@ -53,11 +57,17 @@ static void usage(void)
            "                       the loss is still large and the runs have not yet\n"
            "                       parted (default 200; a multiple of --eval-every)\n"
            "  --seed N             weights and data of every run (default 1)\n"
+           "  --seeds LIST         part 2 for each seed of LIST (1-8, 1,2,5, at most %d),\n"
+           "                       each in --out/seed_S, then every run's validation loss\n"
+           "                       over fp32's of the same seed, summed up over the seeds\n"
+           "                       (loss_scaling_seeds*.tsv); no part 1\n"
+           "  --from-logs          start no run: read the logs an earlier run with the same\n"
+           "                       options left in --out (to redo the tables)\n"
            "  --threads N          threads per run and for part 1 (default 1: the results\n"
            "                       depend on the thread count, and one is reproducible);\n"
            "                       the control runs on 2 (on 1 if N is not 1)\n"
            "  --jobs N             runs at once (default 1); results do not depend on it\n"
-           "  -h, --help           this text\n");
+           "  -h, --help           this text\n", SEED_MAX);
 }
 
 static Options parse(int argc, char **argv)
@@ -73,7 +83,8 @@ static Options parse(int argc, char **argv)
         { "eval-every", required_argument, NULL, 'e' },
         { "eval-examples", required_argument, NULL, 'v' },
         { "compare-step", required_argument, NULL, 'c' },
-        { "seed", required_argument, NULL, 'S' }, { "threads", required_argument, NULL, 't' },
+        { "seed", required_argument, NULL, 'S' }, { "seeds", required_argument, NULL, 'L' },
+        { "from-logs", no_argument, NULL, 'F' }, { "threads", required_argument, NULL, 't' },
         { "jobs", required_argument, NULL, 'j' }, { "help", no_argument, NULL, 'h' },
         { 0, 0, 0, 0 },
     };
@@ -90,6 +101,13 @@ static Options parse(int argc, char **argv)
         case 'v': o.eval_examples = (int)cli_long("--eval-examples", optarg, 1, 1 << 20); break;
         case 'c': o.compare_step = cli_long("--compare-step", optarg, 1, 1000000); break;
         case 'S': o.seed = cli_long("--seed", optarg, 0, 1L << 40); break;
+        case 'L':
+            o.n_seeds = seed_list_parse(optarg, o.seeds, SEED_MAX);
+            if (o.n_seeds < 0)
+                cli_usage_error("--seeds '%s': not a list of distinct seeds like 1-8 or 1,2,5 "
+                                "(at most %d)", optarg, SEED_MAX);
+            break;
+        case 'F': o.from_logs = true; break;
         case 't': o.threads = (int)cli_long("--threads", optarg, 0, 1024); break;
         case 'j': o.jobs = (int)cli_long("--jobs", optarg, 1, N_RUNS); break;
         case 'h': usage(); exit(0);
@@ -101,6 +119,10 @@ static Options parse(int argc, char **argv)
         cli_usage_error("unexpected argument '%s'", argv[optind]);
     if (!o.probe && !o.curves)
         cli_usage_error("--probe-only and --runs-only exclude each other");
+    if (o.n_seeds > 0 && !o.curves)
+        cli_usage_error("--seeds repeats part 2; --probe-only leaves it out");
+    if (o.n_seeds > 0)
+        o.probe = false;        /* part 1 is one seed's figure */
     if (o.probe && o.probe_step >= o.steps)
         cli_usage_error("--probe-step %ld must come before the end of the run (--steps %ld)",
                         o.probe_step, o.steps);
@@ -241,9 +263,12 @@ int main(int argc, char **argv)
     Options o = parse(argc, argv);
     if (!o.train_gpt)
         o.train_gpt = run_find_train_gpt(argv[0]);
-    struct stat st;
-    if (mkdir(o.out, 0755) != 0 && stat(o.out, &st) != 0)
-        cli_die(1, "cannot create %s", o.out);
+    if (o.n_seeds > 0) {
+        seeds_run_all(&o);
+        printf("\nTSV files in %s\n", o.out);
+        return 0;
+    }
+    runs_make_dir(o.out);
     par_set_threads(o.threads);
 
     Probe *probe = NULL;

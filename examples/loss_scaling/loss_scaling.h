@@ -8,6 +8,7 @@
 
 #include "examples/common/dataset.h"
 #include "examples/common/grad_hist.h"
+#include "examples/common/seed_stats.h"
 #include "examples/common/tsv.h"
 #include "optim/train.h"
 
@@ -19,10 +20,15 @@ typedef struct {
     long        eval_every, compare_step;
     int         eval_examples, threads, jobs;
     long        seed;
+    long        seeds[SEED_MAX];    /* --seeds: part 2 for each of them (n_seeds 0: --seed) */
+    int         n_seeds;
+    bool        from_logs;          /* start no run: read what earlier ones left in --out */
 } Options;
 
 /* runs.c: the thread count of the control run, another one than --threads. */
 int         runs_control_threads(const Options *o);
+/* mkdir, or exit with a message; a folder that exists already is fine. */
+void        runs_make_dir(const char *dir);
 
 /* What every run trains with: train_gpt's defaults, written out. The probe trains with them in
  * this process and the runs get them as flags, so the two stay the same model on the same
@@ -97,11 +103,20 @@ typedef struct {
     double peak_act;                   /* the largest step's act bytes */
 } RunSummary;
 
-/* Runs every configuration (--jobs at a time), writes loss_scaling_curves.tsv and
+/* Runs every configuration (--jobs at a time; with --from-logs, reads the logs of an earlier
+ * run with the same commands instead), writes loss_scaling_curves.tsv and
  * loss_scaling_table.tsv into --out, prints the validation loss of every run at every
  * evaluation (markdown) and fills summary[N_RUNS]. */
 void        runs_all(const Options *o, RunSummary *summary);
 /* The table in markdown on stdout. */
 void        runs_print_table(const Options *o, const RunSummary *summary);
+
+/* ---- part 2 over several seeds (seeds.c) -------------------------------------------------- */
+
+/* runs_all for each of o->seeds, in --out/seed_S (the files of a single-seed run), then the
+ * validation losses of every run and seed, and their ratios to fp32's of the same seed summed
+ * up per run, printed (markdown) and written to loss_scaling_seeds.tsv (a row per run and
+ * seed) and loss_scaling_seeds_summary.tsv (a row per run) in --out. */
+void        seeds_run_all(const Options *o);
 
 #endif

@@ -21,6 +21,13 @@ const RunConfig RUNS[N_RUNS] = {
 
 int runs_control_threads(const Options *o) { return o->threads == 1 ? 2 : 1; }
 
+void runs_make_dir(const char *dir)
+{
+    struct stat st;
+    if (mkdir(dir, 0755) != 0 && stat(dir, &st) != 0)
+        cli_die(1, "cannot create %s", dir);
+}
+
 RunSettings runs_settings(const Options *o)
 {
     return (RunSettings){ .batch = 64, .layers = 2, .heads = 4, .embd = 128,
@@ -277,24 +284,20 @@ void runs_print_table(const Options *o, const RunSummary *s)
     }
 }
 
-void runs_all(const Options *o, RunSummary *summary)
+/* Starts the runs, --jobs at a time, and records their commands in --out/commands.txt. */
+static void start_runs(const Options *o, const RunSpec *spec, RunResult *res)
 {
-    char dir[600], path[700];
-    snprintf(dir, sizeof dir, "%s/runs", o->out);
-    struct stat st;
-    if (mkdir(dir, 0755) != 0 && stat(dir, &st) != 0)
-        cli_die(1, "cannot create %s", dir);
+    char path[700];
+    snprintf(path, sizeof path, "%s/runs", o->out);
+    runs_make_dir(path);
     snprintf(path, sizeof path, "%s/commands.txt", o->out);
     FILE *commands = fopen(path, "w");
     if (!commands)
         cli_die(1, "cannot write %s", path);
-    static RunSpec spec[N_RUNS];
-    RunResult res[N_RUNS];
     for (int first = 0; first < N_RUNS; first += o->jobs) {
         int last = first + o->jobs < N_RUNS ? first + o->jobs : N_RUNS;
         pid_t pid[N_RUNS];
         for (int i = first; i < last; i++) {
-            build_run(o, &RUNS[i], &spec[i]);
             print_command(commands, &spec[i]);
             fprintf(stderr, "run: %s\n", RUNS[i].name);
             pid[i] = run_start(&spec[i]);
@@ -303,6 +306,77 @@ void runs_all(const Options *o, RunSummary *summary)
             res[i] = run_wait(&spec[i], pid[i]);
     }
     fclose(commands);
+}
+
+/* ---- --from-logs -------------------------------------------------------------------------- */
+
+/* The logs in --out are only these options' runs if --out/commands.txt lists exactly the
+ * commands they make. */
+static void check_commands(const Options *o, const RunSpec *spec)
+{
+    char *want = NULL, path[700];
+    size_t len = 0;
+    FILE *m = open_memstream(&want, &len);
+    if (!m)
+        cli_die(1, "out of memory");
+    for (int i = 0; i < N_RUNS; i++)
+        print_command(m, &spec[i]);
+    fclose(m);
+    snprintf(path, sizeof path, "%s/commands.txt", o->out);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        cli_die(1, "--from-logs: no %s (run once without --from-logs)", path);
+    char *have = malloc(len + 1);
+    if (!have)
+        cli_die(1, "out of memory");
+    size_t got = fread(have, 1, len + 1, f);
+    fclose(f);
+    bool same = got == len && memcmp(have, want, len) == 0;
+    free(have);
+    free(want);
+    if (!same)
+        cli_die(1, "--from-logs: %s lists other commands than these options make (another "
+                "--steps, --seed, --threads or --train-gpt?)", path);
+}
+
+/* train_gpt ends a diverged run with a message saying so (run_wait reads it the same way). */
+static bool said_diverged(const char *out_path)
+{
+    FILE *f = fopen(out_path, "r");
+    char line[1024];
+    bool found = false;
+    while (f && !found && fgets(line, sizeof line, f))
+        found = strstr(line, "diverged") != NULL;
+    if (f)
+        fclose(f);
+    return found;
+}
+
+/* What run_wait would have said about a finished run, from its files. */
+static RunResult result_from_files(const Options *o, const RunSpec *r)
+{
+    RunResult res = { .val_loss = run_last_value(r->log_path, "val_loss"),
+                      .val_acc = run_last_value(r->log_path, "val_acc") };
+    res.ok = !isnan(res.val_loss) && run_last_value(r->log_path, "step") == (double)o->steps;
+    res.diverged = !res.ok && said_diverged(r->out_path);
+    if (!res.ok && !res.diverged)
+        cli_die(1, "--from-logs: %s is not a finished run of %ld steps", r->log_path, o->steps);
+    return res;
+}
+
+void runs_all(const Options *o, RunSummary *summary)
+{
+    static RunSpec spec[N_RUNS];
+    RunResult res[N_RUNS];
+    for (int i = 0; i < N_RUNS; i++)
+        build_run(o, &RUNS[i], &spec[i]);
+    if (o->from_logs) {
+        check_commands(o, spec);
+        for (int i = 0; i < N_RUNS; i++)
+            res[i] = result_from_files(o, &spec[i]);
+    } else {
+        start_runs(o, spec, res);
+    }
     Columns col[N_RUNS];
     for (int i = 0; i < N_RUNS; i++) {
         col[i] = read_columns(o, &spec[i]);

@@ -1,0 +1,151 @@
+/* The arithmetic behind loss_scaling --seeds (examples/common/seed_stats.h): seed lists,
+ * geometric means, medians, the within-2% count and the t interval. Expected values are worked
+ * out by hand in the comments (powers of two, so the logs are multiples of ln 2), and the t
+ * quantiles for 1 and 2 degrees of freedom come from the distributions' closed forms, not from
+ * the table under test. */
+#include "tests/test_helpers.h"
+
+#include <math.h>
+
+#include "examples/common/seed_stats.h"
+
+/* |got - want| <= tol, and the numbers when not (this cmocka has no assert_double_equal). */
+static void check_near(const char *what, double got, double want, double tol)
+{
+    if (!(fabs(got - want) <= tol))
+        fail_msg("%s = %.17g, expected %.17g (within %g)", what, got, want, tol);
+}
+
+static void test_list_parse(void **state)
+{
+    (void)state;
+    long s[SEED_MAX];
+    assert_int_equal(seed_list_parse("1-8", s, SEED_MAX), 8);
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(s[i], i + 1);
+    assert_int_equal(seed_list_parse("1,2,5", s, SEED_MAX), 3);
+    assert_int_equal(s[0], 1);
+    assert_int_equal(s[1], 2);
+    assert_int_equal(s[2], 5);
+    assert_int_equal(seed_list_parse("9,1-3", s, SEED_MAX), 4);     /* in the order given */
+    assert_int_equal(s[0], 9);
+    assert_int_equal(s[3], 3);
+    assert_int_equal(seed_list_parse("0", s, SEED_MAX), 1);
+    assert_int_equal(s[0], 0);
+    assert_int_equal(seed_list_parse("1-31", s, SEED_MAX), 31);
+    const char *bad[] = { "", "1-", "-1", "3-1", "1,1", "1-3,2", "1,,2", "1,", "a", "1 2",
+                          "1-2-3", "1.5", "1-32", "2000000000000" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (seed_list_parse(bad[i], s, SEED_MAX) != -1)
+            fail_msg("'%s' was accepted", bad[i]);
+    assert_int_equal(seed_list_parse("1-4", s, 3), -1);              /* more than max */
+}
+
+static void test_odd_count(void **state)
+{
+    (void)state;
+    /* ln x = 0, 2 ln 2, 4 ln 2: mean 2 ln 2 (geometric mean 4); deviations -2, 0, 2 (times
+     * ln 2), squares summed 8, over n - 1 = 2: sd = 2 ln 2. The interval: 4 exp(+-t s/sqrt 3)
+     * with t = 4.3027 for 2 degrees of freedom. */
+    const double x[] = { 16.0, 1.0, 4.0 };
+    SeedStats st = seed_stats(x, 3);
+    assert_int_equal(st.n, 3);
+    check_near("st.geomean", st.geomean, 4.0, 1e-12);
+    check_near("st.median", st.median, 4.0, 0.0);
+    check_near("st.min", st.min, 1.0, 0.0);
+    check_near("st.max", st.max, 16.0, 0.0);
+    check_near("st.log_sd", st.log_sd, 2.0 * log(2.0), 1e-12);
+    double half = 4.3027 * 2.0 * log(2.0) / sqrt(3.0);
+    check_near("st.ci_lo", st.ci_lo, 4.0 * exp(-half), 1e-9);
+    check_near("st.ci_hi", st.ci_hi, 4.0 * exp(half), 1e-9);
+}
+
+static void test_even_count(void **state)
+{
+    (void)state;
+    /* sorted 0.5 1 2 8: median (1 + 2) / 2; product 8, geometric mean 8^(1/4) = 2^(3/4) */
+    const double x[] = { 0.5, 2.0, 8.0, 1.0 };
+    SeedStats st = seed_stats(x, 4);
+    assert_int_equal(st.n, 4);
+    check_near("st.median", st.median, 1.5, 0.0);
+    check_near("st.geomean", st.geomean, pow(2.0, 0.75), 1e-12);
+    /* a plateau run among the ratios moves the geometric mean, not the median */
+    const double r[] = { 0.8, 1.1, 1.0, 2500.0 };
+    st = seed_stats(r, 4);
+    check_near("st.median", st.median, 1.05, 1e-15);
+    check_near("st.geomean", st.geomean, pow(0.8 * 1.1 * 2500.0, 0.25), 1e-12);
+}
+
+static void test_unusable_values(void **state)
+{
+    (void)state;
+    /* a diverged run (NAN, inf) and values that have no logarithm are left out: 2 and 8 stay */
+    const double x[] = { 2.0, NAN, -1.0, 0.0, INFINITY, 8.0 };
+    SeedStats st = seed_stats(x, 6);
+    assert_int_equal(st.n, 2);
+    check_near("st.geomean", st.geomean, 4.0, 1e-12);
+    check_near("st.median", st.median, 5.0, 0.0);
+    check_near("st.min", st.min, 2.0, 0.0);
+    check_near("st.max", st.max, 8.0, 0.0);
+    /* one value: a centre, no spread */
+    st = seed_stats(x, 1);
+    assert_int_equal(st.n, 1);
+    check_near("st.geomean", st.geomean, 2.0, 1e-12);
+    assert_true(isnan(st.log_sd) && isnan(st.ci_lo) && isnan(st.ci_hi));
+    /* none */
+    st = seed_stats(x + 1, 4);
+    assert_int_equal(st.n, 0);
+    assert_true(isnan(st.geomean) && isnan(st.median) && isnan(st.min));
+}
+
+static void test_ratios_and_within(void **state)
+{
+    (void)state;
+    const double x[] = { 1e-3, 4e-4, 0.9, 3.0, NAN }, ref[] = { 5e-4, 8e-4, 0.9, 0.0, 1.0 };
+    double r[5];
+    seed_ratios(x, ref, 5, r);
+    check_near("r[0]", r[0], 2.0, 1e-15);
+    check_near("r[1]", r[1], 0.5, 1e-15);
+    check_near("r[2]", r[2], 1.0, 0.0);
+    assert_true(isnan(r[3]) && isnan(r[4]));
+    /* paired ratios 2, 0.5, 1: geometric mean 1, the ratio of the two geometric means */
+    SeedStats st = seed_stats(r, 5), sx = seed_stats(x, 3), sref = seed_stats(ref, 3);
+    assert_int_equal(st.n, 3);
+    check_near("st.geomean", st.geomean, 1.0, 1e-12);
+    check_near("sx.geomean / sref.geomean", sx.geomean / sref.geomean, 1.0, 1e-12);
+
+    const double w[] = { 1.0, 1.019, 0.981, 1.021, 0.979, NAN, 1.5, 0.5 };
+    assert_int_equal(seed_within(w, 8, 0.02), 3);
+    assert_int_equal(seed_within(w, 8, 0.5), 7);
+    assert_int_equal(seed_within(w, 0, 0.02), 0);
+}
+
+static void test_t_quantiles(void **state)
+{
+    (void)state;
+    /* 1 degree of freedom is the Cauchy distribution: t = tan(pi (p - 1/2)); 2 degrees:
+     * F(t) = 1/2 + t / (2 sqrt(2 + t^2)), so t = (2p - 1) sqrt(2 / (1 - (2p - 1)^2)) */
+    const double pi = acos(-1.0);
+    check_near("seed_t975(1)", seed_t975(1), tan(pi * 0.475), 1e-4);
+    check_near("seed_t975(2)", seed_t975(2), 0.95 * sqrt(2.0 / (1.0 - 0.95 * 0.95)), 1e-4);
+    /* the quantile falls with the degrees of freedom towards the normal's 1.959964 */
+    for (int df = 2; df <= 30; df++)
+        if (!(seed_t975(df) < seed_t975(df - 1)) || !(seed_t975(df) > 1.959964))
+            fail_msg("t(%d) = %g after t(%d) = %g", df, seed_t975(df), df - 1,
+                     seed_t975(df - 1));
+    check_near("seed_t975(30)", seed_t975(30), 2.0423, 1e-4);
+    assert_true(isnan(seed_t975(0)) && isnan(seed_t975(31)));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_list_parse),
+        cmocka_unit_test(test_odd_count),
+        cmocka_unit_test(test_even_count),
+        cmocka_unit_test(test_unusable_values),
+        cmocka_unit_test(test_ratios_and_within),
+        cmocka_unit_test(test_t_quantiles),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

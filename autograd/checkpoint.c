@@ -292,10 +292,24 @@ struct CkptRun {
     int          kept_now, recorded_now;
 };
 
+/* Delayed scaling keys its amax history on the k-th store of one tape over the last steps;
+ * fresh segment tapes, and recomputed segments storing twice, would lose or shift it. */
+static bool uses_delayed_fp8(const PrecisionPolicy *p)
+{
+    if (!p || p->fp8_scaling != POLICY_FP8_DELAYED)
+        return false;
+    Format f = tensor_dtype_format(p->act);
+    return f == FMT_E4M3 || f == FMT_E5M2;
+}
+
 CkptRun *ckpt_run_new(const CkptChain *chain, CkptStrategy s)
 {
     if (!chain->fn)
         tensor_fatal("ckpt_run_new: the chain has no segment function");
+    if (uses_delayed_fp8(chain->policy))
+        tensor_fatal("checkpointing under fp8 delayed scaling is not built: its amax history "
+                     "belongs to one tape and would not survive recomputation on fresh tapes "
+                     "(use current scaling)");
     int n = chain->n;
     CkptRun *run = calloc(1, sizeof *run);
     if (!run)
@@ -312,6 +326,7 @@ CkptRun *ckpt_run_new(const CkptChain *chain, CkptStrategy s)
         tensor_fatal("out of memory for a checkpoint runner of %d segments", n);
     run->scratch = tape_new();
     run->scratch->recording = false;
+    run->scratch->policy = chain->policy;
     return run;
 }
 
@@ -385,12 +400,28 @@ static Tensor *run_segment(CkptRun *run, Tape *tape, Tensor *x, int j)
     return y;
 }
 
+/* x_{j+1} as a recording tape would store it. Under a policy the scratch tape has rounded y
+ * in place to the act dtype (a scalar excepted, as tape_record does) and left the scale in
+ * y->scale; packing the rounded values with that scale gives back the same codes, so the
+ * checkpoint decodes to y bit for bit. The fp32 copy on the way is scratch (temp). */
+static Tensor *checkpoint_copy(const CkptRun *run, const Tensor *y)
+{
+    const PrecisionPolicy *p = run->chain.policy;
+    bool packed = p && p->act != DTYPE_F32 && y->size >= 2;
+    Tensor *copy = tensor_new(packed ? MEM_TEMP : MEM_ACT, y->ndim, y->shape);
+    tensor_copy_data(copy, y);
+    if (packed) {
+        copy->cat = MEM_ACT;
+        tensor_pack(copy, p->act, y->scale);
+    }
+    return copy;
+}
+
 static void advance(CkptRun *run, int j)
 {
     Tensor *y = run_segment(run, run->scratch, held(run, j, "ADVANCE"), j);
     /* Only x_{j+1} survives: the segment's other activations go with the scratch tape. */
-    Tensor *copy = tensor_new(MEM_ACT, y->ndim, y->shape);
-    tensor_copy_data(copy, y);
+    Tensor *copy = checkpoint_copy(run, y);
     tape_reset(run->scratch);
     if (run->owner[j] == NODE_COPY && !run->kept[j])
         release(run, j);
@@ -413,8 +444,10 @@ static void record(CkptRun *run, int j)
     /* A copy is a leaf of this tape: it must ask for its gradient, dx_j. */
     if (run->owner[j] == NODE_COPY)
         x->requires_grad = true;
-    if (!run->tape[j])
+    if (!run->tape[j]) {
         run->tape[j] = tape_new();
+        run->tape[j]->policy = run->chain.policy;
+    }
     place(run, j + 1, run_segment(run, run->tape[j], x, j), NODE_TAPE);
     run->stats.recorded++;
     if (++run->recorded_now > run->stats.max_recorded)

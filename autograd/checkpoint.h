@@ -65,6 +65,15 @@
  * dx_j handed from one tape to the next is added to a zero buffer, which is exact. A segment
  * must be deterministic (no random draws, or draws it can repeat) for this to hold.
  *
+ * Under a precision policy (chain.policy, autograd/policy.h) every tape of the run, the
+ * scratch one included, carries the policy, so each op's output is rounded to the act dtype
+ * as on one tape: recorded tapes pack their activations, and a checkpoint made by ADVANCE is
+ * packed too, in the act dtype with the scale the scratch tape rounded it with (so it holds
+ * the same codes the one tape would). Loss, gradients and the act bytes of the recorded
+ * segments are then those of one tape under the policy; only fp8's delayed scaling is
+ * refused: its amax history is indexed by the order of stores on one tape across steps, which
+ * recomputation on fresh tapes cannot keep (tape.h).
+ *
  * Use, in two phases:
  *     CkptRun *run = ckpt_run_new(&chain, strategy);
  *     Tensor *y = ckpt_forward(run, x);          (x_n; valid until ckpt_backward returns)
@@ -92,6 +101,9 @@ typedef struct {
     int           n;              /* segments, >= 1 */
     CkptObserver  observe;        /* optional */
     void         *observe_ctx;
+    /* The precision policy of every tape the run makes (NULL: fp32), which should be the
+     * caller's tape's; it must outlive the run. See "Under a precision policy" above. */
+    const PrecisionPolicy *policy;
 } CkptChain;
 
 typedef enum {

@@ -145,10 +145,14 @@ static void store(Tape *tape, Tensor *t)
         return;
     Format f = tensor_dtype_format(p->act);
     float scale = stored_scale(tape, f, t->data, t->size);
-    if (tape->recording)
+    if (tape->recording) {
         tensor_pack(t, p->act, scale);
-    else
+    } else {
+        /* Kept so that a copy packed with the same scale holds the same codes: gradient
+         * checkpointing keeps such copies of what a pass that did not record computed. */
         tensor_round_values(t->data, t->data, t->size, f, scale);
+        t->scale = scale;
+    }
 }
 
 /* The newest node's saved tensors: filled by its op after tape_record, so stored at the next

@@ -82,8 +82,9 @@ bool    tape_wants_grad(const Tape *tape, int n_in, Tensor *const *in);
 /* Sets out->requires_grad to tape_wants_grad(...) and, if set, appends a node and returns
  * it (the op then fills saved/ctx/f/i); returns NULL otherwise. The last call of an op's
  * forward: it releases the inputs' scratch copies and, under a policy, stores the output in
- * the activation dtype (packed when recording, rounded in place otherwise; a scalar stays
- * fp32), and the previous node's saved tensors likewise. */
+ * the activation dtype (packed when recording; rounded in place otherwise, with the scale it
+ * was rounded with left in out->scale; a scalar stays fp32), and the previous node's saved
+ * tensors likewise. */
 Node   *tape_record(Tape *tape, const char *op, NodeBackward backward, Tensor *out,
                     int n_in, Tensor *const *in);
 

@@ -5,15 +5,24 @@ static Tensor *block_segment(Tape *tape, Tensor *x, int layer, void *ctx)
     return gpt_block(ctx, layer, tape, x);
 }
 
-float gpt_checkpoint_forward_backward_scaled(const Gpt *model, CkptStrategy strategy,
-                                             const int *tokens, const int *targets, int B,
-                                             int T, float loss_scale, CkptStats *stats)
+static Tape *tape_under(const PrecisionPolicy *policy)
 {
-    Tape *embed = tape_new(), *head = tape_new();
+    Tape *tape = tape_new();
+    tape->policy = policy;
+    return tape;
+}
+
+float gpt_checkpoint_forward_backward_policy(const Gpt *model, CkptStrategy strategy,
+                                             const PrecisionPolicy *policy, const int *tokens,
+                                             const int *targets, int B, int T,
+                                             float loss_scale, CkptStats *stats)
+{
+    Tape *embed = tape_under(policy), *head = tape_under(policy);
     Tensor *x = gpt_embed(model, embed, tokens, B, T);
 
     /* The chain only reads the model; its segment type carries a plain void pointer. */
-    CkptChain chain = { .fn = block_segment, .ctx = (void *)model, .n = model->cfg.n_layer };
+    CkptChain chain = { .fn = block_segment, .ctx = (void *)model, .n = model->cfg.n_layer,
+                        .policy = policy };
     CkptRun *run = ckpt_run_new(&chain, strategy);
     Tensor *h = ckpt_forward(run, x);
     Tensor *loss = op_cross_entropy(head, gpt_head(model, head, h), targets);
@@ -34,6 +43,14 @@ float gpt_checkpoint_forward_backward_scaled(const Gpt *model, CkptStrategy stra
     mem_free(dx);
     tape_free(embed);
     return value;
+}
+
+float gpt_checkpoint_forward_backward_scaled(const Gpt *model, CkptStrategy strategy,
+                                             const int *tokens, const int *targets, int B,
+                                             int T, float loss_scale, CkptStats *stats)
+{
+    return gpt_checkpoint_forward_backward_policy(model, strategy, NULL, tokens, targets, B, T,
+                                                  loss_scale, stats);
 }
 
 float gpt_checkpoint_forward_backward(const Gpt *model, CkptStrategy strategy,

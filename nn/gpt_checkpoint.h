@@ -10,7 +10,12 @@
  * The gradients are those of gpt_loss + tape_backward, bit for bit, whatever the strategy: the
  * same ops run on the same values and their backward steps run in the same order (the head's
  * term reaches a tied wte before the embedding's, as on one tape). Only the memory held and the
- * number of block forwards differ. */
+ * number of block forwards differ.
+ *
+ * Under a precision policy every one of those tapes carries it, so the same holds against one
+ * tape with that policy: activations (checkpoints included) stored packed in the act dtype,
+ * gradients rounded after every node, bit for bit (docs/mixed_precision.md). fp8's delayed
+ * scaling is refused (autograd/checkpoint.h says why). */
 #include "autograd/checkpoint.h"
 #include "nn/gpt.h"
 
@@ -25,5 +30,12 @@ float gpt_checkpoint_forward_backward(const Gpt *model, CkptStrategy strategy,
 float gpt_checkpoint_forward_backward_scaled(const Gpt *model, CkptStrategy strategy,
                                              const int *tokens, const int *targets, int B,
                                              int T, float loss_scale, CkptStats *stats);
+/* The same under a precision policy (NULL: fp32), equal to gpt_loss on a tape whose policy it
+ * is, backpropagated with the seed loss_scale (the loss scaler's S, times 1/K when
+ * accumulating). The policy must outlive the call. */
+float gpt_checkpoint_forward_backward_policy(const Gpt *model, CkptStrategy strategy,
+                                             const PrecisionPolicy *policy, const int *tokens,
+                                             const int *targets, int B, int T,
+                                             float loss_scale, CkptStats *stats);
 
 #endif

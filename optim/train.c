@@ -84,16 +84,16 @@ void trainer_free(Trainer *t)
     free(t);
 }
 
+/* Under a policy the base is packed already (trainer_new did it) and, frozen, keeps no master:
+ * the old optimizer's go with it. The adapters get masters in the new one. */
 void trainer_use_lora(Trainer *t, const LoraConfig *cfg, uint64_t seed)
 {
-    if (t->tape->policy)
-        tensor_fatal("trainer_use_lora: LoRA under the %s precision policy is not built",
-                     t->cfg.policy.name);
     t->lora = gpt_lora_new(t->model, cfg, seed);
     int n;
     Tensor *const *params = gpt_lora_params(t->lora, &n);
     optim_free(t->optim);
     t->optim = make_optimizer(&t->cfg, params, n);
+    optim_use_master_weights(t->optim, t->cfg.policy.param);
 }
 
 /* The stages of a step ----------------------------------------------------------------------- */
@@ -148,21 +148,18 @@ double trainer_accumulate(Trainer *t, const int *tokens, const int *targets, int
     if (K < 1)
         tensor_fatal("trainer_accumulate: %d micro-batches", K);
     bool ckpt = t->cfg.checkpoint.kind != CKPT_VANILLA;
-    if (ckpt && t->tape->policy)
-        tensor_fatal("trainer_accumulate: checkpointing under the %s precision policy is not "
-                     "built (the recomputed blocks run on tapes without the policy)",
-                     t->cfg.policy.name);
     float seed = loss_scale_value(&t->scaler);
     double sum = 0.0;
     size_t rows = (size_t)B * T;
     for (int k = 0; k < K; k++) {
         if (ckpt) {
             /* Forward and backward in one call: the blocks are recomputed as the strategy
-             * says, on tapes of their own. (1/K) S is the seed op_scale's backward would pass
-             * on from a loss seeded with S, the same float. */
-            sum += gpt_checkpoint_forward_backward_scaled(
-                t->model, t->cfg.checkpoint, tokens + k * rows, targets + k * rows, B, T,
-                seed * (1.0f / (float)K), NULL);
+             * says, on tapes of their own under the trainer's tape's policy. (1/K) S is the
+             * seed op_scale's backward would pass on from a loss seeded with S, the same
+             * float. */
+            sum += gpt_checkpoint_forward_backward_policy(
+                t->model, t->cfg.checkpoint, t->tape->policy, tokens + k * rows,
+                targets + k * rows, B, T, seed * (1.0f / (float)K), NULL);
             continue;
         }
         Tensor *loss = stage_forward(t, tokens + k * rows, targets + k * rows, B, T);

@@ -27,8 +27,9 @@
  * parameters are stored in a low format, the optimizer keeps fp32 master weights and refreshes
  * the packed parameters after each update (optim/optim.h). The model's parameters then hold
  * no fp32 data between steps: code that reads them as fp32 wraps itself in
- * optim_expose_masters / optim_pack_masters. Not built with a policy: checkpointing over the
- * blocks (its tapes carry no policy) and LoRA; both are refused.
+ * optim_expose_masters / optim_pack_masters. Checkpointing over the blocks runs its tapes under
+ * the same policy, with the same numbers (nn/gpt_checkpoint.h), except with fp8's delayed
+ * scaling, which it refuses. LoRA keeps its frozen base packed, without masters (below).
  *
  * The trainer owns the model, the optimizer and the tape, and holds the state a resumed run
  * needs besides the tensors: the step counter and the data RNG. It does not know where batches
@@ -122,9 +123,10 @@ Trainer      *trainer_new(const TrainerConfig *cfg);
 void          trainer_free(Trainer *t);
 /* LoRA or QLoRA (nn/gpt_lora.h): freezes the model, attaches adapters (A drawn from seed) and
  * replaces the optimizer by one of the same kind over the adapters alone, so state exists for
- * them only. Call before the first step, after loading the base's weights into t->model. An
- * invalid cfg is a programming error (check it with lora_config_check), and so is a trainer
- * under a precision policy other than fp32 (not built). */
+ * them only. Call before the first step, after loading the base's weights into t->model
+ * (through the masters under a policy). Under a policy with a low parameter dtype the frozen
+ * base stays packed, without masters, and the adapters get fp32 masters. An invalid cfg is a
+ * programming error (check it with lora_config_check). */
 void          trainer_use_lora(Trainer *t, const LoraConfig *cfg, uint64_t seed);
 
 /* One update on a batch: tokens and targets are [B * T] (targets < 0 are not counted), lr the

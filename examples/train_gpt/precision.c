@@ -150,6 +150,11 @@ void precision_check_options(const Options *o)
 {
     if (strcmp(o->precision, "fp32") == 0)
         return;
+    if (o->checkpoint.kind != CKPT_VANILLA &&
+        precision_policy(o).fp8_scaling == POLICY_FP8_DELAYED)
+        cli_usage_error("--checkpoint with --fp8-scaling delayed is not built: the amax history "
+                        "belongs to one tape, and the recomputed blocks run on fresh tapes (use "
+                        "--fp8-scaling current)");
 }
 
 /* The --scale-* flags and --fp8-scaling apply to one mode each; refused elsewhere, since a

@@ -166,8 +166,24 @@ static void attach_adapters(GptLora *lora, uint64_t seed)
     nn_params_init(&lora->params, seed);
 }
 
-/* The fp32 weights are freed only after their NF4 copy exists, so the param category shows the
- * saving as soon as this returns. */
+/* A weight's storage, fp32 or packed, once its NF4 copy exists: the Tensor keeps its name and
+ * shape, becomes fp32 again with data NULL, and comes back as fp32 from dequantize_base. */
+static void drop_weight_storage(Tensor *w)
+{
+    if (w->dtype != DTYPE_F32) {
+        tensor_release(w);
+        mem_free(w->packed);
+        w->packed = NULL;
+        w->dtype = DTYPE_F32;
+        w->scale = 1.0f;
+    }
+    mem_free(w->data);
+    w->data = NULL;
+}
+
+/* The weights are freed only after their NF4 copy exists, so the param category shows the
+ * saving as soon as this returns. A packed weight (a base under a precision policy) is
+ * quantized from its packed values, decoded: what QLoRA does with a bf16 checkpoint. */
 void gpt_lora_quantize_base(GptLora *lora)
 {
     if (lora->n_quant > 0 || lora->merged)
@@ -180,9 +196,9 @@ void gpt_lora_quantize_base(GptLora *lora)
         tensor_fatal("out of memory for %d quantized weights", lora->n_quant);
     for (int i = 0; i < lora->n_quant; i++) {
         Linear *site = lora->quant_sites[i];
+        tensor_unpack(site->weight);
         lora_quant_init(&lora->quant[i], site->weight, FMT_BF16);
-        mem_free(site->weight->data);
-        site->weight->data = NULL;
+        drop_weight_storage(site->weight);
         site->quant = &lora->quant[i];
     }
 }
@@ -250,6 +266,14 @@ static void merge_all(GptLora *lora, bool merge)
         tensor_fatal("gpt_lora_%s: the base is quantized (QLoRA); merging would requantize it",
                      merge ? "merge" : "unmerge");
     for (int i = 0; i < lora->n_adapters; i++) {
+        const LoraAdapter *ad = &lora->adapters[i];
+        if (lora->sites[i]->weight->dtype != DTYPE_F32 || ad->a->dtype != DTYPE_F32 ||
+            ad->b->dtype != DTYPE_F32)
+            tensor_fatal("gpt_lora_%s: %s or its adapter is stored packed (a precision "
+                         "policy); merging needs them fp32", merge ? "merge" : "unmerge",
+                         lora->sites[i]->weight->name);
+    }
+    for (int i = 0; i < lora->n_adapters; i++) {
         lora_adapter_merge(&lora->adapters[i], lora->sites[i]->weight, merge ? 1.0f : -1.0f);
         lora->sites[i]->lora = merge ? NULL : &lora->adapters[i];
     }
@@ -266,10 +290,14 @@ LoraBaseBytes gpt_lora_base_bytes(const GptLora *lora)
     int n;
     Tensor *const *params = gpt_params(lora->model, &n);
     for (int i = 0; i < n; i++) {
-        if (!params[i]->data)
-            continue;
-        b.fp32_values += params[i]->size;
-        b.fp32_bytes += mem_size(params[i]->data);
+        const Tensor *t = params[i];
+        if (t->dtype != DTYPE_F32) {
+            b.packed_values += t->size;
+            b.packed_bytes += mem_size(t->packed);
+        } else if (t->data) {
+            b.fp32_values += t->size;
+            b.fp32_bytes += mem_size(t->data);
+        }
     }
     for (int i = 0; i < lora->n_quant; i++) {
         b.quant_values += lora->quant_sites[i]->weight->size;

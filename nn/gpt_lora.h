@@ -31,6 +31,13 @@
  * model's parameters; quantizing them too would save little and, for the embeddings and the
  * head, cost accuracy, which is why QLoRA leaves them alone as well.
  *
+ * Under a precision policy (autograd/policy.h; docs/lora.md, "Precision") the base may come
+ * packed, in the policy's parameter dtype: it is frozen, so it needs no fp32 master copy, and
+ * the forward decodes it like any packed parameter. Its adapters start fp32; the trainer packs
+ * them and keeps their fp32 masters in the optimizer (optim/train.h, trainer_use_lora). QLoRA
+ * quantizes a packed weight from its packed values. Merging needs an fp32 base and fp32
+ * adapters.
+ *
  * Lifetime: the GptLora points into the model; free it before the model. gpt_lora_free detaches
  * the adapters and unfreezes the base; a merged adapter stays merged (the model is then the
  * fine-tuned model), and a quantized base is dequantized back into fp32 tensors (their values
@@ -75,6 +82,7 @@ typedef struct {
 typedef struct {
     size_t quant_values, quant_bytes;   /* the NF4 weights: values, bytes of codes + constants */
     size_t fp32_values, fp32_bytes;     /* everything stored as fp32 tensors */
+    size_t packed_values, packed_bytes; /* everything stored packed (bf16, fp16: a policy's) */
 } LoraBaseBytes;
 
 /* r 8, alpha 16, targets q and v, no quantization. */
@@ -103,8 +111,8 @@ size_t      gpt_lora_n_trainable(const GptLora *lora);
 void        gpt_lora_zero_grad(GptLora *lora);
 
 /* W0 <- W0 + (alpha/r) A B in every adapted Linear, which then stops adding its adapter, and
- * back. Merging a merged adapter, unmerging an unmerged one or merging into a quantized base is
- * a programming error. */
+ * back. Merging a merged adapter, unmerging an unmerged one, merging into a quantized base or
+ * merging packed tensors is a programming error. */
 void        gpt_lora_merge(GptLora *lora);
 void        gpt_lora_unmerge(GptLora *lora);
 

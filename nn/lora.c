@@ -18,53 +18,104 @@ void lora_adapter_init(LoraAdapter *ad, NnParams *p, const char *name, int in, i
     ad->scale = alpha / (float)rank;
 }
 
+/* ---- the adapter's products under a precision policy -----------------------------------------
+ * The same rules as op_matmul's (autograd/ops_matmul.c): an operand is rounded to the compute
+ * format unless it is stored in it already (a bf16 A under the bf16 policy is not rounded
+ * again), a gradient to grad_compute unless gradients are stored in it; the products
+ * accumulate in fp32. Without a policy every format is fp32 and the product is par_sgemm on the
+ * operands themselves. (accumulate_low, a demonstration no preset sets, is not honoured here.) */
+static Format operand_format(const PrecisionPolicy *p, const Tensor *t)
+{
+    if (!p || tensor_dtype_format(t->dtype) == p->compute)
+        return FMT_FP32;
+    return p->compute;
+}
+
+static Format grad_operand_format(const PrecisionPolicy *p)
+{
+    if (!p || tensor_dtype_format(p->grad) == p->grad_compute)
+        return FMT_FP32;
+    return p->grad_compute;
+}
+
+/* C = alpha op(A) op(B) + beta C, A [M, K] and B [K, N] after op, on operands rounded to fa
+ * and fb. */
+static void adapter_product(Format fa, Format fb, bool ta, bool tb, int M, int N, int K,
+                            float alpha, const float *A, const float *B, float beta, float *C)
+{
+    float *a_copy, *b_copy;
+    const float *a = policy_compute_input(fa, A, (size_t)M * K, &a_copy);
+    const float *b = policy_compute_input(fb, B, (size_t)K * N, &b_copy);
+    par_sgemm(ta, tb, M, N, K, alpha, a, ta ? M : K, b, tb ? K : N, beta, C, N);
+    mem_free(a_copy);
+    mem_free(b_copy);
+}
+
 /* The adapter's term as one op, out = y + (s x A) B, with y [M, out] the Linear's output,
  * x [M, in], A [in, r], B [r, out]. The op keeps down = s x A [M, r] for backward and its
  * output; four separate ops (matmul, scale, matmul, add) would keep two [M, r] and two
  * [M, out] tensors. out starts as a copy of y and down B is accumulated onto it (sgemm with
- * beta 1), so with B = 0 it adds exact zeros: out is y bit for bit.
+ * beta 1), so with B = 0 it adds exact zeros: out is y bit for bit, under a policy too (y is
+ * stored in the activation dtype already, and so is out).
  *   dy   += dout
  *   dB   += down^T dout                 [r, out]
- *   t     = dout B^T                    [M, r], a temp buffer
+ *   t     = dout B^T                    [M, r], a temp buffer: an activation gradient, so
+ *                                       rounded to the policy's gradient format like any
  *   dA   += s x^T t                     [in, r]
  *   dx   += s t A^T                     [M, in]   */
 static void adapter_backward(Node *n)
 {
     Tensor *y = n->in[0], *x = n->in[1], *a = n->in[2], *b = n->in[3], *down = n->saved[0];
+    const PrecisionPolicy *p = n->policy;
     const float *dout = n->out->grad;
     float s = n->f[0];
     int M = (int)tensor_rows(x), in = a->shape[0], r = a->shape[1], out = b->shape[1];
+    Format fg = grad_operand_format(p);
     if (y->requires_grad) {
         float *dy = tensor_grad(y);
         for (size_t i = 0; i < y->size; i++)
             dy[i] += dout[i];
     }
     if (b->requires_grad)
-        par_sgemm(true, false, r, out, M, 1.0f, down->data, r, dout, out, 1.0f, tensor_grad(b),
-                  out);
+        adapter_product(operand_format(p, down), fg, true, false, r, out, M, 1.0f, down->data,
+                        dout, 1.0f, tensor_grad(b));
     if (!a->requires_grad && !x->requires_grad)
         return;
     float *t = mem_alloc(MEM_TEMP, (size_t)M * r * sizeof *t);
-    par_sgemm(false, true, M, r, out, 1.0f, dout, out, b->data, out, 0.0f, t, r);
+    adapter_product(fg, operand_format(p, b), false, true, M, r, out, 1.0f, dout, b->data, 0.0f,
+                    t);
+    if (p) {
+        Format f = tensor_dtype_format(p->grad);
+        tensor_round_values(t, t, (size_t)M * r, f, policy_current_scale(f, t, (size_t)M * r));
+    }
     if (a->requires_grad)
-        par_sgemm(true, false, in, r, M, s, x->data, in, t, r, 1.0f, tensor_grad(a), r);
+        adapter_product(operand_format(p, x), fg, true, false, in, r, M, s, x->data, t, 1.0f,
+                        tensor_grad(a));
     if (x->requires_grad)
-        par_sgemm(false, true, M, in, r, s, t, r, a->data, r, 1.0f, tensor_grad(x), in);
+        adapter_product(fg, operand_format(p, a), false, true, M, in, r, s, t, a->data, 1.0f,
+                        tensor_grad(x));
     mem_free(t);
 }
 
 Tensor *lora_adapter_add(const LoraAdapter *ad, Tape *tape, Tensor *x, Tensor *y)
 {
     Tensor *a = ad->a, *b = ad->b;
+    tape_use(tape, 4, (Tensor *[]){ y, x, a, b });
+    const PrecisionPolicy *p = tape->policy;
     int M = (int)tensor_rows(x), in = a->shape[0], r = a->shape[1], out = b->shape[1];
     if (tensor_last_dim(x) != in || tensor_last_dim(y) != out || tensor_rows(y) != (size_t)M)
         tensor_fatal("lora_adapter_add: x [.., %d] and y [.., %d] do not fit A [%d, %d], "
                      "B [%d, %d]", tensor_last_dim(x), tensor_last_dim(y), in, r, r, out);
+    /* down is fp32 here and stored in the activation dtype once the node is recorded; the
+     * second product rounds it to the compute format, which under every preset is what the
+     * stored copy that backward reads holds too. */
     Tensor *down = tape_tensor(tape, 2, (int[]){ M, r });
-    par_sgemm(false, false, M, r, in, ad->scale, x->data, in, a->data, r, 0.0f, down->data, r);
+    adapter_product(operand_format(p, x), operand_format(p, a), false, false, M, r, in,
+                    ad->scale, x->data, a->data, 0.0f, down->data);
     Tensor *res = tape_tensor(tape, y->ndim, y->shape);
     tensor_copy_data(res, y);
-    par_sgemm(false, false, M, out, r, 1.0f, down->data, r, b->data, out, 1.0f, res->data, out);
+    adapter_product(operand_format(p, down), operand_format(p, b), false, false, M, out, r, 1.0f,
+                    down->data, b->data, 1.0f, res->data);
     Node *n = tape_record(tape, "lora", adapter_backward, res, 4, (Tensor *[]){ y, x, a, b });
     if (n) {
         n->saved[0] = down;

@@ -41,7 +41,14 @@
  * 4.127 bits per weight. The bytes come from mem_alloc(MEM_PARAM) through quant_bind, so the
  * param category measures them, and the fp32 W0 is freed (its Tensor keeps name and shape, with
  * data NULL). Each product dequantizes W0 into a temp buffer, rounds both inputs to bf16 and
- * accumulates in fp32 (op_qmatmul), forward and backward alike; the adapter stays fp32. */
+ * accumulates in fp32 (op_qmatmul), forward and backward alike; the adapter stays fp32.
+ *
+ * Under a precision policy (tape->policy) the adapter's op follows op_matmul's rules: its
+ * products round x, A, B, s x A and the gradients to the compute formats and accumulate in fp32;
+ * it stores s x A and its output in the activation dtype; the gradient t = dout B^T between
+ * its products is rounded to the gradient format, as the tape rounds any activation gradient.
+ * A and B may be packed (the optimizer then holds their fp32 masters). The NF4 product keeps
+ * computing in bf16, whatever the policy. */
 #include <stddef.h>
 
 #include "autograd/ops.h"

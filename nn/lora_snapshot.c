@@ -10,6 +10,22 @@
 
 static const char FORMAT_TAG[] = "tapegrad-lora-1";
 
+/* An adapter as F32 whatever its dtype. A packed one's fp32 values are its data when it has
+ * some (the optimizer's masters, exposed), else its packed values decoded into a scratch copy
+ * that the caller releases once the file is written; *decoded says which. */
+static void add_adapter(SnapshotWriter *w, Tensor *t, bool *decoded, SnapshotError *err)
+{
+    *decoded = t->dtype != DTYPE_F32 && !t->data;
+    if (t->dtype == DTYPE_F32) {
+        snapshot_add_tensor(w, NULL, t, err);
+        return;
+    }
+    int64_t shape[TENSOR_MAX_DIMS];
+    for (int d = 0; d < t->ndim; d++)
+        shape[d] = t->shape[d];
+    snapshot_add(w, t->name, SNAPSHOT_F32, t->ndim, shape, tensor_unpack(t), err);
+}
+
 bool lora_snapshot_save(const GptLora *lora, const char *path, SnapshotError *err)
 {
     SnapshotWriter *w = snapshot_writer_new();
@@ -17,9 +33,12 @@ bool lora_snapshot_save(const GptLora *lora, const char *path, SnapshotError *er
         return gpt_snapshot_fail(err, path, "out of memory for a snapshot writer");
     int n;
     Tensor *const *params = gpt_lora_params(lora, &n);
+    bool *decoded = calloc((size_t)n, sizeof *decoded);
+    if (!decoded)
+        tensor_fatal("out of memory saving %d adapter tensors", n);
     /* The writer remembers the first failed add and snapshot_write reports it. */
     for (int i = 0; i < n; i++)
-        snapshot_add_tensor(w, NULL, params[i], err);
+        add_adapter(w, params[i], &decoded[i], err);
     char targets[64];
     snapshot_add_meta(w, "format", FORMAT_TAG, err);
     snapshot_add_meta_u64(w, "lora.rank", (uint64_t)lora->cfg.rank, err);
@@ -30,6 +49,10 @@ bool lora_snapshot_save(const GptLora *lora, const char *path, SnapshotError *er
     gpt_snapshot_add_config(w, "base", &lora->model->cfg, err);
     bool ok = snapshot_write(w, path, err);
     snapshot_writer_free(w);
+    for (int i = 0; i < n; i++)
+        if (decoded[i])
+            tensor_release(params[i]);
+    free(decoded);
     return ok;
 }
 

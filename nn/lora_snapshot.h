@@ -6,7 +6,10 @@
  * share one base.
  *
  * Tensors: every lora_A and lora_B by name ("blocks.0.attn.q.lora_A"), F32, in
- * gpt_lora_params order. Metadata:
+ * gpt_lora_params order. F32 whatever the adapters' dtype: an adapter packed under a precision
+ * policy is written from the fp32 values its data points at (expose the optimizer's masters
+ * first, optim_expose_masters, to save what training holds), or from its packed values when
+ * it points at none. Metadata:
  *     format                         "tapegrad-lora-1"
  *     lora.rank, lora.alpha          decimal, and "%.17g" (reads back to the same float)
  *     lora.targets                   "q,v"

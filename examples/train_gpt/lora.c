@@ -7,7 +7,9 @@
  * --load-base takes the model (its shape and weights) from a file of nn/gpt_snapshot.h or a
  * train_gpt --save snapshot; without --lora it is full fine-tuning of that base. With --lora R
  * the base is frozen, adapters of rank R go on the --lora-targets Linears, and the optimizer
- * holds state for the adapters alone (optim/train.h, trainer_use_lora). */
+ * holds state for the adapters alone (optim/train.h, trainer_use_lora). Under --precision the
+ * frozen base is stored in the policy's parameter dtype without a master copy, and the adapters
+ * train with fp32 masters (docs/lora.md, "Precision"). */
 #include <stdio.h>
 #include <string.h>
 
@@ -129,20 +131,31 @@ void lora_report(const Trainer *tr)
     LoraBaseBytes b = gpt_lora_base_bytes(tr->lora);
     printf("trainable        %zu (adapters only; the base is frozen)\n",
            gpt_lora_n_trainable(tr->lora));
+    /* Under a policy what QLoRA leaves unquantized is packed like the rest of the base. */
+    size_t rest_values = b.fp32_values + b.packed_values;
+    size_t rest_bytes = b.fp32_bytes + b.packed_bytes;
+    const char *rest = b.packed_values > 0 ? tensor_dtype_name(tr->cfg.policy.param) : "fp32";
     if (b.quant_values > 0)
         printf("frozen base      %zu bytes: %zu NF4 weights in %zu bytes (%.3f bits each),\n"
-               "                 %zu fp32 values (embeddings, LayerNorms, biases) in %zu bytes\n",
-               b.quant_bytes + b.fp32_bytes, b.quant_values, b.quant_bytes,
-               8.0 * (double)b.quant_bytes / (double)b.quant_values, b.fp32_values,
-               b.fp32_bytes);
+               "                 %zu %s values (embeddings, LayerNorms, biases) in %zu bytes\n",
+               b.quant_bytes + rest_bytes, b.quant_values, b.quant_bytes,
+               8.0 * (double)b.quant_bytes / (double)b.quant_values, rest_values, rest,
+               rest_bytes);
+    else if (b.packed_values > 0)
+        printf("frozen base      %zu bytes (%s, %.3g bytes per value; frozen, so no fp32 "
+               "master)\n", rest_bytes, rest, (double)rest_bytes / (double)rest_values);
     else
-        printf("frozen base      %zu bytes (fp32)\n", b.fp32_bytes);
+        printf("frozen base      %zu bytes (fp32)\n", rest_bytes);
 }
 
 void lora_save_adapter(const Trainer *tr, const Options *o)
 {
     SnapshotError err;
-    if (!lora_snapshot_save(tr->lora, o->save_adapter_path, &err))
+    /* Under a policy the file gets the fp32 masters, not the packed working copies. */
+    optim_expose_masters(tr->optim);
+    bool ok = lora_snapshot_save(tr->lora, o->save_adapter_path, &err);
+    optim_pack_masters(tr->optim);
+    if (!ok)
         cli_die(1, "%s", err.message);
     printf("adapter: %s\n", o->save_adapter_path);
 }

@@ -114,10 +114,13 @@ void optim_expose_masters(Optim *o)
     }
 }
 
+/* An fp8 parameter gets the current scale of its new values (tensor_store keeps the old one,
+ * with which weights that have grown since would saturate); other dtypes have scale 1. */
 void optim_pack_masters(Optim *o)
 {
     for (int i = 0; o->masters && i < o->n; i++) {
         Tensor *p = o->params[i];
+        p->scale = policy_current_scale(tensor_dtype_format(p->dtype), o->masters[i], p->size);
         tensor_store(p, o->masters[i]);
         p->data = NULL;
     }

@@ -10,7 +10,19 @@
 
 static const char FORMAT_TAG[] = "tapegrad-train-1";
 static const char *const decay_rule_names[] = { "matrices", "all", "none" };
+static const char HISTORY[] = "precision.amax_history";
 enum { N_DECAY_RULES = 3, KEY_LEN = TENSOR_NAME_LEN + 64 };
+/* A bound on a loaded amax history, so that a corrupt count cannot allocate gigabytes: far
+ * more stored activations times window steps than any model here has. */
+#define HISTORY_MAX_VALUES ((uint64_t)1 << 26)
+
+/* fp8 delayed scaling's amax history (autograd/tape.h): the tape's amax_history holds
+ * history_slots rows, one per stored activation, of this many steps. The same rule as the
+ * tape's (a window of 0 is one step). */
+static int history_window(const PrecisionPolicy *p)
+{
+    return p->fp8_window > 0 ? p->fp8_window : 1;
+}
 
 /* Saving ------------------------------------------------------------------------------------ */
 
@@ -145,6 +157,22 @@ static void add_loss_scale(SnapshotWriter *w, const LossScaler *s, SnapshotError
     snapshot_add_meta_u64(w, "loss_scale.skipped", (uint64_t)s->skipped, err);
 }
 
+/* The tape's history and its step count (which column the next step writes), so that a
+ * resumed run scales every stored activation as the uninterrupted one would. */
+static void add_amax_history(SnapshotWriter *w, const Trainer *t, SnapshotError *err)
+{
+    const Tape *tape = t->tape;
+    if (t->cfg.policy.fp8_scaling != POLICY_FP8_DELAYED)
+        return;
+    snapshot_add_meta_u64(w, "precision.amax_history_slots", (uint64_t)tape->history_slots,
+                          err);
+    snapshot_add_meta_u64(w, "precision.amax_history_resets", (uint64_t)tape->n_resets, err);
+    if (tape->history_slots > 0)
+        snapshot_add(w, HISTORY, SNAPSHOT_F32, 2,
+                     (int64_t[]){ tape->history_slots, history_window(&t->cfg.policy) },
+                     tape->amax_history, err);
+}
+
 bool train_snapshot_save(const Trainer *t, const char *path, const char *const *keys,
                          const char *const *values, int n, SnapshotError *err)
 {
@@ -163,6 +191,7 @@ bool train_snapshot_save(const Trainer *t, const char *path, const char *const *
     snapshot_add_meta_u64(w, "optim.step", (uint64_t)t->optim->step, err);
     add_precision(w, &t->cfg.policy, err);
     add_loss_scale(w, &t->scaler, err);
+    add_amax_history(w, t, err);
     for (int i = 0; i < n; i++)
         snapshot_add_meta(w, keys[i], values[i], err);
     bool ok = snapshot_write(w, path, err);
@@ -327,14 +356,32 @@ bool train_snapshot_config(const SnapshotReader *r, const char *path, TrainerCon
 
 /* Loading: the state ------------------------------------------------------------------------ */
 
-/* Every tensor name the trainer expects, in save order (parameters, state tensors, buffers):
- * *n names in a malloc'ed block. */
-static char (*expected_names(const Trainer *t, int *n))[KEY_LEN]
+/* The rows of amax history a delayed-scaling snapshot says it holds: 0 for none (a snapshot of
+ * current scaling, one saved before any step, or one saved before the history was). */
+static bool history_slots(const SnapshotReader *r, const char *path, const Trainer *t,
+                          uint64_t *slots, SnapshotError *err)
+{
+    *slots = 0;
+    if (t->cfg.policy.fp8_scaling != POLICY_FP8_DELAYED ||
+        !snapshot_meta(r, "precision.amax_history_slots"))
+        return true;
+    if (!snapshot_meta_u64(r, "precision.amax_history_slots", slots, err))
+        return false;
+    if (*slots > HISTORY_MAX_VALUES / (uint64_t)history_window(&t->cfg.policy))
+        return gpt_snapshot_fail(err, path, "metadata 'precision.amax_history_slots' = %"
+                                 PRIu64 " is more stored activations than a tape holds",
+                                 *slots);
+    return true;
+}
+
+/* Every tensor name the trainer expects, in save order (parameters, state tensors, buffers,
+ * the amax history when with_history): *n names in a malloc'ed block. */
+static char (*expected_names(const Trainer *t, bool with_history, int *n))[KEY_LEN]
 {
     int n_params;
     Tensor *const *params = gpt_params(t->model, &n_params);
     int n_state = optim_state_count(t->optim), n_bufs = optim_buffer_count(t->optim);
-    int total = n_params + n_state + n_bufs;
+    int total = n_params + n_state + n_bufs + 1;
     char (*names)[KEY_LEN] = malloc((size_t)total * sizeof *names);
     if (!names)
         tensor_fatal("out of memory for %d tensor names", total);
@@ -346,6 +393,8 @@ static char (*expected_names(const Trainer *t, int *n))[KEY_LEN]
     for (int i = 0; i < n_bufs; i++)
         if (!is_master(t->optim, optim_buffer(t->optim, i)))
             snprintf(names[k++], KEY_LEN, "%s", optim_buffer(t->optim, i)->name);
+    if (with_history)
+        snprintf(names[k++], KEY_LEN, "%s", HISTORY);
     *n = k;
     return names;
 }
@@ -363,11 +412,15 @@ static bool read_param(SnapshotReader *r, const Trainer *t, Tensor *p, SnapshotE
 }
 
 /* Names first (a missing or unknown tensor is the clearer message), then each tensor, whose
- * dtype and exact shape snapshot_read checks before it copies a byte. */
-static bool read_tensors(SnapshotReader *r, Trainer *t, SnapshotError *err)
+ * dtype and exact shape snapshot_read checks before it copies a byte. The amax history is
+ * read by read_amax_history. */
+static bool read_tensors(SnapshotReader *r, const char *path, Trainer *t, SnapshotError *err)
 {
+    uint64_t slots;
+    if (!history_slots(r, path, t, &slots, err))
+        return false;
     int n;
-    char (*names)[KEY_LEN] = expected_names(t, &n);
+    char (*names)[KEY_LEN] = expected_names(t, slots > 0, &n);
     const char **list = malloc((size_t)n * sizeof *list);
     if (!list)
         tensor_fatal("out of memory for %d tensor names", n);
@@ -439,13 +492,49 @@ static bool read_counters(const SnapshotReader *r, const char *path, Trainer *t,
     return read_scaler(r, path, t, err);
 }
 
+/* Into the trainer's fresh tape, which takes ownership of the buffer (it grows and frees it
+ * with realloc and free). A snapshot without the history keys loads with an empty one. */
+static bool read_amax_history(SnapshotReader *r, const char *path, Trainer *t,
+                              SnapshotError *err)
+{
+    uint64_t slots, resets;
+    if (!history_slots(r, path, t, &slots, err))
+        return false;
+    if (!snapshot_meta(r, "precision.amax_history_slots"))
+        return true;
+    if (!snapshot_meta_u64(r, "precision.amax_history_resets", &resets, err))
+        return false;
+    if (resets > LONG_MAX)
+        return gpt_snapshot_fail(err, path, "metadata 'precision.amax_history_resets' = %"
+                                 PRIu64 " is not a step count", resets);
+    int w = history_window(&t->cfg.policy);
+    float *h = NULL;
+    if (slots > 0) {
+        h = malloc((size_t)slots * (size_t)w * sizeof *h);
+        if (!h)
+            tensor_fatal("out of memory for an amax history of %" PRIu64 " x %d", slots, w);
+        if (!snapshot_read(r, HISTORY, SNAPSHOT_F32, 2, (int64_t[]){ (int64_t)slots, w }, h,
+                           err)) {
+            free(h);
+            return false;
+        }
+    }
+    Tape *tape = t->tape;
+    free(tape->amax_history);
+    tape->amax_history = h;
+    tape->history_slots = (int)slots;
+    tape->n_resets = (long)resets;
+    return true;
+}
+
 Trainer *train_snapshot_load(SnapshotReader *r, const char *path, SnapshotError *err)
 {
     TrainerConfig cfg;
     if (!train_snapshot_config(r, path, &cfg, err))
         return NULL;
     Trainer *t = trainer_new(&cfg);
-    if (!read_tensors(r, t, err) || !read_counters(r, path, t, err)) {
+    if (!read_tensors(r, path, t, err) || !read_counters(r, path, t, err) ||
+        !read_amax_history(r, path, t, err)) {
         trainer_free(t);
         return NULL;
     }

@@ -10,6 +10,8 @@
  *         stored a second time as buffers, and loading fills them and repacks the parameters)
  *     every optimizer state tensor by its name     "adamw.m.wte.weight", "sgd.momentum.wte.weight"
  *     every optimizer buffer, 1-D, U8 or F32        "adam8bit.m.wte.weight", "adafactor.row.wte.weight"
+ *     under fp8 delayed scaling, once a step has run: "precision.amax_history", the tape's
+ *         amax history [stored activations, fp8_window] (autograd/tape.h)
  * Metadata (strings; integers in decimal, doubles in "%.17g" so they read back identical):
  *     format                 "tapegrad-train-1"
  *     model.vocab_size, model.max_seq, model.n_layer, model.n_head, model.n_embd
@@ -26,6 +28,9 @@
  *     precision.param, precision.act, precision.grad     dtype names ("bf16", "e4m3", ...)
  *     precision.compute, precision.grad_compute          format names
  *     precision.accumulate_low, precision.fp8_scaling ("current", "delayed"), precision.fp8_window
+ *     precision.amax_history_slots, precision.amax_history_resets    delayed scaling only: the
+ *                            history's rows (0 before the first step) and the tape's step count,
+ *                            whose remainder by the window is the column the next step writes
  *     loss_scale.mode                                    "none", "static", "dynamic"
  *     loss_scale.init_scale, loss_scale.growth_factor, loss_scale.backoff_factor,
  *     loss_scale.growth_interval                         the scaler's config
@@ -46,9 +51,10 @@
  * load, and a save replaces an earlier file only once the new one is complete on disk.
  *
  * Not saved: per-parameter decay flags changed by hand after the optimizer was made (the decay
- * rule is saved and reapplied), and the tape (a snapshot is taken between steps, when it is
- * empty), with its fp8 amax history: a run under delayed fp8 scaling resumes with a fresh one
- * (the presets use current scaling, which has none). */
+ * rule is saved and reapplied), and the tape's nodes and tensors (a snapshot is taken between
+ * steps, when there are none). Its fp8 amax history is saved, so a run under delayed scaling
+ * resumes with the scales the uninterrupted one would use; a delayed-scaling snapshot without
+ * the history keys (saved before they existed) resumes with a fresh history. */
 #include <stdbool.h>
 
 #include "autograd/snapshot.h"

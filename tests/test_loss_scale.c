@@ -2,7 +2,11 @@
  * the scale halves on an inf and on a NaN and the step is skipped; it doubles exactly at the
  * 2000th clean step in a row, not the 1999th, and an overflow restarts the count; a static
  * scale never moves; every factor can be set; the flag's syntax and its errors; unscaling by a
- * power of two gives back the unscaled gradients bit for bit. */
+ * power of two gives back the unscaled gradients bit for bit.
+ *
+ * The factors in a training run (what train_gpt's --scale-* flags set): with a growth interval
+ * of 10 the scale a step's backward is seeded with doubles after steps 10, 20 and 30 of a clean
+ * fp16 run; with a backoff factor of 1/4 each overflowing step divides it by 4. */
 #include "tests/test_helpers.h"
 
 #include <float.h>
@@ -10,6 +14,7 @@
 
 #include "optim/loss_scale.h"
 #include "optim/optim.h"
+#include "optim/train.h"
 
 static LossScaler dynamic_scaler(void)
 {
@@ -308,6 +313,75 @@ static void test_unscale_grads_of_tensors(void **state)
     tensor_free(b);
 }
 
+/* ---- in the trainer ----------------------------------------------------------------------- */
+
+enum { V = 7, T = 6, B = 2 };
+
+/* A tiny GPT under fp16 (where overflow is real) with dynamic scaling from init. */
+static Trainer *fp16_trainer(double init, long interval, double backoff)
+{
+    TrainerConfig c = trainer_config_default();
+    c.model = (GptConfig){ .vocab_size = V, .max_seq = T, .n_layer = 1, .n_head = 2,
+                           .n_embd = 8, .tied = true, .fused_qkv = true };
+    assert_true(policy_preset("fp16", &c.policy));
+    c.loss_scale.mode = LOSS_SCALE_DYNAMIC;
+    c.loss_scale.init_scale = init;
+    c.loss_scale.growth_interval = interval;
+    c.loss_scale.backoff_factor = backoff;
+    return trainer_new(&c);
+}
+
+/* One step on a batch from the trainer's RNG: each target is the token before it (mod V). */
+static TrainStepResult train_one(Trainer *tr)
+{
+    int tokens[B * T], targets[B * T];
+    for (int i = 0; i < B * T; i++)
+        tokens[i] = (int)rng_below(&tr->data_rng, V);
+    for (int i = 0; i < B * T; i++)
+        targets[i] = i % T == 0 ? -1 : tokens[i - 1];
+    return trainer_step(tr, tokens, targets, B, T, 1e-3);
+}
+
+/* Step k's backward is seeded with 2^8 x 2^floor((k - 1) / 10): the scale grows after the
+ * 10th, 20th and 30th clean steps, as --scale-growth-interval 10 asks. */
+static void test_growth_interval_in_training(void **state)
+{
+    (void)state;
+    Trainer *tr = fp16_trainer(256.0, 10, 0.5);
+    for (long k = 1; k <= 31; k++) {
+        TrainStepResult r = train_one(tr);
+        assert_false(r.skipped);
+        if (r.loss_scale != ldexp(256.0, (int)((k - 1) / 10)))
+            fail_msg("step %ld seeded with %g", k, r.loss_scale);
+    }
+    assert_true(loss_scale_value(&tr->scaler) == 256.0f * 8.0f);
+    assert_int_equal(tr->scaler.growth_tracker, 1);
+    trainer_free(tr);
+}
+
+/* From 2^24, which overflows fp16's gradients here (test_train.c), a backoff factor of 1/4
+ * divides the scale by 4 on every skipped step until one fits: the first clean step is seeded
+ * with 2^(24 - 2 x skipped). */
+static void test_backoff_factor_in_training(void **state)
+{
+    (void)state;
+    Trainer *tr = fp16_trainer(ldexp(1.0, 24), 2000, 0.25);
+    int skipped = 0;
+    TrainStepResult r;
+    while ((r = train_one(tr)).skipped) {
+        skipped++;
+        assert_true(r.loss_scale == ldexp(1.0, 26 - 2 * skipped));
+        assert_true(loss_scale_value(&tr->scaler) == ldexpf(1.0f, 24 - 2 * skipped));
+        assert_true(skipped < 12);
+    }
+    print_message("%d steps skipped; the first clean one seeded with 2^%d\n", skipped,
+                  (int)log2(r.loss_scale));
+    assert_true(skipped >= 1);
+    assert_true(r.loss_scale == ldexp(1.0, 24 - 2 * skipped));
+    assert_int_equal(tr->scaler.skipped, skipped);
+    trainer_free(tr);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -321,6 +395,8 @@ int main(void)
         cmocka_unit_test(test_check),
         cmocka_unit_test(test_unscale_is_exact),
         cmocka_unit_test(test_unscale_grads_of_tensors),
+        cmocka_unit_test(test_growth_interval_in_training),
+        cmocka_unit_test(test_backoff_factor_in_training),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

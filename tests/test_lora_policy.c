@@ -195,7 +195,9 @@ static size_t base_storage(const Trainer *tr, unsigned char *out)
     Tensor *const *p = gpt_params(tr->model, &n);
     for (int i = 0; i < n; i++) {
         const void *src = p[i]->dtype == DTYPE_F32 ? (const void *)p[i]->data : p[i]->packed;
-        size_t bytes = src ? mem_size(src) : 0;
+        if (!src)
+            continue;       /* a quantized weight: its bytes are the NF4 storage below */
+        size_t bytes = mem_size(src);
         if (out)
             memcpy(out + used, src, bytes);
         used += bytes;

@@ -50,8 +50,11 @@ void tape_reset(Tape *tape)
     }
     tape->n_owned = 0;
     tape->n_nodes = 0;
+    /* A pass that wrote the history (a recorded forward under delayed scaling) was one step of
+     * it; an inference pass never touches the history, so it does not count. */
+    if (tape->n_stored > 0)
+        tape->history_steps++;
     tape->n_stored = 0;
-    tape->n_resets++;
 }
 
 void tape_free(Tape *tape)
@@ -111,12 +114,15 @@ static void release_all(int n, Tensor *const *t)
 
 /* fp8's scale for the next stored activation: from its own amax (current scaling) or from the
  * largest amax seen at its place in the last fp8_window steps (delayed scaling), whose first
- * step has no history and uses its own. */
+ * step has no history and uses its own. The places are counted in a recorded forward's order:
+ * a pass that does not record stores fewer tensors (no saved extras), so its k-th tensor is
+ * another one; it uses current scaling and leaves the history as it is, so an evaluation
+ * between training steps changes none of their scales. */
 static float stored_scale(Tape *tape, Format f, const float *x, size_t n)
 {
     if (f != FMT_E4M3 && f != FMT_E5M2)
         return 1.0f;
-    if (tape->policy->fp8_scaling == POLICY_FP8_CURRENT)
+    if (tape->policy->fp8_scaling == POLICY_FP8_CURRENT || !tape->recording)
         return policy_current_scale(f, x, n);
     float amax = policy_amax(x, n);
     int w = tape->policy->fp8_window > 0 ? tape->policy->fp8_window : 1;
@@ -133,7 +139,7 @@ static float stored_scale(Tape *tape, Format f, const float *x, size_t n)
     float *h = tape->amax_history + (size_t)slot * w, past = 0.0f;
     for (int i = 0; i < w; i++)
         past = h[i] > past ? h[i] : past;
-    h[tape->n_resets % w] = amax;
+    h[tape->history_steps % w] = amax;
     return policy_fp8_scale(f, past > 0.0f ? past : amax);
 }
 

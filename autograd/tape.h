@@ -54,10 +54,11 @@ typedef struct {
     /* Mixed precision (autograd/policy.h); NULL is fp32. Set it before the forward pass. */
     const PrecisionPolicy *policy;
     /* fp8 delayed scaling: the amax of the k-th activation stored, over the last fp8_window
-     * steps (a step is the forward between two tape_resets). */
+     * steps (a step is a recorded forward, up to the next tape_reset; inference passes use
+     * current scaling and are not steps). history_steps % fp8_window is the column written. */
     float   *amax_history;
     int      history_slots, n_stored;
-    long     n_resets;
+    long     history_steps;
 } Tape;
 
 Tape   *tape_new(void);          /* recording is on */

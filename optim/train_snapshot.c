@@ -166,7 +166,7 @@ static void add_amax_history(SnapshotWriter *w, const Trainer *t, SnapshotError 
         return;
     snapshot_add_meta_u64(w, "precision.amax_history_slots", (uint64_t)tape->history_slots,
                           err);
-    snapshot_add_meta_u64(w, "precision.amax_history_resets", (uint64_t)tape->n_resets, err);
+    snapshot_add_meta_u64(w, "precision.amax_history_steps", (uint64_t)tape->history_steps, err);
     if (tape->history_slots > 0)
         snapshot_add(w, HISTORY, SNAPSHOT_F32, 2,
                      (int64_t[]){ tape->history_slots, history_window(&t->cfg.policy) },
@@ -497,16 +497,16 @@ static bool read_counters(const SnapshotReader *r, const char *path, Trainer *t,
 static bool read_amax_history(SnapshotReader *r, const char *path, Trainer *t,
                               SnapshotError *err)
 {
-    uint64_t slots, resets;
+    uint64_t slots, steps;
     if (!history_slots(r, path, t, &slots, err))
         return false;
     if (!snapshot_meta(r, "precision.amax_history_slots"))
         return true;
-    if (!snapshot_meta_u64(r, "precision.amax_history_resets", &resets, err))
+    if (!snapshot_meta_u64(r, "precision.amax_history_steps", &steps, err))
         return false;
-    if (resets > LONG_MAX)
-        return gpt_snapshot_fail(err, path, "metadata 'precision.amax_history_resets' = %"
-                                 PRIu64 " is not a step count", resets);
+    if (steps > LONG_MAX)
+        return gpt_snapshot_fail(err, path, "metadata 'precision.amax_history_steps' = %"
+                                 PRIu64 " is not a step count", steps);
     int w = history_window(&t->cfg.policy);
     float *h = NULL;
     if (slots > 0) {
@@ -523,7 +523,7 @@ static bool read_amax_history(SnapshotReader *r, const char *path, Trainer *t,
     free(tape->amax_history);
     tape->amax_history = h;
     tape->history_slots = (int)slots;
-    tape->n_resets = (long)resets;
+    tape->history_steps = (long)steps;
     return true;
 }
 

@@ -28,9 +28,10 @@
  *     precision.param, precision.act, precision.grad     dtype names ("bf16", "e4m3", ...)
  *     precision.compute, precision.grad_compute          format names
  *     precision.accumulate_low, precision.fp8_scaling ("current", "delayed"), precision.fp8_window
- *     precision.amax_history_slots, precision.amax_history_resets    delayed scaling only: the
- *                            history's rows (0 before the first step) and the tape's step count,
- *                            whose remainder by the window is the column the next step writes
+ *     precision.amax_history_slots, precision.amax_history_steps    delayed scaling only: the
+ *                            history's rows (0 before the first step) and the tape's count of
+ *                            recorded steps, whose remainder by the window is the column the
+ *                            next step writes
  *     loss_scale.mode                                    "none", "static", "dynamic"
  *     loss_scale.init_scale, loss_scale.growth_factor, loss_scale.backoff_factor,
  *     loss_scale.growth_interval                         the scaler's config

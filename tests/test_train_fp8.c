@@ -4,7 +4,8 @@
  * only because the snapshot holds it (a resumed run that starts from a fresh history parts from
  * the straight one, which the test also shows). The file holds the history under the names
  * optim/train_snapshot.h gives, and a history whose shape disagrees with its metadata is
- * refused. The dynamic loss scaler's factors come back from the file too.
+ * refused. The dynamic loss scaler's factors come back from the file too. Evaluations between
+ * steps leave the history alone (they use current scaling), so they change no training step.
  *
  * Master weights of fp8 parameters (no preset stores parameters in fp8, a policy can): after an
  * update that makes the weights grow, the packed copy takes the masters' new scale instead of
@@ -96,7 +97,7 @@ static void test_resume_is_exact_under_delayed_scaling(void **state)
     free(f->tape->amax_history);
     f->tape->amax_history = NULL;
     f->tape->history_slots = 0;
-    f->tape->n_resets = 0;
+    f->tape->history_steps = 0;
     assert_true(r->tape->history_slots > 0);
     for (int k = N_STEPS / 2; k < N_STEPS; k++) {
         resumed[k] = step(r);
@@ -119,7 +120,7 @@ static void test_resume_is_exact_under_delayed_scaling(void **state)
                             pa[i]->size * sizeof(float));
     }
     assert_int_equal(a->tape->history_slots, r->tape->history_slots);
-    assert_int_equal(a->tape->n_resets, r->tape->n_resets);
+    assert_int_equal(a->tape->history_steps, r->tape->history_steps);
     assert_memory_equal(a->tape->amax_history, r->tape->amax_history, history_bytes(a->tape));
     /* The scaler: every factor from the file, and the state (it grew at steps 3, 6 and 9). */
     const LossScaleConfig *s = &r->scaler.cfg;
@@ -167,7 +168,7 @@ static void test_snapshot_holds_the_history(void **state)
     char slots[32];
     snprintf(slots, sizeof slots, "%d", tr->tape->history_slots);
     assert_string_equal(snapshot_meta(rd, "precision.amax_history_slots"), slots);
-    assert_string_equal(snapshot_meta(rd, "precision.amax_history_resets"), "3");
+    assert_string_equal(snapshot_meta(rd, "precision.amax_history_steps"), "3");
     float *h = malloc(history_bytes(tr->tape));
     assert_true(snapshot_read(rd, "precision.amax_history", SNAPSHOT_F32, 2, e->shape, h,
                               &err));
@@ -247,6 +248,44 @@ static void test_history_disagreeing_with_its_metadata(void **state)
  * new amax's scale, every value decodes within half an e4m3 spacing at the top, 1/28 of the
  * amax (the amax lands on 448, and from 256 to 448 the spacing is 32). Kept at the old scale,
  * the grown values would saturate at the old amax, 15/16 of the new one away. */
+/* A forward that does not record (evaluation) stores other tensors than a training step (no saved
+ * extras), so it must not read or write the history: it uses current scaling, and training with
+ * evaluations between its steps is bit for bit training without them. */
+static double eval_loss(Trainer *tr)
+{
+    int tokens[B * T], targets[B * T];
+    for (int i = 0; i < B * T; i++) {
+        tokens[i] = (5 * i + 1) % V;
+        targets[i] = (tokens[i] + 1) % V;
+    }
+    double loss;
+    trainer_eval(tr, tokens, targets, B, T, &loss);
+    trainer_eval_done(tr);
+    return loss;
+}
+
+static void test_evaluation_leaves_the_history_alone(void **state)
+{
+    (void)state;
+    TrainerConfig c = fp8_config();
+    Trainer *a = trainer_new(&c), *b = trainer_new(&c);
+    for (int k = 0; k < N_STEPS; k++) {
+        double la = step(a);
+        double delayed = eval_loss(b);
+        b->cfg.policy.fp8_scaling = POLICY_FP8_CURRENT;    /* the tape reads the trainer's */
+        double current = eval_loss(b);
+        b->cfg.policy.fp8_scaling = POLICY_FP8_DELAYED;
+        assert_true(delayed == current);
+        assert_true(la == step(b));
+    }
+    assert_int_equal(a->tape->history_steps, N_STEPS);
+    assert_int_equal(b->tape->history_steps, N_STEPS);
+    assert_int_equal(a->tape->history_slots, b->tape->history_slots);
+    assert_memory_equal(a->tape->amax_history, b->tape->amax_history, history_bytes(a->tape));
+    trainer_free(a);
+    trainer_free(b);
+}
+
 static void test_fp8_parameters_follow_their_masters(void **state)
 {
     (void)state;
@@ -282,6 +321,7 @@ int main(void)
         cmocka_unit_test(test_resume_is_exact_under_delayed_scaling),
         cmocka_unit_test(test_snapshot_holds_the_history),
         cmocka_unit_test(test_history_disagreeing_with_its_metadata),
+        cmocka_unit_test(test_evaluation_leaves_the_history_alone),
         cmocka_unit_test(test_fp8_parameters_follow_their_masters),
     };
     return cmocka_run_group_tests(tests, make_dir, remove_dir);

@@ -183,61 +183,11 @@ static void print_memory(const Run *run)
     }
 }
 
-/* Evaluation leaves the training alone --------------------------------------------------------
- * Under fp8 delayed scaling every forward on the trainer's tape writes its activations' amaxes
- * into the tape's history and counts as one of its steps, recording or not (autograd/tape.c).
- * An evaluation would then change the scales of every training step after it, and a run
- * resumed from a snapshot, whose evaluations fall at other steps, would part from the
- * uninterrupted one. So an evaluation puts the history back as it found it: what it reports
- * depends on the training state alone. */
-
-typedef struct {
-    float *amax;                     /* a copy of the tape's rows, or NULL */
-    int    slots;
-    long   resets;
-} AmaxHistory;
-
-static size_t history_floats(const Trainer *tr, int slots)
-{
-    int window = tr->cfg.policy.fp8_window > 0 ? tr->cfg.policy.fp8_window : 1;
-    return (size_t)slots * (size_t)window;
-}
-
-static AmaxHistory history_keep(const Trainer *tr)
-{
-    const Tape *tape = tr->tape;
-    AmaxHistory h = { .slots = tape->history_slots, .resets = tape->n_resets };
-    size_t n = history_floats(tr, h.slots);
-    if (tr->cfg.policy.fp8_scaling == POLICY_FP8_DELAYED && n > 0) {
-        h.amax = malloc(n * sizeof *h.amax);
-        if (!h.amax)
-            cli_die(1, "out of memory for a copy of the fp8 amax history");
-        memcpy(h.amax, tape->amax_history, n * sizeof *h.amax);
-    }
-    return h;
-}
-
-/* Rows the evaluation added past h's are beyond history_slots again: the tape zeroes them when
- * a training step first reaches them, as it would have without the evaluation. */
-static void history_put_back(Trainer *tr, AmaxHistory *h)
-{
-    if (tr->cfg.policy.fp8_scaling != POLICY_FP8_DELAYED)
-        return;
-    Tape *tape = tr->tape;
-    if (h->amax)
-        memcpy(tape->amax_history, h->amax, history_floats(tr, h->slots) * sizeof *h->amax);
-    free(h->amax);
-    tape->history_slots = h->slots;
-    tape->n_resets = h->resets;
-}
-
 /* The loop ---------------------------------------------------------------------------------- */
 
 static EvalResult evaluate(Run *run, long step)
 {
-    AmaxHistory kept = history_keep(run->tr);
     EvalResult ev = eval_teacher_forced(run->tr, run->ds, run->B, run->o.eval_examples);
-    history_put_back(run->tr, &kept);
     end_phase(run, NULL);
     run->last_eval = ev;
     run->last_eval_step = step;
@@ -343,7 +293,6 @@ static void report(Run *run, double start)
                n, n == 1 ? "" : "s");
     }
     EvalResult ev = run->last_eval;
-    AmaxHistory kept = history_keep(run->tr);
     if (run->last_eval_step != run->tr->step || run->steps_run == 0)
         ev = eval_teacher_forced(run->tr, run->ds, run->B, o->eval_examples);
     printf("validation loss  %.4f over %d examples\n", ev.loss, ev.examples);
@@ -352,7 +301,6 @@ static void report(Run *run, double start)
         printf("exact match      %.1f%% of %d validation examples (greedy decoding)\n",
                100.0 * acc, ev.examples);
     }
-    history_put_back(run->tr, &kept);    /* the snapshot saved next holds the training's */
     end_phase(run, NULL);
     double wall_seconds = progress_now() - start;
     char wall[32], rate[32];

@@ -122,6 +122,15 @@ void lora_describe(const Trainer *tr, const Options *o)
            gpt_lora_n_trainable(tr->lora), gpt_n_params(tr->model),
            100.0 * (double)gpt_lora_n_trainable(tr->lora) / (double)gpt_n_params(tr->model),
            o->load_base_path ? "" : " (no --load-base: the frozen model is a random one)");
+    const char *param = tensor_dtype_name(tr->cfg.policy.param);
+    if (tr->cfg.policy.param == DTYPE_F32)
+        return;
+    if (c->qlora)
+        printf("QLoRA: the frozen base is NF4 (embeddings, LayerNorms, biases %s), without "
+               "master weights; only the adapters have fp32 masters\n", param);
+    else
+        printf("LoRA: the frozen base is %s, without master weights; only the adapters have "
+               "fp32 masters\n", param);
 }
 
 void lora_report(const Trainer *tr)

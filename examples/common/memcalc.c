@@ -137,23 +137,46 @@ McStates memcalc_gpt_states(const GptConfig *cfg, McPrecision p, McOptimizer o)
 
 /* ---- activations ---------------------------------------------------------------------------- */
 
-McActParts memcalc_act_parts(const GptConfig *cfg, int B, int T)
+/* Bytes of one stored activation value: the policy's act dtype (tape.c's store() packs every
+ * recorded tensor of 2 or more elements that the tape allocated; fp8's per-tensor scale is a
+ * float in the tensor header, not in storage). */
+static double act_value_bytes(const PrecisionPolicy *policy)
+{
+    if (!policy)
+        return F32;
+    return (double)fmt_packed_bytes(tensor_dtype_format(policy->act), 1);
+}
+
+McActParts memcalc_act_parts_policy(const GptConfig *cfg, int B, int T,
+                                    const PrecisionPolicy *policy)
 {
     double N = (double)B * T, C = cfg->n_embd, V = cfg->vocab_size, H = cfg->n_head;
+    double s = act_value_bytes(policy);
     McActParts a;
-    /* op_embedding twice (output and saved ids), op_add. */
-    a.embed = F32 * (3.0 * N * C + 2.0 * N);
-    /* Per token, in floats of C: ln1 1, the qkv linear 3, attention 1, the proj linear 1,
+    /* op_embedding twice (output and saved ids: tape_buffer, ints), op_add. */
+    a.embed = s * 3.0 * N * C + F32 * 2.0 * N;
+    /* Per token, in values of C: ln1 1, the qkv linear 3, attention 1, the proj linear 1,
      * residual 1, ln2 1, the fc linear 4, gelu 4, the proj linear 1, residual 1 (memcalc.h),
-     * each linear counted LINEAR_KEEPS times; then op_layernorm's mean and rstd per row, twice,
-     * and op_attention_qkv's P [B, H, T, T]. */
+     * each linear counted LINEAR_KEEPS times; op_attention_qkv's P [B, H, T, T] (a tape tensor,
+     * packed); op_layernorm's mean and rstd per row, twice (a raw buffer: fp32). */
     double per_token = 9.0 + 9.0 * LINEAR_KEEPS;
+    /* A block on a tape that does not record (ADVANCE's scratch tape) keeps its outputs fp32:
+     * store() only rounds them in place. */
     a.block_bare = F32 * per_token * N * C;
-    a.block = a.block_bare + F32 * (4.0 * N + (double)B * H * T * T);
-    a.copy = F32 * N * C;
-    /* ln_f and its statistics, the logits, op_cross_entropy's lse, targets, record, loss. */
-    a.head = F32 * (N * C + 2.0 * N + N * V + 2.0 * N + 1.0) + CE_RECORD;
+    a.block = s * (per_token * N * C + (double)B * H * T * T) + F32 * 4.0 * N;
+    /* checkpoint_copy packs x_{j+1} in the act dtype. */
+    a.copy = s * N * C;
+    /* ln_f (output packed, statistics fp32), the logits (packed), op_cross_entropy's lse and
+     * targets (raw buffers), its record and the loss: a scalar that store() leaves fp32, and
+     * where activations are packed, in the temp storage tape_tensor gave it. */
+    double loss = s == F32 ? F32 : 0.0;
+    a.head = s * (N * C + N * V) + F32 * (2.0 * N + 2.0 * N) + loss + CE_RECORD;
     return a;
+}
+
+McActParts memcalc_act_parts(const GptConfig *cfg, int B, int T)
+{
+    return memcalc_act_parts_policy(cfg, B, T, NULL);
 }
 
 /* The runner's plan for every:K (autograd/checkpoint.c, plan_every), n = L blocks:
@@ -189,7 +212,7 @@ static double memory_poor_peak(const McActParts *a, int L)
 
 double memcalc_act_peak(const GptConfig *cfg, const McRun *run)
 {
-    McActParts a = memcalc_act_parts(cfg, run->B, run->T);
+    McActParts a = memcalc_act_parts_policy(cfg, run->B, run->T, run->policy);
     int L = cfg->n_layer;
     switch (run->strategy.kind) {
     case CKPT_VANILLA: return a.embed + L * a.block + a.head;
@@ -203,27 +226,107 @@ double memcalc_act_peak(const GptConfig *cfg, const McRun *run)
 
 /* ---- scratch -------------------------------------------------------------------------------- */
 
+/* What a policy adds to scratch, as 0/1 factors:
+ *   decode   activations are packed: an op decodes each packed input (and saved tensor) into an
+ *            fp32 temp copy for the length of its call, and its output is fp32 temp until
+ *            tape_record packs it (tape_tensor); the loss, a scalar, stays there
+ *   params   parameters are packed: a weight or bias an op reads is decoded likewise
+ *   cx cw cg a matmul rounds an operand into a temp copy (policy_compute_input) unless it is
+ *            stored in its compute format already (ops_matmul.c compute_format, grad_format):
+ *            the activation x, the weight w, the gradient dy. */
+typedef struct {
+    double decode, params, cx, cw, cg;
+} Packing;
+
+static Packing packing_of(const PrecisionPolicy *p)
+{
+    Packing k = { 0 };
+    if (!p || policy_is_fp32(p))
+        return k;
+    k.decode = p->act != DTYPE_F32;
+    k.params = p->param != DTYPE_F32;
+    k.cx = tensor_dtype_format(p->act) != p->compute;
+    k.cw = tensor_dtype_format(p->param) != p->compute;
+    k.cg = tensor_dtype_format(p->grad) != p->grad_compute;
+    return k;
+}
+
+/* A linear layer's backward, x [rows, a] -> y [rows, b], w [a, b] (weights of a b values for
+ * the head: there m is V, the bias absent), in floats: `held` gradients kept meanwhile, dy, dx,
+ * x and w decoded, and the larger pair of compute copies (dX = dY W^T rounds dy and w, dW = X^T
+ * dY rounds x and dy; each frees its copies before the next). */
+static double product_backward(const Packing *k, double rows, double held, double a, double b,
+                              double w, double bias)
+{
+    double copies = fmax(k->cg * rows * b + k->cw * w, k->cg * rows * b + k->cx * rows * a);
+    return held + rows * (b + a + k->decode * a) + k->params * (w + bias) + copies;
+}
+
+/* The same layer's forward: x and w decoded, their compute copies, the fp32 output. */
+static double product_forward(const Packing *k, double rows, double a, double b, double w,
+                             double bias)
+{
+    return rows * (k->decode * a + b + k->cx * a) + k->params * (w + bias) + k->cw * w;
+}
+
+/* One block's backward pass (and the forward steps that can rival it under a policy), in
+ * floats, with `held` floats of gradients kept outside the block (the residual stream's, and
+ * the checkpoint runner's seed). */
+static double block_temp(const GptConfig *cfg, const Packing *k, const McRun *run, double held)
+{
+    double N = (double)run->B * run->T, C = cfg->n_embd, NC = N * C;
+    double P = (double)run->B * cfg->n_head * run->T * run->T;
+    double scratch = (double)run->threads * run->T * run->T;
+    double ln = NC * (2.0 + k->decode) + k->params * 2.0 * C;
+    double f = product_backward(k, N, held, 4 * C, C, 4 * C * C, C);         /* mlp.proj */
+    f = fmax(f, held + (8.0 + 4.0 * k->decode) * NC);                       /* gelu */
+    f = fmax(f, product_backward(k, N, held, C, 4 * C, 4 * C * C, 4 * C));   /* mlp.fc */
+    f = fmax(f, held + ln);                                                 /* ln2, ln1 */
+    f = fmax(f, product_backward(k, N, held, C, C, C * C, C));               /* attn.proj */
+    /* attention: dy, dq dk dv, the decoded q k v and P, a T x T scratch per thread */
+    f = fmax(f, held + (4.0 + 3.0 * k->decode) * NC + k->decode * P + scratch);
+    if (cfg->fused_qkv)
+        f = fmax(f, product_backward(k, N, held, C, 3 * C, 3 * C * C, 3 * C));
+    else            /* v's backward first, dq and dk held */
+        f = fmax(f, product_backward(k, N, held + 2.0 * NC, C, C, C * C, C));
+    /* Forward steps: the fc layer; gelu; attention (P is fp32 scratch until the next op
+     * records, which is the attention's proj). */
+    f = fmax(f, product_forward(k, N, C, 4 * C, 4 * C * C, 4 * C));
+    f = fmax(f, product_forward(k, N, 4 * C, C, 4 * C * C, C));
+    f = fmax(f, (4.0 + 4.0 * k->decode) * NC);
+    f = fmax(f, k->decode * (3.0 * NC + P) + NC + P * (1.0 - k->decode));
+    f = fmax(f, k->decode * P + product_forward(k, N, C, C, C * C, C));
+    return f;
+}
+
 /* The backward pass frees each activation gradient as soon as its node has run (tape.c), so the
  * peak is at one node: its output's gradient, the gradients it allocates for its inputs, and
- * what is held meanwhile. In floats per token of C, for one block (vanilla):
+ * what is held meanwhile. In floats per token of C, for one block (vanilla, fp32):
  *     gelu: the residual's gradient 1 + its output's 4 + its input's 4 = 9
  *     attention: residual 1 + output 1 + the fused qkv's 3 = 5, plus a T x T scratch per thread
  * the head: cross-entropy's logits gradient N V (+ the loss's 1 float), then the head matmul's
  * N V + N C, ln_f's 2 N C; the embedding's add 3 N C; the forward's position ids N ints.
  * The checkpoint runner holds the block's seed dx_{j+1} beside its gradients (+1 C in a block)
- * and hands dx_0 to the embedding tape (4 N C there). */
+ * and hands dx_0 to the embedding tape (4 N C there). A policy adds the decoded copies and
+ * compute copies of Packing: gelu's decoded input makes 13 N C under bf16 and fp8, the most of
+ * our default model. */
 double memcalc_temp_peak(const GptConfig *cfg, const McRun *run, McOptimizer o)
 {
     if (run->strategy.kind == CKPT_BUDGET)
         return -1.0;
-    double N = (double)run->B * run->T, C = cfg->n_embd, V = cfg->vocab_size;
-    double scratch = (double)run->threads * run->T * run->T;
+    Packing k = packing_of(run->policy);
+    double N = (double)run->B * run->T, C = cfg->n_embd, V = cfg->vocab_size, NC = N * C;
     double seed = run->strategy.kind == CKPT_VANILLA ? 0.0 : 1.0;
-    double floats = fmax(N * V + 1.0, N * (V + C));
-    floats = fmax(floats, 2.0 * N * C);
-    floats = fmax(floats, (9.0 + seed) * N * C);
-    floats = fmax(floats, (5.0 + seed) * N * C + scratch);
-    floats = fmax(floats, (3.0 + seed) * N * C);
+    /* Under decode the loss is a scalar tape tensor counted in temp (store() packs no scalar),
+     * alive as long as the head's tape: the whole backward pass of one tape. */
+    double loss = k.decode;
+    double block_loss = seed > 0.0 ? 0.0 : loss;
+    double floats = fmax(N * V * (1.0 + k.decode) + 1.0 + loss,                  /* loss */
+                         product_backward(&k, N, loss, C, V, V * C, 0.0));        /* head */
+    floats = fmax(floats, product_forward(&k, N, C, V, V * C, 0.0));
+    floats = fmax(floats, NC * (2.0 + k.decode) + k.params * 2.0 * C + loss);                              /* ln_f */
+    floats = fmax(floats, block_temp(cfg, &k, run, (1.0 + seed) * NC) + block_loss);
+    floats = fmax(floats, (3.0 + seed) * NC + block_loss);                       /* embedding */
     floats = fmax(floats, N);
     double bytes = F32 * floats;
     if (o == MC_ADAFACTOR)
@@ -231,9 +334,23 @@ double memcalc_temp_peak(const GptConfig *cfg, const McRun *run, McOptimizer o)
     return bytes;
 }
 
-McPeaks memcalc_predict(const GptConfig *cfg, const McRun *run, McOptimizer o)
+/* Under a policy: parameters packed in its param dtype; gradients in fp32 buffers whatever it
+ * rounds them to; fp32 master weights beside the optimizer's state (optim.c's "master."
+ * buffers) when the parameters are packed. */
+static McStates policy_states(const GptConfig *cfg, const PrecisionPolicy *policy, McOptimizer o)
 {
     McStates s = memcalc_gpt_states(cfg, MC_FP32, o);
+    if (!policy || policy->param == DTYPE_F32)
+        return s;
+    double n = s.param / F32;
+    s.param = (double)fmt_packed_bytes(tensor_dtype_format(policy->param), 1) * n;
+    s.optim += F32 * n;
+    return s;
+}
+
+McPeaks memcalc_predict(const GptConfig *cfg, const McRun *run, McOptimizer o)
+{
+    McStates s = policy_states(cfg, run->policy, o);
     McPeaks p = { { 0 } };
     p.bytes[MEM_PARAM] = s.param;
     p.bytes[MEM_GRAD] = s.grad;

@@ -67,6 +67,9 @@ typedef struct {
     int          B, T;
     CkptStrategy strategy;
     int          threads;
+    /* A precision policy (autograd/policy.h) on every tape of the step, as train_gpt
+     * --precision puts it; NULL is fp32. */
+    const PrecisionPolicy *policy;
 } McRun;
 
 /* The pieces the activation formulas are made of, in bytes. */
@@ -79,6 +82,11 @@ typedef struct {
 } McActParts;
 
 McActParts memcalc_act_parts(const GptConfig *cfg, int B, int T);
+/* The same under a policy (NULL: fp32): a recorded tensor is stored in the act dtype (2 bytes
+ * for bf16/fp16, 1 for fp8), while raw buffers (ids, targets, layernorm statistics, the
+ * logsumexp), the loss and a block run without recording stay fp32 (memcalc.c says why). */
+McActParts memcalc_act_parts_policy(const GptConfig *cfg, int B, int T,
+                                    const PrecisionPolicy *policy);
 /* Peak bytes of activations (category act) and of scratch (category temp: activation gradients
  * in the backward pass, attention scratch, the optimizer's scratch). memory-poor, sqrt and every:K
  * are supported; budget:S is not (returns -1). */
@@ -86,15 +94,19 @@ double     memcalc_act_peak(const GptConfig *cfg, const McRun *run);
 double     memcalc_temp_peak(const GptConfig *cfg, const McRun *run, McOptimizer o);
 
 /* Predicted peak of every category (and the total, at MEM_ALL, as the sum of the peaks: an
- * upper bound, since they do not all peak at once) for one fp32 training step. */
+ * upper bound, since they do not all peak at once) for one training step under run->policy:
+ * parameters in its param dtype, fp32 gradients, and fp32 master weights in optim when the
+ * param dtype is not fp32. */
 typedef struct {
     double bytes[MEM_NCAT + 1];
 } McPeaks;
 
 McPeaks memcalc_predict(const GptConfig *cfg, const McRun *run, McOptimizer o);
-/* The same step run for real: build the model (seed), the optimizer, one forward + backward with
- * the strategy on random tokens, one update; the peak of each category above what was in use
- * before, as autograd/mem measures it (total: the measured peak of the sum). */
+/* The same step run for real: build the model (seed), the optimizer (with master weights and
+ * packed parameters under a policy, as optim/train.c does), then one forward + backward with
+ * the strategy on random tokens and one update; the peak of each category during the step above
+ * what was in use before the model was built, as autograd/mem measures it (total: the measured
+ * peak of the sum). */
 McPeaks memcalc_measure(const GptConfig *cfg, const McRun *run, McOptimizer o, uint64_t seed);
 
 #endif

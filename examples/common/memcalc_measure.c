@@ -26,17 +26,24 @@ static Optim *make_optimizer(McOptimizer o, Tensor *const *params, int n)
     }
 }
 
+/* The policy a tape carries: none for fp32, as optim/train.c does. */
+static const PrecisionPolicy *tape_policy(const McRun *run)
+{
+    return run->policy && !policy_is_fp32(run->policy) ? run->policy : NULL;
+}
+
 /* Forward and backward: one tape (gpt_loss, as the trainer does) for vanilla, the checkpoint
- * runner otherwise. */
+ * runner otherwise; both under the policy. */
 static void forward_backward(const Gpt *model, const McRun *run, const int *tokens,
                              const int *targets)
 {
     if (run->strategy.kind != CKPT_VANILLA) {
-        gpt_checkpoint_forward_backward(model, run->strategy, tokens, targets, run->B, run->T,
-                                        NULL);
+        gpt_checkpoint_forward_backward_policy(model, run->strategy, tape_policy(run), tokens,
+                                               targets, run->B, run->T, 1.0f, NULL);
         return;
     }
     Tape *tape = tape_new();
+    tape->policy = tape_policy(run);
     Tensor *loss = gpt_loss(model, tape, tokens, targets, run->B, run->T);
     tape_backward(tape, loss);
     tape_free(tape);
@@ -47,12 +54,16 @@ McPeaks memcalc_measure(const GptConfig *cfg, const McRun *run, McOptimizer o, u
     size_t base[MEM_NCAT + 1];
     for (int c = 0; c <= MEM_NCAT; c++)
         base[c] = mem_current((MemCategory)c);
-    mem_reset_peaks();
 
     Gpt *model = gpt_new(cfg, seed);
     int n;
     Tensor *const *params = gpt_params(model, &n);
     Optim *opt = make_optimizer(o, params, n);
+    if (run->policy)
+        optim_use_master_weights(opt, run->policy->param);
+    /* The step's peaks, not the set-up's: packing a parameter holds its fp32 and packed copies
+     * for a moment, which a training step never does. */
+    mem_reset_peaks();
     int count = run->B * run->T;
     /* Token arrays are the program's, not tensor storage: plain malloc, uncounted. */
     int *tokens = malloc((size_t)count * sizeof *tokens);

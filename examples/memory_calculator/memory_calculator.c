@@ -8,6 +8,8 @@
  *                    B 64): model states per optimizer, activations per strategy, and the peak
  *                    of every memory category predicted beside the bytes autograd/mem measured
  *                    in one training step run in this process
+ *   --policy P       that step under a precision policy (autograd/policy.h: fp32, tf32, bf16,
+ *                    fp16, fp8), as train_gpt --precision P runs it
  *   --sweep N        TSV for the figure: layers 1..N, each strategy, predicted and measured
  *                    peak act bytes (figure.sh draws docs/figures/memory_strategies.png)
  *
@@ -31,6 +33,7 @@ typedef struct {
     GptConfig    model;
     McRun        run;
     const char  *strategy_text;
+    PrecisionPolicy policy;     /* run.policy points here (set in main: Options is copied) */
 } Options;
 
 static void usage(void)
@@ -54,18 +57,21 @@ static void usage(void)
            "  --untied, --separate-qkv                          as train_gpt\n"
            "  --batch N          rows per step B (default 64)\n"
            "  --strategy S       vanilla, memory-poor, sqrt or every:K (default vanilla)\n"
+           "  --policy P         the step under train_gpt's precision policy P: %s\n"
+           "                     (default fp32; also for --sweep)\n"
            "  --threads N        threads, 0 = one per core (default 0); the attention backward\n"
            "                     takes a T x T scratch per thread\n"
            "  --no-measure       formulas only\n"
            "  -h, --help         this text\n\n"
            "Examples:\n"
            "  memory_calculator --lecture\n"
-           "  memory_calculator --layers 6 --embd 256 --strategy sqrt --optimizer adam8bit\n");
+           "  memory_calculator --layers 6 --embd 256 --strategy sqrt --optimizer adam8bit\n"
+           "  memory_calculator --policy bf16 --strategy sqrt\n", policy_preset_names());
 }
 
 enum { OPT_VOCAB = 256, OPT_SEQ, OPT_LAYERS, OPT_HEADS, OPT_EMBD, OPT_UNTIED, OPT_SEPARATE,
        OPT_BATCH, OPT_STRATEGY, OPT_THREADS, OPT_NO_MEASURE, OPT_LECTURE, OPT_PARAMS, OPT_SWEEP,
-       OPT_PRECISION, OPT_OPTIMIZER, OPT_RANKS };
+       OPT_PRECISION, OPT_OPTIMIZER, OPT_RANKS, OPT_POLICY };
 
 static void set_option(Options *o, int c, const char *arg)
 {
@@ -91,6 +97,10 @@ static void set_option(Options *o, int c, const char *arg)
         o->optimizer = (McOptimizer)cli_choice("--optimizer", arg, MC_OPTIMIZER_NAMES);
         break;
     case OPT_RANKS: o->ranks = (int)cli_long("--ranks", arg, 1, 1 << 20); break;
+    case OPT_POLICY:
+        if (!policy_preset(arg, &o->policy))
+            cli_usage_error("--policy: unknown policy '%s' (%s)", arg, policy_preset_names());
+        break;
     }
 }
 
@@ -101,6 +111,7 @@ static Options parse(int argc, char **argv)
     o.model = (GptConfig){ .vocab_size = 40, .max_seq = 12, .n_layer = 2, .n_head = 4,
                            .n_embd = 128, .tied = true, .fused_qkv = true };
     o.run.B = 64;
+    policy_preset("fp32", &o.policy);
     const struct option options[] = {
         { "vocab", required_argument, NULL, OPT_VOCAB }, { "seq", required_argument, NULL, OPT_SEQ },
         { "layers", required_argument, NULL, OPT_LAYERS },
@@ -116,7 +127,8 @@ static Options parse(int argc, char **argv)
         { "sweep", required_argument, NULL, OPT_SWEEP },
         { "precision", required_argument, NULL, OPT_PRECISION },
         { "optimizer", required_argument, NULL, OPT_OPTIMIZER },
-        { "ranks", required_argument, NULL, OPT_RANKS }, { "help", no_argument, NULL, 'h' },
+        { "ranks", required_argument, NULL, OPT_RANKS },
+        { "policy", required_argument, NULL, OPT_POLICY }, { "help", no_argument, NULL, 'h' },
         { 0, 0, 0, 0 },
     };
     int c;
@@ -228,11 +240,11 @@ static void print_predicted_measured(const Options *o)
 {
     McPeaks p = memcalc_predict(&o->model, &o->run, o->optimizer);
     char name[32];
-    /* The step measured and predicted here is fp32 whatever --precision says: --precision only
-     * changes the model-state tables above. */
-    printf("\nOne fp32 training step, %s, %s, %d thread%s: peak bytes per category\n",
-           MC_OPTIMIZER_NAMES[o->optimizer], ckpt_name(o->run.strategy, name, sizeof name),
-           o->run.threads, o->run.threads == 1 ? "" : "s");
+    /* The step is --policy's; --precision only changes the model-state tables above. */
+    printf("\nOne %s training step, %s, %s, %d thread%s: peak bytes per category\n",
+           o->policy.name, MC_OPTIMIZER_NAMES[o->optimizer],
+           ckpt_name(o->run.strategy, name, sizeof name), o->run.threads,
+           o->run.threads == 1 ? "" : "s");
     if (!o->measure) {
         for (int c = 0; c < MEM_NCAT; c++)
             printf("  %-8s %14.0f\n", mem_category_name((MemCategory)c), p.bytes[c]);
@@ -274,6 +286,7 @@ int main(int argc, char **argv)
     Options o = parse(argc, argv);
     par_set_threads(o.threads);
     o.run.threads = par_threads();
+    o.run.policy = &o.policy;
     if (o.lecture) {
         print_lecture();
     } else if (o.params > 0.0) {

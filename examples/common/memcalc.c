@@ -262,11 +262,12 @@ static double product_backward(const Packing *k, double rows, double held, doubl
     return held + rows * (b + a + k->decode * a) + k->params * (w + bias) + copies;
 }
 
-/* The same layer's forward: x and w decoded, their compute copies, the fp32 output. */
+/* The same layer's forward: x and w decoded, their compute copies, and the fp32 output, which
+ * is scratch only until packed (unpacked, it is an activation from the start). */
 static double product_forward(const Packing *k, double rows, double a, double b, double w,
-                             double bias)
+                              double bias)
 {
-    return rows * (k->decode * a + b + k->cx * a) + k->params * (w + bias) + k->cw * w;
+    return rows * (k->decode * (a + b) + k->cx * a) + k->params * (w + bias) + k->cw * w;
 }
 
 /* One block's backward pass (and the forward steps that can rival it under a policy), in
@@ -293,8 +294,8 @@ static double block_temp(const GptConfig *cfg, const Packing *k, const McRun *ru
      * records, which is the attention's proj). */
     f = fmax(f, product_forward(k, N, C, 4 * C, 4 * C * C, 4 * C));
     f = fmax(f, product_forward(k, N, 4 * C, C, 4 * C * C, C));
-    f = fmax(f, (4.0 + 4.0 * k->decode) * NC);
-    f = fmax(f, k->decode * (3.0 * NC + P) + NC + P * (1.0 - k->decode));
+    f = fmax(f, k->decode * 8.0 * NC);
+    f = fmax(f, k->decode * (4.0 * NC + P));
     f = fmax(f, k->decode * P + product_forward(k, N, C, C, C * C, C));
     return f;
 }

@@ -165,8 +165,8 @@ static void test_predicted_matches_measured(void **state)
 /* Under train_gpt's precision policies (autograd/policy.h): parameters packed with fp32 masters,
  * activations packed in the act dtype, scratch with each op's decoded inputs and compute copies.
  * Every category within 5% (in fact to the byte) for every model above, vanilla, sqrt and
- * every:2, under bf16 and fp8, and a deeper default model (8 layers, B 8; sqrt: 3 runs of 3);
- * the other presets twice each. */
+ * every:2, under bf16 and fp8, and a deeper default model (8 layers, B 8; sqrt: 3 runs of 3),
+ * memory-poor on both default depths; the other presets twice each. */
 static void test_policy_predicted_matches_measured(void **state)
 {
     (void)state;
@@ -185,6 +185,9 @@ static void test_policy_predicted_matches_measured(void **state)
         deep.n_layer = 8;
         compare_under(&deep, 8, "vanilla", MC_ADAMW, &p);
         compare_under(&deep, 8, "sqrt", MC_ADAMW, &p);
+        /* memory-poor: at 2 layers the last ADVANCE (x_0 is no copy) holds the most */
+        compare_under(&CONFIGS[0], BATCH[0], "memory-poor", MC_SGD, &p);
+        compare_under(&deep, 8, "memory-poor", MC_SGD, &p);
     }
     const char *others[] = { "fp32", "tf32", "fp16" };
     for (int q = 0; q < 3; q++) {

@@ -202,12 +202,15 @@ static double every_peak(const McActParts *a, int L, int K)
 
 /* memory-poor (plan_memory_poor): segment i's input is recomputed from x_0 before it is
  * reversed, so at most one copy x_i and one recorded block are held, plus the head tape in the
- * forward pass; advancing holds x_j, the bare block and x_{j+1}. */
+ * forward pass; advancing holds x_j (a copy from j = 1 on, so only when L >= 3), the bare block
+ * and x_{j+1}. (Under fp32 a recorded block and the head always outweigh that; with packed
+ * activations the fp32 bare block can win.) */
 static double memory_poor_peak(const McActParts *a, int L)
 {
     if (L == 1)
         return a->embed + a->block + a->head;
-    return a->embed + a->copy + fmax(a->block + a->head, a->block_bare + a->copy);
+    double advancing = a->block_bare + (L >= 3 ? 2.0 : 1.0) * a->copy;
+    return a->embed + fmax(a->copy + a->block + a->head, advancing);
 }
 
 double memcalc_act_peak(const GptConfig *cfg, const McRun *run)

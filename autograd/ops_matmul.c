@@ -73,23 +73,6 @@ static void product(const PrecisionPolicy *p, Format fa, Format fb, bool ta, boo
     mem_free(b_copy);
 }
 
-/* The format an operand must still be rounded to: none (fp32) when it is stored in the compute
- * format already, so a bf16 weight is not rounded again (a stored fp8 tensor keeps its own
- * scale, as an fp8 matmul would take it). A dY has the policy's gradient dtype. */
-static Format compute_format(const PrecisionPolicy *p, const Tensor *t)
-{
-    if (!p || tensor_dtype_format(t->dtype) == p->compute)
-        return FMT_FP32;
-    return p->compute;
-}
-
-static Format grad_format(const PrecisionPolicy *p)
-{
-    if (!p || tensor_dtype_format(p->grad) == p->grad_compute)
-        return FMT_FP32;
-    return p->grad_compute;
-}
-
 /* Y = X W with X [M, K], W [K, N] (or Y = X W^T with W [N, K]).
  *   dX = dY W^T                  (or dX = dY W)
  *   dW += X^T dY  [K, N]         (or dW += dY^T X  [N, K])
@@ -100,8 +83,8 @@ static void matmul_backward(Node *n)
     Tensor *x = n->in[0], *w = n->in[1], *y = n->out;
     bool trans_w = n->i[0];
     int M = (int)tensor_rows(x), K = tensor_last_dim(x), N = tensor_last_dim(y);
-    Format fx = compute_format(n->policy, x), fw = compute_format(n->policy, w);
-    Format fg = grad_format(n->policy);
+    Format fx = policy_operand_format(n->policy, x), fw = policy_operand_format(n->policy, w);
+    Format fg = policy_grad_operand_format(n->policy);
     if (x->requires_grad)
         product(n->policy, fg, fw, false, !trans_w, M, K, N, y->grad, w->data, 1.0f,
                 tensor_grad(x));
@@ -122,8 +105,9 @@ Tensor *op_matmul(Tape *tape, Tensor *x, Tensor *w, bool trans_w)
     check_matmul(x, w, trans_w, &K, &N);
     Tensor *y = matmul_output(tape, x, N);
     int M = (int)tensor_rows(x);
-    product(tape->policy, compute_format(tape->policy, x), compute_format(tape->policy, w),
-            false, trans_w, M, N, K, x->data, w->data, 0.0f, y->data);
+    const PrecisionPolicy *p = tape->policy;
+    product(p, policy_operand_format(p, x), policy_operand_format(p, w), false, trans_w, M, N, K,
+            x->data, w->data, 0.0f, y->data);
     Node *n = tape_record(tape, "matmul", matmul_backward, y, 2, (Tensor *[]){ x, w });
     if (n)
         n->i[0] = trans_w;
@@ -163,8 +147,9 @@ Tensor *op_linear(Tape *tape, Tensor *x, Tensor *w, Tensor *bias)
     #pragma omp parallel for schedule(static) if (M * N >= LINEAR_SPLIT_MIN)
     for (long r = 0; r < M; r++)
         memcpy(y->data + r * N, bias->data, (size_t)N * sizeof(float));
-    product(tape->policy, compute_format(tape->policy, x), compute_format(tape->policy, w),
-            false, false, (int)M, N, K, x->data, w->data, 1.0f, y->data);
+    const PrecisionPolicy *p = tape->policy;
+    product(p, policy_operand_format(p, x), policy_operand_format(p, w), false, false, (int)M, N,
+            K, x->data, w->data, 1.0f, y->data);
     Node *n = tape_record(tape, "linear", linear_backward, y, 3, (Tensor *[]){ x, w, bias });
     if (n)
         n->i[0] = false;

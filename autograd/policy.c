@@ -66,6 +66,20 @@ float policy_current_scale(Format f, const float *x, size_t n)
     return policy_fp8_scale(f, policy_amax(x, n));
 }
 
+Format policy_operand_format(const PrecisionPolicy *p, const Tensor *t)
+{
+    if (!p || tensor_dtype_format(t->dtype) == p->compute)
+        return FMT_FP32;
+    return p->compute;
+}
+
+Format policy_grad_operand_format(const PrecisionPolicy *p)
+{
+    if (!p || tensor_dtype_format(p->grad) == p->grad_compute)
+        return FMT_FP32;
+    return p->grad_compute;
+}
+
 const float *policy_compute_input(Format f, const float *x, size_t n, float **copy)
 {
     *copy = NULL;

@@ -71,5 +71,13 @@ float       policy_current_scale(Format f, const float *x, size_t n);
  * (category temp, with fp8's current per-tensor scale) that the caller frees with mem_free.
  * *copy is set to the buffer to free, or NULL. */
 const float *policy_compute_input(Format f, const float *x, size_t n, float **copy);
+/* The format a product operand must still be rounded to (op_matmul's rule, and every product
+ * that follows it): none (fp32) without a policy or when t is stored in the compute format
+ * already, so a bf16 weight is not rounded again (a stored fp8 tensor keeps its own scale, as an
+ * fp8 matmul would take it); else the compute format. */
+Format      policy_operand_format(const PrecisionPolicy *p, const Tensor *t);
+/* The same for a gradient operand (dY), which has the policy's gradient dtype: grad_compute
+ * unless gradients are stored in it already. */
+Format      policy_grad_operand_format(const PrecisionPolicy *p);
 
 #endif

@@ -19,24 +19,11 @@ void lora_adapter_init(LoraAdapter *ad, NnParams *p, const char *name, int in, i
 }
 
 /* ---- the adapter's products under a precision policy -----------------------------------------
- * The same rules as op_matmul's (autograd/ops_matmul.c): an operand is rounded to the compute
- * format unless it is stored in it already (a bf16 A under the bf16 policy is not rounded
- * again), a gradient to grad_compute unless gradients are stored in it; the products
- * accumulate in fp32. Without a policy every format is fp32 and the product is par_sgemm on the
+ * The same rules as op_matmul's (policy_operand_format, policy_grad_operand_format): an operand
+ * is rounded to the compute format unless it is stored in it already (a bf16 A under the bf16
+ * policy is not rounded again), a gradient to grad_compute unless gradients are stored in it; the
+ * products accumulate in fp32. Without a policy every format is fp32 and the product is par_sgemm on the
  * operands themselves. (accumulate_low, a demonstration no preset sets, is not honoured here.) */
-static Format operand_format(const PrecisionPolicy *p, const Tensor *t)
-{
-    if (!p || tensor_dtype_format(t->dtype) == p->compute)
-        return FMT_FP32;
-    return p->compute;
-}
-
-static Format grad_operand_format(const PrecisionPolicy *p)
-{
-    if (!p || tensor_dtype_format(p->grad) == p->grad_compute)
-        return FMT_FP32;
-    return p->grad_compute;
-}
 
 /* C = alpha op(A) op(B) + beta C, A [M, K] and B [K, N] after op, on operands rounded to fa
  * and fb. */
@@ -70,30 +57,29 @@ static void adapter_backward(Node *n)
     const float *dout = n->out->grad;
     float s = n->f[0];
     int M = (int)tensor_rows(x), in = a->shape[0], r = a->shape[1], out = b->shape[1];
-    Format fg = grad_operand_format(p);
+    Format fg = policy_grad_operand_format(p), fdown = policy_operand_format(p, down);
+    Format fa = policy_operand_format(p, a), fb = policy_operand_format(p, b);
+    Format fx = policy_operand_format(p, x);
     if (y->requires_grad) {
         float *dy = tensor_grad(y);
         for (size_t i = 0; i < y->size; i++)
             dy[i] += dout[i];
     }
     if (b->requires_grad)
-        adapter_product(operand_format(p, down), fg, true, false, r, out, M, 1.0f, down->data,
-                        dout, 1.0f, tensor_grad(b));
+        adapter_product(fdown, fg, true, false, r, out, M, 1.0f, down->data, dout, 1.0f,
+                        tensor_grad(b));
     if (!a->requires_grad && !x->requires_grad)
         return;
     float *t = mem_alloc(MEM_TEMP, (size_t)M * r * sizeof *t);
-    adapter_product(fg, operand_format(p, b), false, true, M, r, out, 1.0f, dout, b->data, 0.0f,
-                    t);
+    adapter_product(fg, fb, false, true, M, r, out, 1.0f, dout, b->data, 0.0f, t);
     if (p) {
         Format f = tensor_dtype_format(p->grad);
         tensor_round_values(t, t, (size_t)M * r, f, policy_current_scale(f, t, (size_t)M * r));
     }
     if (a->requires_grad)
-        adapter_product(operand_format(p, x), fg, true, false, in, r, M, s, x->data, t, 1.0f,
-                        tensor_grad(a));
+        adapter_product(fx, fg, true, false, in, r, M, s, x->data, t, 1.0f, tensor_grad(a));
     if (x->requires_grad)
-        adapter_product(fg, operand_format(p, a), false, true, M, in, r, s, t, a->data, 1.0f,
-                        tensor_grad(x));
+        adapter_product(fg, fa, false, true, M, in, r, s, t, a->data, 1.0f, tensor_grad(x));
     mem_free(t);
 }
 
@@ -110,12 +96,12 @@ Tensor *lora_adapter_add(const LoraAdapter *ad, Tape *tape, Tensor *x, Tensor *y
      * second product rounds it to the compute format, which under every preset is what the
      * stored copy that backward reads holds too. */
     Tensor *down = tape_tensor(tape, 2, (int[]){ M, r });
-    adapter_product(operand_format(p, x), operand_format(p, a), false, false, M, r, in,
-                    ad->scale, x->data, a->data, 0.0f, down->data);
+    adapter_product(policy_operand_format(p, x), policy_operand_format(p, a), false, false, M, r,
+                    in, ad->scale, x->data, a->data, 0.0f, down->data);
     Tensor *res = tape_tensor(tape, y->ndim, y->shape);
     tensor_copy_data(res, y);
-    adapter_product(operand_format(p, down), operand_format(p, b), false, false, M, out, r, 1.0f,
-                    down->data, b->data, 1.0f, res->data);
+    adapter_product(policy_operand_format(p, down), policy_operand_format(p, b), false, false, M,
+                    out, r, 1.0f, down->data, b->data, 1.0f, res->data);
     Node *n = tape_record(tape, "lora", adapter_backward, res, 4, (Tensor *[]){ y, x, a, b });
     if (n) {
         n->saved[0] = down;

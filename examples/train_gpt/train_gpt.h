@@ -123,7 +123,7 @@ void precision_usage(void);
 /* The value of --precision, --loss-scale, a --scale-* factor or --fp8-scaling (set_value passes
  * them on). */
 void precision_set_option(Options *o, Flag f, const char *flag, const char *arg);
-/* LoRA and checkpointing under a policy: not built, refused. */
+/* Checkpointing with fp8 delayed scaling (the amax history belongs to one tape): refused. */
 void precision_check_options(const Options *o);
 /* The --scale-* flags need dynamic loss scaling, --fp8-scaling the fp8 preset: refused
  * otherwise. */

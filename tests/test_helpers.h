@@ -76,4 +76,17 @@ static inline void test_gradcheck(const char *label, GradcheckFn fn, Tensor *con
     assert_true(r.ok);
 }
 
+/* Adds N(0, scale^2) noise (random stream `seed`) to every element of the n tensors. GPT-2's
+ * initialisation makes a tiny model almost linear (weights of 0.02) and its gradients tiny, so a
+ * gradient check at init would pass with almost any backward; the tests perturb the parameters
+ * first (0.3 makes attention non-uniform, LayerNorm scales differ from 1, biases nonzero, and
+ * gradients of order 0.01-1). */
+static inline void test_perturb(Tensor *const *p, int n, float scale, uint64_t seed)
+{
+    Rng rng = rng_new(seed, RNG_STREAM_DATA);
+    for (int k = 0; k < n; k++)
+        for (size_t i = 0; i < p[k]->size; i++)
+            p[k]->data[i] += scale * rng_normal(&rng);
+}
+
 #endif

@@ -25,22 +25,13 @@ enum { TB = 2, TT = 6 };
 static const int tokens[TB * TT] = { 3, 0, 6, 2, 10, 9, 5, 5, 1, 4, 7, 8 };
 static const int targets[TB * TT] = { 0, 6, 2, -1, 9, 1, 5, 1, 4, 3, 8, 2 };
 
-/* Gives every parameter some N(0, scale^2) on top of its value, so nothing is 0 or tiny. */
-static void perturb(Tensor *const *p, int n, float scale, uint64_t seed)
-{
-    Rng rng = rng_new(seed, RNG_STREAM_DATA);
-    for (int k = 0; k < n; k++)
-        for (size_t i = 0; i < p[k]->size; i++)
-            p[k]->data[i] += scale * rng_normal(&rng);
-}
-
 static Gpt *perturbed_gpt(int C, uint64_t seed)
 {
     GptConfig cfg = tiny_config(C);
     Gpt *m = gpt_new(&cfg, seed);
     int n;
     Tensor *const *p = gpt_params(m, &n);
-    perturb(p, n, 0.3f, seed + 1);
+    test_perturb(p, n, 0.3f, seed + 1);
     return m;
 }
 
@@ -80,7 +71,7 @@ static void test_step0_logits_identical(void **state)
     /* ...and the adapters are really on the path: a nonzero B changes the logits. */
     int n;
     Tensor *const *p = gpt_lora_params(lora, &n);
-    perturb(p, n, 0.1f, 3);
+    test_perturb(p, n, 0.1f, 3);
     float *moved = logits_of(m);
     assert_true(test_max_abs_diff(moved, base, n_logits(m)) > 1e-3);
     gpt_lora_free(lora);
@@ -150,7 +141,7 @@ static void test_gradcheck_adapters(void **state)
     GptLora *lora = gpt_lora_new(m, &lc, 9);
     int n;
     Tensor *const *p = gpt_lora_params(lora, &n);
-    perturb(p, n, 0.2f, 4);
+    test_perturb(p, n, 0.2f, 4);
     GradcheckOptions opt = { .h = 1e-3, .atol = 5e-4, .rtol = 1e-3, .seed = 99 };
     for (int i = 0; i < n; i++) {
         Tensor *t = p[i];
@@ -182,7 +173,7 @@ static void test_linear_adapter(void **state)
     LoraAdapter ad;
     lora_adapter_init(&ad, &params, "lin", IN, OUT, R, 1.5f);
     nn_params_init(&params, 5);
-    perturb(params.tensors, params.n, 0.3f, 6);
+    test_perturb(params.tensors, params.n, 0.3f, 6);
     lin.lora = &ad;
     Rng rng = rng_new(7, 1);
     Tensor *x = test_leaf(&rng, 1.0f, 2, (int[]){ M, IN });
@@ -239,7 +230,7 @@ static void test_merge_unmerge(void **state)
     GptLora *lora = gpt_lora_new(m, &lc, 10);
     int n;
     Tensor *const *p = gpt_lora_params(lora, &n);
-    perturb(p, n, 0.2f, 5);
+    test_perturb(p, n, 0.2f, 5);
     float *unmerged = logits_of(m);
     gpt_lora_merge(lora);
     assert_null(m->blocks[1].attn.q.lora);
@@ -352,7 +343,7 @@ static void test_snapshots(void **state)
     GptLora *lora = gpt_lora_new(m, &lc, 11);
     int n;
     Tensor *const *p = gpt_lora_params(lora, &n);
-    perturb(p, n, 0.1f, 6);
+    test_perturb(p, n, 0.1f, 6);
     float *want = logits_of(m);
     assert_true(lora_snapshot_save(lora, ad_path, &err));
     printf("base file %ld bytes, adapter file %ld bytes\n", file_size(base_path),
@@ -432,7 +423,7 @@ static void test_trainer_lora(void **state)
     Trainer *tr = trainer_new(&cfg);
     int n;
     Tensor *const *base = gpt_params(tr->model, &n);
-    perturb(base, n, 0.3f, 4);
+    test_perturb(base, n, 0.3f, 4);
     LoraConfig lc = lora_cfg(4, LORA_TARGET_ALL);
     trainer_use_lora(tr, &lc, 5);
     assert_int_equal(mem_current(MEM_OPTIM) - optim0, 8 * gpt_lora_n_trainable(tr->lora));

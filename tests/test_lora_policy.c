@@ -19,21 +19,13 @@ enum { TB = 2, TT = 6, V = 11 };
 static const int tokens[TB * TT] = { 3, 0, 6, 2, 10, 9, 5, 5, 1, 4, 7, 8 };
 static const int targets[TB * TT] = { 0, 6, 2, -1, 9, 1, 5, 1, 4, 3, 8, 2 };
 
-static void perturb(Tensor *const *p, int n, float scale, uint64_t seed)
-{
-    Rng rng = rng_new(seed, RNG_STREAM_DATA);
-    for (int k = 0; k < n; k++)
-        for (size_t i = 0; i < p[k]->size; i++)
-            p[k]->data[i] += scale * rng_normal(&rng);
-}
-
 /* Adds noise to what the trainer's optimizer updates (the whole model before trainer_use_lora,
  * the adapters after), through the fp32 masters when there are some: the same fp32 values
  * under every policy, whose packed working copies are then made from them. */
 static void perturb_trained(Trainer *tr, float scale, uint64_t seed)
 {
     optim_expose_masters(tr->optim);
-    perturb(tr->optim->params, tr->optim->n, scale, seed);
+    test_perturb(tr->optim->params, tr->optim->n, scale, seed);
     optim_pack_masters(tr->optim);
 }
 
@@ -331,7 +323,7 @@ static void test_adapter_op_bf16(void **state)
     LoraAdapter ad;
     lora_adapter_init(&ad, &params, "lin", IN, OUT, R, 1.5f);
     nn_params_init(&params, 5);
-    perturb(params.tensors, params.n, 0.3f, 6);
+    test_perturb(params.tensors, params.n, 0.3f, 6);
     lin.weight->requires_grad = lin.bias->requires_grad = false;
     Rng rng = rng_new(7, 1);
     Tensor *x = test_leaf(&rng, 1.0f, 2, (int[]){ M, IN });

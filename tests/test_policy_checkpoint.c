@@ -195,12 +195,9 @@ static const GptConfig TINY = { .vocab_size = 7, .max_seq = 4, .n_layer = 3, .n_
 static Gpt *perturbed_model(GptConfig cfg)
 {
     Gpt *m = gpt_new(&cfg, 1);
-    Rng rng = rng_new(2, RNG_STREAM_DATA);
     int n;
     Tensor *const *p = gpt_params(m, &n);
-    for (int k = 0; k < n; k++)
-        for (size_t i = 0; i < p[k]->size; i++)
-            p[k]->data[i] += 0.3f * rng_normal(&rng);
+    test_perturb(p, n, 0.3f, 2);
     return m;
 }
 

@@ -139,12 +139,9 @@ static Gpt *tiny_gpt(uint64_t seed)
     GptConfig cfg = { .vocab_size = 11, .max_seq = 6, .n_layer = 2, .n_head = 2, .n_embd = 32,
                       .tied = true, .fused_qkv = false };
     Gpt *m = gpt_new(&cfg, seed);
-    Rng rng = rng_new(seed, RNG_STREAM_DATA);
     int n;
     Tensor *const *p = gpt_params(m, &n);
-    for (int k = 0; k < n; k++)
-        for (size_t i = 0; i < p[k]->size; i++)
-            p[k]->data[i] += 0.3f * rng_normal(&rng);
+    test_perturb(p, n, 0.3f, seed);
     return m;
 }
 

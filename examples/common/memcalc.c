@@ -235,8 +235,8 @@ double memcalc_act_peak(const GptConfig *cfg, const McRun *run)
  *            tape_record packs it (tape_tensor); the loss, a scalar, stays there
  *   params   parameters are packed: a weight or bias an op reads is decoded likewise
  *   cx cw cg a matmul rounds an operand into a temp copy (policy_compute_input) unless it is
- *            stored in its compute format already (ops_matmul.c compute_format, grad_format):
- *            the activation x, the weight w, the gradient dy. */
+ *            stored in its compute format already (policy_operand_format,
+ *            policy_grad_operand_format): the activation x, the weight w, the gradient dy. */
 typedef struct {
     double decode, params, cx, cw, cg;
 } Packing;
@@ -250,7 +250,7 @@ static Packing packing_of(const PrecisionPolicy *p)
     k.params = p->param != DTYPE_F32;
     k.cx = tensor_dtype_format(p->act) != p->compute;
     k.cw = tensor_dtype_format(p->param) != p->compute;
-    k.cg = tensor_dtype_format(p->grad) != p->grad_compute;
+    k.cg = policy_grad_operand_format(p) != FMT_FP32;
     return k;
 }
 
@@ -328,7 +328,7 @@ double memcalc_temp_peak(const GptConfig *cfg, const McRun *run, McOptimizer o)
     double floats = fmax(N * V * (1.0 + k.decode) + 1.0 + loss,                  /* loss */
                          product_backward(&k, N, loss, C, V, V * C, 0.0));        /* head */
     floats = fmax(floats, product_forward(&k, N, C, V, V * C, 0.0));
-    floats = fmax(floats, NC * (2.0 + k.decode) + k.params * 2.0 * C + loss);                              /* ln_f */
+    floats = fmax(floats, NC * (2.0 + k.decode) + k.params * 2.0 * C + loss);         /* ln_f */
     floats = fmax(floats, block_temp(cfg, &k, run, (1.0 + seed) * NC) + block_loss);
     floats = fmax(floats, (3.0 + seed) * NC + block_loss);                       /* embedding */
     floats = fmax(floats, N);

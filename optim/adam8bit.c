@@ -2,33 +2,21 @@
 
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 /* The largest block the update can decode on the stack: 2 x 4 x 8192 bytes = 64 KiB. */
 enum { MAX_BLOCK = 8192 };
 
-static const char *const ROUNDING_NAMES[ADAM8BIT_ROUND_COUNT] = { "nearest", "stochastic" };
+const char *const ADAM8BIT_ROUNDING_NAMES[] = { "nearest", "stochastic", NULL };
 
 Adam8bitConfig adam8bit_defaults(void)
 {
     return (Adam8bitConfig){ .adam = adamw_defaults(), .block = 2048, .min_8bit = 4096,
-                             .rounding = ADAM8BIT_ROUND_NEAREST, .seed = 0 };
+                             .rounding = ADAM8BIT_ROUND_STOCHASTIC, .seed = 0 };
 }
 
 const char *adam8bit_rounding_name(Adam8bitRounding r)
 {
-    return (unsigned)r < ADAM8BIT_ROUND_COUNT ? ROUNDING_NAMES[r] : "?";
-}
-
-bool adam8bit_rounding_parse(const char *name, Adam8bitRounding *out)
-{
-    for (int r = 0; r < ADAM8BIT_ROUND_COUNT; r++) {
-        if (strcmp(name, ROUNDING_NAMES[r]) == 0) {
-            *out = (Adam8bitRounding)r;
-            return true;
-        }
-    }
-    return false;
+    return (unsigned)r < ADAM8BIT_ROUND_COUNT ? ADAM8BIT_ROUNDING_NAMES[r] : "?";
 }
 
 bool adam8bit_is_quantized(const Adam8bit *a, int i)

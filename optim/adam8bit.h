@@ -50,11 +50,11 @@ typedef struct {
     QdynCode       code_v;  /* unsigned */
 } Adam8bit;
 
-/* adamw_defaults(), block 2048, min_8bit 4096, nearest rounding, seed 0. */
+/* adamw_defaults(), block 2048, min_8bit 4096, stochastic rounding, seed 0. */
 Adam8bitConfig adam8bit_defaults(void);
-/* "nearest", "stochastic"; the rounding of a name (false if none). */
+/* "nearest", "stochastic" (NULL-terminated, indexed by Adam8bitRounding); a rounding's name. */
+extern const char *const ADAM8BIT_ROUNDING_NAMES[];
 const char    *adam8bit_rounding_name(Adam8bitRounding r);
-bool           adam8bit_rounding_parse(const char *name, Adam8bitRounding *out);
 Adam8bit      *adam8bit_new(Tensor *const *params, int n, Adam8bitConfig cfg);
 /* True when parameter i keeps its moments as 8-bit codes. */
 bool           adam8bit_is_quantized(const Adam8bit *a, int i);

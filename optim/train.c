@@ -17,7 +17,8 @@ TrainerConfig trainer_config_default(void)
     af.scale_parameter = false;
     TrainerConfig c = { .model = gpt_config_default(), .seed = 1, .optimizer = TRAIN_ADAMW,
                         .adamw = adamw_defaults(), .sgd = sgd_defaults(), .adafactor = af,
-                        .clip = 1.0, .loss_scale = loss_scale_defaults() };
+                        .clip = 1.0, .loss_scale = loss_scale_defaults(),
+                        .adam8bit_rounding = adam8bit_defaults().rounding };
     policy_preset("fp32", &c.policy);
     return c;
 }
@@ -45,6 +46,7 @@ static Optim *make_optimizer(const TrainerConfig *cfg, Tensor *const *params, in
     case TRAIN_ADAM8BIT: {
         Adam8bitConfig c = adam8bit_defaults();
         c.adam = cfg->adamw;
+        c.rounding = cfg->adam8bit_rounding;
         return &adam8bit_new(params, n, c)->base;
     }
     case TRAIN_ADAFACTOR: return &adafactor_new(params, n, cfg->adafactor)->base;

@@ -76,6 +76,7 @@ typedef struct {
     uint64_t       seed;        /* initial weights (RNG_STREAM_INIT) and data (RNG_STREAM_DATA) */
     TrainOptimizer optimizer;
     AdamWConfig    adamw;       /* used when optimizer is TRAIN_ADAMW or TRAIN_ADAM8BIT */
+    Adam8bitRounding adam8bit_rounding;   /* TRAIN_ADAM8BIT: how its moments are re-encoded */
     SgdConfig      sgd;         /* used when optimizer is TRAIN_SGD */
     AdafactorConfig adafactor;  /* used when optimizer is TRAIN_ADAFACTOR */
     double         clip;        /* largest global gradient norm; 0 means no clipping */

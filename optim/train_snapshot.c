@@ -102,6 +102,9 @@ static void add_optim_config(SnapshotWriter *w, const TrainerConfig *c, Snapshot
         snapshot_add_meta_f64(w, "optim.beta1", c->adamw.beta1, err);
         snapshot_add_meta_f64(w, "optim.beta2", c->adamw.beta2, err);
         snapshot_add_meta_f64(w, "optim.eps", c->adamw.eps, err);
+        if (c->optimizer == TRAIN_ADAM8BIT)
+            snapshot_add_meta(w, "optim.rounding", adam8bit_rounding_name(c->adam8bit_rounding),
+                              err);
         rule = c->adamw.decay_rule;
         wd = c->adamw.weight_decay;
     } else if (c->optimizer == TRAIN_ADAFACTOR) {
@@ -231,6 +234,19 @@ static bool meta_choice(const SnapshotReader *r, const char *path, const char *k
                              key, v);
 }
 
+/* 8-bit Adam's rounding; a snapshot saved before the key existed rounded to the nearest level. */
+static bool read_rounding(const SnapshotReader *r, const char *path, TrainerConfig *c,
+                          SnapshotError *err)
+{
+    int rounding = ADAM8BIT_ROUND_NEAREST;
+    if (snapshot_meta(r, "optim.rounding") &&
+        !meta_choice(r, path, "optim.rounding", ADAM8BIT_ROUNDING_NAMES, ADAM8BIT_ROUND_COUNT,
+                     &rounding, err))
+        return false;
+    c->adam8bit_rounding = (Adam8bitRounding)rounding;
+    return true;
+}
+
 static bool read_optim_config(const SnapshotReader *r, const char *path, TrainerConfig *c,
                               SnapshotError *err)
 {
@@ -262,7 +278,8 @@ static bool read_optim_config(const SnapshotReader *r, const char *path, Trainer
         c->adamw = (AdamWConfig){ .weight_decay = wd, .decay_rule = (OptimDecayRule)rule };
         return snapshot_meta_f64(r, "optim.beta1", &c->adamw.beta1, err) &&
                snapshot_meta_f64(r, "optim.beta2", &c->adamw.beta2, err) &&
-               snapshot_meta_f64(r, "optim.eps", &c->adamw.eps, err);
+               snapshot_meta_f64(r, "optim.eps", &c->adamw.eps, err) &&
+               (c->optimizer != TRAIN_ADAM8BIT || read_rounding(r, path, c, err));
     }
     c->sgd = (SgdConfig){ .weight_decay = wd, .decay_rule = (OptimDecayRule)rule };
     return snapshot_meta_f64(r, "optim.momentum", &c->sgd.momentum, err) &&

@@ -21,6 +21,7 @@
  *     optim.kind                                         "adamw", "sgd", "adam8bit", "adafactor"
  *     optim.step, optim.weight_decay, optim.decay_rule   ("matrices", "all", "none")
  *     optim.beta1, optim.beta2, optim.eps                adamw, adam8bit
+ *     optim.rounding       adam8bit: "nearest", "stochastic" (absent: saved before it, nearest)
  *     optim.beta1, optim.decay_exponent, optim.eps1, optim.eps2, optim.clip_threshold,
  *     optim.relative_step, optim.scale_parameter, optim.factored       adafactor
  *     optim.momentum, optim.nesterov                     sgd

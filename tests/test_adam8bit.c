@@ -1,8 +1,10 @@
 /* 8-bit Adam and its dynamic code: the code tables (256 ascending levels, exact 0 and 1, the
  * decade structure), nearest-level search against a linear scan, blockwise quantization error
  * bounds (and the dynamic code against linear int8 on values spread over decades), 8-bit Adam
- * against fp32 AdamW on a quadratic over 100 steps, the state's bytes (at most 0.26 x AdamW's),
- * names, types, restoring state, and thread-count independence. */
+ * against fp32 AdamW on a quadratic over 100 steps with either rounding, the first moment that
+ * nearest rounding leaves stuck and stochastic rounding does not, the state's bytes (at most
+ * 0.26 x AdamW's), names, types, restoring state, thread-count independence, and the rounding
+ * kept in a trainer's snapshot. (Stochastic rounding itself: test_quant_dynamic.c.) */
 #include "tests/test_helpers.h"
 
 #include <stdio.h>
@@ -10,6 +12,7 @@
 
 #include "optim/adam8bit.h"
 #include "optim/adamw.h"
+#include "optim/train_snapshot.h"
 #include "precision/quant.h"
 #include "precision/quant_dynamic.h"
 
@@ -259,7 +262,7 @@ typedef struct {
 } Comparison;
 
 /* Same start, same problem, 100 steps at lr 0.02 of 8-bit Adam and of fp32 AdamW. */
-static Comparison compare_on_quadratic(float decades)
+static Comparison compare_on_quadratic(float decades, Adam8bitRounding rounding)
 {
     static Quadratic q8, q32;
     quadratic_init(&q8, decades);
@@ -267,6 +270,7 @@ static Comparison compare_on_quadratic(float decades)
     Comparison r = { .start = quadratic_grad(&q32) };
     Adam8bitConfig c8 = adam8bit_defaults();
     c8.adam.weight_decay = 0.0;
+    c8.rounding = rounding;
     Adam8bit *a8 = adam8bit_new(q8.list, 2, c8);
     AdamW *a32 = adamw_new(q32.list, 2, c8.adam);
     assert_true(adam8bit_is_quantized(a8, 0) && !adam8bit_is_quantized(a8, 1));
@@ -284,8 +288,9 @@ static Comparison compare_on_quadratic(float decades)
     }
     r.rms_diff = sqrt(sum2 / (ROWS * COLS));
     printf("quadratic, curvatures over %g decades, %d steps: loss %.3f -> AdamW %.4f, 8-bit "
-           "%.4f (ratio %.4f); RMS |w8 - w32| %.4f; max |w8| %.3f\n", decades, STEPS, r.start,
-           r.loss32, r.loss8, r.loss8 / r.loss32, r.rms_diff, r.max_abs_w8);
+           "(%s) %.4f (ratio %.4f); RMS |w8 - w32| %.4f; max |w8| %.3f\n", decades, STEPS,
+           r.start, r.loss32, adam8bit_rounding_name(rounding), r.loss8, r.loss8 / r.loss32,
+           r.rms_diff, r.max_abs_w8);
     optim_free(&a8->base);
     optim_free(&a32->base);
     quadratic_free(&q8);
@@ -295,35 +300,42 @@ static Comparison compare_on_quadratic(float decades)
 
 /* Curvatures over one decade: 8-bit Adam ends within 3% of AdamW's loss, its weights within an
  * RMS of 0.04 of AdamW's (they moved about 1), and the fp32-state bias exactly as AdamW's up
- * to float reordering. */
+ * to float reordering; with either rounding. */
 static void test_tracks_adamw_on_a_quadratic(void **state)
 {
     (void)state;
-    Comparison r = compare_on_quadratic(1.0f);
-    assert_true(r.loss32 < 0.1 * r.start);
-    assert_true(fabs(r.loss8 / r.loss32 - 1.0) <= 0.03);
-    assert_true(r.rms_diff <= 0.04);
-    assert_true(r.bias_diff <= 1e-6);
+    for (int rounding = 0; rounding < ADAM8BIT_ROUND_COUNT; rounding++) {
+        Comparison r = compare_on_quadratic(1.0f, (Adam8bitRounding)rounding);
+        assert_true(r.loss32 < 0.1 * r.start);
+        assert_true(fabs(r.loss8 / r.loss32 - 1.0) <= 0.03);
+        assert_true(r.rms_diff <= 0.04);
+        assert_true(r.bias_diff <= 1e-6);
+    }
 }
 
 /* Curvatures over three decades: gradients in one block span more than the 3.5 decades that v's
  * seven decades can hold, so without the floor in qdyn_quantize_block small v's round to 0 and
  * m / (0 + eps) throws weights thousands of units away. With it the run stays bounded (|w| no
- * more than |c| allows, under 5 here) and within 10% of AdamW's loss: the price of 8 bits is
- * momentum that sticks to coarse levels for the smallest gradients of a block. */
+ * more than |c| allows, under 5 here). Rounding to the nearest level it ends within 10% of
+ * AdamW's loss: the price of 8 bits is momentum that sticks to coarse levels for the smallest
+ * gradients of a block. Rounding stochastically nothing sticks: within 2% (measured 0.7%,
+ * against 4.5%), and closer to AdamW's weights. */
 static void test_wide_gradient_range_stays_bounded(void **state)
 {
     (void)state;
-    Comparison r = compare_on_quadratic(3.0f);
-    assert_true(r.max_abs_w8 < 5.0);
-    assert_true(fabs(r.loss8 / r.loss32 - 1.0) <= 0.10);
+    Comparison near = compare_on_quadratic(3.0f, ADAM8BIT_ROUND_NEAREST);
+    Comparison stoch = compare_on_quadratic(3.0f, ADAM8BIT_ROUND_STOCHASTIC);
+    assert_true(near.max_abs_w8 < 5.0 && stoch.max_abs_w8 < 5.0);
+    assert_true(fabs(near.loss8 / near.loss32 - 1.0) <= 0.10);
+    assert_true(fabs(stoch.loss8 / stoch.loss32 - 1.0) <= 0.02);
+    assert_true(stoch.rms_diff < near.rms_diff);
 }
 
 /* After one step from zero state, m = (1 - b1) g and v = (1 - b2) g^2 decode to within the
- * code's resolution (half the widest gap, 0.45 / 64 of the block's absmax, for m). */
-static void test_first_step_state(void **state)
+ * code's resolution: half the widest gap (0.9 / 64 of the block's absmax, for m) rounding to the
+ * nearest level, the whole gap rounding stochastically (either neighbour). */
+static void check_first_step_state(Adam8bitRounding rounding)
 {
-    (void)state;
     enum { N = 6000 };
     Tensor *w = tensor_param("w", 1, (int[]){ N });
     tensor_fill(w, 0.0f);
@@ -332,22 +344,31 @@ static void test_first_step_state(void **state)
     for (int i = 0; i < N; i++)
         g[i] = rng_normal(&rng);
     g[10] = 0.0f;
-    Adam8bit *a = adam8bit_new(&w, 1, adam8bit_defaults());
+    Adam8bitConfig c = adam8bit_defaults();
+    c.rounding = rounding;
+    Adam8bit *a = adam8bit_new(&w, 1, c);
     optim_step(&a->base, 1e-3);
     static float m[N], v[N];
     adam8bit_moments(a, 0, m, v);
-    double gmax[3] = { 0 };
+    double gmax[3] = { 0 }, gaps = rounding == ADAM8BIT_ROUND_NEAREST ? 0.5 : 1.0;
     for (int i = 0; i < N; i++)
         gmax[i / 2048] = fmax(gmax[i / 2048], fabs(g[i]));
     for (int i = 0; i < N; i++) {
         double want_m = 0.1 * g[i], want_v = 0.001 * (double)g[i] * g[i];
         double am = 0.1 * gmax[i / 2048], av = 0.001 * gmax[i / 2048] * gmax[i / 2048];
-        assert_true(fabs(m[i] - want_m) <= (0.45 / 64 + 1e-6) * am);
-        assert_true(fabs(v[i] - want_v) <= (0.45 / 128 + 1e-6) * av);
+        assert_true(fabs(m[i] - want_m) <= (gaps * 0.9 / 64 + 1e-6) * am);
+        assert_true(fabs(v[i] - want_v) <= (gaps * 0.9 / 128 + 1e-6) * av);
     }
     assert_true(m[10] == 0.0f && v[10] == 0.0f);
     optim_free(&a->base);
     tensor_free(w);
+}
+
+static void test_first_step_state(void **state)
+{
+    (void)state;
+    check_first_step_state(ADAM8BIT_ROUND_NEAREST);
+    check_first_step_state(ADAM8BIT_ROUND_STOCHASTIC);
 }
 
 /* The sticking that stochastic rounding removes, on the first moment: one element per block has
@@ -409,19 +430,16 @@ static void test_stochastic_rounding_unsticks_momentum(void **state)
     assert_true(err_nearest < -0.002);   /* stuck well below: at least 10 bounds off */
 }
 
-/* "nearest" and "stochastic" name the roundings and parse back; nothing else parses. */
+/* The names, in the order of the enum, end with NULL; out of range is "?". */
 static void test_rounding_names(void **state)
 {
     (void)state;
-    for (int r = 0; r < ADAM8BIT_ROUND_COUNT; r++) {
-        Adam8bitRounding back;
-        assert_true(adam8bit_rounding_parse(adam8bit_rounding_name((Adam8bitRounding)r), &back));
-        assert_int_equal(back, r);
-    }
-    Adam8bitRounding back = ADAM8BIT_ROUND_COUNT;
+    assert_string_equal(ADAM8BIT_ROUNDING_NAMES[ADAM8BIT_ROUND_NEAREST], "nearest");
+    assert_string_equal(ADAM8BIT_ROUNDING_NAMES[ADAM8BIT_ROUND_STOCHASTIC], "stochastic");
+    assert_null(ADAM8BIT_ROUNDING_NAMES[ADAM8BIT_ROUND_COUNT]);
     assert_string_equal(adam8bit_rounding_name(ADAM8BIT_ROUND_STOCHASTIC), "stochastic");
-    assert_false(adam8bit_rounding_parse("round", &back));
-    assert_int_equal(back, ADAM8BIT_ROUND_COUNT);
+    assert_string_equal(adam8bit_rounding_name(ADAM8BIT_ROUND_COUNT), "?");
+    assert_int_equal(adam8bit_defaults().rounding, ADAM8BIT_ROUND_STOCHASTIC);
 }
 
 /* ---- state ---------------------------------------------------------------------------------- */
@@ -539,6 +557,59 @@ static void test_restore_and_threads(void **state)
     check_restore_and_threads(ADAM8BIT_ROUND_STOCHASTIC);
 }
 
+/* A trainer's snapshot keeps the rounding ("optim.rounding"), and reading it back gives the
+ * rounding saved. A snapshot without the key (saved before it existed; made here by renaming the
+ * key in the file's header to one of the same length) reads as nearest, the only rounding there
+ * was then. */
+static Adam8bitRounding rounding_after_save(Adam8bitRounding rounding, bool drop_key)
+{
+    char dir[] = "/tmp/test_adam8bit_XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/t.safetensors", dir);
+    TrainerConfig c = trainer_config_default();
+    c.model = (GptConfig){ .vocab_size = 11, .max_seq = 8, .n_layer = 1, .n_head = 2,
+                           .n_embd = 32, .tied = true, .fused_qkv = true };
+    c.optimizer = TRAIN_ADAM8BIT;
+    c.adam8bit_rounding = rounding;
+    Trainer *t = trainer_new(&c);
+    SnapshotError err;
+    assert_true(train_snapshot_save(t, path, NULL, NULL, 0, &err));
+    trainer_free(t);
+    if (drop_key) {
+        FILE *f = fopen(path, "r+b");
+        static char head[1 << 16];
+        size_t n = fread(head, 1, sizeof head - 1, f);
+        head[n] = 0;
+        char *key = strstr(head + 8, "\"optim.rounding\"");
+        assert_non_null(key);
+        fseek(f, key - head + 1, SEEK_SET);
+        fputs("optim.xounding", f);
+        fclose(f);
+    }
+    SnapshotReader *r = snapshot_open(path, &err);
+    assert_non_null(r);
+    const char *saved = snapshot_meta(r, "optim.rounding");
+    if (!drop_key)
+        assert_string_equal(saved, adam8bit_rounding_name(rounding));
+    TrainerConfig back;
+    assert_true(train_snapshot_config(r, path, &back, &err));
+    snapshot_close(r);
+    remove(path);
+    rmdir(dir);
+    return back.adam8bit_rounding;
+}
+
+static void test_snapshot_keeps_the_rounding(void **state)
+{
+    (void)state;
+    assert_int_equal(trainer_config_default().adam8bit_rounding, ADAM8BIT_ROUND_STOCHASTIC);
+    assert_int_equal(rounding_after_save(ADAM8BIT_ROUND_NEAREST, false), ADAM8BIT_ROUND_NEAREST);
+    assert_int_equal(rounding_after_save(ADAM8BIT_ROUND_STOCHASTIC, false),
+                     ADAM8BIT_ROUND_STOCHASTIC);
+    assert_int_equal(rounding_after_save(ADAM8BIT_ROUND_STOCHASTIC, true),
+                     ADAM8BIT_ROUND_NEAREST);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -555,6 +626,7 @@ int main(void)
         cmocka_unit_test(test_state_bytes),
         cmocka_unit_test(test_state_names),
         cmocka_unit_test(test_restore_and_threads),
+        cmocka_unit_test(test_snapshot_keeps_the_rounding),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -46,6 +46,7 @@ static const struct option LONG_OPTIONS[] = {
     { "weight-decay", required_argument, NULL, FLAG_WEIGHT_DECAY },
     { "beta1", required_argument, NULL, FLAG_BETA1 },
     { "beta2", required_argument, NULL, FLAG_BETA2 },
+    { "adam8bit-rounding", required_argument, NULL, FLAG_ADAM8BIT_ROUNDING },
     { "clip", required_argument, NULL, FLAG_CLIP },
     { "seed", required_argument, NULL, FLAG_SEED },
     { "threads", required_argument, NULL, FLAG_THREADS },
@@ -138,6 +139,9 @@ static void usage(void)
            "  --cooldown-shape S  wsd: linear or 1-sqrt (default linear)\n"
            "  --weight-decay X    decoupled for adamw, L2 for sgd; matrices only (default %g)\n"
            "  --beta1 X, --beta2 X  adamw moments (default %g, %g)\n"
+           "  --adam8bit-rounding R  adam8bit's moments re-encoded to a neighbouring level at\n"
+           "                      random (stochastic) or the nearest (docs/memory.md; default\n"
+           "                      stochastic)\n"
            "  --momentum X        sgd momentum (default %g)\n"
            "  --clip X            largest global gradient norm, 0 = off (default %g)\n"
            "Fine-tuning (docs/lora.md):\n"
@@ -202,6 +206,9 @@ static void set_value(Options *o, Flag f, const char *arg)
     case FLAG_WEIGHT_DECAY: o->weight_decay = cli_double(flag, arg, 0.0, 10.0); break;
     case FLAG_BETA1: o->beta1 = cli_double(flag, arg, 0.0, 0.9999); break;
     case FLAG_BETA2: o->beta2 = cli_double(flag, arg, 0.0, 0.99999); break;
+    case FLAG_ADAM8BIT_ROUNDING:
+        o->adam8bit_rounding = (Adam8bitRounding)cli_choice(flag, arg, ADAM8BIT_ROUNDING_NAMES);
+        break;
     case FLAG_CLIP: o->clip = cli_double(flag, arg, 0.0, 1e6); break;
     case FLAG_SEED: o->seed = cli_long(flag, arg, 0, (1L << 62)); break;
     case FLAG_THREADS: o->threads = (int)cli_long(flag, arg, 0, 1024); break;
@@ -283,6 +290,9 @@ static void check_combinations(const Options *o)
     if (!adam && (options_given(o, FLAG_BETA1) || options_given(o, FLAG_BETA2)))
         cli_usage_error("--beta1 and --beta2 apply to --optimizer adamw and adam8bit, not %s",
                         trainer_optimizer_name(o->optimizer));
+    if (o->optimizer != TRAIN_ADAM8BIT && options_given(o, FLAG_ADAM8BIT_ROUNDING))
+        cli_usage_error("--adam8bit-rounding applies to --optimizer adam8bit, not %s",
+                        trainer_optimizer_name(o->optimizer));
     check_schedule(o);
     if (o->embd % o->heads != 0)
         cli_usage_error("--embd %d is not a multiple of --heads %d: each head gets C/H "
@@ -306,6 +316,7 @@ Options options_parse(int argc, char **argv)
 {
     Options o = DEFAULTS;
     o.loss_scale = loss_scale_defaults();
+    o.adam8bit_rounding = adam8bit_defaults().rounding;
     opterr = 0;     /* our own messages: one line naming the option */
     int c;
     while ((c = getopt_long(argc, argv, ":h", LONG_OPTIONS, NULL)) != -1) {
@@ -495,6 +506,9 @@ void options_merge_snapshot(Options *o, const TrainerConfig *s, const SnapshotRe
         o->beta2 = options_take_double(o, FLAG_BETA2, o->beta2, s->adamw.beta2);
         o->weight_decay = options_take_double(o, FLAG_WEIGHT_DECAY, o->weight_decay,
                                       s->adamw.weight_decay);
+        o->adam8bit_rounding = (Adam8bitRounding)take_choice(o, FLAG_ADAM8BIT_ROUNDING,
+            o->adam8bit_rounding, adam8bit_rounding_name(s->adam8bit_rounding),
+            ADAM8BIT_ROUNDING_NAMES);
     } else if (s->optimizer == TRAIN_ADAFACTOR) {
         o->weight_decay = options_take_double(o, FLAG_WEIGHT_DECAY, o->weight_decay,
                                       s->adafactor.weight_decay);
@@ -529,6 +543,7 @@ TrainerConfig options_trainer_config(const Options *o, int V)
     c.adamw.beta1 = o->beta1;
     c.adamw.beta2 = o->beta2;
     c.adamw.weight_decay = o->weight_decay;
+    c.adam8bit_rounding = o->adam8bit_rounding;
     c.sgd.momentum = o->momentum;
     c.sgd.weight_decay = o->weight_decay;
     c.adafactor.weight_decay = o->weight_decay;

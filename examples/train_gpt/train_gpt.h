@@ -24,6 +24,7 @@ typedef enum {
     FLAG_LORA, FLAG_LORA_ALPHA, FLAG_LORA_TARGETS, FLAG_QLORA, FLAG_LOAD_BASE, FLAG_SAVE_ADAPTER,
     FLAG_PRECISION, FLAG_LOSS_SCALE, FLAG_SCALE_GROWTH_INTERVAL, FLAG_SCALE_GROWTH_FACTOR,
     FLAG_SCALE_BACKOFF_FACTOR, FLAG_FP8_SCALING,
+    FLAG_ADAM8BIT_ROUNDING,
     FLAG_END,
 } Flag;
 
@@ -61,6 +62,7 @@ typedef struct {
     long        cooldown;        /* 0 with wsd: a fifth of --steps */
     SchedCooldown cooldown_shape;
     double      momentum, weight_decay, beta1, beta2, clip;
+    Adam8bitRounding adam8bit_rounding;   /* --adam8bit-rounding */
     /* evaluation and output */
     long        eval_every;
     int         eval_examples;

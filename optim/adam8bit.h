@@ -19,6 +19,16 @@
  * between steps. Blocks are independent, so they run in parallel with results that do not
  * depend on the thread count.
  *
+ * Rounding: stochastic by default, to one of the two neighbouring levels with the probability
+ * that makes the stored moment right on average. Rounding to the nearest level (the paper's)
+ * loses every change smaller than half a level gap, and late in training that is most changes
+ * of a small entry in a block whose absmax is large: b1 = 0.9 moves m by a tenth of the way to
+ * the new gradient, so m sticks on a stale level (and v, moving 1% a step, on its floor). Such
+ * weights keep stepping by about lr in a stale direction, a floor under the loss that
+ * stochastic rounding removes (docs/memory.md has the runs). Its random bits come from a hash
+ * of (seed, step, parameter, moment, element): no generator state, nothing to save beyond the
+ * step counter, and the same bits on any number of threads.
+ *
  * Buffer names: "adam8bit.m.<name>", "adam8bit.v.<name>" (U8 codes, or F32 moments for a small
  * parameter), "adam8bit.m_absmax.<name>", "adam8bit.v_absmax.<name>" (F32, 8-bit ones only). */
 #include <stddef.h>

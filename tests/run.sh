@@ -2,6 +2,12 @@
 # Runs every test binary given, prints each one's cmocka report, and ends with one summary line
 # "N passed, N failed" that counts individual tests. Exits non-zero if any test failed or a
 # binary crashed.
+#
+# OpenMP threads wait for each other passively here (unless the caller chose a policy): the tests
+# time nothing, and on a machine where another process holds a core, spinning threads wait for a
+# descheduled partner at every barrier (the suite took 7 min with two training runs beside it,
+# 31 s passive; docs/performance.md measures the policies).
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 passed=0; failed=0; crashed=""
 for t in "$@"; do
     out=$(CMOCKA_MESSAGE_OUTPUT=stdout "$t" 2>&1); rc=$?

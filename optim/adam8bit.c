@@ -11,7 +11,7 @@ const char *const ADAM8BIT_ROUNDING_NAMES[] = { "nearest", "stochastic", NULL };
 Adam8bitConfig adam8bit_defaults(void)
 {
     return (Adam8bitConfig){ .adam = adamw_defaults(), .block = 2048, .min_8bit = 4096,
-                             .rounding = ADAM8BIT_ROUND_STOCHASTIC, .seed = 0 };
+                             .rounding = ADAM8BIT_ROUND_NEAREST, .seed = 0 };
 }
 
 const char *adam8bit_rounding_name(Adam8bitRounding r)

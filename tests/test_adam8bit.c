@@ -439,7 +439,7 @@ static void test_rounding_names(void **state)
     assert_null(ADAM8BIT_ROUNDING_NAMES[ADAM8BIT_ROUND_COUNT]);
     assert_string_equal(adam8bit_rounding_name(ADAM8BIT_ROUND_STOCHASTIC), "stochastic");
     assert_string_equal(adam8bit_rounding_name(ADAM8BIT_ROUND_COUNT), "?");
-    assert_int_equal(adam8bit_defaults().rounding, ADAM8BIT_ROUND_STOCHASTIC);
+    assert_int_equal(adam8bit_defaults().rounding, ADAM8BIT_ROUND_NEAREST);
 }
 
 /* ---- state ---------------------------------------------------------------------------------- */
@@ -602,7 +602,7 @@ static Adam8bitRounding rounding_after_save(Adam8bitRounding rounding, bool drop
 static void test_snapshot_keeps_the_rounding(void **state)
 {
     (void)state;
-    assert_int_equal(trainer_config_default().adam8bit_rounding, ADAM8BIT_ROUND_STOCHASTIC);
+    assert_int_equal(trainer_config_default().adam8bit_rounding, ADAM8BIT_ROUND_NEAREST);
     assert_int_equal(rounding_after_save(ADAM8BIT_ROUND_NEAREST, false), ADAM8BIT_ROUND_NEAREST);
     assert_int_equal(rounding_after_save(ADAM8BIT_ROUND_STOCHASTIC, false),
                      ADAM8BIT_ROUND_STOCHASTIC);

@@ -140,8 +140,8 @@ static void usage(void)
            "  --weight-decay X    decoupled for adamw, L2 for sgd; matrices only (default %g)\n"
            "  --beta1 X, --beta2 X  adamw moments (default %g, %g)\n"
            "  --adam8bit-rounding R  adam8bit's moments re-encoded to the nearest level or to\n"
-           "                      a neighbour at random (stochastic); may change at --load\n"
-           "                      (docs/memory.md; default nearest)\n"
+           "                      a neighbour at random (stochastic) (docs/memory.md;\n"
+           "                      default nearest)\n"
            "  --momentum X        sgd momentum (default %g)\n"
            "  --clip X            largest global gradient norm, 0 = off (default %g)\n"
            "Fine-tuning (docs/lora.md):\n"
@@ -506,8 +506,9 @@ void options_merge_snapshot(Options *o, const TrainerConfig *s, const SnapshotRe
         o->beta2 = options_take_double(o, FLAG_BETA2, o->beta2, s->adamw.beta2);
         o->weight_decay = options_take_double(o, FLAG_WEIGHT_DECAY, o->weight_decay,
                                       s->adamw.weight_decay);
-        if (!options_given(o, FLAG_ADAM8BIT_ROUNDING))   /* the state is the same either way */
-            o->adam8bit_rounding = s->adam8bit_rounding;
+        o->adam8bit_rounding = (Adam8bitRounding)take_choice(o, FLAG_ADAM8BIT_ROUNDING,
+            o->adam8bit_rounding, adam8bit_rounding_name(s->adam8bit_rounding),
+            ADAM8BIT_ROUNDING_NAMES);
     } else if (s->optimizer == TRAIN_ADAFACTOR) {
         o->weight_decay = options_take_double(o, FLAG_WEIGHT_DECAY, o->weight_decay,
                                       s->adafactor.weight_decay);

@@ -376,12 +376,12 @@ static void test_first_step_state(void **state)
  * then a constant g in [0.01, 0.02) for 200, so their m climbs from 0 towards g under a fixed
  * absmax, as a weight whose gradient changes does late in training. Exactly, m = g (1 - 0.9^200).
  * Rounding to the nearest level, m stops once 0.1 (g - m) is under half a gap: at the top of
- * decade 2 (0.0097; the next level up, 0.0114, is 0.0028 away) for most g, a third short. (If
- * the whole block's gradients moved together there would be nothing to see: m / absmax would
- * stay put.) Rounding stochastically, E[m_t] = 0.9 E[m_(t-1)] + 0.1 g is exact, and each m_t is
- * off by rounding noise of variance at most gap^2 / 4 per step, damped by 0.9^2 a step: at most
- * gap^2 / (4 (1 - 0.81)) in all, with gap <= 0.0028. Averaged over the 4094 small elements, the
- * mean is within 5 standard errors of the exact one. */
+ * decade 2 (0.0097; the next level up, 0.0114, is 0.0017 away) for g under 0.018, a third short.
+ * (If the whole block's gradients moved together there would be nothing to see: m / absmax
+ * would stay put.) Rounding stochastically, E[m_t] = 0.9 E[m_(t-1)] + 0.1 g is exact, and each
+ * m_t is off by rounding noise of variance at most gap^2 / 4 per step, damped by 0.9^2 a step:
+ * at most gap^2 / (4 (1 - 0.81)) in all, with gap <= 0.0028. Averaged over the 4094 small
+ * elements, the mean is within 5 standard errors of the exact one. */
 static double mean_m_error(Adam8bitRounding rounding, double *bound)
 {
     enum { N = 4096, QUIET = 100, STEPS = 200 };

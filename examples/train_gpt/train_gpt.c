@@ -330,6 +330,9 @@ static void describe(const Run *run)
     printf("training: %s, batch %d x %d accumulated = %ld, clip %g, %d threads; steps %ld to "
            "%ld\n", trainer_optimizer_name(o->optimizer), o->batch, o->accum,
            sched_effective_batch(&s), o->clip, par_threads(), run->tr->step, o->steps);
+    if (o->optimizer == TRAIN_ADAM8BIT)
+        printf("adam8bit: moments in 8 bits, re-encoded by %s rounding\n",
+               adam8bit_rounding_name(o->adam8bit_rounding));
     char ckpt[32];
     printf("checkpointing over the blocks: %s (the log's peak_act and ms columns show the "
            "effect)\n", ckpt_name(o->checkpoint, ckpt, sizeof ckpt));

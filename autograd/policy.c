@@ -36,6 +36,11 @@ bool policy_is_fp32(const PrecisionPolicy *p)
            p->compute == FMT_FP32 && p->grad_compute == FMT_FP32 && !p->accumulate_low;
 }
 
+int policy_fp8_window(const PrecisionPolicy *p)
+{
+    return p->fp8_window > 0 ? p->fp8_window : 1;
+}
+
 float policy_fp8_scale(Format f, float amax)
 {
     if (f != FMT_E4M3 && f != FMT_E5M2)

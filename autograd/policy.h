@@ -57,6 +57,8 @@ bool        policy_preset(const char *name, PrecisionPolicy *out);
 const char *policy_preset_names(void);
 /* True when the policy changes nothing (all fp32, fp32 compute): the fast path. */
 bool        policy_is_fp32(const PrecisionPolicy *p);
+/* Steps of amax history delayed scaling keeps: fp8_window, a window of 0 counting as 1. */
+int         policy_fp8_window(const PrecisionPolicy *p);
 
 /* fp8's per-tensor scale for a tensor whose largest magnitude is amax: max_finite / amax, so
  * the largest value lands on the format's largest; 1 for other formats and for amax 0, inf or

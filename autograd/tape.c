@@ -125,7 +125,7 @@ static float stored_scale(Tape *tape, Format f, const float *x, size_t n)
     if (tape->policy->fp8_scaling == POLICY_FP8_CURRENT || !tape->recording)
         return policy_current_scale(f, x, n);
     float amax = policy_amax(x, n);
-    int w = tape->policy->fp8_window > 0 ? tape->policy->fp8_window : 1;
+    int w = policy_fp8_window(tape->policy);
     int slot = tape->n_stored++;
     if (slot >= tape->history_slots) {
         int slots = slot + 64;

@@ -16,14 +16,6 @@ enum { N_DECAY_RULES = 3, KEY_LEN = TENSOR_NAME_LEN + 64 };
  * more stored activations times window steps than any model here has. */
 #define HISTORY_MAX_VALUES ((uint64_t)1 << 26)
 
-/* fp8 delayed scaling's amax history (autograd/tape.h): the tape's amax_history holds
- * history_slots rows, one per stored activation, of this many steps. The same rule as the
- * tape's (a window of 0 is one step). */
-static int history_window(const PrecisionPolicy *p)
-{
-    return p->fp8_window > 0 ? p->fp8_window : 1;
-}
-
 /* Saving ------------------------------------------------------------------------------------ */
 
 /* Optimizer buffers (8-bit codes, factored statistics) are 1-D tensors of their own type. */
@@ -172,7 +164,7 @@ static void add_amax_history(SnapshotWriter *w, const Trainer *t, SnapshotError 
     snapshot_add_meta_u64(w, "precision.amax_history_steps", (uint64_t)tape->history_steps, err);
     if (tape->history_slots > 0)
         snapshot_add(w, HISTORY, SNAPSHOT_F32, 2,
-                     (int64_t[]){ tape->history_slots, history_window(&t->cfg.policy) },
+                     (int64_t[]){ tape->history_slots, policy_fp8_window(&t->cfg.policy) },
                      tape->amax_history, err);
 }
 
@@ -384,7 +376,7 @@ static bool history_slots(const SnapshotReader *r, const char *path, const Train
         return true;
     if (!snapshot_meta_u64(r, "precision.amax_history_slots", slots, err))
         return false;
-    if (*slots > HISTORY_MAX_VALUES / (uint64_t)history_window(&t->cfg.policy))
+    if (*slots > HISTORY_MAX_VALUES / (uint64_t)policy_fp8_window(&t->cfg.policy))
         return gpt_snapshot_fail(err, path, "metadata 'precision.amax_history_slots' = %"
                                  PRIu64 " is more stored activations than a tape holds",
                                  *slots);
@@ -524,7 +516,7 @@ static bool read_amax_history(SnapshotReader *r, const char *path, Trainer *t,
     if (steps > LONG_MAX)
         return gpt_snapshot_fail(err, path, "metadata 'precision.amax_history_steps' = %"
                                  PRIu64 " is not a step count", steps);
-    int w = history_window(&t->cfg.policy);
+    int w = policy_fp8_window(&t->cfg.policy);
     float *h = NULL;
     if (slots > 0) {
         h = malloc((size_t)slots * (size_t)w * sizeof *h);

@@ -292,21 +292,14 @@ struct CkptRun {
     int          kept_now, recorded_now;
 };
 
-/* Delayed scaling keys its amax history on the k-th store of one tape over the last steps;
- * fresh segment tapes, and recomputed segments storing twice, would lose or shift it. */
-static bool uses_delayed_fp8(const PrecisionPolicy *p)
-{
-    if (!p || p->fp8_scaling != POLICY_FP8_DELAYED)
-        return false;
-    Format f = tensor_dtype_format(p->act);
-    return f == FMT_E4M3 || f == FMT_E5M2;
-}
-
 CkptRun *ckpt_run_new(const CkptChain *chain, CkptStrategy s)
 {
     if (!chain->fn)
         tensor_fatal("ckpt_run_new: the chain has no segment function");
-    if (uses_delayed_fp8(chain->policy))
+    /* Delayed scaling keys its amax history on the k-th store of one tape over the last
+     * steps; fresh segment tapes, and recomputed segments storing twice, would lose or shift
+     * it. */
+    if (policy_delays_fp8(chain->policy))
         tensor_fatal("checkpointing under fp8 delayed scaling is not built: its amax history "
                      "belongs to one tape and would not survive recomputation on fresh tapes "
                      "(use current scaling)");

@@ -36,6 +36,17 @@ bool policy_is_fp32(const PrecisionPolicy *p)
            p->compute == FMT_FP32 && p->grad_compute == FMT_FP32 && !p->accumulate_low;
 }
 
+bool policy_is_scaled(Format f)
+{
+    return f == FMT_E4M3 || f == FMT_E5M2;
+}
+
+bool policy_delays_fp8(const PrecisionPolicy *p)
+{
+    return p && p->fp8_scaling == POLICY_FP8_DELAYED &&
+           policy_is_scaled(tensor_dtype_format(p->act));
+}
+
 int policy_fp8_window(const PrecisionPolicy *p)
 {
     return p->fp8_window > 0 ? p->fp8_window : 1;
@@ -43,7 +54,7 @@ int policy_fp8_window(const PrecisionPolicy *p)
 
 float policy_fp8_scale(Format f, float amax)
 {
-    if (f != FMT_E4M3 && f != FMT_E5M2)
+    if (!policy_is_scaled(f))
         return 1.0f;
     if (!(amax > 0.0f) || !isfinite(amax))
         return 1.0f;
@@ -66,7 +77,7 @@ float policy_amax(const float *x, size_t n)
 
 float policy_current_scale(Format f, const float *x, size_t n)
 {
-    if (f != FMT_E4M3 && f != FMT_E5M2)
+    if (!policy_is_scaled(f))
         return 1.0f;
     return policy_fp8_scale(f, policy_amax(x, n));
 }

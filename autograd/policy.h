@@ -57,6 +57,11 @@ bool        policy_preset(const char *name, PrecisionPolicy *out);
 const char *policy_preset_names(void);
 /* True when the policy changes nothing (all fp32, fp32 compute): the fast path. */
 bool        policy_is_fp32(const PrecisionPolicy *p);
+/* fp8 (e4m3, e5m2): the formats stored with a per-tensor scale. */
+bool        policy_is_scaled(Format f);
+/* Whether p (NULL: fp32) stores activations in fp8 with delayed scaling, the one case with an
+ * amax history. */
+bool        policy_delays_fp8(const PrecisionPolicy *p);
 /* Steps of amax history delayed scaling keeps: fp8_window, a window of 0 counting as 1. */
 int         policy_fp8_window(const PrecisionPolicy *p);
 

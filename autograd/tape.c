@@ -120,7 +120,7 @@ static void release_all(int n, Tensor *const *t)
  * between training steps changes none of their scales. */
 static float stored_scale(Tape *tape, Format f, const float *x, size_t n)
 {
-    if (f != FMT_E4M3 && f != FMT_E5M2)
+    if (!policy_is_scaled(f))
         return 1.0f;
     if (tape->policy->fp8_scaling == POLICY_FP8_CURRENT || !tape->recording)
         return policy_current_scale(f, x, n);

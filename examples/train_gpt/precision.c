@@ -111,17 +111,11 @@ void precision_set_option(Options *o, Flag f, const char *flag, const char *arg)
     }
 }
 
-/* Whether the policy stores activations in fp8: the only tensors delayed scaling is for (a
- * gradient's scale is always its own amax's). */
-static bool stores_fp8(const PrecisionPolicy *p)
-{
-    Format f = tensor_dtype_format(p->act);
-    return f == FMT_E4M3 || f == FMT_E5M2;
-}
-
 static PrecisionPolicy with_fp8_scaling(PrecisionPolicy p, const Options *o)
 {
-    if (!stores_fp8(&p))
+    /* Only activations stored in fp8 have delayed scales (a gradient's is always its own
+     * amax's). */
+    if (!policy_is_scaled(tensor_dtype_format(p.act)))
         return p;
     p.fp8_scaling = o->fp8_scaling;
     if (o->fp8_window > 0)
@@ -148,10 +142,8 @@ static const char *fp8_scaling_format(const PrecisionPolicy *p, char *buf, size_
 /* What the trainer refuses under a policy, said in flag names. */
 void precision_check_options(const Options *o)
 {
-    if (strcmp(o->precision, "fp32") == 0)
-        return;
-    if (o->checkpoint.kind != CKPT_VANILLA &&
-        precision_policy(o).fp8_scaling == POLICY_FP8_DELAYED)
+    PrecisionPolicy p = precision_policy(o);
+    if (o->checkpoint.kind != CKPT_VANILLA && policy_delays_fp8(&p))
         cli_usage_error("--checkpoint with --fp8-scaling delayed is not built: the amax history "
                         "belongs to one tape, and the recomputed blocks run on fresh tapes (use "
                         "--fp8-scaling current)");
@@ -170,7 +162,7 @@ void precision_check_scaling(const Options *o)
                             spec);
     PrecisionPolicy p;
     policy_preset(o->precision, &p);
-    if (options_given(o, FLAG_FP8_SCALING) && !stores_fp8(&p))
+    if (options_given(o, FLAG_FP8_SCALING) && !policy_is_scaled(tensor_dtype_format(p.act)))
         cli_usage_error("--fp8-scaling applies to --precision fp8, not %s: no other preset "
                         "stores a tensor in fp8", o->precision);
 }
@@ -216,10 +208,10 @@ void precision_describe(const Trainer *tr)
            p->param != DTYPE_F32 ? " with fp32 master weights" : "", tensor_dtype_name(p->act),
            tensor_dtype_name(p->grad), fmt_name(p->compute), fmt_name(p->grad_compute),
            p->accumulate_low ? ", low-precision accumulation" : "");
-    if (stores_fp8(p) && p->fp8_scaling == POLICY_FP8_DELAYED)
+    if (policy_delays_fp8(p))
         printf("fp8 scaling: delayed: each activation's scale from the largest amax at its "
                "place in the last %d steps\n", p->fp8_window);
-    else if (stores_fp8(p))
+    else if (policy_is_scaled(tensor_dtype_format(p->act)))
         printf("fp8 scaling: current: each activation's scale from its own amax\n");
     const LossScaler *s = &tr->scaler;
     const LossScaleConfig *c = &s->cfg;

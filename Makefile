@@ -8,8 +8,10 @@
 #   make figures  deps + build + regenerate docs/figures/
 #
 # Layout: sources in precision/ autograd/ nn/ optim/ form libtapegrad.a; examples/common/
-# forms libexamples.a; every folder examples/NAME/ is one program build/bin/NAME; every
-# tests/test_*.c is one test binary; every bench/*.c is one benchmark.
+# forms libexamples.a; dist/ (training on many ranks, the only MPI code) forms libdist.a; every
+# folder examples/NAME/ is one program build/bin/NAME; every tests/test_*.c is one test binary;
+# every bench/*.c is one benchmark. A program, test or benchmark links MPI (and libdist.a) only
+# when one of its sources includes a dist/ header; every other binary stays MPI-free.
 
 SANITIZE ?= 0
 ifeq ($(SANITIZE),1)
@@ -31,6 +33,10 @@ CFLAGS   += -std=c11 -D_POSIX_C_SOURCE=200809L $(OPT) $(ARCH) -fopenmp -Wall -We
 # TAPEGRAD_SOURCE_DIR lets a program find the gnuplot script kept next to its source, from any
 # working directory.
 LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
+# MPI's headers are on every compile's path (harmless: only dist/ includes mpi.h); its library
+# is linked only into the binaries that use dist/ (MPI_BINS below).
+CFLAGS   += $(shell pkg-config --cflags ompi-c 2>/dev/null)
+MPI_LIBS := $(shell pkg-config --libs ompi-c 2>/dev/null)
 LDFLAGS  += -fopenmp $(filter -fsanitize%,$(OPT))
 
 LIB_SRC  := $(wildcard precision/*.c autograd/*.c nn/*.c optim/*.c)
@@ -40,8 +46,14 @@ TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 BENCHES  := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 BINS     := $(addprefix $(BUILD)/bin/,$(PROGS))
 
+DIST_SRC := $(wildcard dist/*.c)
+USES_MPI := $(shell grep -l '^\#include "dist/' examples/*/*.c tests/test_*.c bench/*.c 2>/dev/null)
+MPI_BINS := $(sort $(foreach f,$(filter examples/%,$(USES_MPI)),$(BUILD)/bin/$(notdir $(patsubst %/,%,$(dir $(f))))) \
+              $(patsubst %.c,$(BUILD)/%,$(filter tests/% bench/%,$(USES_MPI))))
+
 LIB      := $(BUILD)/lib/libtapegrad.a
 EXLIB    := $(BUILD)/lib/libexamples.a
+DISTLIB  := $(BUILD)/lib/libdist.a
 OBJ       = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
 .PHONY: all deps test demo bench figures clean check-tests
@@ -79,6 +91,14 @@ $(EXLIB): $(call OBJ,$(EX_SRC))
 	@mkdir -p $(dir $@)
 	$(AR) rcs $@ $^
 
+$(DISTLIB): $(call OBJ,$(DIST_SRC))
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+
+# The binaries that use dist/: libdist.a before the other libraries, and MPI's library.
+$(MPI_BINS): $(DISTLIB)
+$(MPI_BINS): LINK_MPI = $(DISTLIB) $(MPI_LIBS)
+
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
@@ -87,15 +107,15 @@ $(BUILD)/obj/%.o: %.c
 .SECONDEXPANSION:
 $(BUILD)/bin/%: $$(call OBJ,$$(wildcard examples/%/*.c)) $(EXLIB) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	$(CC) $(LDFLAGS) $(filter %.o,$^) $(LINK_MPI) $(EXLIB) $(LIB) $(LDLIBS) -o $@
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(EXLIB) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	$(CC) $(LDFLAGS) $(filter %.o,$^) $(LINK_MPI) $(EXLIB) $(LIB) $(LDLIBS) -o $@
 
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(EXLIB) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	$(CC) $(LDFLAGS) $(filter %.o,$^) $(LINK_MPI) $(EXLIB) $(LIB) $(LDLIBS) -o $@
 
 clean:
 	rm -rf build build-san

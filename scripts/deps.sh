@@ -10,6 +10,9 @@ have_pc openblas || need="$need libopenblas-dev"
 have_pc cmocka   || need="$need libcmocka-dev"
 have_pc libcjson || need="$need libcjson-dev"
 command -v gnuplot >/dev/null 2>&1 || need="$need gnuplot-nox"
+# Training on many ranks (dist/): OpenMPI's library and headers, and its mpirun.
+have_pc ompi-c   || need="$need libopenmpi-dev"
+command -v mpirun >/dev/null 2>&1 || need="$need openmpi-bin"
 [ -z "$need" ] && exit 0
 
 cmd="apt-get install -y --no-install-recommends$need"

@@ -1,0 +1,275 @@
+/* The communicator (dist/comm.h): MPI point-to-point calls with their bytes counted, and the
+ * collectives built from them in a fixed order. */
+#include "dist/comm.h"
+
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/mem.h"
+
+static DistComm world;
+static char     program[64] = "tapegrad";
+
+void dist_init(int *argc, char ***argv)
+{
+    if (argc && argv && *argc > 0) {
+        const char *slash = strrchr((*argv)[0], '/');
+        snprintf(program, sizeof program, "%s", slash ? slash + 1 : (*argv)[0]);
+    }
+    int provided;
+    MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    world.comm = MPI_COMM_WORLD;
+    MPI_Comm_rank(MPI_COMM_WORLD, &world.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world.size);
+    dist_reset_counts(&world);
+}
+
+void dist_finalize(void)
+{
+    if (dist_initialized())
+        MPI_Finalize();
+}
+
+bool dist_initialized(void)
+{
+    int init = 0, fin = 0;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    return init && !fin;
+}
+
+DistComm *dist_world(void)
+{
+    if (!dist_initialized())
+        dist_fail("dist_world called before dist_init");
+    return &world;
+}
+
+DistComm *dist_split(DistComm *parent, int color, int key)
+{
+    MPI_Comm sub;
+    MPI_Comm_split(parent->comm, color < 0 ? MPI_UNDEFINED : color, key, &sub);
+    if (sub == MPI_COMM_NULL)
+        return NULL;
+    DistComm *c = calloc(1, sizeof *c);
+    if (!c)
+        dist_fail("out of memory for a communicator");
+    c->comm = sub;
+    MPI_Comm_rank(sub, &c->rank);
+    MPI_Comm_size(sub, &c->size);
+    return c;
+}
+
+void dist_comm_free(DistComm *c)
+{
+    if (!c || c == &world)
+        return;
+    MPI_Comm_free(&c->comm);
+    free(c);
+}
+
+void dist_reset_counts(DistComm *c)
+{
+    c->bytes_sent = c->bytes_recv = c->messages_sent = 0;
+}
+
+size_t dist_shard_begin(size_t n, int size, int rank)
+{
+    size_t base = n / (size_t)size, extra = n % (size_t)size, r = (size_t)rank;
+    return r * base + (r < extra ? r : extra);
+}
+
+size_t dist_shard_count(size_t n, int size, int rank)
+{
+    return dist_shard_begin(n, size, rank + 1) - dist_shard_begin(n, size, rank);
+}
+
+/* MPI counts are int: a larger message is a programming error at this project's sizes. */
+static int byte_count(size_t bytes)
+{
+    if (bytes > (size_t)INT_MAX)
+        dist_fail("a message of %zu bytes exceeds MPI's int count", bytes);
+    return (int)bytes;
+}
+
+void dist_send(DistComm *c, const void *buf, size_t bytes, int dest, int tag)
+{
+    MPI_Send(buf, byte_count(bytes), MPI_BYTE, dest, tag, c->comm);
+    c->bytes_sent += bytes;
+    c->messages_sent++;
+}
+
+void dist_recv(DistComm *c, void *buf, size_t bytes, int src, int tag)
+{
+    MPI_Recv(buf, byte_count(bytes), MPI_BYTE, src, tag, c->comm, MPI_STATUS_IGNORE);
+    c->bytes_recv += bytes;
+}
+
+/* A non-blocking message is counted when it is posted: the bytes are committed to the wire
+ * then, whenever MPI actually moves them. */
+DistRequest dist_isend(DistComm *c, const void *buf, size_t bytes, int dest, int tag)
+{
+    DistRequest r;
+    MPI_Isend(buf, byte_count(bytes), MPI_BYTE, dest, tag, c->comm, &r.req);
+    c->bytes_sent += bytes;
+    c->messages_sent++;
+    return r;
+}
+
+DistRequest dist_irecv(DistComm *c, void *buf, size_t bytes, int src, int tag)
+{
+    DistRequest r;
+    MPI_Irecv(buf, byte_count(bytes), MPI_BYTE, src, tag, c->comm, &r.req);
+    c->bytes_recv += bytes;
+    return r;
+}
+
+void dist_wait(DistRequest *r)
+{
+    MPI_Wait(&r->req, MPI_STATUS_IGNORE);
+}
+
+bool dist_test(DistRequest *r)
+{
+    int done = 0;
+    MPI_Test(&r->req, &done, MPI_STATUS_IGNORE);
+    return done != 0;
+}
+
+/* Reduce-scatter by direct exchange: every rank posts its piece of shard k to rank k, then
+ * receives the pieces of its own shard one rank at a time, in rank order, adding each as it
+ * comes: ((x_0 + x_1) + x_2) + ... Each rank sends n (N-1)/N values, the same volume as a ring,
+ * and needs one shard of scratch (temp) instead of N. */
+void dist_reduce_scatter_sum(DistComm *c, const float *in, float *shard, size_t n)
+{
+    int N = c->size, me = c->rank;
+    size_t mine = dist_shard_count(n, N, me);
+    DistRequest *sends = malloc(sizeof *sends * (size_t)N);
+    float *piece = mine ? mem_alloc(MEM_TEMP, mine * sizeof *piece) : NULL;
+    if (!sends)
+        dist_fail("out of memory in reduce-scatter");
+    for (int k = 0; k < N; k++)
+        if (k != me)
+            sends[k] = dist_isend(c, in + dist_shard_begin(n, N, k),
+                                  dist_shard_count(n, N, k) * sizeof *in, k, DIST_TAG_COLLECTIVE);
+    const float *own = in + dist_shard_begin(n, N, me);
+    for (int j = 0; j < N; j++) {
+        const float *x = own;
+        if (j != me) {
+            dist_recv(c, piece, mine * sizeof *piece, j, DIST_TAG_COLLECTIVE);
+            x = piece;
+        }
+        if (j == 0)
+            memcpy(shard, x, mine * sizeof *shard);
+        else
+            for (size_t i = 0; i < mine; i++)
+                shard[i] += x[i];
+    }
+    for (int k = 0; k < N; k++)
+        if (k != me)
+            dist_wait(&sends[k]);
+    mem_free(piece);
+    free(sends);
+}
+
+void dist_allgather(DistComm *c, const void *shard, void *out, size_t n, size_t elem_bytes)
+{
+    int N = c->size, me = c->rank;
+    char *o = out;
+    DistRequest *reqs = malloc(sizeof *reqs * 2 * (size_t)N);
+    if (!reqs)
+        dist_fail("out of memory in all-gather");
+    size_t my_bytes = dist_shard_count(n, N, me) * elem_bytes;
+    char *my_place = o + dist_shard_begin(n, N, me) * elem_bytes;
+    int nr = 0;
+    for (int k = 0; k < N; k++) {
+        if (k == me)
+            continue;
+        reqs[nr++] = dist_irecv(c, o + dist_shard_begin(n, N, k) * elem_bytes,
+                                dist_shard_count(n, N, k) * elem_bytes, k,
+                                DIST_TAG_COLLECTIVE + 1);
+        reqs[nr++] = dist_isend(c, shard, my_bytes, k, DIST_TAG_COLLECTIVE + 1);
+    }
+    if (shard != my_place)
+        memmove(my_place, shard, my_bytes);
+    for (int i = 0; i < nr; i++)
+        dist_wait(&reqs[i]);
+    free(reqs);
+}
+
+void dist_allreduce_sum(DistComm *c, float *data, size_t n)
+{
+    if (c->size == 1)
+        return;
+    size_t begin = dist_shard_begin(n, c->size, c->rank);
+    size_t count = dist_shard_count(n, c->size, c->rank);
+    float *shard = count ? mem_alloc(MEM_TEMP, count * sizeof *shard) : NULL;
+    dist_reduce_scatter_sum(c, data, shard, n);
+    if (count)
+        memcpy(data + begin, shard, count * sizeof *shard);
+    mem_free(shard);
+    dist_allgather(c, data + begin, data, n, sizeof *data);
+}
+
+/* Root sends to each other rank in turn: (N-1) b bytes from the root, b into each other rank. */
+void dist_broadcast(DistComm *c, void *buf, size_t bytes, int root)
+{
+    if (c->rank == root) {
+        for (int k = 0; k < c->size; k++)
+            if (k != root)
+                dist_send(c, buf, bytes, k, DIST_TAG_COLLECTIVE + 2);
+    } else {
+        dist_recv(c, buf, bytes, root, DIST_TAG_COLLECTIVE + 2);
+    }
+}
+
+/* Every rank gathers every value and combines them in rank order, so all agree to the bit. */
+static void gather_doubles(DistComm *c, double x, double *all)
+{
+    all[c->rank] = x;
+    dist_allgather(c, &all[c->rank], all, (size_t)c->size, sizeof x);
+}
+
+double dist_sum_double(DistComm *c, double x)
+{
+    double all[c->size], s = 0;
+    gather_doubles(c, x, all);
+    for (int k = 0; k < c->size; k++)
+        s += all[k];
+    return s;
+}
+
+double dist_max_double(DistComm *c, double x)
+{
+    double all[c->size];
+    gather_doubles(c, x, all);
+    double m = all[0];
+    for (int k = 1; k < c->size; k++)
+        m = all[k] > m ? all[k] : m;
+    return m;
+}
+
+bool dist_all_ok(DistComm *c, bool ok)
+{
+    return dist_max_double(c, ok ? 0.0 : 1.0) == 0.0;
+}
+
+_Noreturn void dist_fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (dist_initialized())
+        fprintf(stderr, "%s: rank %d: ", program, world.rank);
+    else
+        fprintf(stderr, "%s: ", program);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    fflush(stderr);
+    if (dist_initialized())
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}

@@ -1,0 +1,86 @@
+#ifndef TAPEGRAD_COMM_H
+#define TAPEGRAD_COMM_H
+/* The communicator: the only code in tapegrad that calls MPI, and the place where every byte a
+ * rank puts on the wire or takes off it is counted. Training on many ranks (data parallel,
+ * ZeRO, pipelines) is built on these few calls, so "bytes on the wire" is a measured number:
+ * the payload bytes this rank handed to MPI_Send/Isend and received through MPI_Recv/Irecv
+ * (MPI's own envelopes are not counted; they are a few dozen bytes per message).
+ *
+ * The collectives are written here on top of point-to-point messages rather than taken from
+ * MPI, for two reasons a reader can check:
+ *   - the bytes each rank sends are then exactly the ones counted, whatever algorithm the MPI
+ *     library would have picked, and they are the textbook volumes: an all-reduce of n values
+ *     over N ranks sends 2 n (N-1)/N values per rank (reduce-scatter, then all-gather);
+ *   - the order of the sums is fixed: every element is reduced as ((x_0 + x_1) + x_2) + ...,
+ *     in rank order, on whichever rank owns it, so N ranks give the bits one process gets by
+ *     adding the same N terms in the same order (MPI_Allreduce promises no order).
+ *
+ * Sharding: a vector of n values is cut into N contiguous shards, rank r owning
+ * [dist_shard_begin(n, N, r), dist_shard_begin(n, N, r + 1)); the first n % N shards are one
+ * value longer.
+ *
+ * Running as root (containers, this project's CI): OpenMPI's mpirun refuses unless told
+ * otherwise; scripts/mpirun adds the switches (and --oversubscribe when ranks outnumber the
+ * cores). A program started without mpirun is a world of one rank. */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <mpi.h>
+
+typedef struct {
+    MPI_Comm  comm;
+    int       rank, size;
+    uint64_t  bytes_sent, bytes_recv;      /* payload bytes since the last dist_reset_counts */
+    uint64_t  messages_sent;
+} DistComm;
+
+/* MPI_Init (thread level "funneled": OpenMP threads compute, only the main thread talks) and
+ * the world communicator; dist_finalize ends MPI. A program calls both once, from main. */
+void      dist_init(int *argc, char ***argv);
+void      dist_finalize(void);
+bool      dist_initialized(void);
+DistComm *dist_world(void);
+/* Ranks with the same color form a sub-communicator, ordered by key (then by world rank); a
+ * rank passing color < 0 gets NULL. Collective over parent. Free with dist_comm_free. */
+DistComm *dist_split(DistComm *parent, int color, int key);
+void      dist_comm_free(DistComm *c);
+void      dist_reset_counts(DistComm *c);
+
+/* Shards of n values over size ranks (see above). */
+size_t    dist_shard_begin(size_t n, int size, int rank);
+size_t    dist_shard_count(size_t n, int size, int rank);
+
+/* Point-to-point, counted. Tags must be >= 0 and < DIST_TAG_COLLECTIVE (reserved below). */
+enum { DIST_TAG_COLLECTIVE = 30000 };
+void      dist_send(DistComm *c, const void *buf, size_t bytes, int dest, int tag);
+void      dist_recv(DistComm *c, void *buf, size_t bytes, int src, int tag);
+typedef struct { MPI_Request req; } DistRequest;
+DistRequest dist_isend(DistComm *c, const void *buf, size_t bytes, int dest, int tag);
+DistRequest dist_irecv(DistComm *c, void *buf, size_t bytes, int src, int tag);
+void      dist_wait(DistRequest *r);
+bool      dist_test(DistRequest *r);              /* true when complete (and then freed) */
+
+/* Collectives, blocking, counted, from point-to-point messages in a fixed order. */
+/* data[n] becomes the rank-ordered sum over ranks, on every rank. */
+void      dist_allreduce_sum(DistComm *c, float *data, size_t n);
+/* shard[dist_shard_count(n, size, rank)] becomes this rank's shard of the rank-ordered sum of
+ * every rank's in[n]. */
+void      dist_reduce_scatter_sum(DistComm *c, const float *in, float *shard, size_t n);
+/* out[n] on every rank is the concatenation of each rank's shard of n values (elem_bytes
+ * each); shard may point into out. */
+void      dist_allgather(DistComm *c, const void *shard, void *out, size_t n, size_t elem_bytes);
+void      dist_broadcast(DistComm *c, void *buf, size_t bytes, int root);
+/* Small control values (a norm, a flag): the rank-ordered sum or the maximum over ranks. */
+double    dist_sum_double(DistComm *c, double x);
+double    dist_max_double(DistComm *c, double x);
+/* True on every rank when ok is true on every rank: a collective check before work that would
+ * otherwise leave the ranks that passed waiting for one that failed. */
+bool      dist_all_ok(DistComm *c, bool ok);
+
+/* A failure that the other ranks cannot be told about in order (they may be waiting in a
+ * message): prints "PROGRAM: rank R: message" on stderr and ends every rank with exit code 1
+ * through MPI_Abort. Before MPI is initialised it is a plain exit(1). */
+_Noreturn void dist_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

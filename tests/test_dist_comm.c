@@ -1,0 +1,139 @@
+/* The communicator (dist/comm.h): shards, the fixed order of the sums, and the bytes counted,
+ * against hand-computed values. Runs on 4 ranks (tests/run.sh); sub-tests use 1 to 4. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "autograd/mem.h"
+#include "dist/comm.h"
+#include "tests/dist_test.h"
+
+static void test_shards_cover_the_vector(void **state)
+{
+    (void)state;
+    /* 10 values over 4 ranks: the first 10 % 4 = 2 shards are one longer. */
+    size_t begin[] = { 0, 3, 6, 8, 10 };
+    for (int r = 0; r <= 4; r++)
+        assert_int_equal(dist_shard_begin(10, 4, r), begin[r]);
+    assert_int_equal(dist_shard_count(10, 4, 1), 3);
+    assert_int_equal(dist_shard_count(10, 4, 3), 2);
+    assert_int_equal(dist_shard_count(3, 4, 3), 0);
+}
+
+/* The value rank r contributes at index i: large and small terms whose sum depends on the
+ * order in which they are added. */
+static float term(int r, size_t i)
+{
+    static const float scale[] = { 1e8f, 1.0f, -1e8f, 3.0f };
+    return scale[r % 4] * (1.0f + (float)(i % 7) * 0.125f) + (float)r * 0.0625f;
+}
+
+static void test_allreduce_adds_in_rank_order(void **state)
+{
+    (void)state;
+    bool ok = true;
+    for (int n_ranks = 1; n_ranks <= 4; n_ranks++) {
+        DistComm *c = dist_test_comm(n_ranks);
+        if (!c)
+            continue;
+        enum { N = 37 };
+        float x[N], want[N];
+        for (size_t i = 0; i < N; i++) {
+            x[i] = term(c->rank, i);
+            want[i] = term(0, i);
+            for (int r = 1; r < n_ranks; r++)
+                want[i] += term(r, i);
+        }
+        dist_allreduce_sum(c, x, N);
+        ok = ok && memcmp(x, want, sizeof x) == 0;
+        dist_comm_free(c);
+    }
+    assert_true(dist_test_all(ok));
+}
+
+static void test_allreduce_traffic_is_the_textbook_volume(void **state)
+{
+    (void)state;
+    DistComm *w = dist_world();
+    enum { N = 1000 };
+    float *x = calloc(N, sizeof *x);
+    dist_reset_counts(w);
+    dist_allreduce_sum(w, x, N);
+    /* reduce-scatter sends every value but the own shard; all-gather sends the own shard to each
+     * of the other ranks: (n - n/P) + (P - 1) n/P = 2 n (P - 1) / P when P divides n. */
+    uint64_t want = (uint64_t)(2 * N * (w->size - 1) / w->size) * sizeof(float);
+    bool ok = w->bytes_sent == want && w->bytes_recv == want;
+    free(x);
+    assert_true(dist_test_all(ok));
+}
+
+static void test_reduce_scatter_and_allgather_with_uneven_shards(void **state)
+{
+    (void)state;
+    DistComm *w = dist_world();
+    enum { N = 11 };
+    float in[N], shard[N], want[N];
+    for (size_t i = 0; i < N; i++) {
+        in[i] = (float)(w->rank + 1) * (float)(i + 1);
+        want[i] = 0;
+        for (int r = 0; r < w->size; r++)
+            want[i] += (float)(r + 1) * (float)(i + 1);
+    }
+    size_t b = dist_shard_begin(N, w->size, w->rank), n = dist_shard_count(N, w->size, w->rank);
+    dist_reduce_scatter_sum(w, in, shard, N);
+    bool ok = memcmp(shard, want + b, n * sizeof *shard) == 0;
+    /* all-gather 2-byte values: each rank's shard holds its rank number */
+    uint16_t mine[N], all[N];
+    for (size_t i = 0; i < n; i++)
+        mine[i] = (uint16_t)(100 + w->rank);
+    dist_allgather(w, mine, all, N, sizeof *all);
+    for (int r = 0; r < w->size; r++)
+        for (size_t i = dist_shard_begin(N, w->size, r); i < dist_shard_begin(N, w->size, r + 1); i++)
+            ok = ok && all[i] == 100 + r;
+    assert_true(dist_test_all(ok));
+}
+
+static void test_small_values_and_broadcast(void **state)
+{
+    (void)state;
+    DistComm *w = dist_world();
+    double s = dist_sum_double(w, 0.5 * w->rank), m = dist_max_double(w, -(double)w->rank);
+    int v[3] = { w->rank, w->rank, w->rank };
+    dist_broadcast(w, v, sizeof v, w->size - 1);
+    bool every = dist_all_ok(w, true), one_bad = dist_all_ok(w, w->rank != w->size - 1);
+    double want = 0.25 * w->size * (w->size - 1);
+    bool ok = s == want && m == 0.0 && v[0] == w->size - 1 && v[2] == w->size - 1 && every
+              && (w->size == 1 || !one_bad);
+    assert_true(dist_test_all(ok));
+}
+
+static void test_scratch_is_returned(void **state)
+{
+    (void)state;
+    size_t before = mem_current(MEM_TEMP);
+    float x[8] = { 0 };
+    dist_allreduce_sum(dist_world(), x, 8);
+    assert_true(dist_test_all(mem_current(MEM_TEMP) == before));
+}
+
+int main(int argc, char **argv)
+{
+    dist_test_init(&argc, &argv);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_shards_cover_the_vector),
+        cmocka_unit_test(test_allreduce_adds_in_rank_order),
+        cmocka_unit_test(test_allreduce_traffic_is_the_textbook_volume),
+        cmocka_unit_test(test_reduce_scatter_and_allgather_with_uneven_shards),
+        cmocka_unit_test(test_small_values_and_broadcast),
+        cmocka_unit_test(test_scratch_is_returned),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    dist_finalize();
+    return failed;
+}

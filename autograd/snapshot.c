@@ -2,6 +2,8 @@
  * writer. The reader is in snapshot_read.c. */
 #include "autograd/snapshot_internal.h"
 
+#include "autograd/outfile.h"
+
 #include <cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -403,23 +405,7 @@ static int write_body(int fd, const SnapshotWriter *w, const char *header, size_
         const SnapshotEntry *en = &w->entries[i].entry;
         e = write_all(fd, w->entries[i].data, (size_t)(en->end - en->begin));
     }
-    if (!e && fsync(fd) != 0)
-        e = errno;
     return e;
-}
-
-/* Makes the rename itself durable. Some file systems refuse to fsync a directory; the snapshot
- * is complete either way, so failure here is not reported. */
-static void sync_directory(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-    int fd = dir ? open(dir, O_RDONLY) : -1;
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-    free(dir);
 }
 
 bool snapshot_write(const SnapshotWriter *w, const char *path, SnapshotError *err)
@@ -428,34 +414,22 @@ bool snapshot_write(const SnapshotWriter *w, const char *path, SnapshotError *er
         return snapshot_fail(err, path, "%s", w->first_error.message);
     size_t header_len = 0;
     char *header = build_header(w, &header_len);
-    size_t tmp_len = strlen(path) + 32;
-    char *tmp = malloc(tmp_len);
-    if (!header || !tmp) {
-        free(header);
-        free(tmp);
+    if (!header)
         return snapshot_fail(err, path, "out of memory building the header");
+    /* Whole or not at all: a temporary file beside path, renamed over it (autograd/outfile.h) */
+    OutFile out;
+    char why[SNAPSHOT_ERROR_LEN];
+    bool ok = outfile_open(&out, path, why, sizeof why);
+    if (ok) {
+        int e = write_body(out.fd, w, header, header_len);
+        if (e) {
+            snprintf(why, sizeof why, "%s: writing failed: %s", path, strerror(e));
+            outfile_abort(&out);
+            ok = false;
+        } else {
+            ok = outfile_commit(&out, why, sizeof why);
+        }
     }
-    snprintf(tmp, tmp_len, "%s.tmp.%ld", path, (long)getpid());
-    bool ok = false;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) {
-        snapshot_fail(err, path, "cannot create %s: %s", tmp, strerror(errno));
-    } else {
-        int e = write_body(fd, w, header, header_len);
-        if (close(fd) != 0 && !e)
-            e = errno;
-        if (e)
-            snapshot_fail(err, path, "writing %s failed: %s", tmp, strerror(e));
-        else if (rename(tmp, path) != 0)
-            snapshot_fail(err, path, "cannot replace it with %s: %s", tmp, strerror(errno));
-        else
-            ok = true;
-        if (!ok)
-            unlink(tmp);
-    }
-    if (ok)
-        sync_directory(path);
     free(header);
-    free(tmp);
-    return ok;
+    return ok || snapshot_fail(err, NULL, "%s", why);   /* why names the path */
 }

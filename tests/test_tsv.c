@@ -10,6 +10,7 @@
 #include "examples/common/plot.h"
 #include "examples/common/progress.h"
 #include "examples/common/tsv.h"
+#include "tests/outfile_check.h"
 
 static char tmpdir[] = "/tmp/test_tsv_XXXXXX";
 
@@ -99,7 +100,8 @@ static void test_round_trip(void **state)
 static void test_tsv_file(void **state)
 {
     (void)state;
-    const char *path = in_tmp("log.tsv"), *tmp = in_tmp("log.tsv.tmp");
+    const char *path = in_tmp("log.tsv");
+    char tmp[1024];
     spit(path, "an older run\n");
     const char *cols[] = { "step", "loss", "note", NULL };
     char err[256];
@@ -109,13 +111,14 @@ static void test_tsv_file(void **state)
     tsv_float(w, 0.5f);
     tsv_str(w, "tab\there");
     assert_true(tsv_end_row(w));
-    /* Flushed row by row into the temporary file; the old file untouched. */
+    /* Flushed row by row into the temporary file beside it; the old file untouched. */
+    assert_true(outfile_temp_beside(path, tmp, sizeof tmp));
     assert_string_equal(slurp(tmp), "step\tloss\tnote\n1\t0.5\ttab here\n");
     assert_string_equal(slurp(path), "an older run\n");
     assert_true(tsv_row(w, (double[]){ 2, 0.25, 1e-3 }));
     assert_true(tsv_close(w, err, sizeof err));
     assert_string_equal(slurp(path), "step\tloss\tnote\n1\t0.5\ttab here\n2\t0.25\t0.001\n");
-    assert_false(exists(tmp));
+    assert_true(outfile_no_temp_beside(path));
 }
 
 static void short_row(void *arg)
@@ -234,14 +237,14 @@ static void test_plot(void **state)
     const char *made = slurp(png);
     assert_non_null(made);
     assert_memory_equal(made, "\x89PNG", 4);
-    assert_false(exists(in_tmp("fig.png.tmp")));
+    assert_true(outfile_no_temp_beside(png));
 
     /* A broken script: reported, and the earlier figure kept. */
     spit(png, "earlier figure");
     spit(script, "set output output\nplot input using 1:2 with nonsense\n");
     assert_int_equal(plot_run(script, data, png), PLOT_FAILED);
     assert_string_equal(slurp(png), "earlier figure");
-    assert_false(exists(in_tmp("fig.png.tmp")));
+    assert_true(outfile_no_temp_beside(png));
 }
 
 static void test_plot_without_gnuplot(void **state)

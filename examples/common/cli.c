@@ -80,3 +80,10 @@ int cli_choice(const char *flag, const char *s, const char *const *choices)
 }
 
 bool cli_stdout_is_tty(void) { return isatty(STDOUT_FILENO) != 0; }
+
+const char *cli_folder(const char *flag, const char *s)
+{
+    if (!s || !*s)
+        cli_usage_error("%s: the folder name is empty (files would go into /)", flag);
+    return s;
+}

@@ -21,6 +21,10 @@ double cli_double(const char *flag, const char *s, double lo, double hi);
 /* Index of s in the NULL-terminated list choices; a usage error listing them otherwise. */
 int    cli_choice(const char *flag, const char *s, const char *const *choices);
 
+/* A folder name given to flag: refused when empty (paths are made as FOLDER/NAME, so an empty
+ * one would write into the root folder). Returns s. */
+const char *cli_folder(const char *flag, const char *s);
+
 /* True when stdout is a terminal (progress displays redraw one line only then). */
 bool   cli_stdout_is_tty(void);
 

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "autograd/outfile.h"
 #include "autograd/tensor.h"
 #include "examples/common/cli.h"
 
@@ -101,19 +102,39 @@ static const char *find_script(const char *script, char *buf, size_t len)
     return script;
 }
 
+/* Whether gnuplot left a PNG (or at least a non-empty file, for other terminals) at path. */
+static bool wrote_figure(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    unsigned char head[4] = { 0 };
+    size_t n = f ? fread(head, 1, sizeof head, f) : 0;
+    if (f)
+        fclose(f);
+    size_t len = strlen(path);
+    bool png = len >= 4 && strcmp(path + len - 4, ".png") == 0;
+    return n == sizeof head && (!png || memcmp(head, "\x89PNG", 4) == 0);
+}
+
 PlotStatus plot_run_vars(const char *script, const char *const *names,
                          const char *const *values, int n, const char *output_var)
 {
-    char found[4096];
+    char found[4096], why[512];
     script = find_script(script, found, sizeof found);
     const char *output = NULL;
     for (int i = 0; output_var && i < n; i++)
         if (strcmp(names[i], output_var) == 0)
             output = values[i];
-    size_t tlen = 0;
-    char *tmp = output ? grow_append(grow_append(NULL, &tlen, output), &tlen, ".tmp") : NULL;
-    char *sets = assignments(names, values, n, output_var, tmp);
     char *shown = assignments(names, values, n, NULL, NULL);
+    /* gnuplot writes the figure itself, into the temporary file of an OutFile (or through,
+     * when the output is not a regular file); we rename it once gnuplot has succeeded. */
+    OutFile out = { .fd = -1 };
+    if (output && !outfile_open(&out, output, why, sizeof why)) {
+        explain(why, script, shown);
+        free(shown);
+        return PLOT_FAILED;
+    }
+    const char *target = out.tmp ? out.tmp : out.path;
+    char *sets = assignments(names, values, n, output_var, target);
 
     PlotStatus st = PLOT_OK;
     int rc = on_path("gnuplot") ? run_gnuplot(sets, script) : EXIT_NOT_FOUND;
@@ -123,15 +144,15 @@ PlotStatus plot_run_vars(const char *script, const char *const *names,
     } else if (rc != 0) {
         st = PLOT_FAILED;
         explain("gnuplot failed", script, shown);
-    } else if (tmp && rename(tmp, output) != 0) {
+    } else if (output && out.tmp && !wrote_figure(out.tmp)) {
         st = PLOT_FAILED;
-        char why[256];
-        snprintf(why, sizeof why, "%s: %s", tmp, strerror(errno));
+        explain("gnuplot wrote no figure", script, shown);
+    } else if (output && !outfile_commit(&out, why, sizeof why)) {
+        st = PLOT_FAILED;
         explain(why, script, shown);
     }
-    if (st != PLOT_OK && tmp)
-        remove(tmp);
-    free(tmp);
+    if (st != PLOT_OK && output)
+        outfile_abort(&out);
     free(sets);
     free(shown);
     return st;

@@ -6,9 +6,10 @@
  *     gnuplot -e "input='run.tsv'; output='run.png'" examples/train_gpt/loss.gp
  *
  * The script reads `input` and does `set output output`. gnuplot runs directly (no shell, so
- * no quoting trouble beyond gnuplot's own: a ' in a value is doubled). Its PNG goes to
- * OUTPUT.tmp first and is renamed to OUTPUT only when gnuplot succeeds, so a failed plot
- * leaves an earlier figure intact.
+ * no quoting trouble beyond gnuplot's own: a ' in a value is doubled). Its PNG goes to a
+ * temporary file beside OUTPUT first (autograd/outfile.h) and is renamed to OUTPUT only when
+ * gnuplot succeeded and left a non-empty PNG there, so a failed plot leaves an earlier figure
+ * intact and no stray file.
  *
  * A missing gnuplot or a failing script is not a failure of the run: the numbers are in the
  * TSV already. plot_run prints one line on stderr saying what happened and the command that

@@ -6,12 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/outfile.h"
 #include "autograd/tensor.h"
 #include "examples/common/cli.h"
 
 struct TsvWriter {
+    OutFile out;         /* rows go to out.tmp until tsv_close (autograd/outfile.h) */
     FILE *f;
-    char *path, *tmp;
+    char *path;          /* as the caller named it, for messages */
     int   n_columns;
     int   cell;          /* cells written in the current row */
     int   write_errno;   /* first failure, 0 if none */
@@ -73,7 +75,6 @@ static char *dup_str(const char *a, const char *b)
 static void free_writer(TsvWriter *w)
 {
     free(w->path);
-    free(w->tmp);
     free(w);
 }
 
@@ -104,16 +105,20 @@ TsvWriter *tsv_open(const char *path, const char *const *columns, char *err, siz
     TsvWriter *w = calloc(1, sizeof *w);
     if (!w)
         tensor_fatal("out of memory for a TSV writer");
-    w->path = dup_str(path, "");
-    w->tmp = dup_str(path, ".tmp");
+    w->path = dup_str(path ? path : "", "");
     while (columns[w->n_columns])
         w->n_columns++;
     if (w->n_columns == 0)
-        tensor_fatal("%s: a TSV file needs at least one column", path);
-    w->f = fopen(w->tmp, "w");
+        tensor_fatal("%s: a TSV file needs at least one column", w->path);
+    if (!outfile_open(&w->out, path, err, errlen)) {
+        free_writer(w);
+        return NULL;
+    }
+    w->f = outfile_stream(&w->out);
     if (!w->f) {
         if (err && errlen)
-            snprintf(err, errlen, "%s: %s", w->tmp, strerror(errno));
+            snprintf(err, errlen, "%s: out of memory", w->path);
+        outfile_abort(&w->out);
         free_writer(w);
         return NULL;
     }
@@ -162,17 +167,17 @@ bool tsv_close(TsvWriter *w, char *err, size_t errlen)
 {
     if (!w)
         return true;
-    if (fclose(w->f) != 0 && !w->write_errno)
-        w->write_errno = errno ? errno : EIO;
-    const char *failed = w->write_errno ? "writing" : NULL;
-    if (!failed && rename(w->tmp, w->path) != 0) {
-        w->write_errno = errno;
-        failed = "renaming";
+    bool ok;
+    if (w->write_errno) {
+        if (err && errlen)
+            snprintf(err, errlen, "%s: writing failed: %s", w->path, strerror(w->write_errno));
+        outfile_abort(&w->out);
+        ok = false;
+    } else {
+        ok = outfile_commit(&w->out, err, errlen);
     }
-    if (failed && err && errlen)
-        snprintf(err, errlen, "%s: %s: %s", w->tmp, failed, strerror(w->write_errno));
     free_writer(w);
-    return failed == NULL;
+    return ok;
 }
 
 TsvWriter *tsv_open_in(const char *dir, const char *name, const char *const *columns)

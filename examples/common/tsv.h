@@ -2,10 +2,12 @@
 #define TAPEGRAD_TSV_H
 /* TSV logs: a header line of column names, then one line per row, cells separated by tabs.
  *
- * Where the bytes go: rows are written to PATH.tmp and flushed one by one, so a long run can be
- * watched (tail -f, or a plot) and a crash keeps every finished row; tsv_close renames PATH.tmp
- * to PATH. A file already at PATH stays intact until then, so a run that fails half way damages
- * nothing it did not finish.
+ * Where the bytes go (autograd/outfile.h): rows are written to a temporary file beside PATH,
+ * named .NAME.XXXXXX (unique, so two runs never share one), and flushed one by one, so a long
+ * run can be watched (tail -f, or a plot) and a crash keeps every finished row there;
+ * tsv_close renames it to PATH. A file already at PATH stays intact until then, so a run that
+ * fails half way damages nothing it did not finish. A PATH that is not a regular file (a pipe,
+ * /dev/stdout) is written through; a symbolic link's target is replaced, the link kept.
  *
  * Numbers are written in the shortest form that reads back to exactly the same value (strtod
  * for doubles, strtof for floats), integers without a decimal point: "0.1", not
@@ -23,7 +25,7 @@
 
 typedef struct TsvWriter TsvWriter;
 
-/* Creates PATH.tmp and writes the header (columns: NULL-terminated, at least one). NULL with a
+/* Creates the temporary file and writes the header (columns: NULL-terminated, at least one). NULL with a
  * message in err if the file cannot be created. */
 TsvWriter  *tsv_open(const char *path, const char *const *columns, char *err, size_t errlen);
 
@@ -36,8 +38,9 @@ bool        tsv_end_row(TsvWriter *w);
 /* A whole row of numbers, one per column. */
 bool        tsv_row(TsvWriter *w, const double *values);
 
-/* Closes and renames PATH.tmp to PATH; frees w. False with a message in err if a write, the
- * close or the rename failed (PATH.tmp is then left for inspection). */
+/* Closes and renames the temporary file to PATH; frees w. False with a message in err if a
+ * write, the close or the rename failed; the temporary file is then removed and PATH keeps
+ * what it had. */
 bool        tsv_close(TsvWriter *w, char *err, size_t errlen);
 
 /* For programs that write several files into one output folder: tsv_open of DIR/NAME, and

@@ -133,7 +133,7 @@ static void parse_option(Options *o, int c, const char *arg)
         o->pretrain_batch = (int)cli_long("--pretrain-batch", arg, 1, 1 << 16);
         break;
     case OPT_BASE: o->base_path = arg; break;
-    case OPT_CACHE: o->cache_dir = arg; break;
+    case OPT_CACHE: o->cache_dir = cli_folder("--cache-dir", arg); break;
     case OPT_STEPS: o->steps = cli_long("--steps", arg, 1, 1L << 30); break;
     case OPT_BATCH: o->batch = (int)cli_long("--batch", arg, 1, 1 << 16); break;
     case OPT_LR_PRETRAIN: o->lr_pretrain = cli_double("--lr-pretrain", arg, 0.0, 10.0); break;

@@ -93,7 +93,7 @@ static Options parse(int argc, char **argv)
         switch (c) {
         case 'P': o.curves = false; break;
         case 'R': o.probe = false; break;
-        case 'o': o.out = optarg; break;
+        case 'o': o.out = cli_folder("--out", optarg); break;
         case 'g': o.train_gpt = optarg; break;
         case 's': o.steps = cli_long("--steps", optarg, 20, 1000000); break;
         case 'p': o.probe_step = cli_long("--probe-step", optarg, 0, 1000000); break;

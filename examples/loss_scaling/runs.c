@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "autograd/outfile.h"
 #include "examples/common/cli.h"
 #include "examples/common/train_run.h"
 #include "examples/loss_scaling/loss_scaling.h"
@@ -284,28 +285,34 @@ void runs_print_table(const Options *o, const RunSummary *s)
     }
 }
 
-/* Starts the runs, --jobs at a time, and records their commands in --out/commands.txt. */
+/* Records the runs' commands in --out/commands.txt (whole, before any run starts, so a run
+ * killed later still leaves the list --from-logs checks), then starts them --jobs at a time. */
 static void start_runs(const Options *o, const RunSpec *spec, RunResult *res)
 {
-    char path[700];
+    char path[700], err[900];
     snprintf(path, sizeof path, "%s/runs", o->out);
     runs_make_dir(path);
     snprintf(path, sizeof path, "%s/commands.txt", o->out);
-    FILE *commands = fopen(path, "w");
+    OutFile out;
+    if (!outfile_open(&out, path, err, sizeof err))
+        cli_die(1, "%s", err);
+    FILE *commands = outfile_stream(&out);
     if (!commands)
-        cli_die(1, "cannot write %s", path);
+        cli_die(1, "%s: out of memory", path);
+    for (int i = 0; i < N_RUNS; i++)
+        print_command(commands, &spec[i]);
+    if (!outfile_commit(&out, err, sizeof err))
+        cli_die(1, "%s", err);
     for (int first = 0; first < N_RUNS; first += o->jobs) {
         int last = first + o->jobs < N_RUNS ? first + o->jobs : N_RUNS;
         pid_t pid[N_RUNS];
         for (int i = first; i < last; i++) {
-            print_command(commands, &spec[i]);
             fprintf(stderr, "run: %s\n", RUNS[i].name);
             pid[i] = run_start(&spec[i]);
         }
         for (int i = first; i < last; i++)
             res[i] = run_wait(&spec[i], pid[i]);
     }
-    fclose(commands);
 }
 
 /* ---- --from-logs -------------------------------------------------------------------------- */

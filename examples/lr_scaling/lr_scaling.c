@@ -99,7 +99,7 @@ static Options parse(int argc, char **argv)
         switch (c) {
         case 'F': o.full = true; break;
         case 'P': o.schedules = true; break;
-        case 'o': o.out = optarg; break;
+        case 'o': o.out = cli_folder("--out", optarg); break;
         case 'g': o.train_gpt = optarg; break;
         case 's': o.seeds = (int)cli_long("--seeds", optarg, 1, MAX_SEEDS); break;
         case 'e': o.epochs = (int)cli_long("--epochs", optarg, 1, 1000); break;
@@ -431,6 +431,7 @@ int main(int argc, char **argv)
     FILE *commands = fopen(cmd, "w");
     if (!commands)
         cli_die(1, "cannot write %s", cmd);
+    setvbuf(commands, NULL, _IOLBF, 0);   /* a line per run as it starts: a killed sweep keeps them */
 
     static const int K_FULL[] = { 1, 4, 16, 32 }, K_SHORT[] = { 1, 32 };
     const int *ks = o.full ? K_FULL : K_SHORT;

@@ -84,7 +84,7 @@ static bool peak_isa_available(PeakIsa isa)
 }
 
 /* The widest of the three this CPU has: the one a peak is quoted for. */
-static PeakIsa peak_best_isa(void)
+static inline PeakIsa peak_best_isa(void)
 {
     if (peak_isa_available(PEAK_AVX512))
         return PEAK_AVX512;

@@ -241,10 +241,15 @@ static double all_flops(const TapeFlops *f)
  * V C, which a tied wte is; wpe, the embedding lookup, biases and LayerNorm are not products),
  * 6 = 2 forward + 4 backward (dX and dW) FLOPs per weight, and 12LTC the attention's QK^T and
  * PV, dense, forward and backward. T is the rows' length. */
-static double estimate_per_token(const GptConfig *m, int T)
+static double product_weights(const GptConfig *m)
 {
     double L = m->n_layer, C = m->n_embd, V = m->vocab_size;
-    return 6.0 * (12.0 * L * C * C + V * C) + 12.0 * L * T * C;
+    return 12.0 * L * C * C + V * C;
+}
+
+static double estimate_per_token(const GptConfig *m, int T)
+{
+    return 6.0 * product_weights(m) + 12.0 * m->n_layer * T * m->n_embd;
 }
 
 static void log_row(Run *run, long step, double lr, TrainStepResult r, double seconds,
@@ -337,10 +342,11 @@ static void report_compute(const Run *run)
     const GptConfig *m = &run->tr->model->cfg;
     double tokens = (double)run->train_tokens, per_token = estimate_per_token(m, run->T);
     double products = (double)(f->forward.matmul + f->backward.matmul);
-    printf("estimate         (6N + 12LTC) D = %.4g FLOP: N = 12LC^2 + VC = %.0f, T = %d, D = %.0f "
-           "tokens; counted forward + backward products / estimate = %.6f\n",
-           per_token * tokens, 12.0 * m->n_layer * m->n_embd * m->n_embd +
-           (double)m->vocab_size * m->n_embd, run->T, tokens, products / (per_token * tokens));
+    double N = product_weights(m);
+    printf("estimate         (6N + 12LTC) D = %.4g FLOP (6ND alone %.4g): N = 12LC^2 + VC = %.0f, "
+           "T = %d, D = %.0f tokens; counted forward + backward products / estimate = %.6f\n",
+           per_token * tokens, 6.0 * N * tokens, N, run->T, tokens,
+           products / (per_token * tokens));
     printf("MFU              %.2f%%: model FLOPs (forward + backward) %.4g over %.1f s of "
            "steps at the measured peak %.1f GFLOP/s\n",
            100.0 * model_flops(f) / (run->train_seconds * run->peak_flops), model_flops(f),

@@ -320,6 +320,7 @@ CkptRun *ckpt_run_new(const CkptChain *chain, CkptStrategy s)
     run->scratch = tape_new();
     run->scratch->recording = false;
     run->scratch->policy = chain->policy;
+    run->scratch->flops = &run->stats.flops;
     return run;
 }
 
@@ -385,6 +386,7 @@ static void place(CkptRun *run, int j, Tensor *t, NodeOwner owner)
 
 static Tensor *run_segment(CkptRun *run, Tape *tape, Tensor *x, int j)
 {
+    tape->recomputing = run->forwards[j] > 0;
     Tensor *y = run->chain.fn(tape, x, j, run->chain.ctx);
     if (!y || y == x)
         tensor_fatal("checkpoint segment %d must return a new tensor made on its tape", j);
@@ -440,6 +442,7 @@ static void record(CkptRun *run, int j)
     if (!run->tape[j]) {
         run->tape[j] = tape_new();
         run->tape[j]->policy = run->chain.policy;
+        run->tape[j]->flops = &run->stats.flops;
     }
     place(run, j + 1, run_segment(run, run->tape[j], x, j), NODE_TAPE);
     run->stats.recorded++;

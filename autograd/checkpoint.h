@@ -44,7 +44,9 @@
  *     budget:S      n + r n - C(S + r, S + 1), r the smallest integer with C(S + r, S) >= n
  * The chain input x_0 counts as one of the S slots (it is held all along, by the caller), so
  * budget:1 is memory-poor and budget:S for S >= n - 1 reaches the floor 2n - 1 of the
- * one-tape-at-a-time model. The budget's current state (the x_j being advanced, or the one
+ * one-tape-at-a-time model. The FLOPs of the ops follow the same rule (tape.h): a segment's
+ * first forward of a pass counts as forward, every later one as recompute, so the recomputed
+ * FLOPs are (total - n) segment forwards. The budget's current state (the x_j being advanced, or the one
  * about to be recorded) is not a slot: it is the working copy, as in Revolve.
  *
  * The budget schedule. F(l, s), the fewest forwards that reverse l segments from a kept input
@@ -157,6 +159,7 @@ typedef struct {
     long recorded;          /* of those, on a recording tape */
     int  max_checkpoints;   /* most kept x_j at once, x_0 included (budget:S keeps <= S) */
     int  max_recorded;      /* most segment tapes held at once */
+    TapeFlops flops;        /* the segments' FLOPs: forward, backward, recompute */
 } CkptStats;
 
 typedef struct CkptRun CkptRun;

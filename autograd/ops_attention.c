@@ -17,6 +17,8 @@
 /* ---- one causal softmax row, shared by the fused op and op_causal_softmax -------------------
  * y[j] = exp(scale x[j] - m) / sum_{j'<=i} exp(scale x[j'] - m) for j <= i, m the row maximum;
  * y[j] = 0 for i < j < n.  Backward: dx[j] = scale y[j] (dy[j] - sum_j' dy[j'] y[j']).
+ * FLOPs (other) of a row with n = i + 1 unmasked entries: forward 7n + 1 (scale and compare,
+ * scale, subtract, exp, sum; 1/sum; normalise), backward 5n (the dot 2n, then 3n).
  *
  * The exponentials use vexp_nonpos (autograd/vexp.h), which vectorizes where libm's expf
  * does not. */
@@ -38,6 +40,9 @@ static void causal_softmax_row(const float *x, float *y, int i, int n, float sca
     for (int j = i + 1; j < n; j++)
         y[j] = 0.0f;
 }
+
+/* Unmasked entries of a causal T x T matrix: the rows have 1, 2, ..., T. */
+static int64_t causal_entries(int64_t T) { return T * (T + 1) / 2; }
 
 static float row_dot(const float *a, const float *b, int n)
 {
@@ -76,6 +81,10 @@ static long out_offset(const AttnHeads *a, int b, int h)
  * Backward:  dV = P^T dO,  dP = dO V^T,  dS = P * (dP - rowsum(dP * P))  (0 where masked),
  *            dQ = dS K / sqrt(D),  dK = dS^T Q / sqrt(D)
  * The 1/sqrt(D) of the backward is folded into dS once rather than into both products.
+ * FLOPs: each product counts as the dense T x T product, 2 T^2 D (matmul), as the model's
+ * 12LTC does, although the kernel skips most of the masked half (docs/autograd.md); the
+ * softmax rows count their unmasked entries (other). Forward: QK^T and PV; backward: dP and dS
+ * always, dQ, dK, dV as wanted.
  *
  * Causality halves the work: query t needs keys 0..t only. The products run on blocks of TILE
  * query rows, each against the keys up to the block's end, so only the upper half of the
@@ -170,6 +179,19 @@ static void attention_forward(const AttnHeads *a, float *p_all, float *out)
     mem_free(scratch);
 }
 
+static void count_forward(Tape *tape, const AttnHeads *a)
+{
+    int64_t pairs = (int64_t)a->B * a->H, T = a->T;
+    tape_count(tape, pairs * 2 * 2 * T * T * a->D, pairs * (7 * causal_entries(T) + T));
+}
+
+static void count_backward(Node *n, const AttnHeads *a)
+{
+    int64_t pairs = (int64_t)a->B * a->H, T = a->T;
+    int products = 1 + (a->dq != NULL) + (a->dk != NULL) + (a->dv != NULL);
+    node_count(n, pairs * products * 2 * T * T * a->D, pairs * 5 * causal_entries(T));
+}
+
 static void attention_backward(const AttnHeads *a, const float *p_all, const float *dout)
 {
     long TT = (long)a->T * a->T;
@@ -207,6 +229,7 @@ static Tensor *attention_run(Tape *tape, const char *op, NodeBackward backward,
     if (tape_wants_grad(tape, n_in, in))
         p = tape_tensor(tape, 4, (int[]){ a->B, a->H, a->T, a->T });
     attention_forward(a, p ? p->data : NULL, out->data);
+    count_forward(tape, a);
     Node *n = tape_record(tape, op, backward, out, n_in, in);
     if (n) {
         n->saved[0] = p;
@@ -223,6 +246,7 @@ static void attention_backward_node(Node *n)
     AttnHeads a = heads_of("op_attention", q, n->i[0], 1);
     a.q = q->data, a.k = k->data, a.v = v->data;
     a.dq = grad_or_null(q), a.dk = grad_or_null(k), a.dv = grad_or_null(v);
+    count_backward(n, &a);
     attention_backward(&a, n->saved[0]->data, n->out->grad);
 }
 
@@ -254,6 +278,7 @@ static void attention_qkv_backward_node(Node *n)
     Tensor *qkv = n->in[0];
     AttnHeads a = heads_of("op_attention_qkv", qkv, n->i[0], 3);
     point_into_qkv(&a, qkv->data, tensor_grad(qkv));
+    count_backward(n, &a);
     attention_backward(&a, n->saved[0]->data, n->out->grad);
 }
 
@@ -268,7 +293,8 @@ Tensor *op_attention_qkv(Tape *tape, Tensor *qkv, int n_head)
 
 /* ---- op_causal_softmax ----------------------------------------------------------------------
  * y[i, j] = softmax_{j' <= i}(scale x[i, j']) for j <= i, exactly 0 for j > i.
- * dx[i, j] += scale y[i, j] (dy[i, j] - sum_j' dy[i, j'] y[i, j']). */
+ * dx[i, j] += scale y[i, j] (dy[i, j] - sum_j' dy[i, j'] y[i, j']).
+ * FLOPs (other): causal_softmax_row's, for each of the rows / T matrices. */
 static void causal_softmax_backward(Node *n)
 {
     Tensor *x = n->in[0], *y = n->out;
@@ -276,6 +302,7 @@ static void causal_softmax_backward(Node *n)
     long rows = (long)tensor_rows(x);
     float scale = n->f[0], *dx = tensor_grad(x);
     const float *dy = y->grad;
+    node_count(n, 0, rows / T * 5 * causal_entries(T));
     #pragma omp parallel for schedule(static)
     for (long r = 0; r < rows; r++) {
         int i = (int)(r % T);
@@ -300,6 +327,7 @@ Tensor *op_causal_softmax(Tape *tape, Tensor *x, float scale)
     #pragma omp parallel for schedule(static)
     for (long r = 0; r < rows; r++)
         causal_softmax_row(x->data + r * T, y->data + r * T, (int)(r % T), T, scale);
+    tape_count(tape, 0, rows / T * (7 * causal_entries(T) + T));
     Node *n = tape_record(tape, "causal_softmax", causal_softmax_backward, y, 1, (Tensor *[]){ x });
     if (n) {
         n->f[0] = scale;
@@ -310,7 +338,7 @@ Tensor *op_causal_softmax(Tape *tape, Tensor *x, float scale)
 
 /* ---- split and merge heads ------------------------------------------------------------------
  * [B, T, H*D] <-> [B, H, T, D]: x[b, t, h*D + d] is y[b, h, t, d]. A copy each way; the backward
- * of one is the other (accumulated). */
+ * of one is the other (accumulated). FLOPs: none. */
 static void move_heads(const float *src, float *dst, int B, int T, int H, int D, bool to_heads,
                        bool accumulate)
 {

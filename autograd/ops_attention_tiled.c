@@ -237,6 +237,48 @@ static void head_backward(const Heads *a, int b, int h, const float *o, const fl
         }
 }
 
+/* ---- FLOPs ----------------------------------------------------------------------------------
+ * Counted as ops_attention.c counts them, so both kernels give the model the same matmul count:
+ * each product as the dense T x T product, 2 T^2 D. The backward's S = Q K^T is a forward
+ * product run again: recompute. Elementwise (other), per (b, h) pair, with E = T (T + 1) / 2
+ * unmasked scores, R the (query row, key block) pairs the kernel visits and W the entries of
+ * the tiles it computes:
+ *     forward    5E (scale, max, subtract, exp, sum) + R (D + 4) (rescale m, l, o)
+ *                + T (D + 3) (1/l, O = o / l, L = m + log l)
+ *     backward   2TD (the D_t) + 3W (dS, when dQ or dK is wanted)
+ *     recompute  3E (P = exp(scale S - L))
+ * Run, as the kernel walks the blocks, for R and W. */
+static void visited(int T, int64_t *R, int64_t *W)
+{
+    *R = *W = 0;
+    for (int i0 = 0; i0 < T; i0 += BR) {
+        int rows = imin(i0 + BR, T) - i0;
+        for (int j0 = 0; j0 < i0 + rows; j0 += BC) {
+            Block blk = block_of(i0, j0, T);
+            *R += rows;
+            *W += (int64_t)rows * (blk.j1 - blk.j0);
+        }
+    }
+}
+
+static void count_forward(Tape *tape, const Heads *a)
+{
+    int64_t pairs = (int64_t)a->B * a->H, T = a->T, D = a->D, E = T * (T + 1) / 2, R, W;
+    visited(a->T, &R, &W);
+    tape_count(tape, pairs * 2 * 2 * T * T * D,
+               pairs * (5 * E + R * (D + 4) + T * (D + 3)));
+}
+
+static void count_backward(Node *n, const Heads *a)
+{
+    int64_t pairs = (int64_t)a->B * a->H, T = a->T, D = a->D, E = T * (T + 1) / 2, R, W;
+    visited(a->T, &R, &W);
+    bool ds = a->dq || a->dk;
+    int products = ds + (a->dq != NULL) + (a->dk != NULL) + (a->dv != NULL);
+    node_count(n, pairs * products * 2 * T * T * D, pairs * (2 * T * D + 3 * W * ds));
+    node_count_recompute(n, pairs * 2 * T * T * D, pairs * 3 * E);
+}
+
 /* ---- the heads in parallel --------------------------------------------------------------------
  * One (b, h) pair per iteration, static schedule; a pair's arithmetic does not depend on the
  * thread that runs it, so results are bit-identical for any thread count. Scratch is one slice
@@ -300,6 +342,7 @@ static Tensor *tiled_run(Tape *tape, const char *op, NodeBackward backward, cons
     if (tape_wants_grad(tape, n_in, in))
         lse = tape_buffer(tape, MEM_ACT, (size_t)a->B * a->H * a->T * sizeof(float));
     tiled_forward(a, out->data, lse);
+    count_forward(tape, a);
     Node *n = tape_record(tape, op, backward, out, n_in, in);
     if (n) {
         n->ctx = lse;
@@ -317,6 +360,7 @@ static void tiled_backward_node(Node *n)
     Heads a = heads_for("op_attention_tiled", q, n->i[0], 1);
     a.q = q->data, a.k = k->data, a.v = v->data;
     a.dq = grad_if_wanted(q), a.dk = grad_if_wanted(k), a.dv = grad_if_wanted(v);
+    count_backward(n, &a);
     tiled_backward(&a, n->out->data, n->out->grad, n->ctx);
 }
 
@@ -348,6 +392,7 @@ static void tiled_qkv_backward_node(Node *n)
     Tensor *qkv = n->in[0];
     Heads a = heads_for("op_attention_qkv_tiled", qkv, n->i[0], 3);
     fused_pointers(&a, qkv->data, tensor_grad(qkv));
+    count_backward(n, &a);
     tiled_backward(&a, n->out->data, n->out->grad, n->ctx);
 }
 

@@ -1,4 +1,6 @@
-/* Elementwise ops: add, mul, bias add, scale, relu, gelu, and a sum to make scalar losses. */
+/* Elementwise ops: add, mul, bias add, scale, relu, gelu, and a sum to make scalar losses.
+ * FLOPs (all "other"): one per +, -, *, /, comparison and tanh of the formula per element;
+ * adding a gradient into a buffer (+=) is not counted, so passing dy on unchanged counts 0. */
 #include <math.h>
 
 #include "autograd/ops.h"
@@ -17,7 +19,8 @@ static void check_same(const char *op, const Tensor *a, const Tensor *b)
 static Tensor *like(Tape *tape, const Tensor *x) { return tape_tensor(tape, x->ndim, x->shape); }
 
 /* y = a + b.   da += dy,  db += dy.
- * When a and b are the same tensor (x + x) both terms land in the same buffer: 2 dy. */
+ * When a and b are the same tensor (x + x) both terms land in the same buffer: 2 dy.
+ * FLOPs per element: forward 1, backward 0. */
 static void add_backward(Node *n)
 {
     const float *dy = n->out->grad;
@@ -39,17 +42,20 @@ Tensor *op_add(Tape *tape, Tensor *a, Tensor *b)
     #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < y->size; i++)
         y->data[i] = a->data[i] + b->data[i];
+    tape_count(tape, 0, (int64_t)y->size);
     Node *n = tape_record(tape, "add", add_backward, y, 2, (Tensor *[]){ a, b });
     if (n)
         n->backward_ignores_inputs = true;
     return y;
 }
 
-/* y = a * b.   da += dy * b,  db += dy * a.   (x * x gets dy*x + dy*x = 2 x dy.) */
+/* y = a * b.   da += dy * b,  db += dy * a.   (x * x gets dy*x + dy*x = 2 x dy.)
+ * FLOPs per element: forward 1, backward 1 per input gradient. */
 static void mul_backward(Node *n)
 {
     Tensor *a = n->in[0], *b = n->in[1];
     const float *dy = n->out->grad;
+    node_count(n, 0, (int64_t)a->size * (a->requires_grad + b->requires_grad));
     if (a->requires_grad) {
         float *g = tensor_grad(a);
         #pragma omp parallel for simd schedule(static)
@@ -72,13 +78,15 @@ Tensor *op_mul(Tape *tape, Tensor *a, Tensor *b)
     #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < y->size; i++)
         y->data[i] = a->data[i] * b->data[i];
+    tape_count(tape, 0, (int64_t)y->size);
     tape_record(tape, "mul", mul_backward, y, 2, (Tensor *[]){ a, b });
     return y;
 }
 
 /* y[r, j] = x[r, j] + bias[j].   dx += dy,  dbias[j] += sum_r dy[r, j].
  * The bias sum walks dy row by row (par_sum_rows), each column's sum in row order, so it is
- * contiguous, vectorized and bit-identical for any thread count. */
+ * contiguous, vectorized and bit-identical for any thread count.
+ * FLOPs per element: forward 1, backward 1 for dbias (dx is dy passed on). */
 static void bias_add_backward(Node *n)
 {
     Tensor *x = n->in[0], *bias = n->in[1];
@@ -89,8 +97,10 @@ static void bias_add_backward(Node *n)
         for (size_t i = 0; i < x->size; i++)
             g[i] += dy[i];
     }
-    if (bias->requires_grad)
+    if (bias->requires_grad) {
+        node_count(n, 0, (int64_t)x->size);
         par_sum_rows(dy, tensor_rows(x), tensor_last_dim(x), tensor_grad(bias));
+    }
 }
 
 Tensor *op_bias_add(Tape *tape, Tensor *x, Tensor *bias)
@@ -108,17 +118,19 @@ Tensor *op_bias_add(Tape *tape, Tensor *x, Tensor *bias)
     for (size_t r = 0; r < rows; r++)
         for (int j = 0; j < N; j++)
             y->data[r * N + j] = x->data[r * N + j] + bias->data[j];
+    tape_count(tape, 0, (int64_t)y->size);
     Node *n = tape_record(tape, "bias_add", bias_add_backward, y, 2, (Tensor *[]){ x, bias });
     if (n)
         n->backward_ignores_inputs = true;
     return y;
 }
 
-/* y = s x.   dx += s dy. */
+/* y = s x.   dx += s dy.   FLOPs per element: forward 1, backward 1. */
 static void scale_backward(Node *n)
 {
     float s = n->f[0], *g = tensor_grad(n->in[0]);
     const float *dy = n->out->grad;
+    node_count(n, 0, (int64_t)n->out->size);
     #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n->out->size; i++)
         g[i] += s * dy[i];
@@ -131,6 +143,7 @@ Tensor *op_scale(Tape *tape, Tensor *x, float s)
     #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < y->size; i++)
         y->data[i] = s * x->data[i];
+    tape_count(tape, 0, (int64_t)y->size);
     Node *n = tape_record(tape, "scale", scale_backward, y, 1, (Tensor *[]){ x });
     if (n) {
         n->f[0] = s;
@@ -139,11 +152,13 @@ Tensor *op_scale(Tape *tape, Tensor *x, float s)
     return y;
 }
 
-/* y = max(x, 0).   dx += dy where x > 0 (the derivative at 0 is taken as 0). */
+/* y = max(x, 0).   dx += dy where x > 0 (the derivative at 0 is taken as 0).
+ * FLOPs per element: forward 1, backward 1 (a comparison each). */
 static void relu_backward(Node *n)
 {
     const float *x = n->in[0]->data, *dy = n->out->grad;
     float *g = tensor_grad(n->in[0]);
+    node_count(n, 0, (int64_t)n->out->size);
     #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n->out->size; i++)
         g[i] += x[i] > 0.0f ? dy[i] : 0.0f;
@@ -156,6 +171,7 @@ Tensor *op_relu(Tape *tape, Tensor *x)
     #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < y->size; i++)
         y->data[i] = x->data[i] > 0.0f ? x->data[i] : 0.0f;
+    tape_count(tape, 0, (int64_t)y->size);
     tape_record(tape, "relu", relu_backward, y, 1, (Tensor *[]){ x });
     return y;
 }
@@ -163,7 +179,8 @@ Tensor *op_relu(Tape *tape, Tensor *x)
 /* GELU, tanh form (GPT-2):  y = x/2 (1 + tanh u),  u = sqrt(2/pi) (x + 0.044715 x^3).
  *   dy/dx = (1 + tanh u)/2 + x/2 (1 - tanh^2 u) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
  * The backward recomputes tanh u from the saved input rather than keeping a second tensor.
- * tanh is vtanh (autograd/vexp.h), which vectorizes where libm's tanhf does not. */
+ * tanh is vtanh (autograd/vexp.h), which vectorizes where libm's tanhf does not.
+ * FLOPs per element: forward 9 (6 *, 2 +, tanh); backward 19 (tanh u again: 6; du: 4; 9). */
 static const float GELU_C = 0.7978845608028654f;   /* sqrt(2/pi) */
 static const float GELU_A = 0.044715f;
 
@@ -171,6 +188,7 @@ static void gelu_backward(Node *n)
 {
     const float *x = n->in[0]->data, *dy = n->out->grad;
     float *g = tensor_grad(n->in[0]);
+    node_count(n, 0, 19 * (int64_t)n->out->size);
     #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n->out->size; i++) {
         float xi = x[i];
@@ -189,11 +207,12 @@ Tensor *op_gelu(Tape *tape, Tensor *x)
         float xi = x->data[i];
         y->data[i] = 0.5f * xi * (1.0f + vtanh(GELU_C * (xi + GELU_A * xi * xi * xi)));
     }
+    tape_count(tape, 0, 9 * (int64_t)y->size);
     tape_record(tape, "gelu", gelu_backward, y, 1, (Tensor *[]){ x });
     return y;
 }
 
-/* y = sum_i x_i (accumulated in double).   dx_i += dy. */
+/* y = sum_i x_i (accumulated in double).   dx_i += dy.   FLOPs: forward n, backward 0. */
 static void sum_backward(Node *n)
 {
     float dy = n->out->grad[0], *g = tensor_grad(n->in[0]);
@@ -209,6 +228,7 @@ Tensor *op_sum(Tape *tape, Tensor *x)
     for (size_t i = 0; i < x->size; i++)
         acc += x->data[i];
     y->data[0] = (float)acc;
+    tape_count(tape, 0, (int64_t)x->size);
     Node *n = tape_record(tape, "sum", sum_backward, y, 1, (Tensor *[]){ x });
     if (n)
         n->backward_ignores_inputs = true;

@@ -32,7 +32,8 @@ static void check_embedding(const Tensor *table, const int *ids, int B, int T)
 
 /* out[p, :] = table[ids[p], :] for every position p = b T + t.
  * Backward: dtable[v, :] += sum over positions p with ids[p] = v of dy[p, :].
- * A token that appears twice gets both rows of dy; a token that never appears gets nothing. */
+ * A token that appears twice gets both rows of dy; a token that never appears gets nothing.
+ * FLOPs (other): forward 0 (a copy), backward B T C (the sums, one add per term). */
 static void embedding_backward(Node *n)
 {
     const int *ids = n->ctx;
@@ -40,6 +41,7 @@ static void embedding_backward(Node *n)
     float *dtable = tensor_grad(n->in[0]);
     size_t positions = (size_t)n->out->shape[0] * n->out->shape[1];
     int C = n->in[0]->shape[1], blocks = (C + COL_BLOCK - 1) / COL_BLOCK;
+    node_count(n, 0, (int64_t)positions * C);
     #pragma omp parallel for schedule(static)
     for (int b = 0; b < blocks; b++) {
         int j0 = b * COL_BLOCK, w = C - j0 < COL_BLOCK ? C - j0 : COL_BLOCK;
@@ -116,7 +118,9 @@ static void check_targets(const Tensor *logits, const int *targets)
  * rows with a negative target are skipped entirely, and L = 0 when N = 0.
  * Backward:  dx_{r,j} += dL (softmax(x_r)_j - [j = t]) / N  for counted rows, nothing otherwise.
  * softmax(x_r)_j = exp(x_{r,j} - lse_r) is recomputed from the saved lse: one more exp per
- * logit, in exchange for not keeping a [rows, V] tensor. */
+ * logit, in exchange for not keeping a [rows, V] tensor.
+ * FLOPs (other) per counted row: forward 4V + 4 (max, subtract, exp, sum; log, + m, - x_t, the
+ * sum of the losses), backward 3V + 1; and one division by N each way. */
 static void cross_entropy_backward(Node *n)
 {
     const CrossEntropySaved *s = n->ctx;
@@ -127,6 +131,7 @@ static void cross_entropy_backward(Node *n)
     float scale = n->out->grad[0] / (float)s->count;
     size_t rows = tensor_rows(x);
     int V = tensor_last_dim(x);
+    node_count(n, 0, (int64_t)s->count * (3 * V + 1) + 1);
     #pragma omp parallel for schedule(static)
     for (size_t r = 0; r < rows; r++) {
         int t = s->targets[r];
@@ -167,6 +172,7 @@ Tensor *op_cross_entropy(Tape *tape, Tensor *logits, const int *targets)
     }
     Tensor *loss = tape_tensor(tape, 1, (int[]){ 1 });
     loss->data[0] = count ? (float)(total / (double)count) : 0.0f;
+    tape_count(tape, 0, (int64_t)count * (4 * V + 4) + (count > 0));
 
     Node *n = tape_record(tape, "cross_entropy", cross_entropy_backward, loss, 1, &logits);
     if (n) {

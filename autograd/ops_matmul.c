@@ -76,6 +76,7 @@ static void product(const PrecisionPolicy *p, Format fa, Format fb, bool ta, boo
 /* Y = X W with X [M, K], W [K, N] (or Y = X W^T with W [N, K]).
  *   dX = dY W^T                  (or dX = dY W)
  *   dW += X^T dY  [K, N]         (or dW += dY^T X  [N, K])
+ * FLOPs: 2MNK forward; 2MNK for each of dX and dW computed (all matmul).
  * Every product runs in fp32 with fp32 accumulation through par_sgemm, on inputs rounded to
  * the policy's compute formats when the tape has one. */
 static void matmul_backward(Node *n)
@@ -85,6 +86,7 @@ static void matmul_backward(Node *n)
     int M = (int)tensor_rows(x), K = tensor_last_dim(x), N = tensor_last_dim(y);
     Format fx = policy_operand_format(n->policy, x), fw = policy_operand_format(n->policy, w);
     Format fg = policy_grad_operand_format(n->policy);
+    node_count(n, 2 * (int64_t)M * N * K * (x->requires_grad + w->requires_grad), 0);
     if (x->requires_grad)
         product(n->policy, fg, fw, false, !trans_w, M, K, N, y->grad, w->data, 1.0f,
                 tensor_grad(x));
@@ -108,6 +110,7 @@ Tensor *op_matmul(Tape *tape, Tensor *x, Tensor *w, bool trans_w)
     const PrecisionPolicy *p = tape->policy;
     product(p, policy_operand_format(p, x), policy_operand_format(p, w), false, trans_w, M, N, K,
             x->data, w->data, 0.0f, y->data);
+    tape_count(tape, 2 * (int64_t)M * N * K, 0);
     Node *n = tape_record(tape, "matmul", matmul_backward, y, 2, (Tensor *[]){ x, w });
     if (n)
         n->i[0] = trans_w;
@@ -120,14 +123,18 @@ Tensor *op_matmul(Tape *tape, Tensor *x, Tensor *w, bool trans_w)
  * The same numbers as op_bias_add(op_matmul(x, w)) up to the rounding of one addition, but the
  * rows of Y start as copies of b and the product is accumulated onto them (sgemm with beta 1),
  * so the unbiased X W is never a tensor of its own: one [M, N] activation fewer per layer, and
- * one pass fewer over it in each direction. */
+ * one pass fewer over it in each direction.
+ * FLOPs: op_matmul's, plus MN other for the bias forward and MN for db (a sum of M rows). */
 static void linear_backward(Node *n)
 {
     Tensor *bias = n->in[2];
     matmul_backward(n);
-    if (bias && bias->requires_grad)
-        par_sum_rows(n->out->grad, tensor_rows(n->out), tensor_last_dim(n->out),
-                     tensor_grad(bias));
+    if (bias && bias->requires_grad) {
+        size_t M = tensor_rows(n->out);
+        int N = tensor_last_dim(n->out);
+        node_count(n, 0, (int64_t)M * N);
+        par_sum_rows(n->out->grad, M, N, tensor_grad(bias));
+    }
 }
 
 Tensor *op_linear(Tape *tape, Tensor *x, Tensor *w, Tensor *bias)
@@ -150,6 +157,7 @@ Tensor *op_linear(Tape *tape, Tensor *x, Tensor *w, Tensor *bias)
     const PrecisionPolicy *p = tape->policy;
     product(p, policy_operand_format(p, x), policy_operand_format(p, w), false, false, (int)M, N,
             K, x->data, w->data, 1.0f, y->data);
+    tape_count(tape, 2 * (int64_t)M * N * K, (int64_t)M * N);
     Node *n = tape_record(tape, "linear", linear_backward, y, 3, (Tensor *[]){ x, w, bias });
     if (n)
         n->i[0] = false;
@@ -159,6 +167,7 @@ Tensor *op_linear(Tape *tape, Tensor *x, Tensor *w, Tensor *bias)
 /* Batched: C_b = A_b B_b (or A_b B_b^T) for every leading index b, A_b [M, K].
  *   dA_b = dC_b B_b^T            (or dA_b = dC_b B_b)
  *   dB_b += A_b^T dC_b           (or dB_b += dC_b^T A_b)
+ * FLOPs: 2MNK per b forward; 2MNK per b for each of dA and dB computed (all matmul).
  * The batch loop is the parallel one; each product is single-threaded BLAS. */
 static void bmm_dims(const Tensor *a, const Tensor *b, bool trans_b, int *batch, int *M, int *K,
                      int *N)
@@ -186,6 +195,7 @@ static void bmm_backward(Node *n)
     bmm_dims(a, b, trans_b, &batch, &M, &K, &N);
     float *da = a->requires_grad ? tensor_grad(a) : NULL;
     float *db = b->requires_grad ? tensor_grad(b) : NULL;
+    node_count(n, 2 * (int64_t)batch * M * N * K * ((da != NULL) + (db != NULL)), 0);
     #pragma omp parallel for schedule(static)
     for (int i = 0; i < batch; i++) {
         const float *ai = a->data + (long)i * M * K, *bi = b->data + (long)i * K * N;
@@ -217,6 +227,7 @@ Tensor *op_bmm(Tape *tape, Tensor *a, Tensor *b, bool trans_b)
         par_sgemm_serial(false, trans_b, M, N, K, 1.0f, a->data + (long)i * M * K, K,
                          b->data + (long)i * K * N, trans_b ? K : N, 0.0f,
                          c->data + (long)i * M * N, N);
+    tape_count(tape, 2 * (int64_t)batch * M * N * K, 0);
     Node *n = tape_record(tape, "bmm", bmm_backward, c, 2, (Tensor *[]){ a, b });
     if (n)
         n->i[0] = trans_b;

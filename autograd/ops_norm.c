@@ -56,7 +56,9 @@ static void row_stats(const float *x, int C, float eps, float *mean, float *rstd
  * The dx line comes from d xhat_i / d x_k = rstd (delta_ik - 1/C - xhat_i xhat_k / C): the
  * mean term removes the shift the row mean absorbs, the xhat term the stretch rstd absorbs.
  * Forward saves only mu and rstd per row (node->ctx, [rows][2], category act); backward
- * recomputes xhat from x, which the tape keeps anyway. */
+ * recomputes xhat from x, which the tape keeps anyway.
+ * FLOPs per row (other): forward 8C + 5 (mean C + 1, variance 3C + 4, y 4C); backward
+ * 13C + 2 for dx (sums 6C + 2, then 7C), 4C for dgamma, C for dbeta. */
 static void layernorm_dx(const Node *n, const float *stats)
 {
     const Tensor *x = n->in[0];
@@ -120,6 +122,9 @@ static void layernorm_dparams(const Node *n, const float *stats)
 static void layernorm_backward(Node *n)
 {
     const float *stats = n->ctx;
+    int64_t rows = (int64_t)tensor_rows(n->in[0]), C = tensor_last_dim(n->in[0]);
+    node_count(n, 0, rows * ((13 * C + 2) * n->in[0]->requires_grad +
+                             4 * C * n->in[1]->requires_grad + C * n->in[2]->requires_grad));
     if (n->in[0]->requires_grad)
         layernorm_dx(n, stats);
     layernorm_dparams(n, stats);
@@ -151,6 +156,7 @@ Tensor *op_layernorm(Tape *tape, Tensor *x, Tensor *gamma, Tensor *beta, float e
             stats[2 * r + 1] = rstd;
         }
     }
+    tape_count(tape, 0, (int64_t)rows * (8 * C + 5));
     Node *n = tape_record(tape, "layernorm", layernorm_backward, y, 3, in);
     if (n) {
         n->ctx = stats;
@@ -165,7 +171,8 @@ Tensor *op_layernorm(Tape *tape, Tensor *x, Tensor *gamma, Tensor *beta, float e
  * gives NaN, as in PyTorch.
  * Backward: dy_i/dx_k = y_i (delta_ik - y_k), so
  *   dx_k += y_k (dy_k - sum_i dy_i y_i)
- * which needs only the output y, already kept by the tape: nothing extra is saved. */
+ * which needs only the output y, already kept by the tape: nothing extra is saved.
+ * FLOPs per row (other): forward 5C + 1 (max, subtract, exp, sum, 1/s, scale), backward 4C. */
 static void softmax_row(const float *x, float *y, int C)
 {
     float m = x[0];
@@ -191,6 +198,7 @@ static void softmax_backward(Node *n)
     float *dx = tensor_grad(n->in[0]);
     size_t rows = tensor_rows(y);
     int C = tensor_last_dim(y);
+    node_count(n, 0, (int64_t)rows * 4 * C);
     #pragma omp parallel for schedule(static)
     for (size_t r = 0; r < rows; r++) {
         const float *yr = y->data + r * C, *dyr = dy + r * C;
@@ -214,6 +222,7 @@ Tensor *op_softmax(Tape *tape, Tensor *x)
     #pragma omp parallel for schedule(static)
     for (size_t r = 0; r < rows; r++)
         softmax_row(x->data + r * C, y->data + r * C, C);
+    tape_count(tape, 0, (int64_t)rows * (5 * C + 1));
     Node *n = tape_record(tape, "softmax", softmax_backward, y, 1, (Tensor *[]){ x });
     if (n)
         n->backward_reads_out = true;

@@ -49,13 +49,17 @@ static const float *rounded_input(const float *src, int rows, int cols, Format c
  * as copies of b (so X W is never a tensor of its own):
  *   forward   Y   = c(X) c(deq(W)) + b
  *   backward  dX += c(dY) c(deq(W))^T        W is frozen: no dW, so X is not needed again
- *             db += sum over the rows of dY  (each column in row order: deterministic) */
+ *             db += sum over the rows of dY  (each column in row order: deterministic)
+ * FLOPs: 2MNK matmul each way (dX only), MN other for the bias each way; dequantizing and
+ * rounding to the compute format are conversions, not counted. */
 static void qmatmul_backward(Node *n)
 {
     const QuantTensor *w = n->ctx;
     Tensor *x = n->in[0], *bias = n->in[1], *y = n->out;
     int M = (int)tensor_rows(x), K = n->i[0], N = n->i[1];
     Format compute = (Format)n->i[2];
+    node_count(n, 2 * (int64_t)M * N * K * x->requires_grad,
+               (int64_t)M * N * (bias && bias->requires_grad));
     if (bias && bias->requires_grad) {
         float *db = tensor_grad(bias);
         #pragma omp parallel for schedule(static)
@@ -109,6 +113,7 @@ Tensor *op_qmatmul(Tape *tape, Tensor *x, const QuantTensor *w, Tensor *bias, in
     float *wbuf = dequantize_weight(w, K, N, compute), *x_owned;
     const float *xr = rounded_input(x->data, M, K, compute, &x_owned);
     par_sgemm(false, false, M, N, K, 1.0f, xr, K, wbuf, N, 1.0f, y->data, N);
+    tape_count(tape, 2 * (int64_t)M * N * K, bias ? (int64_t)M * N : 0);
     mem_free(x_owned);
     mem_free(wbuf);
     Tensor *in[2] = { x, bias };

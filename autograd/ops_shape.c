@@ -1,4 +1,5 @@
-/* Shape ops: reshape (a view, free) and transpose (a copy, since every tensor is contiguous). */
+/* Shape ops: reshape (a view, free) and transpose (a copy, since every tensor is contiguous).
+ * Neither does arithmetic: they count no FLOPs. */
 #include "autograd/ops.h"
 
 /* y = x with another shape of the same size: y shares x's storage (tensor_view) and owns no

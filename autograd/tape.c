@@ -221,7 +221,44 @@ Node *tape_record(Tape *tape, const char *op, NodeBackward backward, Tensor *out
     for (int k = 0; k < n_in; k++)
         node->in[k] = in[k];
     node->policy = tape->policy;
+    node->flops = tape->flops;
     return node;
+}
+
+/* ---- counting FLOPs ------------------------------------------------------------------------ */
+
+int64_t flop_total(FlopCount c) { return c.matmul + c.other; }
+
+static void add_count(FlopCount *c, int64_t matmul, int64_t other)
+{
+    c->matmul += matmul;
+    c->other += other;
+}
+
+void tape_flops_add(TapeFlops *into, const TapeFlops *from)
+{
+    add_count(&into->forward, from->forward.matmul, from->forward.other);
+    add_count(&into->backward, from->backward.matmul, from->backward.other);
+    add_count(&into->recompute, from->recompute.matmul, from->recompute.other);
+}
+
+void tape_count(Tape *tape, int64_t matmul, int64_t other)
+{
+    if (tape->flops)
+        add_count(tape->recomputing ? &tape->flops->recompute : &tape->flops->forward, matmul,
+                  other);
+}
+
+void node_count(Node *node, int64_t matmul, int64_t other)
+{
+    if (node->flops)
+        add_count(&node->flops->backward, matmul, other);
+}
+
+void node_count_recompute(Node *node, int64_t matmul, int64_t other)
+{
+    if (node->flops)
+        add_count(&node->flops->recompute, matmul, other);
 }
 
 /* Reverse order is a valid order: a node was appended after every node that produced one of

@@ -13,12 +13,30 @@
  * but nothing is saved for backward. */
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "autograd/policy.h"
 #include "autograd/tensor.h"
 
 enum { NODE_MAX_INPUTS = 4, NODE_MAX_SAVED = 4 };
+
+/* Floating-point operations the ops performed (docs/autograd.md, "Counting FLOPs"): matrix
+ * products, 2MNK each (the FLOPs the 6N + 12LTC estimate counts), apart from all the rest
+ * (elementwise ops, norms, softmax, losses). Each op states its count beside its math. */
+typedef struct {
+    int64_t matmul, other;
+} FlopCount;
+
+/* By phase: forward passes; backward passes; and forwards run again to recompute what was not
+ * kept (gradient checkpointing's segments, tiled attention's scores). Read it, and reset it
+ * with `flops = (TapeFlops){ 0 }`. Model FLOPs are forward + backward. */
+typedef struct {
+    FlopCount forward, backward, recompute;
+} TapeFlops;
+
+int64_t flop_total(FlopCount c);                        /* matmul + other */
+void    tape_flops_add(TapeFlops *into, const TapeFlops *from);
 
 typedef struct Node Node;
 /* Reads node->out->grad and adds each input's contribution to tensor_grad(input), for the
@@ -41,6 +59,7 @@ struct Node {
      * if the backward reads it (softmax). Ops set these after tape_record. */
     bool         backward_ignores_inputs;
     bool         backward_reads_out;
+    TapeFlops   *flops;                   /* the tape's, when the node was recorded */
 };
 
 typedef struct {
@@ -59,6 +78,10 @@ typedef struct {
     float   *amax_history;
     int      history_slots, n_stored;
     long     history_steps;
+    /* Where the ops count their FLOPs (NULL: nowhere), and whether this forward re-runs one
+     * already counted (the ops then count as recompute): set by the caller. */
+    TapeFlops *flops;
+    bool     recomputing;
 } Tape;
 
 Tape   *tape_new(void);          /* recording is on */
@@ -88,6 +111,13 @@ bool    tape_wants_grad(const Tape *tape, int n_in, Tensor *const *in);
  * tensors likewise. */
 Node   *tape_record(Tape *tape, const char *op, NodeBackward backward, Tensor *out,
                     int n_in, Tensor *const *in);
+
+/* For ops: count the FLOPs of a forward (into tape->flops' forward, or its recompute when the
+ * tape is recomputing), of a backward (node_count), or of a forward a backward runs again
+ * (node_count_recompute). Nothing happens when no counter is set. */
+void    tape_count(Tape *tape, int64_t matmul, int64_t other);
+void    node_count(Node *node, int64_t matmul, int64_t other);
+void    node_count_recompute(Node *node, int64_t matmul, int64_t other);
 
 /* Backward from a scalar (size 1) loss: seeds dloss = 1 and walks the nodes in reverse. */
 void    tape_backward(Tape *tape, Tensor *loss);

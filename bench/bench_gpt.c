@@ -23,9 +23,9 @@
  * Model FLOP utilisation = (6 N + 12 L T C) x tokens/s / peak, with N the parameter count (the
  * tied head counted once): 6 N is the forward (2 N) and backward (4 N) multiply-adds of the
  * weight products per token, 12 L T C the attention scores and weighted sums. The peak is
- * measured here (bench/peak_fma.h) on 1 thread and on 2 for each vector width the CPU has; the
- * machine's peak for a width is the larger of the 2-thread figure and twice the 1-thread one
- * (other processes can only slow a measurement down). It is reported against two peaks: AVX2's
+ * measured here (examples/common/peak_fma.h) on 1 thread and on 2 for each vector width the
+ * CPU has; the machine's peak for a width is the larger of the 2-thread figure and twice the
+ * 1-thread one (other processes can only slow a measurement down). It is reported against two peaks: AVX2's
  * (32 FLOP per cycle per core, the figure the issue quotes, and the widest that the sgemm
  * kernels OpenBLAS is running here can use when OPENBLAS_CORETYPE=Haswell is set) and
  * AVX-512's, the hardware's.
@@ -43,7 +43,7 @@
 #include "autograd/parallel.h"
 #include "autograd/rng.h"
 #include "bench/bench_util.h"
-#include "bench/peak_fma.h"
+#include "examples/common/peak_fma.h"
 #include "nn/gpt.h"
 #include "optim/adamw.h"
 

@@ -18,6 +18,8 @@ float gpt_checkpoint_forward_backward_policy(const Gpt *model, CkptStrategy stra
                                              float loss_scale, CkptStats *stats)
 {
     Tape *embed = tape_under(policy), *head = tape_under(policy);
+    TapeFlops ends = { 0 };     /* the embedding's and the head's, which are not segments */
+    embed->flops = head->flops = &ends;
     Tensor *x = gpt_embed(model, embed, tokens, B, T);
 
     /* The chain only reads the model; its segment type carries a plain void pointer. */
@@ -31,8 +33,7 @@ float gpt_checkpoint_forward_backward_policy(const Gpt *model, CkptStrategy stra
     tape_backward_seeded(head, loss, &loss_scale);
     tape_free(head);            /* dL/dh stays on h, which the run owns */
     ckpt_backward(run);
-    if (stats)
-        *stats = ckpt_stats(run);
+    CkptStats run_stats = ckpt_stats(run);
     ckpt_run_free(run);
 
     /* dL/dx is on the embedding's output: hand it to the embedding tape as its seed (added to
@@ -42,6 +43,10 @@ float gpt_checkpoint_forward_backward_policy(const Gpt *model, CkptStrategy stra
     tape_backward_seeded(embed, x, dx);
     mem_free(dx);
     tape_free(embed);
+    if (stats) {
+        tape_flops_add(&run_stats.flops, &ends);
+        *stats = run_stats;
+    }
     return value;
 }
 

@@ -21,7 +21,8 @@
 
 /* The mean cross-entropy loss of tokens against targets (as gpt_loss), with every parameter
  * gradient accumulated (as tape_backward on gpt_loss would). stats, if not NULL, receives the
- * chain's counters: forwards counts block forward evaluations. */
+ * chain's counters: forwards counts block forward evaluations; flops counts every op of the
+ * step, the embedding's and the head's included (they run forward once: never recomputed). */
 float gpt_checkpoint_forward_backward(const Gpt *model, CkptStrategy strategy,
                                       const int *tokens, const int *targets, int B, int T,
                                       CkptStats *stats);

@@ -49,7 +49,9 @@ static void adapter_product(Format fa, Format fb, bool ta, bool tb, int M, int N
  *   t     = dout B^T                    [M, r], a temp buffer: an activation gradient, so
  *                                       rounded to the policy's gradient format like any
  *   dA   += s x^T t                     [in, r]
- *   dx   += s t A^T                     [M, in]   */
+ *   dx   += s t A^T                     [M, in]
+ * FLOPs (matmul): forward 2M in r + 2M r out; backward 2M r out for each of dB and t, and
+ * 2M in r for each of dA and dx, as computed (s rides on the products' alpha, uncounted). */
 static void adapter_backward(Node *n)
 {
     Tensor *y = n->in[0], *x = n->in[1], *a = n->in[2], *b = n->in[3], *down = n->saved[0];
@@ -60,6 +62,9 @@ static void adapter_backward(Node *n)
     Format fg = policy_grad_operand_format(p), fdown = policy_operand_format(p, down);
     Format fa = policy_operand_format(p, a), fb = policy_operand_format(p, b);
     Format fx = policy_operand_format(p, x);
+    bool need_t = a->requires_grad || x->requires_grad;
+    node_count(n, 2 * (int64_t)M * r * (out * (b->requires_grad + need_t) +
+                                        in * (a->requires_grad + x->requires_grad)), 0);
     if (y->requires_grad) {
         float *dy = tensor_grad(y);
         for (size_t i = 0; i < y->size; i++)
@@ -68,7 +73,7 @@ static void adapter_backward(Node *n)
     if (b->requires_grad)
         adapter_product(fdown, fg, true, false, r, out, M, 1.0f, down->data, dout, 1.0f,
                         tensor_grad(b));
-    if (!a->requires_grad && !x->requires_grad)
+    if (!need_t)
         return;
     float *t = mem_alloc(MEM_TEMP, (size_t)M * r * sizeof *t);
     adapter_product(fg, fb, false, true, M, r, out, 1.0f, dout, b->data, 0.0f, t);
@@ -102,6 +107,7 @@ Tensor *lora_adapter_add(const LoraAdapter *ad, Tape *tape, Tensor *x, Tensor *y
     tensor_copy_data(res, y);
     adapter_product(policy_operand_format(p, down), policy_operand_format(p, b), false, false, M,
                     out, r, 1.0f, down->data, b->data, 1.0f, res->data);
+    tape_count(tape, 2 * (int64_t)M * r * (in + out), 0);
     Node *n = tape_record(tape, "lora", adapter_backward, res, 4, (Tensor *[]){ y, x, a, b });
     if (n) {
         n->saved[0] = down;

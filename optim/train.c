@@ -66,6 +66,7 @@ Trainer *trainer_new(const TrainerConfig *cfg)
     Tensor *const *params = gpt_params(t->model, &n);
     t->optim = make_optimizer(cfg, params, n);
     t->tape = tape_new();
+    t->tape->flops = &t->flops;
     /* The tape points at the trainer's own copy, which lives as long as the tape. */
     if (!policy_is_fp32(&t->cfg.policy))
         t->tape->policy = &t->cfg.policy;
@@ -159,9 +160,11 @@ double trainer_accumulate(Trainer *t, const int *tokens, const int *targets, int
              * says, on tapes of their own under the trainer's tape's policy. (1/K) S is the
              * seed op_scale's backward would pass on from a loss seeded with S, the same
              * float. */
+            CkptStats stats;
             sum += gpt_checkpoint_forward_backward_policy(
                 t->model, t->cfg.checkpoint, t->tape->policy, tokens + k * rows,
-                targets + k * rows, B, T, seed * (1.0f / (float)K), NULL);
+                targets + k * rows, B, T, seed * (1.0f / (float)K), &stats);
+            tape_flops_add(&t->flops, &stats.flops);
             continue;
         }
         Tensor *loss = stage_forward(t, tokens + k * rows, targets + k * rows, B, T);
@@ -206,6 +209,7 @@ Tensor *trainer_eval(Trainer *t, const int *tokens, const int *targets, int B, i
                      double *loss)
 {
     t->tape->recording = false;
+    t->tape->flops = NULL;      /* training compute only */
     Tensor *logits = gpt_forward(t->model, t->tape, tokens, B, T);
     if (targets)
         *loss = op_cross_entropy(t->tape, logits, targets)->data[0];
@@ -216,4 +220,5 @@ void trainer_eval_done(Trainer *t)
 {
     tape_reset(t->tape);
     t->tape->recording = true;
+    t->tape->flops = &t->flops;
 }

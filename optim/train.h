@@ -95,6 +95,10 @@ typedef struct {
     Rng           data_rng;     /* the program draws batches with it */
     GptLora      *lora;         /* NULL unless trainer_use_lora: the only tensors trained */
     LossScaler    scaler;       /* S, its growth count, the checks and skips so far */
+    /* The FLOPs of every training step so far (forward, backward and recompute, counted by the
+     * tape: docs/autograd.md, "Counting FLOPs"); evaluation is not counted. Zero it to count
+     * from now. Not in snapshots: a resumed run counts from where it resumed. */
+    TapeFlops     flops;
 } Trainer;
 
 typedef struct {

@@ -12,6 +12,11 @@
  * per update before clipping; the log's loss_scale column is the scale a step used and
  * skipped is 1 when an inf or NaN gradient skipped its update (docs/mixed_precision.md).
  *
+ * The tape counts the FLOPs of every step (docs/autograd.md, "Counting FLOPs"): the log's flop
+ * column is the training compute so far, its mfu column a step's model FLOPs (forward and
+ * backward, not recompute) over its time at the FMA peak measured when the run starts, and the
+ * report sets the total beside the 6ND + 12LTCD estimate.
+ *
  * Files: flags.c (the command line), evaluate.c (validation and samples), lora.c (LoRA and
  * QLoRA), precision.c (--precision and --loss-scale), loss.gp (the figure).
  * docs/gpt.md explains the model, its backward pass and every column of the log. */
@@ -22,6 +27,7 @@
 
 #include "autograd/parallel.h"
 #include "examples/common/cli.h"
+#include "examples/common/peak_fma.h"
 #include "examples/common/plot.h"
 #include "examples/common/progress.h"
 #include "examples/common/tsv.h"
@@ -34,7 +40,7 @@ enum { LOSS_WINDOW = 50 };     /* steps averaged into the final training loss */
  * the peak_* group that closes a row. */
 static const char *const LOG_COLUMNS[] = {
     "step", "loss", "lr", "grad_norm", "tokens_per_s", "ms", "val_loss", "val_acc",
-    "loss_scale", "skipped",
+    "loss_scale", "skipped", "flop", "mfu",
     "peak_param", "peak_grad", "peak_optim", "peak_act", "peak_temp", NULL,
 };
 
@@ -49,6 +55,7 @@ typedef struct {
     size_t     peak[MEM_NCAT + 1];   /* the run's peak per category, over every phase */
     size_t     step_peak[MEM_NCAT + 1];   /* the same over the training steps alone */
     double     train_seconds;
+    double     peak_flops;           /* FLOP/s, measured at the start on the run's threads */
     long long  train_tokens;
     double     recent_loss[LOSS_WINDOW];
     long       steps_run;
@@ -209,8 +216,44 @@ static void log_cell(TsvWriter *log, double v)
         tsv_num(log, v);
 }
 
+/* FLOPs ------------------------------------------------------------------------------------ */
+
+/* What the MFU column divides by: the fp32 FMA peak of the widest vectors this CPU has, on the
+ * run's threads, best of a few runs of ~12 ms (examples/common/peak_fma.h). */
+static double measure_peak(void)
+{
+    return 1e9 * peak_gflops(peak_best_isa(), par_threads(), 5);
+}
+
+/* Model FLOPs: what the step needs, forward and backward, without what it recomputes. */
+static double model_flops(const TapeFlops *f)
+{
+    return (double)(flop_total(f->forward) + flop_total(f->backward));
+}
+
+static double all_flops(const TapeFlops *f)
+{
+    return model_flops(f) + (double)flop_total(f->recompute);
+}
+
+/* The lecture's estimate per token of the products, 6N + 12LTC: N = 12LC^2 + VC, the weights
+ * that enter a product (four per block: qkv 3C^2, proj C^2, fc 4C^2, proj 4C^2, and the head
+ * V C, which a tied wte is; wpe, the embedding lookup, biases and LayerNorm are not products),
+ * 6 = 2 forward + 4 backward (dX and dW) FLOPs per weight, and 12LTC the attention's QK^T and
+ * PV, dense, forward and backward. T is the rows' length. */
+static double product_weights(const GptConfig *m)
+{
+    double L = m->n_layer, C = m->n_embd, V = m->vocab_size;
+    return 12.0 * L * C * C + V * C;
+}
+
+static double estimate_per_token(const GptConfig *m, int T)
+{
+    return 6.0 * product_weights(m) + 12.0 * m->n_layer * T * m->n_embd;
+}
+
 static void log_row(Run *run, long step, double lr, TrainStepResult r, double seconds,
-                    const size_t *peaks, const EvalResult *ev)
+                    double step_model_flops, const size_t *peaks, const EvalResult *ev)
 {
     if (!run->log)
         return;
@@ -224,6 +267,8 @@ static void log_row(Run *run, long step, double lr, TrainStepResult r, double se
     log_cell(run->log, ev ? ev->accuracy : NAN);
     tsv_num(run->log, r.loss_scale);
     tsv_int(run->log, r.skipped);
+    tsv_num(run->log, all_flops(&run->tr->flops));
+    tsv_num(run->log, step_model_flops / (seconds * run->peak_flops));
     for (int c = 0; c < MEM_NCAT; c++)
         tsv_int(run->log, (long long)peaks[c]);
     if (!tsv_end_row(run->log))
@@ -237,7 +282,7 @@ static void train(Run *run)
     progress_start(&run->progress, first, o->steps, (o->steps - first) / 20);
     for (long step = first + 1; step <= o->steps; step++) {
         double lr = options_lr(o, step);
-        double t0 = progress_now();
+        double t0 = progress_now(), flops_before = model_flops(&run->tr->flops);
         dataset_train_batch(run->ds, &run->tr->data_rng, run->K * run->B, run->tokens,
                             run->targets);
         TrainStepResult r = trainer_step_accum(run->tr, run->tokens, run->targets, run->B,
@@ -259,7 +304,8 @@ static void train(Run *run)
         EvalResult ev;
         if (eval_now)
             ev = evaluate(run, step);
-        log_row(run, step, lr, r, seconds, peaks, eval_now ? &ev : NULL);
+        log_row(run, step, lr, r, seconds, model_flops(&run->tr->flops) - flops_before, peaks,
+                eval_now ? &ev : NULL);
         char extra[48];
         if (o->loss_scale.mode == LOSS_SCALE_NONE)
             snprintf(extra, sizeof extra, "lr %.1e", lr);
@@ -280,6 +326,31 @@ static double mean_recent_loss(const Run *run)
     for (int i = 0; i < n; i++)
         sum += run->recent_loss[i];
     return n ? sum / n : NAN;
+}
+
+/* The training compute counted, beside the estimate and as a share of the peak. */
+static void report_compute(const Run *run)
+{
+    const TapeFlops *f = &run->tr->flops;
+    if (run->steps_run == 0)
+        return;
+    printf("compute          %.4g FLOP counted: forward %.4g, backward %.4g, recompute %.4g; "
+           "products %.4g, the rest %.4g\n", all_flops(f), (double)flop_total(f->forward),
+           (double)flop_total(f->backward), (double)flop_total(f->recompute),
+           (double)(f->forward.matmul + f->backward.matmul + f->recompute.matmul),
+           (double)(f->forward.other + f->backward.other + f->recompute.other));
+    const GptConfig *m = &run->tr->model->cfg;
+    double tokens = (double)run->train_tokens, per_token = estimate_per_token(m, run->T);
+    double products = (double)(f->forward.matmul + f->backward.matmul);
+    double N = product_weights(m);
+    printf("estimate         (6N + 12LTC) D = %.4g FLOP (6ND alone %.4g): N = 12LC^2 + VC = %.0f, "
+           "T = %d, D = %.0f tokens; counted forward + backward products / estimate = %.6f\n",
+           per_token * tokens, 6.0 * N * tokens, N, run->T, tokens,
+           products / (per_token * tokens));
+    printf("MFU              %.2f%%: model FLOPs (forward + backward) %.4g over %.1f s of "
+           "steps at the measured peak %.1f GFLOP/s\n",
+           100.0 * model_flops(f) / (run->train_seconds * run->peak_flops), model_flops(f),
+           run->train_seconds, 1e-9 * run->peak_flops);
 }
 
 /* The final numbers. The wall time runs from the start of the program to the end of the final
@@ -311,6 +382,7 @@ static void report(Run *run, double start)
                progress_format_rate((double)run->train_tokens / run->train_seconds, rate,
                                     sizeof rate), run->steps_run, run->K, run->B, run->T);
     printf("parameters       %zu\n", gpt_n_params(run->tr->model));
+    report_compute(run);
     precision_report(run->tr);
     lora_report(run->tr);
     print_memory(run);
@@ -337,6 +409,9 @@ static void describe(const Run *run)
     printf("checkpointing over the blocks: %s (the log's peak_act and ms columns show the "
            "effect)\n", ckpt_name(o->checkpoint, ckpt, sizeof ckpt));
     printf("attention: %s\n", o->tiled_attention ? "tiled" : "standard");
+    printf("peak: %.1f GFLOP/s fp32 FMA (%s, %d threads), measured now: the mfu column's "
+           "denominator\n", 1e-9 * run->peak_flops, peak_isa_name[peak_best_isa()],
+           par_threads());
     precision_describe(run->tr);
     lora_describe(run->tr, o);
     char decay[96];
@@ -381,6 +456,7 @@ int main(int argc, char **argv)
     run.B = run.o.batch;
     run.T = run.o.seq;
     run.K = run.o.accum;
+    run.peak_flops = measure_peak();
     describe(&run);
 
     size_t batch_tokens = (size_t)run.K * run.B * run.T;

@@ -1,5 +1,5 @@
-#ifndef TAPEGRAD_BENCH_PEAK_FMA_H
-#define TAPEGRAD_BENCH_PEAK_FMA_H
+#ifndef TAPEGRAD_EXAMPLES_PEAK_FMA_H
+#define TAPEGRAD_EXAMPLES_PEAK_FMA_H
 /* The machine's peak fp32 multiply-add throughput, measured rather than computed from a clock
  * and a data sheet (a virtual machine's /proc/cpuinfo clock says little about the real one).
  *
@@ -11,7 +11,8 @@
  *
  * Three widths, each compiled for its own instruction set with __attribute__((target)) and
  * chosen at run time: AVX-512 (16 floats), AVX2 (8 floats), and plain C for any other machine
- * (whatever the compiler makes of it). Header-only: one benchmark uses it. */
+ * (whatever the compiler makes of it). Header-only: bench/bench_gpt.c and train_gpt (the
+ * denominator of its model FLOP utilisation) use it. */
 #include <immintrin.h>
 #include <math.h>
 #include <omp.h>
@@ -80,6 +81,14 @@ static bool peak_isa_available(PeakIsa isa)
     if (isa == PEAK_AVX2)
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     return true;
+}
+
+/* The widest of the three this CPU has: the one a peak is quoted for. */
+static inline PeakIsa peak_best_isa(void)
+{
+    if (peak_isa_available(PEAK_AVX512))
+        return PEAK_AVX512;
+    return peak_isa_available(PEAK_AVX2) ? PEAK_AVX2 : PEAK_PORTABLE;
 }
 
 static float peak_loop(PeakIsa isa, long iters)

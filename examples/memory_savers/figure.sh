@@ -2,9 +2,9 @@
 # Draws docs/figures/memory_savers_curves.png and keeps the TSV files behind it and the table
 # (memory_savers_table.tsv, memory_savers_curves.tsv) beside it.
 #
-# The full sweep is 27 train_gpt runs of 2000 steps (9 configurations x seeds 1-3), about 9
-# minutes each on one thread of the busy two-core machine, two at a time: some two hours, too
-# long for `make figures`. So:
+# The full sweep is 27 train_gpt runs of 2000 steps (9 configurations x seeds 1-3), 7 to 18
+# minutes each on one thread of the busy two-core machine, two at a time: two and a half hours
+# or more, too long for `make figures`. So:
 #   sh examples/memory_savers/figure.sh BUILD_DIR            redraws the PNG from the committed
 #                                                           docs/figures/memory_savers_curves.tsv
 #                                                           (what `make figures` does)

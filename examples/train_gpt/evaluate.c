@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "examples/common/sample.h"
 #include "examples/train_gpt/train_gpt.h"
 
 /* A stream of its own, so sampling never shifts the data or the initial weights. */
@@ -111,27 +112,11 @@ static void print_task_samples(Trainer *tr, const Task *task, int n)
     free(next);
 }
 
-/* Index drawn from softmax(logits): temperature 1, the model's own distribution. */
-static int sample_token(const float *logits, int V, Rng *rng)
-{
-    float max = logits[0];
-    for (int v = 1; v < V; v++)
-        max = logits[v] > max ? logits[v] : max;
-    double sum = 0.0;
-    for (int v = 0; v < V; v++)
-        sum += exp((double)(logits[v] - max));
-    double u = rng_uniform(rng) * sum;
-    for (int v = 0; v < V; v++) {
-        u -= exp((double)(logits[v] - max));
-        if (u < 0.0)
-            return v;
-    }
-    return V - 1;
-}
-
 /* Text: the first characters of the validation text as a prompt, then n characters drawn one
- * at a time, each from the model's distribution given the last T characters. */
-static void print_text_sample(Trainer *tr, const Dataset *ds, int n, uint64_t seed)
+ * at a time, each from the model's distribution given the last T characters, at the given
+ * temperature (examples/common/sample.h; 0 is greedy). */
+static void print_text_sample(Trainer *tr, const Dataset *ds, int n, double temperature,
+                              uint64_t seed)
 {
     int T = dataset_seq_len(ds), V = tr->model->cfg.vocab_size;
     int prompt = T < TEXT_PROMPT ? T : TEXT_PROMPT;
@@ -142,15 +127,17 @@ static void print_text_sample(Trainer *tr, const Dataset *ds, int n, uint64_t se
     for (int len = prompt; len < prompt + n; len++) {
         int ctx = len < T ? len : T;
         Tensor *logits = trainer_eval(tr, &text[len - ctx], NULL, 1, ctx, NULL);
-        text[len] = sample_token(&tensor_unpack(logits)[(size_t)(ctx - 1) * V], V, &rng);
+        text[len] = sample_token(&tensor_unpack(logits)[(size_t)(ctx - 1) * V], V, temperature,
+                                 &rng);
         tensor_release(logits);
         trainer_eval_done(tr);
     }
     size_t cap = (size_t)(prompt + n) + 1;
     char *out = xmalloc(cap);
     dataset_decode(ds, text, prompt, out, cap);
-    printf("sample (the prompt, from the validation text, then %d generated characters):\n"
-           "----\n%s", n, out);
+    printf("sample (the prompt, from the validation text, then %d generated characters at "
+           "temperature %g, sample seed %llu):\n----\n%s", n, temperature,
+           (unsigned long long)seed, out);
     dataset_decode(ds, text + prompt, n, out, cap);
     printf("%s\n----\n", out);
     free(out);
@@ -158,12 +145,13 @@ static void print_text_sample(Trainer *tr, const Dataset *ds, int n, uint64_t se
     free(targets);
 }
 
-void eval_print_samples(Trainer *tr, const Dataset *ds, int n, uint64_t seed)
+void eval_print_samples(Trainer *tr, const Dataset *ds, int n, double temperature,
+                        uint64_t seed)
 {
     if (n <= 0)
         return;
     if (dataset_task(ds))
         print_task_samples(tr, dataset_task(ds), n);
     else
-        print_text_sample(tr, ds, n, seed);
+        print_text_sample(tr, ds, n, temperature, seed);
 }

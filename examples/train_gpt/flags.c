@@ -20,7 +20,7 @@ static const Options DEFAULTS = {
     .warmup_type = SCHED_WARMUP_GRADUAL, .warmup = 100, .warmup_fraction = 0.1,
     .decay = SCHED_DECAY_COSINE, .cooldown_shape = SCHED_COOLDOWN_LINEAR, .momentum = 0.9,
     .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.99, .clip = 1.0,
-    .eval_every = 250, .eval_examples = 1000,
+    .eval_every = 250, .eval_examples = 1000, .temperature = 1.0,
     .lora_alpha = 16.0, .lora_targets = LORA_TARGET_Q | LORA_TARGET_V,
     .precision = "fp32",    /* loss_scale: loss_scale_defaults(), set in options_parse */
 };
@@ -57,6 +57,8 @@ static const struct option LONG_OPTIONS[] = {
     { "save", required_argument, NULL, FLAG_SAVE },
     { "load", required_argument, NULL, FLAG_LOAD },
     { "sample", required_argument, NULL, FLAG_SAMPLE },
+    { "temperature", required_argument, NULL, FLAG_TEMPERATURE },
+    { "sample-seed", required_argument, NULL, FLAG_SAMPLE_SEED },
     { "accum", required_argument, NULL, FLAG_ACCUM },
     { "lr-rule", required_argument, NULL, FLAG_LR_RULE },
     { "base-batch", required_argument, NULL, FLAG_BASE_BATCH },
@@ -165,9 +167,12 @@ static void usage(void)
            "                      schedule settings are used; flags given must agree with them\n"
            "  --sample N          after training: N validation prompts with the model's greedy\n"
            "                      answers (task), or N generated characters (text)\n"
+           "  --temperature X     text samples: each character drawn from softmax(logits / X),\n"
+           "                      0 = greedy (the likeliest), 0 to 100 (default %g)\n"
+           "  --sample-seed N     text samples: the generator's seed (default: --seed)\n"
            "  -h, --help          this text\n",
            d.layers, d.heads, d.embd, d.lr, d.warmup, d.weight_decay, d.beta1, d.beta2,
-           d.momentum, d.clip, d.eval_every, d.eval_examples);
+           d.momentum, d.clip, d.eval_every, d.eval_examples, d.temperature);
 }
 
 const char *options_flag_name(Flag f)
@@ -219,6 +224,8 @@ static void set_value(Options *o, Flag f, const char *arg)
     case FLAG_SAVE: o->save_path = arg; break;
     case FLAG_LOAD: o->load_path = arg; break;
     case FLAG_SAMPLE: o->sample = (int)cli_long(flag, arg, 0, 1 << 20); break;
+    case FLAG_TEMPERATURE: o->temperature = cli_double(flag, arg, 0.0, 100.0); break;
+    case FLAG_SAMPLE_SEED: o->sample_seed = cli_long(flag, arg, 0, (1L << 62)); break;
     case FLAG_ACCUM: o->accum = (int)cli_long(flag, arg, 1, 1 << 16); break;
     case FLAG_LR_RULE: o->lr_rule = (SchedRule)cli_choice(flag, arg, SCHED_RULE_NAMES); break;
     case FLAG_BASE_BATCH: o->base_batch = (int)cli_long(flag, arg, 1, 1 << 30); break;
@@ -293,6 +300,11 @@ static void check_combinations(const Options *o)
     if (o->optimizer != TRAIN_ADAM8BIT && options_given(o, FLAG_ADAM8BIT_ROUNDING))
         cli_usage_error("--adam8bit-rounding applies to --optimizer adam8bit, not %s",
                         trainer_optimizer_name(o->optimizer));
+    if ((options_given(o, FLAG_TEMPERATURE) || options_given(o, FLAG_SAMPLE_SEED)) &&
+        (!o->data || o->sample == 0))
+        cli_usage_error("--%s applies to a text sample: --data with --sample N (a task's "
+                        "samples are greedy answers)",
+                        options_given(o, FLAG_TEMPERATURE) ? "temperature" : "sample-seed");
     check_schedule(o);
     if (o->embd % o->heads != 0)
         cli_usage_error("--embd %d is not a multiple of --heads %d: each head gets C/H "

@@ -475,7 +475,8 @@ int main(int argc, char **argv)
     train(&run);
     report(&run, start);
     finish_outputs(&run);
-    eval_print_samples(run.tr, run.ds, run.o.sample, (uint64_t)run.o.seed);
+    long sample_seed = options_given(&run.o, FLAG_SAMPLE_SEED) ? run.o.sample_seed : run.o.seed;
+    eval_print_samples(run.tr, run.ds, run.o.sample, run.o.temperature, (uint64_t)sample_seed);
 
     free(run.tokens);
     free(run.targets);

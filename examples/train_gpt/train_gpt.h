@@ -24,7 +24,7 @@ typedef enum {
     FLAG_LORA, FLAG_LORA_ALPHA, FLAG_LORA_TARGETS, FLAG_QLORA, FLAG_LOAD_BASE, FLAG_SAVE_ADAPTER,
     FLAG_PRECISION, FLAG_LOSS_SCALE, FLAG_SCALE_GROWTH_INTERVAL, FLAG_SCALE_GROWTH_FACTOR,
     FLAG_SCALE_BACKOFF_FACTOR, FLAG_FP8_SCALING,
-    FLAG_ADAM8BIT_ROUNDING,
+    FLAG_ADAM8BIT_ROUNDING, FLAG_TEMPERATURE, FLAG_SAMPLE_SEED,
     FLAG_END,
 } Flag;
 
@@ -67,6 +67,8 @@ typedef struct {
     long        eval_every;
     int         eval_examples;
     int         sample;
+    double      temperature;     /* of the text sample; 0: greedy */
+    long        sample_seed;     /* its generator's seed (--seed unless given) */
     const char *log_path, *plot_path, *save_path, *load_path;
     /* LoRA and QLoRA (lora.c) */
     int         lora_rank;       /* 0: no adapters */
@@ -116,8 +118,10 @@ EvalResult eval_teacher_forced(Trainer *tr, const Dataset *ds, int B, int max_ex
 /* Exact match by greedy decoding (the definition; tasks only). */
 double     eval_greedy_accuracy(Trainer *tr, const Dataset *ds, int B, int max_examples);
 /* After training: n validation prompts with the model's greedy answers (a task), or n
- * characters generated from the start of the validation text (text data). */
-void       eval_print_samples(Trainer *tr, const Dataset *ds, int n, uint64_t seed);
+ * characters generated from the start of the validation text (text data), drawn at the
+ * temperature (0: greedy) from a generator seeded with seed. */
+void       eval_print_samples(Trainer *tr, const Dataset *ds, int n, double temperature,
+                              uint64_t seed);
 
 /* precision.c -------------------------------------------------------------------------------- */
 /* The "Mixed precision" part of --help. */

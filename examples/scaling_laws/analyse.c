@@ -76,17 +76,6 @@ static double quantile(double *v, int n, double q)
     return i + 1 < n ? v[i] + (pos - i) * (v[i + 1] - v[i]) : v[n - 1];
 }
 
-static void mean_sd(const double *v, int n, double *mean, double *sd)
-{
-    double s = 0, ss = 0;
-    for (int i = 0; i < n; i++)
-        s += v[i];
-    *mean = s / n;
-    for (int i = 0; i < n; i++)
-        ss += (v[i] - *mean) * (v[i] - *mean);
-    *sd = n > 1 ? sqrt(ss / (n - 1)) : NAN;
-}
-
 static double tokens_per_param(const ChinLaw *p, double C)
 {
     double N, D;
@@ -100,7 +89,8 @@ static const char *const BOOT_NAMES[N_BOOT_VALUES] = { "E", "A", "B", "alpha", "
                                                        "D/N at largest C" };
 
 /* Refits approach 3 on `count` resamples of the runs (with replacement), from the small grid
- * and from the full fit; prints the spread of each constant and writes it to the fit file. */
+ * and from the full fit; prints the spread of each constant (median, 5th and 95th
+ * percentiles) and writes it to the fit file. */
 static void bootstrap(const ScalingRun *runs, int n, const ChinLaw *full, double C_max,
                       const AnalyseOptions *o, TsvWriter *fit_tsv)
 {
@@ -133,15 +123,20 @@ static void bootstrap(const ScalingRun *runs, int n, const ChinLaw *full, double
     }
     printf("\nbootstrap of approach 3: %d of %d resamples of the %d runs fitted (%.1f s)\n",
            good, o->bootstrap, n, progress_now() - start);
-    printf("  %-22s %12s %12s %12s %12s\n", "constant", "mean", "sd", "5%", "95%");
+    /* Medians and percentiles, not means: a resample that leaves out the runs pinning one term
+     * lets its constant run off (A of 1e100 with alpha of 10 fits as well as any), and one such
+     * value swamps a mean. */
+    printf("  %-22s %12s %12s %12s %12s\n", "constant", "full fit", "median", "5%", "95%");
+    double full_v[N_BOOT_VALUES] = { full->E, full->A, full->B, full->alpha, full->beta,
+                                     full->beta / (full->alpha + full->beta),
+                                     tokens_per_param(full, C_max) };
     for (int k = 0; k < N_BOOT_VALUES && good > 1; k++) {
-        double mean, sd;
-        mean_sd(vals[k], good, &mean, &sd);
+        double med = quantile(vals[k], good, 0.5);
         double lo = quantile(vals[k], good, 0.05), hi = quantile(vals[k], good, 0.95);
-        printf("  %-22s %12.4g %12.4g %12.4g %12.4g\n", BOOT_NAMES[k], mean, sd, lo, hi);
-        const char *suffix[4] = { "boot_mean", "boot_sd", "boot_p05", "boot_p95" };
-        double vv[4] = { mean, sd, lo, hi };
-        for (int s = 0; s < 4; s++) {
+        printf("  %-22s %12.4g %12.4g %12.4g %12.4g\n", BOOT_NAMES[k], full_v[k], med, lo, hi);
+        const char *suffix[3] = { "boot_median", "boot_p05", "boot_p95" };
+        double vv[3] = { med, lo, hi };
+        for (int s = 0; s < 3; s++) {
             char name[64];
             snprintf(name, sizeof name, "a3_%s_%s", k == B_EXP_A ? "a" : k == B_TPP
                      ? "tokens_per_param" : BOOT_NAMES[k], suffix[s]);
@@ -271,28 +266,36 @@ bool scaling_analyse(const ScalingRun *runs, int n, const AnalyseOptions *o)
     double C_max = budgets[nb - 1];
     bootstrap(runs, n, law, C_max, o, fit_tsv);
 
-    /* Kaplan's L(N) = (N_c / N)^alpha_N at the largest budget, from the runs there that saw at
-     * least 20 tokens per parameter (the nearest this grid comes to "trained to convergence"). */
-    double xk[512], yk[512];
+    /* Kaplan's L(N) = (N_c / N)^alpha_N is the loss of a model trained to convergence. The
+     * nearest this grid comes is each size's longest run: its lowest loss over the budgets
+     * (for the sizes trained at the largest budget, that budget's run). */
+    double xk[512], yk[512], tpp_lo = INFINITY, tpp_hi = 0;
     int nk = 0;
-    for (int pass = 0; pass < 2 && nk < 3; pass++) {
-        nk = 0;
-        for (int i = 0; i < n && nk < 512; i++)
-            if (runs[i].budget == C_max && (pass == 1 || runs[i].D / runs[i].N >= 20)) {
-                xk[nk] = log(runs[i].N);
-                yk[nk++] = log(runs[i].val_loss);
-            }
+    for (int i = 0; i < n && nk < 512; i++) {
+        bool best = true;
+        for (int j = 0; j < n; j++)
+            if (runs[j].N == runs[i].N &&
+                (runs[j].val_loss < runs[i].val_loss || (runs[j].val_loss == runs[i].val_loss &&
+                                                         j < i)))
+                best = false;
+        if (!best)
+            continue;
+        xk[nk] = log(runs[i].N);
+        yk[nk++] = log(runs[i].val_loss);
+        tpp_lo = fmin(tpp_lo, runs[i].D / runs[i].N);
+        tpp_hi = fmax(tpp_hi, runs[i].D / runs[i].N);
     }
     double k0, k1;
-    printf("\nKaplan's L(N) = (N_c / N)^alpha_N at C = %.3g (%d runs", C_max, nk);
+    printf("\nKaplan's L(N) = (N_c / N)^alpha_N through each size's lowest loss (%d sizes, %.3g to "
+           "%.3g tokens per parameter)", nk, tpp_lo, tpp_hi);
     if (fit_line(xk, yk, nk, &k0, &k1)) {
         double alpha_n = -k1, n_c = exp(k0 / alpha_n);
-        printf("): alpha_N %.4f, N_c %.4g   (Kaplan: alpha_N 0.076, N_c 8.8e13, on words)\n",
+        printf(":\n  alpha_N %.4f, N_c %.4g   (Kaplan: alpha_N 0.076, N_c 8.8e13, on words)\n",
                alpha_n, n_c);
         fit_value(fit_tsv, "kaplan_alpha_N", alpha_n);
         fit_value(fit_tsv, "kaplan_N_c", n_c);
     } else {
-        printf("): too few\n");
+        printf(": too few\n");
     }
 
     ChinLaw paper = chin_paper();

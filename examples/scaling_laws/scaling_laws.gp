@@ -20,7 +20,7 @@ set format x "%.0e"
 set xlabel "non-embedding parameters N"
 set ylabel "validation loss (nats per character)"
 set grid
-set key top right
+set key top left
 plot for [i=0:nbv-1] points using "N":(column("budget_index") == i ? column("val_loss") : NaN) \
          with points pt 7 ps 1.1 lc i+1 title sprintf("C = %s", word(budgets, i+1)), \
      for [i=0:nbv-1] isoflop using "N":(column("budget_index") == i ? column("parabola") : NaN) \
@@ -44,7 +44,9 @@ plot optimal using "budget":"D_opt" with points pt 7 ps 1.4 lc rgb "#08519c" tit
      lines using "C":"D_opt_a3" with lines lw 2 dt 2 lc rgb "#d95f0e" title "approach 3 L(N, D)", \
      lines using "C":"D_opt_20" with lines lw 1 dt 3 lc rgb "#555555" title "D = 20 N"
 
-# Contours in log10 coordinates: computed into a table, then drawn as lines with the runs.
+# Contours in log10 coordinates: computed into a table, then drawn as lines with the runs. The
+# table's columns are separated by spaces; the TSV cells hold no spaces, so whitespace reads both.
+set datafile separator whitespace
 x0 = log10(nlo + 0.0) - 0.3; x1 = log10(nhi + 0.0) + 0.3
 y0 = log10(dlo + 0.0) - 0.3; y1 = log10(dhi + 0.0) + 0.3
 unset logscale
@@ -53,7 +55,8 @@ set xrange [x0:x1]; set yrange [y0:y1]
 set isosamples 80, 80
 set samples 80, 80
 set contour base
-set cntrparam levels 12
+lv0 = ceil(Ev * 10) / 10.0 + 0.1
+set cntrparam levels incremental lv0, 0.1, lv0 + 3
 unset surface
 set view map
 set table $contours
@@ -64,7 +67,7 @@ set title "approach 3: contours of L(N, D), the runs, and the compute-optimal fr
 set xlabel "log10 N"
 set ylabel "log10 D (tokens)"
 set key bottom left
-plot $contours using 1:2 with lines lw 1 lc rgb "#9ecae1" title "L(N, D) contours", \
+plot $contours using 1:2 with lines lw 1 lc rgb "#9ecae1" title sprintf("L(N, D) every 0.1 nats from %.1f", lv0), \
      points using (log10(column("N"))):(log10(column("D"))):(column("budget_index") + 1) \
          with points pt 7 ps 1.1 lc variable title "runs (colour: budget)", \
      lines using (log10(column("N_opt_a3"))):(log10(column("D_opt_a3"))) with lines lw 2 \

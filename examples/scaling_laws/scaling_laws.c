@@ -30,18 +30,20 @@
 enum { MAX_RUNS = 512 };
 
 /* Depth and width grow together (heads of width 8, 6 at width 12), C / L from 8 to 16, N from
- * 888 to 200k (225x), closest where the quick grid's optima fall (2k to 20k); the quick grid
- * is the first seven, 888 to 38k (43x). */
+ * 888 to 390k (440x), closest where the optima fall (2k to 40k); the quick grid is the first
+ * seven, 888 to 38k (43x). */
 typedef struct {
     int layers, width, heads;
 } Size;
 
-static const Size SIZES[] = { { 1, 8, 1 }, { 1, 12, 2 }, { 1, 16, 2 }, { 2, 16, 2 },
-                              { 2, 24, 3 }, { 3, 24, 3 }, { 3, 32, 4 }, { 4, 40, 5 },
-                              { 4, 64, 8 } };
-static const double BUDGETS_FULL[] = { 1e10, 2.5e10, 6e10, 1.5e11, 4e11 };
+enum { N_SIZES_FULL = 10, N_SIZES_QUICK = 7 };
+
+static const Size SIZES[N_SIZES_FULL] = {
+    { 1, 8, 1 }, { 1, 12, 2 }, { 1, 16, 2 }, { 2, 16, 2 }, { 2, 24, 3 },
+    { 3, 24, 3 }, { 3, 32, 4 }, { 4, 40, 5 }, { 4, 64, 8 }, { 5, 80, 10 },
+};
+static const double BUDGETS_FULL[] = { 1e10, 2.5e10, 6e10, 1.5e11, 4e11, 1e12 };
 static const double BUDGETS_QUICK[] = { 1e10, 2.5e10, 6e10 };
-enum { N_SIZES_FULL = 9, N_SIZES_QUICK = 7 };
 
 typedef struct {
     bool        quick;
@@ -56,12 +58,12 @@ static void usage(void)
 {
     ScalingTrainConfig d = scaling_train_defaults();
     printf("Usage: scaling_laws [OPTION]...\n"
-           "Trains GPTs of 7 to 9 sizes at 3 to 5 compute budgets C (each for D = C / 6N tokens)\n"
+           "Trains GPTs of 7 to 10 sizes at 3 to 6 compute budgets C (each for D = C / 6N tokens)\n"
            "on a text corpus, then fits Chinchilla's approaches 2 and 3 and Kaplan's L(N), and\n"
            "prints the compute-optimal tokens per parameter beside Chinchilla's ~20.\n\n"
            "  --quick              7 sizes (N 888 to 38k) x 3 budgets (1e10 to 6e10 FLOP),\n"
            "                       256 validation windows: about 2 minutes. The default is the\n"
-           "                       full grid: 9 sizes (to 200k) x 5 budgets (to 4e11), every\n"
+           "                       full grid: 10 sizes (to 390k) x 6 budgets (to 1e12), every\n"
            "                       validation window (see docs/scaling_laws.md for its time)\n"
            "  --data PATH          the corpus (default data/tinyshakespeare.txt in the source\n"
            "                       tree)\n"
@@ -152,7 +154,9 @@ static int run_grid(const Options *o, ScalingRun *runs)
     printf("data: %s\n", dataset_describe(ds, desc, sizeof desc));
 
     const double *budgets = o->quick ? BUDGETS_QUICK : BUDGETS_FULL;
-    int nb = o->quick ? 3 : 5, ns = o->quick ? N_SIZES_QUICK : N_SIZES_FULL;
+    int nb = o->quick ? (int)(sizeof BUDGETS_QUICK / sizeof *BUDGETS_QUICK)
+                      : (int)(sizeof BUDGETS_FULL / sizeof *BUDGETS_FULL);
+    int ns = o->quick ? N_SIZES_QUICK : N_SIZES_FULL;
     struct { int size; double budget; } todo[MAX_RUNS];
     int n_todo = 0;
     double planned_c = 0;

@@ -1,0 +1,244 @@
+/* One run of a scaling-law grid, and the results file (scaling_grid.h). */
+#include "examples/common/scaling_grid.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/parallel.h"
+#include "optim/schedule.h"
+#include "optim/train.h"
+
+ScalingTrainConfig scaling_train_defaults(void)
+{
+    return (ScalingTrainConfig){ .seq = 64, .batch = 4, .lr = 0.02, .lr_width = 16, .warmup_frac = 0.05,
+                                 .warmup_max = 100, .final_frac = 0.1, .eval_windows = 0,
+                                 .threads = 1, .seed = 1 };
+}
+
+double scaling_non_embedding_params(const Gpt *model)
+{
+    const GptConfig *c = &model->cfg;
+    size_t emb = (size_t)c->vocab_size * c->n_embd + (size_t)c->max_seq * c->n_embd;
+    if (!c->tied)
+        emb += (size_t)c->vocab_size * c->n_embd;     /* the head, a second embedding */
+    return (double)(gpt_n_params(model) - emb);
+}
+
+double scaling_non_embedding_count(int layers, int width)
+{
+    double L = layers, C = width;
+    return 12 * L * C * C + 13 * L * C + 2 * C;
+}
+
+double scaling_lr_for(const ScalingTrainConfig *cfg, int width)
+{
+    return cfg->lr * cfg->lr_width / width;
+}
+
+long scaling_steps_for(double budget, double N, const ScalingTrainConfig *cfg)
+{
+    double tokens_per_step = (double)cfg->batch * cfg->seq;
+    long steps = lround(budget / (6 * N * tokens_per_step));
+    return steps < 1 ? 1 : steps;
+}
+
+static void *xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes);
+    if (!p) {
+        fprintf(stderr, "scaling_grid: out of memory (%zu bytes)\n", bytes);
+        exit(1);
+    }
+    return p;
+}
+
+/* Mean cross-entropy over the first n validation windows (all when n is 0 or too many). */
+static double validation_loss(Trainer *tr, const Dataset *ds, int n)
+{
+    int T = dataset_seq_len(ds), B = 32, total = dataset_val_count(ds);
+    if (n > 0 && n < total)
+        total = n;
+    int *tokens = xmalloc((size_t)B * T * sizeof *tokens);
+    int *targets = xmalloc((size_t)B * T * sizeof *targets);
+    double sum = 0.0;
+    long counted = 0;
+    for (int first = 0; first < total; first += B) {
+        dataset_val_batch(ds, first, B, tokens, targets);
+        for (int b = total - first; b < B; b++)       /* windows past n are left out */
+            for (int t = 0; t < T; t++)
+                targets[b * T + t] = -1;
+        long k = 0;
+        for (int i = 0; i < B * T; i++)
+            k += targets[i] >= 0;
+        double loss = 0.0;
+        Tensor *logits = trainer_eval(tr, tokens, targets, B, T, &loss);
+        tensor_release(logits);
+        trainer_eval_done(tr);
+        sum += loss * (double)k;
+        counted += k;
+    }
+    free(tokens);
+    free(targets);
+    return counted ? sum / (double)counted : NAN;
+}
+
+ScalingRun scaling_train_one(const Dataset *ds, const ScalingTrainConfig *cfg, int layers,
+                             int width, int heads, double budget, Progress *prog,
+                             const char *label)
+{
+    double start = progress_now();
+    par_set_threads(cfg->threads);
+    TrainerConfig tc = trainer_config_default();
+    tc.model.vocab_size = dataset_vocab_size(ds);
+    tc.model.max_seq = cfg->seq;
+    tc.model.n_layer = layers;
+    tc.model.n_embd = width;
+    tc.model.n_head = heads;
+    tc.seed = cfg->seed;
+    Trainer *tr = trainer_new(&tc);
+
+    ScalingRun run = { .layers = layers, .width = width, .heads = heads, .budget = budget };
+    run.N = scaling_non_embedding_params(tr->model);
+    run.steps = scaling_steps_for(budget, run.N, cfg);
+    int B = cfg->batch, T = cfg->seq;
+    run.D = (double)run.steps * B * T;
+    run.C = 6 * run.N * run.D;
+
+    /* The cosine spans exactly the run: its length matches D, as Chinchilla requires (a
+     * schedule longer than the run leaves the model at a high rate and overstates its loss). */
+    SchedConfig sc = sched_defaults();
+    run.lr = sc.base_lr = scaling_lr_for(cfg, width);
+    sc.base_batch = sc.batch = B;
+    sc.warmup = SCHED_WARMUP_GRADUAL;
+    long w = lround(cfg->warmup_frac * (double)run.steps);
+    sc.warmup_steps = w < 1 ? 1 : (w > cfg->warmup_max ? cfg->warmup_max : w);
+    if (sc.warmup_steps >= run.steps)
+        sc.warmup_steps = run.steps - 1;
+    sc.decay = SCHED_DECAY_COSINE;
+    sc.total_steps = run.steps;
+    sc.final_fraction = cfg->final_frac;
+
+    int *tokens = xmalloc((size_t)B * T * sizeof *tokens);
+    int *targets = xmalloc((size_t)B * T * sizeof *targets);
+    if (prog)
+        progress_start(prog, 0, run.steps, run.steps / 2);
+    for (long s = 0; s < run.steps; s++) {
+        dataset_train_batch(ds, &tr->data_rng, B, tokens, targets);
+        TrainStepResult r = trainer_step(tr, tokens, targets, B, T, sched_lr(&sc, s));
+        if (prog)
+            progress_update(prog, s + 1, r.loss, (long long)B * T, label);
+    }
+    if (prog)
+        progress_finish(prog);
+    free(tokens);
+    free(targets);
+    run.val_loss = validation_loss(tr, ds, cfg->eval_windows);
+    trainer_free(tr);
+    run.seconds = progress_now() - start;
+    return run;
+}
+
+double scaling_counted_flops(const ScalingRun *run)
+{
+    (void)run;
+    return NAN;
+}
+
+const char *const SCALING_COLUMNS[] = { "layers", "width", "heads", "N", "D", "C", "budget",
+                                        "steps", "lr", "val_loss", "seconds", NULL };
+
+bool scaling_write_row(TsvWriter *w, const ScalingRun *r)
+{
+    tsv_int(w, r->layers);
+    tsv_int(w, r->width);
+    tsv_int(w, r->heads);
+    tsv_num(w, r->N);
+    tsv_num(w, r->D);
+    tsv_num(w, r->C);
+    tsv_num(w, r->budget);
+    tsv_int(w, r->steps);
+    tsv_num(w, r->lr);
+    tsv_num(w, r->val_loss);
+    tsv_num(w, r->seconds);
+    return tsv_end_row(w);
+}
+
+enum { MAX_COLS = 64, LINE_LEN = 4096 };
+
+/* Splits line at tabs in place (the newline removed); returns the number of cells. */
+static int split(char *line, char **cells)
+{
+    line[strcspn(line, "\r\n")] = '\0';
+    int n = 0;
+    for (char *p = line; n < MAX_COLS;) {
+        cells[n++] = p;
+        char *tab = strchr(p, '\t');
+        if (!tab)
+            break;
+        *tab = '\0';
+        p = tab + 1;
+    }
+    return n;
+}
+
+bool scaling_read_results(const char *path, ScalingRun *runs, int max, int *n, char *err,
+                          size_t errlen)
+{
+    *n = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+        return false;
+    }
+    char line[LINE_LEN], *cells[MAX_COLS];
+    int where[11];
+    bool ok = fgets(line, sizeof line, f) != NULL;
+    if (!ok)
+        snprintf(err, errlen, "%s is empty (no header line)", path);
+    int ncols = ok ? split(line, cells) : 0;
+    for (int k = 0; ok && SCALING_COLUMNS[k]; k++) {
+        where[k] = -1;
+        for (int c = 0; c < ncols; c++)
+            if (strcmp(cells[c], SCALING_COLUMNS[k]) == 0)
+                where[k] = c;
+        if (where[k] < 0) {
+            snprintf(err, errlen, "%s: no column '%s' in the header", path, SCALING_COLUMNS[k]);
+            ok = false;
+        }
+    }
+    for (int lineno = 2; ok && fgets(line, sizeof line, f); lineno++) {
+        if (line[0] == '\n' || line[0] == '\0')
+            continue;
+        if (*n >= max) {
+            snprintf(err, errlen, "%s: more than %d rows", path, max);
+            ok = false;
+            break;
+        }
+        int got = split(line, cells);
+        double v[11];
+        for (int k = 0; ok && SCALING_COLUMNS[k]; k++) {
+            char *end = NULL;
+            const char *cell = where[k] < got ? cells[where[k]] : "";
+            v[k] = strtod(cell, &end);
+            if (end == cell || *end != '\0') {
+                snprintf(err, errlen, "%s line %d: column '%s' is '%s', not a number", path,
+                         lineno, SCALING_COLUMNS[k], cell);
+                ok = false;
+            }
+        }
+        if (ok)
+            runs[(*n)++] = (ScalingRun){ .layers = (int)v[0], .width = (int)v[1],
+                                         .heads = (int)v[2], .N = v[3], .D = v[4], .C = v[5],
+                                         .budget = v[6], .steps = (long)v[7], .lr = v[8],
+                                         .val_loss = v[9], .seconds = v[10] };
+    }
+    fclose(f);
+    if (ok && *n == 0) {
+        snprintf(err, errlen, "%s has no rows", path);
+        ok = false;
+    }
+    return ok;
+}

@@ -55,7 +55,9 @@ static Optim *make_optimizer(const TrainerConfig *cfg, Tensor *const *params, in
     return &adamw_new(params, n, cfg->adamw)->base;
 }
 
-Trainer *trainer_new(const TrainerConfig *cfg)
+Trainer *trainer_new(const TrainerConfig *cfg) { return trainer_new_part(cfg, NULL, NULL); }
+
+Trainer *trainer_new_part(const TrainerConfig *cfg, TrainerKeepFn keep, void *ctx)
 {
     Trainer *t = calloc(1, sizeof *t);
     if (!t)
@@ -64,7 +66,15 @@ Trainer *trainer_new(const TrainerConfig *cfg)
     t->model = gpt_new(&cfg->model, cfg->seed);
     int n;
     Tensor *const *params = gpt_params(t->model, &n);
-    t->optim = make_optimizer(cfg, params, n);
+    Tensor **kept = malloc((size_t)n * sizeof *kept);
+    if (!kept)
+        tensor_fatal("out of memory for a trainer");
+    int n_kept = 0;
+    for (int i = 0; i < n; i++)
+        if (!keep || keep(params[i]->name, ctx))
+            kept[n_kept++] = params[i];
+    t->optim = make_optimizer(cfg, kept, n_kept);
+    free(kept);
     t->tape = tape_new();
     t->tape->flops = &t->flops;
     /* The tape points at the trainer's own copy, which lives as long as the tape. */

@@ -124,6 +124,12 @@ bool          trainer_optimizer_parse(const char *name, TrainOptimizer *out);
  * scale, step 0, the data RNG at the start of its stream. An invalid model or loss scaling
  * config is a programming error (check with gpt_config_check and loss_scale_check). */
 Trainer      *trainer_new(const TrainerConfig *cfg);
+/* The same with an optimizer (and master weights) over the parameters keep(name, ctx) accepts
+ * only, in gpt_params order: a pipeline stage's (dist/pipeline.h). The model is still built
+ * whole from cfg->seed, so every stage draws the same weights; the others are left untouched
+ * (fp32, never updated). keep NULL keeps all: trainer_new. */
+typedef bool (*TrainerKeepFn)(const char *name, void *ctx);
+Trainer      *trainer_new_part(const TrainerConfig *cfg, TrainerKeepFn keep, void *ctx);
 /* Frees the model, the optimizer and the tape. NULL is allowed. */
 void          trainer_free(Trainer *t);
 /* LoRA or QLoRA (nn/gpt_lora.h): freezes the model, attaches adapters (A drawn from seed) and

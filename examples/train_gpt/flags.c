@@ -47,6 +47,10 @@ static const struct option LONG_OPTIONS[] = {
     { "beta1", required_argument, NULL, FLAG_BETA1 },
     { "beta2", required_argument, NULL, FLAG_BETA2 },
     { "adam8bit-rounding", required_argument, NULL, FLAG_ADAM8BIT_ROUNDING },
+    { "parallel", required_argument, NULL, FLAG_PARALLEL },
+    { "micro-batches", required_argument, NULL, FLAG_MICRO_BATCHES },
+    { "stages", required_argument, NULL, FLAG_STAGES },
+    { "pipe-events", required_argument, NULL, FLAG_PIPE_EVENTS },
     { "clip", required_argument, NULL, FLAG_CLIP },
     { "seed", required_argument, NULL, FLAG_SEED },
     { "threads", required_argument, NULL, FLAG_THREADS },
@@ -117,6 +121,7 @@ static void usage(void)
            "                      default standard)\n",
            d.task, d.steps, d.batch, TEXT_DEFAULT_SEQ, d.seed);
     precision_usage();
+    pipeline_usage();
     printf("Model:\n"
            "  --layers N          transformer blocks (default %d)\n"
            "  --heads N           attention heads; must divide --embd (default %d)\n"
@@ -213,6 +218,9 @@ static void set_value(Options *o, Flag f, const char *arg)
     case FLAG_BETA2: o->beta2 = cli_double(flag, arg, 0.0, 0.99999); break;
     case FLAG_ADAM8BIT_ROUNDING:
         o->adam8bit_rounding = (Adam8bitRounding)cli_choice(flag, arg, ADAM8BIT_ROUNDING_NAMES);
+        break;
+    case FLAG_PARALLEL: case FLAG_MICRO_BATCHES: case FLAG_STAGES: case FLAG_PIPE_EVENTS:
+        pipeline_set_option(o, f, flag, arg);
         break;
     case FLAG_CLIP: o->clip = cli_double(flag, arg, 0.0, 1e6); break;
     case FLAG_SEED: o->seed = cli_long(flag, arg, 0, (1L << 62)); break;
@@ -348,6 +356,7 @@ Options options_parse(int argc, char **argv)
     if (o.data)
         o.task = NULL;
     lora_check_options(&o);
+    pipeline_check_options(&o);
     /* A short run (--steps 20 to try things) still gets a decay: the default warmup shrinks to
      * a tenth of the steps. An explicit --warmup is taken as given. */
     if (!options_given(&o, FLAG_WARMUP) && !o.load_path && o.warmup > o.steps / 10)

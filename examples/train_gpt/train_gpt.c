@@ -452,6 +452,8 @@ int main(int argc, char **argv)
     double start = progress_now();
     Run run = { .o = options_parse(argc, argv) };
     par_set_threads(run.o.threads);
+    if (pipeline_requested(&run.o))         /* under mpirun: pipeline.c's own loop */
+        return pipeline_main(&run.o, open_data(&run.o));
     run.tr = make_trainer(&run);
     run.B = run.o.batch;
     run.T = run.o.seq;

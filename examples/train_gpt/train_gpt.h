@@ -25,6 +25,7 @@ typedef enum {
     FLAG_PRECISION, FLAG_LOSS_SCALE, FLAG_SCALE_GROWTH_INTERVAL, FLAG_SCALE_GROWTH_FACTOR,
     FLAG_SCALE_BACKOFF_FACTOR, FLAG_FP8_SCALING,
     FLAG_ADAM8BIT_ROUNDING, FLAG_TEMPERATURE, FLAG_SAMPLE_SEED,
+    FLAG_PARALLEL, FLAG_MICRO_BATCHES, FLAG_STAGES, FLAG_PIPE_EVENTS,     /* pipeline.c */
     FLAG_END,
 } Flag;
 
@@ -76,6 +77,11 @@ typedef struct {
     unsigned    lora_targets;    /* LORA_TARGET_* bits */
     bool        qlora;
     const char *load_base_path, *save_adapter_path;
+    /* pipeline parallelism (pipeline.c) */
+    const char *parallel;        /* "pipeline:gpipe", ...; NULL: one process */
+    int         micro_batches;   /* m; becomes accum */
+    const char *stages;          /* blocks per stage, "2,1,1"; NULL: even */
+    const char *pipe_events;     /* TSV of every F and B of every step */
     bool        given[FLAG_END - FLAG_TASK];   /* which flags were on the command line */
 } Options;
 
@@ -122,6 +128,15 @@ double     eval_greedy_accuracy(Trainer *tr, const Dataset *ds, int B, int max_e
  * temperature (0: greedy) from a generator seeded with seed. */
 void       eval_print_samples(Trainer *tr, const Dataset *ds, int n, double temperature,
                               uint64_t seed);
+
+/* pipeline.c (dist/pipeline.h) --------------------------------------------------------------- */
+/* The "Pipeline parallelism" part of --help; the value of its flags; their checks (after every
+ * flag is read: they set accum to the micro-batch count); the run under mpirun. */
+void pipeline_usage(void);
+void pipeline_set_option(Options *o, Flag f, const char *flag, const char *arg);
+void pipeline_check_options(Options *o);
+bool pipeline_requested(const Options *o);
+int  pipeline_main(Options *o, Dataset *ds);
 
 /* precision.c -------------------------------------------------------------------------------- */
 /* The "Mixed precision" part of --help. */

@@ -1,0 +1,448 @@
+#include "dist/pipeline.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "autograd/mem.h"
+
+/* One micro-batch in flight on this stage: what its forward left for its backward. */
+typedef struct {
+    Tape        *embed, *head;      /* stage 0's embedding tape; stage p-1's head and loss */
+    CkptRun     *run;               /* the stage's blocks */
+    Tensor      *x;                 /* the chain's input (stage 0: the embedding's output) */
+    Tensor      *y;                 /* its output (owned by run) */
+    Tensor      *loss;              /* stage p-1 */
+    float       *out;               /* send buffer of y, until the send completes */
+    DistRequest  out_req;
+} Slot;
+
+/* A send whose buffer is freed once it completes (dx to the previous stage). */
+typedef struct {
+    float       *buf;
+    DistRequest  req;
+} Pending;
+
+struct Pipeline {
+    Trainer      *tr;
+    DistComm     *comm;
+    int           stage, p, m;
+    int          *first;            /* [p + 1] */
+    PipeSchedule  sched;
+    CkptChain     chain;
+    Slot         *slots;            /* [m] */
+    Pending      *pending;          /* [m] dx sends */
+    int           n_pending;
+    PipeEvent    *events;           /* [2 m] */
+    int           n_events;
+    uint64_t      bytes_sent;
+    double        t0;
+    double        loss_sum;
+};
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A wait that leaves the core to others: MPI's own wait spins. */
+static void wait_polite(DistRequest *r)
+{
+    struct timespec nap = { 0, 20000 };
+    while (!dist_test(r))
+        nanosleep(&nap, NULL);
+}
+
+static void recv_polite(DistComm *c, void *buf, size_t bytes, int src, int tag)
+{
+    DistRequest r = dist_irecv(c, buf, bytes, src, tag);
+    wait_polite(&r);
+}
+
+/* Ownership ---------------------------------------------------------------------------------- */
+
+typedef struct {
+    int  lo, hi;                    /* blocks [lo, hi) */
+    bool first, last, tied;
+} Owner;
+
+static bool owner_keeps(const char *name, void *ctx)
+{
+    const Owner *o = ctx;
+    int layer;
+    if (sscanf(name, "blocks.%d.", &layer) == 1)
+        return layer >= o->lo && layer < o->hi;
+    if (strncmp(name, "wte.", 4) == 0)
+        return o->first || (o->last && o->tied);
+    if (strncmp(name, "wpe.", 4) == 0)
+        return o->first;
+    return o->last;                 /* ln_f, head */
+}
+
+static Owner owner_of(const Pipeline *pp)
+{
+    return (Owner){ pp->first[pp->stage], pp->first[pp->stage + 1], pp->stage == 0,
+                    pp->stage == pp->p - 1, pp->tr->cfg.model.tied };
+}
+
+bool pipe_owns(const Pipeline *pp, const char *name)
+{
+    Owner o = owner_of(pp);
+    return owner_keeps(name, &o);
+}
+
+static Tensor *stage_block(Tape *tape, Tensor *x, int index, void *ctx)
+{
+    Pipeline *pp = ctx;
+    return gpt_block(pp->tr->model, pp->first[pp->stage] + index, tape, x);
+}
+
+static Tape *tape_under(const PrecisionPolicy *policy)
+{
+    Tape *t = tape_new();
+    t->policy = policy;
+    return t;
+}
+
+Pipeline *pipe_new(const TrainerConfig *cfg, DistComm *comm, PipeSchedKind kind, int m,
+                   const int *first)
+{
+    Pipeline *pp = calloc(1, sizeof *pp);
+    if (!pp)
+        tensor_fatal("out of memory for a pipeline");
+    pp->comm = comm;
+    pp->stage = comm->rank;
+    pp->p = comm->size;
+    pp->m = m;
+    pp->first = malloc((size_t)(pp->p + 1) * sizeof *pp->first);
+    pp->slots = calloc((size_t)m, sizeof *pp->slots);
+    pp->pending = calloc((size_t)m, sizeof *pp->pending);
+    pp->events = calloc((size_t)2 * m, sizeof *pp->events);
+    if (!pp->first || !pp->slots || !pp->pending || !pp->events)
+        tensor_fatal("out of memory for a pipeline");
+    memcpy(pp->first, first, (size_t)(pp->p + 1) * sizeof *first);
+    Owner o = { first[pp->stage], first[pp->stage + 1], pp->stage == 0,
+                pp->stage == pp->p - 1, cfg->model.tied };
+    if (o.hi <= o.lo || first[pp->p] != cfg->model.n_layer)
+        tensor_fatal("pipe_new: stage %d gets blocks [%d, %d) of %d", pp->stage, o.lo, o.hi,
+                     cfg->model.n_layer);
+    pp->tr = trainer_new_part(cfg, owner_keeps, &o);
+    pp->sched = pipe_schedule_new(kind, pp->p, m);
+    const PrecisionPolicy *policy = pp->tr->tape->policy;
+    pp->chain = (CkptChain){ .fn = stage_block, .ctx = pp, .n = o.hi - o.lo, .policy = policy };
+    for (int k = 0; k < m; k++) {
+        pp->slots[k].run = ckpt_run_new(&pp->chain, cfg->checkpoint);
+        if (o.first)
+            pp->slots[k].embed = tape_under(policy);
+        if (o.last)
+            pp->slots[k].head = tape_under(policy);
+    }
+    return pp;
+}
+
+void pipe_free(Pipeline *pp)
+{
+    if (!pp)
+        return;
+    for (int k = 0; k < pp->m; k++) {
+        ckpt_run_free(pp->slots[k].run);
+        if (pp->slots[k].embed)
+            tape_free(pp->slots[k].embed);
+        if (pp->slots[k].head)
+            tape_free(pp->slots[k].head);
+    }
+    trainer_free(pp->tr);
+    pipe_schedule_free(&pp->sched);
+    free(pp->first);
+    free(pp->slots);
+    free(pp->pending);
+    free(pp->events);
+    free(pp);
+}
+
+Trainer *pipe_trainer(Pipeline *pp) { return pp->tr; }
+int pipe_stage(const Pipeline *pp) { return pp->stage; }
+const PipeSchedule *pipe_schedule(const Pipeline *pp) { return &pp->sched; }
+
+const PipeEvent *pipe_events(const Pipeline *pp, int *n)
+{
+    *n = pp->n_events;
+    return pp->events;
+}
+
+uint64_t pipe_bytes_sent(const Pipeline *pp) { return pp->bytes_sent; }
+
+/* The actions ------------------------------------------------------------------------------- */
+
+/* Tags: micro-batch k's activation 2k, its gradient 2k + 1. */
+static int tag_of(int mb, char kind) { return 2 * mb + (kind == PIPE_B); }
+
+/* Micro-batch k's forward. Activations travel as fp32 values (under a policy the values the act
+ * dtype rounded them to) followed by the scale they were rounded with; the receiver packs them
+ * back, so its act bytes and values are those of one tape. */
+static void forward(Pipeline *pp, int k, const int *tokens, const int *targets, int B, int T,
+                    PipeEvent *ev)
+{
+    Slot *sl = &pp->slots[k];
+    const PrecisionPolicy *policy = pp->chain.policy;
+    int C = pp->tr->cfg.model.n_embd;
+    size_t n = (size_t)B * T * C, rows = (size_t)B * T;
+    if (pp->stage > 0) {
+        float *in = mem_alloc(MEM_TEMP, (n + 1) * sizeof *in);
+        recv_polite(pp->comm, in, (n + 1) * sizeof *in, pp->stage - 1, tag_of(k, PIPE_F));
+        ev->ready = now() - pp->t0;
+        sl->x = tensor_new3(MEM_ACT, B, T, C);
+        memcpy(sl->x->data, in, n * sizeof *in);
+        if (policy && policy->act != DTYPE_F32)
+            tensor_pack(sl->x, policy->act, in[n]);
+        mem_free(in);
+        sl->x->requires_grad = true;
+    } else {
+        ev->ready = now() - pp->t0;
+    }
+    double c0 = cpu_now();
+    if (pp->stage == 0)
+        sl->x = gpt_embed(pp->tr->model, sl->embed, tokens + k * rows, B, T);
+    sl->y = ckpt_forward(sl->run, sl->x);
+    if (pp->stage == pp->p - 1) {
+        sl->loss = op_cross_entropy(sl->head, gpt_head(pp->tr->model, sl->head, sl->y),
+                                    targets + k * rows);
+        pp->loss_sum += sl->loss->data[0];
+    } else {
+        sl->out = mem_alloc(MEM_TEMP, (n + 1) * sizeof *sl->out);
+        memcpy(sl->out, tensor_unpack(sl->y), n * sizeof *sl->out);
+        tensor_release(sl->y);
+        sl->out[n] = sl->y->dtype == DTYPE_F32 ? 1.0f : sl->y->scale;
+        sl->out_req = dist_isend(pp->comm, sl->out, (n + 1) * sizeof *sl->out, pp->stage + 1,
+                                 tag_of(k, PIPE_F));
+    }
+    ev->cpu = cpu_now() - c0;
+}
+
+static void backward(Pipeline *pp, int k, int B, int T, PipeEvent *ev)
+{
+    Slot *sl = &pp->slots[k];
+    size_t n = (size_t)B * T * pp->tr->cfg.model.n_embd;
+    float *dy = NULL;
+    if (pp->stage < pp->p - 1) {
+        dy = mem_alloc(MEM_TEMP, n * sizeof *dy);
+        recv_polite(pp->comm, dy, n * sizeof *dy, pp->stage + 1, tag_of(k, PIPE_B));
+    }
+    ev->ready = now() - pp->t0;
+    double c0 = cpu_now();
+    if (dy) {
+        ckpt_backward_seeded(sl->run, dy);
+        mem_free(dy);
+    } else {
+        /* (1/m) S: what op_scale(loss, 1/m)'s backward hands the loss when seeded with S, as
+         * trainer_accumulate does (the same float). */
+        float seed = loss_scale_value(&pp->tr->scaler) * (1.0f / (float)pp->m);
+        tape_backward_seeded(sl->head, sl->loss, &seed);
+        tape_reset(sl->head);           /* dL/dy stays on y, which the run owns */
+        ckpt_backward(sl->run);
+    }
+    if (pp->stage == 0) {
+        float *dx = sl->x->grad;
+        sl->x->grad = NULL;
+        tape_backward_seeded(sl->embed, sl->x, dx);
+        mem_free(dx);
+        tape_reset(sl->embed);
+    } else {
+        Pending *pd = &pp->pending[pp->n_pending++];
+        pd->buf = mem_alloc(MEM_TEMP, n * sizeof *pd->buf);
+        memcpy(pd->buf, tensor_grad(sl->x), n * sizeof *pd->buf);
+        pd->req = dist_isend(pp->comm, pd->buf, n * sizeof *pd->buf, pp->stage - 1,
+                             tag_of(k, PIPE_B));
+        tensor_free(sl->x);
+    }
+    sl->x = sl->y = sl->loss = NULL;
+    ev->cpu = cpu_now() - c0;
+    /* The next stage has received y (its dy came back), so this completes at once. */
+    if (sl->out) {
+        wait_polite(&sl->out_req);
+        mem_free(sl->out);
+        sl->out = NULL;
+    }
+}
+
+/* The step ---------------------------------------------------------------------------------- */
+
+/* A tied wte: stage 0 holds the embedding's term E, stage p-1 the head's H; both become H + E
+ * (commutative, so the same bits on both). */
+static void add_tied_halves(Pipeline *pp)
+{
+    if (!pp->tr->cfg.model.tied || pp->p == 1 || (pp->stage != 0 && pp->stage != pp->p - 1))
+        return;
+    Tensor *wte = pp->tr->model->wte;
+    float *g = tensor_grad(wte);
+    float *other = mem_alloc(MEM_TEMP, wte->size * sizeof *other);
+    int peer = pp->stage == 0 ? pp->p - 1 : 0;
+    DistRequest s = dist_isend(pp->comm, g, wte->size * sizeof *g, peer, 2 * pp->m);
+    recv_polite(pp->comm, other, wte->size * sizeof *other, peer, 2 * pp->m);
+    wait_polite(&s);
+    for (size_t i = 0; i < wte->size; i++)
+        g[i] = pp->stage == 0 ? other[i] + g[i] : g[i] + other[i];
+    mem_free(other);
+}
+
+double pipe_accumulate(Pipeline *pp, const int *tokens, const int *targets, int B, int T)
+{
+    uint64_t sent0 = pp->comm->bytes_sent;
+    /* The clocks start together: a collective, then each rank's monotonic clock (one clock on
+     * one machine; the gathered log subtracts the earliest start anyway). */
+    dist_all_ok(pp->comm, true);
+    pp->t0 = now();
+    pp->loss_sum = 0.0;
+    pp->n_pending = 0;
+    const PipeAction *acts = pipe_stage_actions(&pp->sched, pp->stage);
+    for (int i = 0; i < pp->sched.n_actions; i++) {
+        PipeEvent *ev = &pp->events[i];
+        *ev = (PipeEvent){ .stage = pp->stage, .mb = acts[i].mb, .kind = acts[i].kind,
+                           .start = now() - pp->t0 };
+        if (acts[i].kind == PIPE_F)
+            forward(pp, acts[i].mb, tokens, targets, B, T, ev);
+        else
+            backward(pp, acts[i].mb, B, T, ev);
+        ev->end = now() - pp->t0;
+    }
+    pp->n_events = pp->sched.n_actions;
+    for (int i = 0; i < pp->n_pending; i++) {
+        wait_polite(&pp->pending[i].req);
+        mem_free(pp->pending[i].buf);
+    }
+    add_tied_halves(pp);
+    pp->bytes_sent = pp->comm->bytes_sent - sent0;
+    double loss = pp->stage == pp->p - 1 ? pp->loss_sum / pp->m : 0.0;
+    dist_broadcast(pp->comm, &loss, sizeof loss, pp->p - 1);
+    return loss;
+}
+
+/* The global norm: each stage's sum of squares over the parameters it owns (a tied wte counted
+ * on stage 0 only), added in rank order. */
+static double global_norm(Pipeline *pp)
+{
+    Optim *o = pp->tr->optim;
+    bool skip_wte = pp->tr->cfg.model.tied && pp->stage == pp->p - 1 && pp->p > 1;
+    double sum = 0.0;
+    for (int i = 0; i < o->n; i++) {
+        const Tensor *t = o->params[i];
+        if (!t->grad || (skip_wte && t == pp->tr->model->wte))
+            continue;
+        for (size_t j = 0; j < t->size; j++)
+            sum += (double)t->grad[j] * (double)t->grad[j];
+    }
+    return sqrt(dist_sum_double(pp->comm, sum));
+}
+
+TrainStepResult pipe_step(Pipeline *pp, const int *tokens, const int *targets, int B, int T,
+                          double lr)
+{
+    Trainer *t = pp->tr;
+    Optim *o = t->optim;
+    TrainStepResult r;
+    r.loss_scale = loss_scale_value(&t->scaler);
+    r.loss = pipe_accumulate(pp, tokens, targets, B, T);
+    bool found_inf = !dist_all_ok(pp->comm, !loss_scale_unscale_grads(&t->scaler, o->params,
+                                                                       o->n));
+    r.grad_norm = global_norm(pp);
+    /* As clip_grad_norm_to: the factor max / (norm + 1e-6), rounded to float, when below 1. */
+    double coef = t->cfg.clip / (r.grad_norm + 1e-6);
+    if (t->cfg.clip > 0.0 && isfinite(r.grad_norm) && coef < 1.0) {
+        for (int i = 0; i < o->n; i++)
+            if (o->params[i]->grad)
+                for (size_t j = 0; j < o->params[i]->size; j++)
+                    o->params[i]->grad[j] *= (float)coef;
+    }
+    r.updated = !found_inf;
+    if (r.updated)
+        optim_step(o, lr);
+    r.skipped = !r.updated;
+    loss_scale_update(&t->scaler, found_inf);
+    optim_zero_grad(o);
+    t->step++;
+    return r;
+}
+
+/* The log ----------------------------------------------------------------------------------- */
+
+PipeEvent *pipe_gather_events(Pipeline *pp, int *n)
+{
+    /* Each rank's absolute start, so rank 0 can put every event on one time axis. */
+    int per = pp->n_events;
+    size_t bytes = (size_t)per * sizeof(PipeEvent);
+    if (pp->stage != 0) {
+        dist_send(pp->comm, &pp->t0, sizeof pp->t0, 0, 0);
+        dist_send(pp->comm, pp->events, bytes, 0, 1);
+        *n = 0;
+        return NULL;
+    }
+    PipeEvent *all = malloc(bytes * pp->p);
+    double *t0 = malloc((size_t)pp->p * sizeof *t0);
+    if (!all || !t0)
+        tensor_fatal("out of memory for a pipeline log");
+    memcpy(all, pp->events, bytes);
+    t0[0] = pp->t0;
+    for (int s = 1; s < pp->p; s++) {
+        dist_recv(pp->comm, &t0[s], sizeof t0[s], s, 0);
+        dist_recv(pp->comm, all + (size_t)s * per, bytes, s, 1);
+    }
+    double base = t0[0];
+    for (int s = 1; s < pp->p; s++)
+        base = t0[s] < base ? t0[s] : base;
+    for (int s = 0; s < pp->p; s++) {
+        for (int i = 0; i < per; i++) {
+            PipeEvent *e = &all[(size_t)s * per + i];
+            double shift = t0[s] - base;
+            e->start += shift;
+            e->ready += shift;
+            e->end += shift;
+        }
+    }
+    free(t0);
+    *n = per * pp->p;
+    return all;
+}
+
+double pipe_bubble(const PipeEvent *ev, int n, int p, double *bubble)
+{
+    double lo = INFINITY, hi = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        lo = ev[i].start < lo ? ev[i].start : lo;
+        hi = ev[i].end > hi ? ev[i].end : hi;
+    }
+    double span = hi - lo;
+    for (int s = 0; s < p; s++) {
+        double busy = 0.0;
+        for (int i = 0; i < n; i++)
+            if (ev[i].stage == s)
+                busy += ev[i].end - ev[i].ready;
+        bubble[s] = span > 0.0 ? 1.0 - busy / span : 0.0;
+    }
+    return span;
+}
+
+double pipe_bubble_replayed(const PipeSchedule *s, const PipeEvent *ev, int n)
+{
+    int p = s->p;
+    double *f = calloc((size_t)p * 3, sizeof *f), *b = f + p, *busy = f + 2 * p;
+    if (!f)
+        tensor_fatal("out of memory replaying a schedule");
+    for (int i = 0; i < n; i++)
+        (ev[i].kind == PIPE_F ? f : b)[ev[i].stage] += ev[i].cpu / s->m;
+    double span = pipe_simulate(s, f, b, busy), mean = 0.0;
+    for (int st = 0; st < p; st++)
+        mean += (1.0 - busy[st] / span) / p;
+    free(f);
+    return mean;
+}

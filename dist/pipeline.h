@@ -1,0 +1,87 @@
+#ifndef TAPEGRAD_PIPELINE_H
+#define TAPEGRAD_PIPELINE_H
+/* Pipeline parallelism (docs/pipeline.md): the GPT's blocks cut into p stages, one per rank of
+ * a communicator; the embedding goes with stage 0, the final LayerNorm, head and loss with stage
+ * p-1. A step runs one schedule (dist/pipeline_schedule.h) over m micro-batches:
+ *
+ *     F k   stage s receives x [B, T, C] from s-1 (stage 0 embeds the tokens), runs its blocks
+ *           (a checkpointed chain, nn/gpt_checkpoint.c's shape: any strategy), and sends the
+ *           output to s+1 with a non-blocking send (stage p-1 computes the loss instead)
+ *     B k   stage s receives dy from s+1 (stage p-1 seeds its loss with S/m, as one process
+ *           accumulating m micro-batches does), backprops its chain, and sends dx to s-1
+ *           (stage 0 backprops the embedding)
+ *
+ * then, once per global batch: the tied embedding's two halves (stage 0's embedding term, stage
+ * p-1's head term) added as head + embedding on both, the inf/NaN check agreed over the ranks,
+ * the global gradient norm (each stage's sum of squares, added in rank order), clipping, and
+ * each stage's optimizer over its own parameters (optim/train.h: trainer_new_part).
+ *
+ * Equality with one process: the gradients and the updated parameters are those of
+ * trainer_step_accum with K = m on the same micro-batches, bit for bit, for an untied head,
+ * with or without a precision policy, with no clipping (or a norm under the limit). A tied head
+ * sums its two terms in another order (one process adds them per micro-batch), a rounding
+ * apart; the norm is summed in another order, so the clipping factor can be one rounding apart.
+ *
+ * Every rank builds the whole model (the same weights from the same seed, no broadcast) but
+ * computes with, keeps gradients of and updates only its stage's parameters.
+ *
+ * Waiting is a poll (dist_test, then a 20 us sleep), not MPI's spin: with more ranks than cores
+ * a waiting rank must give its core to a computing one.
+ *
+ * Measured per step: an event per action (start, when its input arrived, end, and the compute
+ * time on the CPU), bytes sent, and the peak act bytes (the caller's mem_reset_peaks /
+ * mem_peak(MEM_ACT): every rank is its own process, with its own accounting). */
+#include <stdint.h>
+
+#include "dist/comm.h"
+#include "dist/pipeline_schedule.h"
+#include "optim/train.h"
+
+typedef struct {
+    int    stage, mb;
+    char   kind;            /* 'F' or 'B' */
+    double start;           /* seconds from the step's start (a shared monotonic clock) */
+    double ready;           /* its input arrived: start..ready is waiting */
+    double end;             /* ready..end is compute */
+    double cpu;             /* CPU seconds of this thread during the compute */
+} PipeEvent;
+
+typedef struct Pipeline Pipeline;
+
+/* A stage of a pipeline on comm (stage = rank, p = comm->size) with the block split first[p+1]
+ * (pipe_split_parse), schedule kind and m micro-batches per step, training cfg's model under
+ * cfg's optimizer, policy, loss scaling, clipping and checkpointing strategy (within the
+ * stage's blocks). Every rank calls it with the same arguments. */
+Pipeline *pipe_new(const TrainerConfig *cfg, DistComm *comm, PipeSchedKind kind, int m,
+                   const int *first);
+void      pipe_free(Pipeline *pp);
+Trainer  *pipe_trainer(Pipeline *pp);
+int       pipe_stage(const Pipeline *pp);
+/* True when the parameter of that name lives on this stage. */
+bool      pipe_owns(const Pipeline *pp, const char *name);
+const PipeSchedule *pipe_schedule(const Pipeline *pp);
+
+/* Forward and backward of m micro-batches (tokens, targets [m B T] on every rank, as for
+ * trainer_step_accum), the tied head's terms added: the stage's gradients are then those of
+ * trainer_accumulate(K = m). Returns the mean loss, on every rank. */
+double    pipe_accumulate(Pipeline *pp, const int *tokens, const int *targets, int B, int T);
+/* pipe_accumulate, then the update (see above). The result is the same on every rank. */
+TrainStepResult pipe_step(Pipeline *pp, const int *tokens, const int *targets, int B, int T,
+                          double lr);
+
+/* The last step's events on this rank ([2 m]) and its payload bytes sent. */
+const PipeEvent *pipe_events(const Pipeline *pp, int *n);
+uint64_t  pipe_bytes_sent(const Pipeline *pp);
+/* Collective: every rank's events of the last step, on rank 0 (*n = 2 m p; NULL elsewhere),
+ * stage by stage, times from the earliest start over the ranks. Free with free(). */
+PipeEvent *pipe_gather_events(Pipeline *pp, int *n);
+
+/* From a gathered log: per stage, the compute time (wall) and the busy fraction of the span
+ * from the first start to the last end; bubble[s] = 1 - busy / span. Returns the span. */
+double    pipe_bubble(const PipeEvent *ev, int n, int p, double *bubble);
+/* The schedule played with each action's measured CPU time as its duration (pipe_simulate,
+ * means over micro-batches per stage and kind): the bubble a machine with a core per stage
+ * would show. Returns the mean over stages. */
+double    pipe_bubble_replayed(const PipeSchedule *s, const PipeEvent *ev, int n);
+
+#endif

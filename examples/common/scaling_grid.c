@@ -13,7 +13,8 @@
 
 ScalingTrainConfig scaling_train_defaults(void)
 {
-    return (ScalingTrainConfig){ .seq = 64, .batch = 4, .lr = 0.02, .lr_width = 16, .warmup_frac = 0.05,
+    return (ScalingTrainConfig){ .seq = 64, .batch = 4, .lr = 0.02, .lr_width = 16,
+                                 .warmup_frac = 0.05,
                                  .warmup_max = 100, .final_frac = 0.1, .eval_windows = 0,
                                  .threads = 1, .seed = 1 };
 }

@@ -35,8 +35,8 @@ typedef struct {
     uint64_t seed;
 } ScalingTrainConfig;
 
-/* T 64, batch 4 (these runs are short: a small batch buys steps), lr 0.02 at width 16, warmup 5% up to 100 steps, floor 0.1, every
- * validation window, 1 thread, seed 1. */
+/* T 64, batch 4 (these runs are short: a small batch buys steps), lr 0.02 at width 16,
+ * warmup 5% up to 100 steps, floor 0.1, every validation window, 1 thread, seed 1. */
 ScalingTrainConfig scaling_train_defaults(void);
 
 /* One row of the results. */

@@ -176,7 +176,8 @@ static void draw(const AnalyseOptions *o, const ChinLaw *law, const double *budg
     const char *names[] = { "points", "isoflop", "optimal", "lines", "output", "E", "A", "B",
                             "alpha", "beta", "nlo", "nhi", "dlo", "dhi", "nb", "budgets" };
     const char *values[] = { path[0], path[1], path[2], path[3], path[4], vals[0], vals[1],
-                             vals[2], vals[3], vals[4], vals[5], vals[6], vals[7], vals[8], nbs, bl };
+                             vals[2], vals[3], vals[4], vals[5], vals[6], vals[7], vals[8],
+                             nbs, bl };
     if (plot_run_vars(TAPEGRAD_SOURCE_DIR "/examples/scaling_laws/scaling_laws.gp", names, values,
                       16, "output") == PLOT_OK)
         printf("wrote %s\n", path[4]);

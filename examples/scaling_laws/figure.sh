@@ -1,6 +1,6 @@
 #!/bin/sh
 # Draws docs/figures/scaling_laws.png from the FULL grid of scaling_laws (10 sizes x 6 budgets,
-# 44 runs: see docs/scaling_laws.md for how long it took) and keeps the TSV files it is drawn
+# 45 runs: see docs/scaling_laws.md for how long it took) and keeps the TSV files it is drawn
 # from, the runs (scaling_runs.tsv) and every fitted number (scaling_fit.tsv) beside it. The
 # printed report goes to docs/figures/scaling_laws_report.txt. To refit or restyle without
 # training again:

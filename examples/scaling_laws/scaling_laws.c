@@ -90,7 +90,7 @@ static Options parse(int argc, char **argv)
     Options o = { .data = TAPEGRAD_SOURCE_DIR "/data/tinyshakespeare.txt",
                   .out = "scaling_laws_out", .min_steps = 50, .max_epochs = 10,
                   .train = scaling_train_defaults(),
-                  .analyse = { .bootstrap = 100, .seed = 1, .threads = 2 } };
+                  .analyse = { .bootstrap = 100, .seed = 1 } };
     o.train.threads = 2;
     o.train.eval_windows = -1;
     enum { QUICK = 256, DATA, OUT, FROM, MIN_STEPS, MAX_EPOCHS, SEQ, BATCH, LR, EVAL, BOOT, SEED,
@@ -120,13 +120,15 @@ static Options parse(int argc, char **argv)
         case SEQ: o.train.seq = (int)cli_long("--seq", optarg, 1, 4096); break;
         case BATCH: o.train.batch = (int)cli_long("--batch", optarg, 1, 1 << 16); break;
         case LR: o.train.lr = cli_double("--lr", optarg, 1e-9, 10.0); break;
-        case EVAL: o.train.eval_windows = (int)cli_long("--eval-windows", optarg, 1, 1 << 30); break;
+        case EVAL:
+            o.train.eval_windows = (int)cli_long("--eval-windows", optarg, 1, 1 << 30);
+            break;
         case BOOT: o.analyse.bootstrap = (int)cli_long("--bootstrap", optarg, 0, 100000); break;
         case SEED:
             o.train.seed = o.analyse.seed = (uint64_t)cli_long("--seed", optarg, 0, 1L << 62);
             break;
         case THREADS:
-            o.train.threads = o.analyse.threads = (int)cli_long("--threads", optarg, 1, 1024);
+            o.train.threads = (int)cli_long("--threads", optarg, 1, 1024);
             break;
         case 'h': usage(); exit(0);
         case ':': cli_usage_error("%s needs a value", argv[optind - 1]);
@@ -143,7 +145,8 @@ static Options parse(int argc, char **argv)
 
 /* Trains every (size, budget) pair of the grid that passes the step and epoch limits (a model
  * too large for a budget gets too few steps to say anything; one too small, tens of passes
- * over the text, which the laws do not describe), writing each row to OUT/scaling_runs.tsv as it finishes. */
+ * over the text, which the laws do not describe), writing each row to OUT/scaling_runs.tsv as
+ * it finishes. */
 static int run_grid(const Options *o, ScalingRun *runs)
 {
     char err[512];

@@ -10,7 +10,6 @@ typedef struct {
     const char *out;         /* folder of the TSV files and the figure */
     int         bootstrap;   /* resamples for the spread of approach 3's constants */
     uint64_t    seed;        /* of the resampling */
-    int         threads;
 } AnalyseOptions;
 
 /* Fits approaches 2 and 3 and Kaplan's L(N) to the runs, prints them, writes

@@ -101,8 +101,9 @@ static void test_results_roundtrip(void **state)
     snprintf(dir, sizeof dir, "/tmp/test_scaling_grid_dir_%d", (int)getpid());
     assert_int_equal(mkdir(dir, 0777), 0);
     ScalingRun runs[2] = {
-        { 1, 16, 2, 3312, 1e10, 7.5e5, 6 * 3312 * 7.5e5, 1474, 0.02, 2.4844, 2.1 },
-        { 2, 24, 3, 14496, 1e10, 1.1e5, 6 * 14496 * 1.1e5, 337, 1.0 / 75, 2.6241123456789, 1.4 },
+        { 1, 16, 2, 3312, 1e10, 7.5e5, 6 * 3312 * 7.5e5, 1474, 0.02, 2.4844, 2.1, 2.5e10 },
+        { 2, 24, 3, 14496, 1e10, 1.1e5, 6 * 14496 * 1.1e5, 337, 1.0 / 75, 2.6241123456789, 1.4,
+          1.25e10 },
     };
     TsvWriter *w = tsv_open_in(dir, "runs.tsv", SCALING_COLUMNS);
     for (int i = 0; i < 2; i++)
@@ -119,7 +120,19 @@ static void test_results_roundtrip(void **state)
         assert_int_equal(back[i].steps, runs[i].steps);
         assert_true(back[i].N == runs[i].N && back[i].D == runs[i].D && back[i].C == runs[i].C);
         assert_true(back[i].lr == runs[i].lr && back[i].val_loss == runs[i].val_loss);
+        assert_true(back[i].flop == runs[i].flop);
     }
+    /* A file from before the counted FLOP column: read, with the count unknown. */
+    char old[128];
+    snprintf(old, sizeof old, "%s/old.tsv", dir);
+    FILE *o = fopen(old, "w");
+    fputs("layers\twidth\theads\tN\tD\tC\tbudget\tsteps\tlr\tval_loss\tseconds\n"
+          "1\t16\t2\t3312\t7.5e5\t1.49e10\t1e10\t1474\t0.02\t2.48\t2.1\n", o);
+    fclose(o);
+    assert_true(scaling_read_results(old, back, 4, &n, err, sizeof err));
+    assert_int_equal(n, 1);
+    assert_true(isnan(back[0].flop) && back[0].val_loss == 2.48);
+    remove(old);
     /* A row with a word where a number goes: refused, naming the line and column. */
     FILE *f = fopen(path, "a");
     fputs("1\t8\t1\t888\t1e10\t1\t1\t1\t0.04\tlots\t1\n", f);

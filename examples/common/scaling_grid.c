@@ -136,20 +136,17 @@ ScalingRun scaling_train_one(const Dataset *ds, const ScalingTrainConfig *cfg, i
         progress_finish(prog);
     free(tokens);
     free(targets);
+    /* read before the evaluation, which the trainer does not count anyway */
+    run.flop = (double)(flop_total(tr->flops.forward) + flop_total(tr->flops.backward) +
+                        flop_total(tr->flops.recompute));
     run.val_loss = validation_loss(tr, ds, cfg->eval_windows);
     trainer_free(tr);
     run.seconds = progress_now() - start;
     return run;
 }
 
-double scaling_counted_flops(const ScalingRun *run)
-{
-    (void)run;
-    return NAN;
-}
-
 const char *const SCALING_COLUMNS[] = { "layers", "width", "heads", "N", "D", "C", "budget",
-                                        "steps", "lr", "val_loss", "seconds", NULL };
+                                        "steps", "lr", "val_loss", "seconds", "flop", NULL };
 
 bool scaling_write_row(TsvWriter *w, const ScalingRun *r)
 {
@@ -164,6 +161,7 @@ bool scaling_write_row(TsvWriter *w, const ScalingRun *r)
     tsv_num(w, r->lr);
     tsv_num(w, r->val_loss);
     tsv_num(w, r->seconds);
+    tsv_num(w, r->flop);
     return tsv_end_row(w);
 }
 
@@ -195,7 +193,8 @@ bool scaling_read_results(const char *path, ScalingRun *runs, int max, int *n, c
         return false;
     }
     char line[LINE_LEN], *cells[MAX_COLS];
-    int where[11];
+    enum { N_COLS = 12, FLOP_COL = 11 };   /* "flop" may be absent (files written before it) */
+    int where[N_COLS];
     bool ok = fgets(line, sizeof line, f) != NULL;
     if (!ok)
         snprintf(err, errlen, "%s is empty (no header line)", path);
@@ -205,7 +204,7 @@ bool scaling_read_results(const char *path, ScalingRun *runs, int max, int *n, c
         for (int c = 0; c < ncols; c++)
             if (strcmp(cells[c], SCALING_COLUMNS[k]) == 0)
                 where[k] = c;
-        if (where[k] < 0) {
+        if (where[k] < 0 && k != FLOP_COL) {
             snprintf(err, errlen, "%s: no column '%s' in the header", path, SCALING_COLUMNS[k]);
             ok = false;
         }
@@ -219,8 +218,11 @@ bool scaling_read_results(const char *path, ScalingRun *runs, int max, int *n, c
             break;
         }
         int got = split(line, cells);
-        double v[11];
+        double v[N_COLS];
+        v[FLOP_COL] = NAN;
         for (int k = 0; ok && SCALING_COLUMNS[k]; k++) {
+            if (where[k] < 0)
+                continue;
             char *end = NULL;
             const char *cell = where[k] < got ? cells[where[k]] : "";
             v[k] = strtod(cell, &end);
@@ -234,7 +236,8 @@ bool scaling_read_results(const char *path, ScalingRun *runs, int max, int *n, c
             runs[(*n)++] = (ScalingRun){ .layers = (int)v[0], .width = (int)v[1],
                                          .heads = (int)v[2], .N = v[3], .D = v[4], .C = v[5],
                                          .budget = v[6], .steps = (long)v[7], .lr = v[8],
-                                         .val_loss = v[9], .seconds = v[10] };
+                                         .val_loss = v[9], .seconds = v[10],
+                                         .flop = v[FLOP_COL] };
     }
     fclose(f);
     if (ok && *n == 0) {

@@ -50,6 +50,8 @@ typedef struct {
     double lr;              /* the peak rate it trained at */
     double val_loss;        /* mean cross-entropy (nats per character) on the validation windows */
     double seconds;         /* training and evaluation, wall clock */
+    double flop;            /* training FLOP counted by the tape (forward + backward, products and
+                             * the rest; autograd/tape.h), NaN in a results file without them */
 } ScalingRun;
 
 /* 12 L C^2 + 13 L C + 2 C (above), from the model's own parameter count minus its embeddings. */
@@ -69,7 +71,6 @@ ScalingRun scaling_train_one(const Dataset *ds, const ScalingTrainConfig *cfg, i
 
 /* The training FLOP the tape counts for a run, to stand beside 6 N D: not measured yet (the
  * tape's counter is separate work, docs/gpt.md "Counting FLOPs"), so NAN for now. */
-double scaling_counted_flops(const ScalingRun *run);
 
 /* The columns of the results file, in order (NULL-terminated). */
 extern const char *const SCALING_COLUMNS[];

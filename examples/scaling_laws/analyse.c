@@ -183,6 +183,32 @@ static void draw(const AnalyseOptions *o, const ChinLaw *law, const double *budg
         printf("wrote %s\n", path[4]);
 }
 
+/* The budgets are 6ND; the tape counted what each run really did (attention, the head, the
+ * elementwise ops included). Per token the ratio depends on the size only, so one row a size. */
+static void counted_against_6nd(const ScalingRun *runs, int n, TsvWriter *fit_tsv)
+{
+    printf("\ncounted training FLOP against the budget's 6ND (one row per size):\n");
+    printf("  %6s %6s %10s %14s %14s %8s\n", "layers", "width", "N", "6N per token",
+           "counted/token", "ratio");
+    int shown = 0;
+    for (int i = 0; i < n; i++) {
+        bool seen = false;
+        for (int j = 0; j < i && !seen; j++)
+            seen = runs[j].layers == runs[i].layers && runs[j].width == runs[i].width;
+        if (seen || !isfinite(runs[i].flop))
+            continue;
+        double per_token = runs[i].flop / runs[i].D, ratio = runs[i].flop / runs[i].C;
+        printf("  %6d %6d %10.4g %14.4g %14.4g %8.3f\n", runs[i].layers, runs[i].width,
+               runs[i].N, 6 * runs[i].N, per_token, ratio);
+        char name[64];
+        snprintf(name, sizeof name, "counted_over_6ND_L%d_C%d", runs[i].layers, runs[i].width);
+        fit_value(fit_tsv, name, ratio);
+        shown++;
+    }
+    if (!shown)
+        printf("  (the results file has no counted FLOP: written before the tape counted them)\n");
+}
+
 bool scaling_analyse(const ScalingRun *runs, int n, const AnalyseOptions *o)
 {
     double budgets[MAX_BUDGETS];
@@ -192,6 +218,8 @@ bool scaling_analyse(const ScalingRun *runs, int n, const AnalyseOptions *o)
     int n2 = 0;
     TsvWriter *fit_tsv = tsv_open_in(o->out, "scaling_fit.tsv",
                                      (const char *const[]){ "quantity", "value", NULL });
+
+    counted_against_6nd(runs, n, fit_tsv);
 
     printf("\nChinchilla approach 2: a parabola in log N through each IsoFLOP profile\n");
     printf("  %10s %5s %10s %10s %8s %9s\n", "C (6ND)", "runs", "N_opt", "D_opt", "D/N",

@@ -381,9 +381,10 @@ PipeEvent *pipe_gather_events(Pipeline *pp, int *n)
     /* Each rank's absolute start, so rank 0 can put every event on one time axis. */
     int per = pp->n_events;
     size_t bytes = (size_t)per * sizeof(PipeEvent);
+    int tag = 2 * pp->m + 1;            /* past the step's tags (tag_of, the tied halves) */
     if (pp->stage != 0) {
-        dist_send(pp->comm, &pp->t0, sizeof pp->t0, 0, 0);
-        dist_send(pp->comm, pp->events, bytes, 0, 1);
+        dist_send(pp->comm, &pp->t0, sizeof pp->t0, 0, tag);
+        dist_send(pp->comm, pp->events, bytes, 0, tag + 1);
         *n = 0;
         return NULL;
     }
@@ -394,8 +395,8 @@ PipeEvent *pipe_gather_events(Pipeline *pp, int *n)
     memcpy(all, pp->events, bytes);
     t0[0] = pp->t0;
     for (int s = 1; s < pp->p; s++) {
-        dist_recv(pp->comm, &t0[s], sizeof t0[s], s, 0);
-        dist_recv(pp->comm, all + (size_t)s * per, bytes, s, 1);
+        dist_recv(pp->comm, &t0[s], sizeof t0[s], s, tag);
+        dist_recv(pp->comm, all + (size_t)s * per, bytes, s, tag + 1);
     }
     double base = t0[0];
     for (int s = 1; s < pp->p; s++)

@@ -94,6 +94,20 @@ static void test_split(void **state)
     assert_false(pipe_split_parse("2,x,1", 4, 3, first, err, sizeof err));
 }
 
+/* A bad split is found by every rank from the same arguments, with the same sentence, before
+ * any message: train_gpt prints it on every rank and exits, nobody waits. */
+static void test_bad_split_same_error_on_every_rank(void **state)
+{
+    (void)state;
+    DistComm *w = dist_world();
+    int first[5];
+    char err[200] = "", root[200] = "";
+    bool failed = !pipe_split_parse("3,1,x", 4, w->size, first, err, sizeof err);
+    memcpy(root, err, sizeof root);
+    dist_broadcast(w, root, sizeof root, 0);
+    assert_true(dist_test_all(failed && strcmp(err, root) == 0 && strstr(err, "--stages")));
+}
+
 /* A tiny model, 4 blocks, cut over the first min(4, world) ranks. */
 enum { B = 2, T = 8, M = 3 };
 
@@ -278,6 +292,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_schedules_as_data),
         cmocka_unit_test(test_simulated_bubble_is_the_formula),
         cmocka_unit_test(test_split),
+        cmocka_unit_test(test_bad_split_same_error_on_every_rank),
         cmocka_unit_test(test_fp32_untied_bit_for_bit),
         cmocka_unit_test(test_bf16_untied_bit_for_bit),
         cmocka_unit_test(test_checkpointed_stages_bit_for_bit),

@@ -2,7 +2,10 @@
  * and for our own GPT beside what one real training step measures.
  *
  *   --lecture        the lecture's numbers: GPT-2 1.5B's fp16 weights and model states under
- *                    mixed-precision Adam, and ZeRO's stages for 7.5B parameters on 64 ranks
+ *                    mixed-precision Adam, and ZeRO's stages for 7.5B parameters on 64 ranks;
+ *                    GPT-2 1.5B's activations (the slide's count beside our model's, fp32 and
+ *                    16-bit, standard and tiled attention, checkpointed) and the 6 GB fused
+ *                    gradient buffer
  *   --params N       model states and ZeRO stages of a model of N parameters
  *   (default)        our GPT (train_gpt's defaults: the add task, V 40, T 12, L 2, H 4, C 128,
  *                    B 64): model states per optimizer, activations per strategy, and the peak
@@ -192,6 +195,75 @@ static void print_lecture(void)
                memcalc_states_total(memcalc_states_flat(7.5e9, MC_MIXED, (McOptimizer)o)) / 1e9);
 }
 
+/* GPT-2 1.5B as the lecture's slide sizes it: L 48, C 1600, H 25, T 1024, GPT-2's vocabulary. */
+static const GptConfig GPT2_XL = { .vocab_size = 50257, .max_seq = 1024, .n_layer = 48,
+                                   .n_head = 25, .n_embd = 1600, .tied = true,
+                                   .fused_qkv = true };
+enum { GPT2_XL_BATCH = 32 };
+
+/* Peak act of GPT-2 1.5B at B 32 under a strategy, fp32 or bf16 (16-bit) activations. */
+static double gpt2_act(const char *strategy, bool tiled, bool half)
+{
+    PrecisionPolicy bf16;
+    policy_preset("bf16", &bf16);
+    McRun r = { .B = GPT2_XL_BATCH, .T = GPT2_XL.max_seq, .threads = 1, .tiled = tiled,
+                .policy = half ? &bf16 : NULL };
+    char err[80];
+    ckpt_parse(strategy, &r.strategy, err, sizeof err);
+    return memcalc_act_peak(&GPT2_XL, &r);
+}
+
+static void print_lecture_activations(void)
+{
+    const GptConfig *g = &GPT2_XL;
+    int B = GPT2_XL_BATCH, T = g->max_seq;
+    char sq[32];
+    CkptStrategy sqrt_strategy = { CKPT_SQRT, 0 };
+    snprintf(sq, sizeof sq, "sqrt (every:%d)", ckpt_interval(sqrt_strategy, g->n_layer));
+    printf("\nActivations, GPT-2 1.5B (L %d, C %d, H %d, T %d, V %d), B %d: peak act, GB:\n",
+           g->n_layer, g->n_embd, g->n_head, T, g->vocab_size, B);
+    printf("  %-42s %9s %9s   %s\n", "", "fp32", "16-bit", "slide");
+    double zp = memcalc_act_zero_paper(g, B, T, 2.0);
+    printf("  %-42s %9.1f %9.1f   ~60 GB   (a)\n", "slide's formula, 12 x C B T L",
+           memcalc_act_zero_paper(g, B, T, 4.0) / 1e9, zp / 1e9);
+    const char *names[3] = { "vanilla", "every:1", "sqrt" };
+    const char *labels[3] = { "vanilla", "per-block (every:1)", sq };
+    for (int i = 0; i < 3; i++)
+        for (int t = 0; t < 2; t++) {
+            char label[64];
+            snprintf(label, sizeof label, "ours, %s, %s", labels[i], t ? "tiled" : "standard");
+            const char *slide = t        ? ""
+                                : i == 0 ? "   ~60 GB   (b)"
+                                : i == 2 ? "   ~8 GB    (c)"
+                                         : "";
+            printf("  %-42s %9.1f %9.1f%s\n", label, gpt2_act(names[i], t, false) / 1e9,
+                   gpt2_act(names[i], t, true) / 1e9, slide);
+        }
+    printf("  %-42s %9s %9.1f   ~8 GB    (d)\n", "slide's formula / sqrt(L)", "",
+           zp / sqrt((double)g->n_layer) / 1e9);
+    double x = 2.0 * B * T * g->n_embd;
+    printf("  %-42s %9s %9.1f   ~8 GB    (e)\n", "slide's count, per-block checkpoints", "",
+           (g->n_layer * x + 12.0 * x) / 1e9);
+    double P = (double)B * g->n_head * T * T;
+    printf("  (a) 12 values of C per token and layer (the block's outputs), half precision: no\n"
+           "      attention probabilities, no layernorm statistics, no embedding, no head.\n"
+           "  (b) every tensor our ops keep: 18 C + 4 values per token per block (memcalc.h), the\n"
+           "      attention probabilities P [B, H, T, T] = %.1f GB per block in fp32, the\n"
+           "      embedding (3 N C) and the head (ln_f and the N x V logits, %.1f GB in fp32).\n"
+           "      16-bit: a bf16 policy, recorded tensors packed to 2 bytes; ids, layernorm\n"
+           "      statistics and the logsumexp stay fp32. tiled: L [B, H, T] kept instead of P.\n"
+           "  (c) the ZeRO paper's figure with activation checkpointing; ours keeps one block\n"
+           "      output x_j per run of blocks, records a run again in backward, and keeps the head.\n"
+           "  (d) the slide's count divided by sqrt(L), the saving the ZeRO paper quotes.\n"
+           "  (e) the slide's values with one block input (B T C) kept per layer and one layer's\n"
+           "      12 B T C recorded again at a time.\n",
+           4.0 * P / 1e9, 4.0 * (double)B * T * g->vocab_size / 1e9);
+    printf("\nTemporary buffers: the gradient all-reduce's fused buffer, one fp32 buffer holding\n"
+           "every gradient, 1.5e9 x 4 bytes = %.1f GB (slide: 6 GB; category temp). The\n"
+           "data-parallel work in progress will add the measured bytes of its buckets.\n",
+           1.5e9 * 4.0 / 1e9);
+}
+
 static void print_flat(const Options *o)
 {
     McStates s = memcalc_states_flat(o->params, o->precision, o->optimizer);
@@ -289,6 +361,7 @@ int main(int argc, char **argv)
     o.run.policy = &o.policy;
     if (o.lecture) {
         print_lecture();
+        print_lecture_activations();
     } else if (o.params > 0.0) {
         print_flat(&o);
     } else if (o.sweep > 0) {

@@ -6,6 +6,8 @@
  *                    GPT-2 1.5B's activations (the slide's count beside our model's, fp32 and
  *                    16-bit, standard and tiled attention, checkpointed) and the 6 GB fused
  *                    gradient buffer
+ *   --fragmentation  fragmentation.c: a caching device allocator out of memory with enough
+ *                    free bytes in total
  *   --params N       model states and ZeRO stages of a model of N parameters
  *   (default)        our GPT (train_gpt's defaults: the add task, V 40, T 12, L 2, H 4, C 128,
  *                    B 64): model states per optimizer, activations per strategy, and the peak
@@ -25,9 +27,10 @@
 #include "autograd/parallel.h"
 #include "examples/common/cli.h"
 #include "examples/common/memcalc.h"
+#include "examples/memory_calculator/fragmentation.h"
 
 typedef struct {
-    bool         lecture, measure;
+    bool         lecture, measure, fragmentation;
     double       params;        /* > 0: a model known by its size */
     int          sweep;         /* > 0: layers for the sweep */
     McPrecision  precision;
@@ -46,6 +49,8 @@ static void usage(void)
            "also measured in one real training step, category by category.\n\n"
            "Modes:\n"
            "  --lecture          the lecture's numbers (GPT-2 1.5B; ZeRO with 7.5B on 64 ranks)\n"
+           "  --fragmentation    a caching device allocator fails on a scripted training step\n"
+           "                     with enough free bytes in total; the plain allocator serves it\n"
            "  --params N         model states and ZeRO stages of a model of N parameters\n"
            "                     (e.g. 1.5e9)\n"
            "  --sweep N          TSV: layers 1..N x strategies, predicted and measured act peak\n"
@@ -74,7 +79,7 @@ static void usage(void)
 
 enum { OPT_VOCAB = 256, OPT_SEQ, OPT_LAYERS, OPT_HEADS, OPT_EMBD, OPT_UNTIED, OPT_SEPARATE,
        OPT_BATCH, OPT_STRATEGY, OPT_THREADS, OPT_NO_MEASURE, OPT_LECTURE, OPT_PARAMS, OPT_SWEEP,
-       OPT_PRECISION, OPT_OPTIMIZER, OPT_RANKS, OPT_POLICY };
+       OPT_PRECISION, OPT_OPTIMIZER, OPT_RANKS, OPT_POLICY, OPT_FRAGMENTATION };
 
 static void set_option(Options *o, int c, const char *arg)
 {
@@ -91,6 +96,7 @@ static void set_option(Options *o, int c, const char *arg)
     case OPT_THREADS: o->threads = (int)cli_long("--threads", arg, 0, 1024); break;
     case OPT_NO_MEASURE: o->measure = false; break;
     case OPT_LECTURE: o->lecture = true; break;
+    case OPT_FRAGMENTATION: o->fragmentation = true; break;
     case OPT_PARAMS: o->params = cli_double("--params", arg, 1.0, 1e15); break;
     case OPT_SWEEP: o->sweep = (int)cli_long("--sweep", arg, 1, 64); break;
     case OPT_PRECISION:
@@ -126,6 +132,7 @@ static Options parse(int argc, char **argv)
         { "threads", required_argument, NULL, OPT_THREADS },
         { "no-measure", no_argument, NULL, OPT_NO_MEASURE },
         { "lecture", no_argument, NULL, OPT_LECTURE },
+        { "fragmentation", no_argument, NULL, OPT_FRAGMENTATION },
         { "params", required_argument, NULL, OPT_PARAMS },
         { "sweep", required_argument, NULL, OPT_SWEEP },
         { "precision", required_argument, NULL, OPT_PRECISION },
@@ -359,7 +366,9 @@ int main(int argc, char **argv)
     par_set_threads(o.threads);
     o.run.threads = par_threads();
     o.run.policy = &o.policy;
-    if (o.lecture) {
+    if (o.fragmentation) {
+        fragmentation_demo();
+    } else if (o.lecture) {
         print_lecture();
         print_lecture_activations();
     } else if (o.params > 0.0) {

@@ -81,6 +81,7 @@ bool mem_device_end(void)
         return false;
     mem_device_empty_cache();
     device_on = false;
+    capacity = segment_min = 0;
     return true;
 }
 

@@ -1,4 +1,5 @@
 #include "autograd/mem.h"
+#include "autograd/mem_device.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -11,9 +12,10 @@ enum { HEADER_BYTES = 64 };
 static const uint32_t BLOCK_MAGIC = 0x7461706fu;
 
 typedef struct {
-    size_t   bytes;
-    uint32_t cat;
-    uint32_t magic;
+    size_t    bytes;
+    uint32_t  cat;
+    uint32_t  magic;
+    DevBlock *device;     /* the device block under mem_device_begin, else NULL */
 } BlockHeader;
 
 /* The cache: one list of free blocks per distinct block size. A training step uses a few
@@ -38,7 +40,7 @@ static bool      release_at_exit;
 
 static MemStats stats;
 static size_t   budget[MEM_NCAT + 1];
-static char     last_error[256];
+static char     last_error[512];
 
 static const char *const category_names[MEM_NCAT + 1] = {
     "param", "grad", "optim", "act", "temp", "total",
@@ -166,9 +168,23 @@ void *mem_try_alloc(MemCategory cat, size_t bytes)
     if (over_budget(cat, bytes))
         return NULL;
     size_t total = block_total(bytes);
-    unsigned char *block = cache_take(total);
-    if (!block)
-        block = system_alloc(total);
+    DevBlock *device = NULL;
+    unsigned char *block;
+    if (mem_device_active()) {
+        char why[320], want[32];
+        block = mem_device_take(total, &device, why, sizeof why);
+        if (!block) {
+            snprintf(last_error, sizeof last_error,
+                     "out of memory on the device: %s allocation of %s (%zu bytes): %s",
+                     mem_category_name(cat), mem_format_bytes(bytes, want, sizeof want), bytes,
+                     why);
+            return NULL;
+        }
+    } else {
+        block = cache_take(total);
+        if (!block)
+            block = system_alloc(total);
+    }
     if (!block) {
         char want[32];
         snprintf(last_error, sizeof last_error, "out of memory: %s allocation of %s",
@@ -179,6 +195,7 @@ void *mem_try_alloc(MemCategory cat, size_t bytes)
     h->bytes = bytes;
     h->cat = (uint32_t)cat;
     h->magic = BLOCK_MAGIC;
+    h->device = device;
     count(cat, bytes, true);
     stats.requests++;
     return block + HEADER_BYTES;
@@ -219,7 +236,9 @@ void mem_free(void *p)
     count((MemCategory)h->cat, h->bytes, false);
     size_t total = block_total(h->bytes);
     h->magic = 0;
-    if (!cache_put(h, total))
+    if (h->device)
+        mem_device_give(h->device);
+    else if (!cache_put(h, total))
         free(h);
 }
 

@@ -63,6 +63,29 @@ void        mem_reset_peaks(void);
 void        mem_set_budget(MemCategory cat, size_t bytes);
 const char *mem_last_error(void);
 
+/* Device mode: a caching allocator with a fixed capacity, PyTorch's style (mem_device.c says
+ * how it works), to show fragmentation. While it is on, every allocation takes a block of
+ * round_up(64 + round_up(bytes, 64), 512) bytes (the header, the storage, the granule) from
+ * segments of at least segment_min bytes reserved from the capacity; freed blocks stay cached in
+ * their segments. A request that no free block and no new segment can hold fails through
+ * mem_try_alloc ("out of memory on the device: ..."). The categories, peaks and budgets count as
+ * always. Off by default: the plain allocator above is unchanged by it. */
+typedef struct {
+    size_t capacity;
+    size_t reserved;        /* bytes of the segments */
+    size_t allocated;       /* bytes of the blocks in use (headers and rounding included) */
+    size_t largest_free;    /* the largest free block in any segment */
+    int    segments;
+} MemDeviceStats;
+
+/* False if the mode is on already or an argument is 0. */
+bool           mem_device_begin(size_t capacity, size_t segment_min);
+/* Back to the plain allocator: false (and nothing done) while a device block is in use. */
+bool           mem_device_end(void);
+/* Returns every wholly free segment to the device; the bytes released. */
+size_t         mem_device_empty_cache(void);
+MemDeviceStats mem_device_stats(void);
+
 const char *mem_category_name(MemCategory cat);    /* "param", ..., "temp", "total" */
 /* A table of current and peak bytes per category. */
 void        mem_report(FILE *out);

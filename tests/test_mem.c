@@ -108,6 +108,82 @@ static void test_cache_serves_repeated_sizes(void **state)
     assert_int_equal(mem_stats().cached_bytes, 0);
 }
 
+/* The caching device allocator on a scripted sequence, by hand. A request of n KiB - 64 bytes
+ * takes a block of exactly n KiB (64-byte header, storage, 512-byte granule); the device holds
+ * 6144 KiB, segments are at least 2048 KiB. In KiB (S1, S2 the segments, [from, to) offsets):
+ *   a 1024   new S1 2048: a [0, 1024)             reserved 2048 allocated 1024 largest free 1024
+ *   b 512    best fit S1 [1024, 1536)                               allocated 1536 largest  512
+ *   c 512    S1 [1536, 2048), S1 full                               allocated 2048 largest    0
+ *   d 1536   new S2 2048: d [0, 1536)             reserved 4096 allocated 3584 largest  512
+ *   free a, c: holes of 1024 and 512 in S1 around b                 allocated 2048 largest 1024
+ *   e 3072   no free block holds it; a new segment of 3072 would reserve 7168 > 6144: fails,
+ *            though the device has 6144 - 2048 = 4096 free; empty_cache releases nothing
+ *   free b   S1 merges into one free 2048 block         allocated 1536 largest 2048; e still
+ *            fails (4096 + 3072 > 6144) with 4608 free
+ *   empty_cache releases S1 (2048): reserved 2048; e gets a new S2' of 3072:
+ *                                                 reserved 5120 allocated 4608 largest  512 */
+static void expect_device(size_t reserved, size_t allocated, size_t largest, int segments)
+{
+    MemDeviceStats st = mem_device_stats();
+    assert_int_equal(st.reserved, reserved * 1024);
+    assert_int_equal(st.allocated, allocated * 1024);
+    assert_int_equal(st.largest_free, largest * 1024);
+    assert_int_equal(st.segments, segments);
+}
+
+static void *kib(size_t n) { return mem_try_alloc(MEM_ACT, n * 1024 - 64); }
+
+static void test_device_fragmentation(void **state)
+{
+    (void)state;
+    size_t act0 = mem_current(MEM_ACT);
+    assert_true(mem_device_begin(6144 * 1024, 2048 * 1024));
+    assert_false(mem_device_begin(6144 * 1024, 2048 * 1024));
+    void *a = kib(1024);
+    expect_device(2048, 1024, 1024, 1);
+    void *b = kib(512);
+    expect_device(2048, 1536, 512, 1);
+    void *c = kib(512);
+    expect_device(2048, 2048, 0, 1);
+    void *d = kib(1536);
+    expect_device(4096, 3584, 512, 2);
+    assert_true(a && b && c && d);
+    /* best fit put b, c right after a in S1 */
+    assert_ptr_equal((char *)b, (char *)a + 1024 * 1024);
+    assert_ptr_equal((char *)c, (char *)b + 512 * 1024);
+    mem_free(a);
+    mem_free(c);
+    expect_device(4096, 2048, 1024, 2);
+    assert_int_equal(mem_current(MEM_ACT) - act0, (512 + 1536) * 1024 - 128);
+
+    assert_null(kib(3072));
+    assert_non_null(strstr(mem_last_error(), "out of memory on the device: act allocation"));
+    assert_non_null(strstr(mem_last_error(), "(3145664 bytes)"));
+    assert_int_equal(mem_current(MEM_ACT) - act0, (512 + 1536) * 1024 - 128);
+    assert_int_equal(mem_device_empty_cache(), 0);
+    expect_device(4096, 2048, 1024, 2);
+    assert_false(mem_device_end());   /* blocks in use */
+
+    mem_free(b);
+    expect_device(4096, 1536, 2048, 2);
+    assert_null(kib(3072));
+    assert_int_equal(mem_device_empty_cache(), 2048 * 1024);
+    expect_device(2048, 1536, 512, 1);
+    void *e = kib(3072);
+    assert_non_null(e);
+    memset(e, 1, 3072 * 1024 - 64);
+    expect_device(5120, 4608, 512, 2);
+    mem_free(e);
+    mem_free(d);
+    expect_device(5120, 0, 3072, 2);
+    assert_int_equal(mem_current(MEM_ACT), act0);
+    assert_true(mem_device_end());
+    /* The plain allocator again: 3 MiB is no trouble. */
+    void *plain = kib(3072);
+    assert_non_null(plain);
+    mem_free(plain);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -116,6 +192,7 @@ int main(void)
         cmocka_unit_test(test_budget),
         cmocka_unit_test(test_format_bytes),
         cmocka_unit_test(test_cache_serves_repeated_sizes),
+        cmocka_unit_test(test_device_fragmentation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -247,6 +247,49 @@ static void test_strategy_order(void **state)
     assert_true(memcalc_act_peak(&c, &r) < 0);
 }
 
+/* The lecture's activation rows for GPT-2 1.5B are the formulas of memcalc.c at L 48, C 1600,
+ * H 25, T 1024, B 32. Here the same formulas against a measured step at a scaled-down shape of
+ * that model (head width 64 as in GPT-2 1.5B; 6 layers, so sqrt is every:3 in 2 runs), standard
+ * and tiled attention, fp32 and bf16 activations, vanilla, per-block and sqrt checkpointing: act
+ * predicted = act measured, to the byte. The slide's count, 12 C B T L half-precision values:
+ * 12 x 1600 x 32 x 1024 x 48 x 2 = 60 397 977 600 bytes. */
+static void test_lecture_activations_measured(void **state)
+{
+    (void)state;
+    GptConfig xl = { .vocab_size = 50257, .max_seq = 1024, .n_layer = 48, .n_head = 25,
+                     .n_embd = 1600, .tied = true, .fused_qkv = true };
+    assert_true(memcalc_act_zero_paper(&xl, 32, 1024, 2.0) == 60397977600.0);
+    GptConfig small = { .vocab_size = 97, .max_seq = 64, .n_layer = 6, .n_head = 2,
+                        .n_embd = 128, .tied = true, .fused_qkv = true };
+    PrecisionPolicy bf16;
+    assert_true(policy_preset("bf16", &bf16));
+    const char *strategies[] = { "vanilla", "every:1", "sqrt" };
+    for (int s = 0; s < 3; s++)
+        for (int tiled = 0; tiled < 2; tiled++)
+            for (int half = 0; half < 2; half++) {
+                McRun run = { .B = 2, .T = small.max_seq, .threads = 1, .tiled = tiled,
+                              .policy = half ? &bf16 : NULL };
+                char err[80];
+                assert_true(ckpt_parse(strategies[s], &run.strategy, err, sizeof err));
+                double predicted = memcalc_act_peak(&small, &run);
+                double measured = memcalc_measure(&small, &run, MC_SGD, 5).bytes[MEM_ACT];
+                printf("%-8s %-8s %-4s act predicted %9.0f measured %9.0f\n", strategies[s],
+                       tiled ? "tiled" : "standard", half ? "bf16" : "fp32", predicted,
+                       measured);
+                assert_true(predicted == measured);
+            }
+    /* Tiled by hand on test_activations_by_hand's model (B 1, T 2, C 4, H 1, V 3): the block
+     * keeps 144 floats of outputs, 8 of layernorm statistics and L's 2 (one per query row)
+     * instead of P's 4: 154 floats = 616 bytes; vanilla 112 + 616 + 116 = 844. */
+    GptConfig c = { .vocab_size = 3, .max_seq = 2, .n_layer = 1, .n_head = 1, .n_embd = 4,
+                    .tied = true, .fused_qkv = true };
+    McRun run = { .B = 1, .T = 2, .strategy = { CKPT_VANILLA, 0 }, .threads = 1,
+                  .tiled = true };
+    assert_true(memcalc_act_parts_run(&c, &run).block == 616.0);
+    assert_true(memcalc_act_peak(&c, &run) == 844.0);
+    assert_true(memcalc_measure(&c, &run, MC_SGD, 1).bytes[MEM_ACT] == 844.0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -257,6 +300,7 @@ int main(void)
         cmocka_unit_test(test_strategy_order),
         cmocka_unit_test(test_policy_predicted_matches_measured),
         cmocka_unit_test(test_policy_by_hand),
+        cmocka_unit_test(test_lecture_activations_measured),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -147,8 +147,8 @@ static double act_value_bytes(const PrecisionPolicy *policy)
     return (double)fmt_packed_bytes(tensor_dtype_format(policy->act), 1);
 }
 
-McActParts memcalc_act_parts_policy(const GptConfig *cfg, int B, int T,
-                                    const PrecisionPolicy *policy)
+static McActParts act_parts(const GptConfig *cfg, int B, int T, const PrecisionPolicy *policy,
+                            bool tiled)
 {
     double N = (double)B * T, C = cfg->n_embd, V = cfg->vocab_size, H = cfg->n_head;
     double s = act_value_bytes(policy);
@@ -164,6 +164,10 @@ McActParts memcalc_act_parts_policy(const GptConfig *cfg, int B, int T,
      * store() only rounds them in place. */
     a.block_bare = F32 * per_token * N * C;
     a.block = s * (per_token * N * C + (double)B * H * T * T) + F32 * 4.0 * N;
+    /* Tiled attention (ops_attention_tiled.c) keeps no P: its output, and the logsumexp of
+     * every query row, L [B, H, T], a raw tape buffer (fp32). */
+    if (tiled)
+        a.block = s * per_token * N * C + F32 * (4.0 * N + (double)B * H * T);
     /* checkpoint_copy packs x_{j+1} in the act dtype. */
     a.copy = s * N * C;
     /* ln_f (output packed, statistics fp32), the logits (packed), op_cross_entropy's lse and
@@ -172,6 +176,22 @@ McActParts memcalc_act_parts_policy(const GptConfig *cfg, int B, int T,
     double loss = s == F32 ? F32 : 0.0;
     a.head = s * (N * C + N * V) + F32 * (2.0 * N + 2.0 * N) + loss + CE_RECORD;
     return a;
+}
+
+McActParts memcalc_act_parts_policy(const GptConfig *cfg, int B, int T,
+                                    const PrecisionPolicy *policy)
+{
+    return act_parts(cfg, B, T, policy, false);
+}
+
+McActParts memcalc_act_parts_run(const GptConfig *cfg, const McRun *run)
+{
+    return act_parts(cfg, run->B, run->T, run->policy, run->tiled);
+}
+
+double memcalc_act_zero_paper(const GptConfig *cfg, int B, int T, double bytes)
+{
+    return 12.0 * cfg->n_embd * (double)B * T * cfg->n_layer * bytes;
 }
 
 McActParts memcalc_act_parts(const GptConfig *cfg, int B, int T)
@@ -215,7 +235,7 @@ static double memory_poor_peak(const McActParts *a, int L)
 
 double memcalc_act_peak(const GptConfig *cfg, const McRun *run)
 {
-    McActParts a = memcalc_act_parts_policy(cfg, run->B, run->T, run->policy);
+    McActParts a = memcalc_act_parts_run(cfg, run);
     int L = cfg->n_layer;
     switch (run->strategy.kind) {
     case CKPT_VANILLA: return a.embed + L * a.block + a.head;

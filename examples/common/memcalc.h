@@ -70,6 +70,10 @@ typedef struct {
     /* A precision policy (autograd/policy.h) on every tape of the step, as train_gpt
      * --precision puts it; NULL is fp32. */
     const PrecisionPolicy *policy;
+    /* Tiled attention in every block (gpt_set_tiled_attention): a recorded block keeps the
+     * per-row logsumexp L [B, H, T] (fp32) instead of P [B, H, T, T]. Only the act formulas
+     * follow it; the temp formulas are the standard attention's. */
+    bool         tiled;
 } McRun;
 
 /* The pieces the activation formulas are made of, in bytes. */
@@ -87,6 +91,13 @@ McActParts memcalc_act_parts(const GptConfig *cfg, int B, int T);
  * logsumexp), the loss and a block run without recording stay fp32 (memcalc.c says why). */
 McActParts memcalc_act_parts_policy(const GptConfig *cfg, int B, int T,
                                     const PrecisionPolicy *policy);
+/* The pieces of run: its B, T, policy and attention (standard or tiled). */
+McActParts memcalc_act_parts_run(const GptConfig *cfg, const McRun *run);
+
+/* The lecture's activation estimate (ZeRO paper, section on residual states): 12 x hidden x
+ * batch x seq x layers values of `bytes` each, the transformer block's outputs counted as 12
+ * values of C per token, the attention probabilities and the embedding and head left out. */
+double     memcalc_act_zero_paper(const GptConfig *cfg, int B, int T, double bytes);
 /* Peak bytes of activations (category act) and of scratch (category temp: activation gradients
  * in the backward pass, attention scratch, the optimizer's scratch). memory-poor, sqrt and every:K
  * are supported; budget:S is not (returns -1). */

@@ -56,6 +56,7 @@ McPeaks memcalc_measure(const GptConfig *cfg, const McRun *run, McOptimizer o, u
         base[c] = mem_current((MemCategory)c);
 
     Gpt *model = gpt_new(cfg, seed);
+    gpt_set_tiled_attention(model, run->tiled);
     int n;
     Tensor *const *params = gpt_params(model, &n);
     Optim *opt = make_optimizer(o, params, n);

@@ -2,7 +2,12 @@
  * and for our own GPT beside what one real training step measures.
  *
  *   --lecture        the lecture's numbers: GPT-2 1.5B's fp16 weights and model states under
- *                    mixed-precision Adam, and ZeRO's stages for 7.5B parameters on 64 ranks
+ *                    mixed-precision Adam, and ZeRO's stages for 7.5B parameters on 64 ranks;
+ *                    GPT-2 1.5B's activations (the slide's count beside our model's, fp32 and
+ *                    16-bit, standard and tiled attention, checkpointed) and the 6 GB fused
+ *                    gradient buffer
+ *   --fragmentation  fragmentation.c: a caching device allocator out of memory with enough
+ *                    free bytes in total
  *   --params N       model states and ZeRO stages of a model of N parameters
  *   (default)        our GPT (train_gpt's defaults: the add task, V 40, T 12, L 2, H 4, C 128,
  *                    B 64): model states per optimizer, activations per strategy, and the peak
@@ -22,9 +27,10 @@
 #include "autograd/parallel.h"
 #include "examples/common/cli.h"
 #include "examples/common/memcalc.h"
+#include "examples/memory_calculator/fragmentation.h"
 
 typedef struct {
-    bool         lecture, measure;
+    bool         lecture, measure, fragmentation;
     double       params;        /* > 0: a model known by its size */
     int          sweep;         /* > 0: layers for the sweep */
     McPrecision  precision;
@@ -43,6 +49,8 @@ static void usage(void)
            "also measured in one real training step, category by category.\n\n"
            "Modes:\n"
            "  --lecture          the lecture's numbers (GPT-2 1.5B; ZeRO with 7.5B on 64 ranks)\n"
+           "  --fragmentation    a caching device allocator fails on a scripted training step\n"
+           "                     with enough free bytes in total; the plain allocator serves it\n"
            "  --params N         model states and ZeRO stages of a model of N parameters\n"
            "                     (e.g. 1.5e9)\n"
            "  --sweep N          TSV: layers 1..N x strategies, predicted and measured act peak\n"
@@ -71,7 +79,7 @@ static void usage(void)
 
 enum { OPT_VOCAB = 256, OPT_SEQ, OPT_LAYERS, OPT_HEADS, OPT_EMBD, OPT_UNTIED, OPT_SEPARATE,
        OPT_BATCH, OPT_STRATEGY, OPT_THREADS, OPT_NO_MEASURE, OPT_LECTURE, OPT_PARAMS, OPT_SWEEP,
-       OPT_PRECISION, OPT_OPTIMIZER, OPT_RANKS, OPT_POLICY };
+       OPT_PRECISION, OPT_OPTIMIZER, OPT_RANKS, OPT_POLICY, OPT_FRAGMENTATION };
 
 static void set_option(Options *o, int c, const char *arg)
 {
@@ -88,6 +96,7 @@ static void set_option(Options *o, int c, const char *arg)
     case OPT_THREADS: o->threads = (int)cli_long("--threads", arg, 0, 1024); break;
     case OPT_NO_MEASURE: o->measure = false; break;
     case OPT_LECTURE: o->lecture = true; break;
+    case OPT_FRAGMENTATION: o->fragmentation = true; break;
     case OPT_PARAMS: o->params = cli_double("--params", arg, 1.0, 1e15); break;
     case OPT_SWEEP: o->sweep = (int)cli_long("--sweep", arg, 1, 64); break;
     case OPT_PRECISION:
@@ -123,6 +132,7 @@ static Options parse(int argc, char **argv)
         { "threads", required_argument, NULL, OPT_THREADS },
         { "no-measure", no_argument, NULL, OPT_NO_MEASURE },
         { "lecture", no_argument, NULL, OPT_LECTURE },
+        { "fragmentation", no_argument, NULL, OPT_FRAGMENTATION },
         { "params", required_argument, NULL, OPT_PARAMS },
         { "sweep", required_argument, NULL, OPT_SWEEP },
         { "precision", required_argument, NULL, OPT_PRECISION },
@@ -190,6 +200,75 @@ static void print_lecture(void)
     for (int o = 0; o < MC_NOPTIMIZERS; o++)
         printf("  %-10s %6.1f GB\n", MC_OPTIMIZER_NAMES[o],
                memcalc_states_total(memcalc_states_flat(7.5e9, MC_MIXED, (McOptimizer)o)) / 1e9);
+}
+
+/* GPT-2 1.5B as the lecture's slide sizes it: L 48, C 1600, H 25, T 1024, GPT-2's vocabulary. */
+static const GptConfig GPT2_XL = { .vocab_size = 50257, .max_seq = 1024, .n_layer = 48,
+                                   .n_head = 25, .n_embd = 1600, .tied = true,
+                                   .fused_qkv = true };
+enum { GPT2_XL_BATCH = 32 };
+
+/* Peak act of GPT-2 1.5B at B 32 under a strategy, fp32 or bf16 (16-bit) activations. */
+static double gpt2_act(const char *strategy, bool tiled, bool half)
+{
+    PrecisionPolicy bf16;
+    policy_preset("bf16", &bf16);
+    McRun r = { .B = GPT2_XL_BATCH, .T = GPT2_XL.max_seq, .threads = 1, .tiled = tiled,
+                .policy = half ? &bf16 : NULL };
+    char err[80];
+    ckpt_parse(strategy, &r.strategy, err, sizeof err);
+    return memcalc_act_peak(&GPT2_XL, &r);
+}
+
+static void print_lecture_activations(void)
+{
+    const GptConfig *g = &GPT2_XL;
+    int B = GPT2_XL_BATCH, T = g->max_seq;
+    char sq[32];
+    CkptStrategy sqrt_strategy = { CKPT_SQRT, 0 };
+    snprintf(sq, sizeof sq, "sqrt (every:%d)", ckpt_interval(sqrt_strategy, g->n_layer));
+    printf("\nActivations, GPT-2 1.5B (L %d, C %d, H %d, T %d, V %d), B %d: peak act, GB:\n",
+           g->n_layer, g->n_embd, g->n_head, T, g->vocab_size, B);
+    printf("  %-42s %9s %9s   %s\n", "", "fp32", "16-bit", "slide");
+    double zp = memcalc_act_zero_paper(g, B, T, 2.0);
+    printf("  %-42s %9.1f %9.1f   ~60 GB   (a)\n", "slide's formula, 12 x C B T L",
+           memcalc_act_zero_paper(g, B, T, 4.0) / 1e9, zp / 1e9);
+    const char *names[3] = { "vanilla", "every:1", "sqrt" };
+    const char *labels[3] = { "vanilla", "per-block (every:1)", sq };
+    for (int i = 0; i < 3; i++)
+        for (int t = 0; t < 2; t++) {
+            char label[64];
+            snprintf(label, sizeof label, "ours, %s, %s", labels[i], t ? "tiled" : "standard");
+            const char *slide = t        ? ""
+                                : i == 0 ? "   ~60 GB   (b)"
+                                : i == 2 ? "   ~8 GB    (c)"
+                                         : "";
+            printf("  %-42s %9.1f %9.1f%s\n", label, gpt2_act(names[i], t, false) / 1e9,
+                   gpt2_act(names[i], t, true) / 1e9, slide);
+        }
+    printf("  %-42s %9s %9.1f   ~8 GB    (d)\n", "slide's formula / sqrt(L)", "",
+           zp / sqrt((double)g->n_layer) / 1e9);
+    double x = 2.0 * B * T * g->n_embd;
+    printf("  %-42s %9s %9.1f   ~8 GB    (e)\n", "slide's count, per-block checkpoints", "",
+           (g->n_layer * x + 12.0 * x) / 1e9);
+    double P = (double)B * g->n_head * T * T;
+    printf("  (a) 12 values of C per token and layer (the block's outputs), half precision: no\n"
+           "      attention probabilities, no layernorm statistics, no embedding, no head.\n"
+           "  (b) every tensor our ops keep: 18 C + 4 values per token per block (memcalc.h), the\n"
+           "      attention probabilities P [B, H, T, T] = %.1f GB per block in fp32, the\n"
+           "      embedding (3 N C) and the head (ln_f and the N x V logits, %.1f GB in fp32).\n"
+           "      16-bit: a bf16 policy, recorded tensors packed to 2 bytes; ids, layernorm\n"
+           "      statistics and the logsumexp stay fp32. tiled: L [B, H, T] kept instead of P.\n"
+           "  (c) the ZeRO paper's figure with activation checkpointing; ours keeps one block\n"
+           "      output x_j per run of blocks, records a run again in backward, and keeps the head.\n"
+           "  (d) the slide's count divided by sqrt(L), the saving the ZeRO paper quotes.\n"
+           "  (e) the slide's values with one block input (B T C) kept per layer and one layer's\n"
+           "      12 B T C recorded again at a time.\n",
+           4.0 * P / 1e9, 4.0 * (double)B * T * g->vocab_size / 1e9);
+    printf("\nTemporary buffers: the gradient all-reduce's fused buffer, one fp32 buffer holding\n"
+           "every gradient, 1.5e9 x 4 bytes = %.1f GB (slide: 6 GB; category temp). The\n"
+           "data-parallel work in progress will add the measured bytes of its buckets.\n",
+           1.5e9 * 4.0 / 1e9);
 }
 
 static void print_flat(const Options *o)
@@ -287,8 +366,11 @@ int main(int argc, char **argv)
     par_set_threads(o.threads);
     o.run.threads = par_threads();
     o.run.policy = &o.policy;
-    if (o.lecture) {
+    if (o.fragmentation) {
+        fragmentation_demo();
+    } else if (o.lecture) {
         print_lecture();
+        print_lecture_activations();
     } else if (o.params > 0.0) {
         print_flat(&o);
     } else if (o.sweep > 0) {

@@ -20,7 +20,7 @@ static const Options DEFAULTS = {
     .warmup_type = SCHED_WARMUP_GRADUAL, .warmup = 100, .warmup_fraction = 0.1,
     .decay = SCHED_DECAY_COSINE, .cooldown_shape = SCHED_COOLDOWN_LINEAR, .momentum = 0.9,
     .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.99, .clip = 1.0,
-    .eval_every = 250, .eval_examples = 1000,
+    .eval_every = 250, .eval_examples = 1000, .bucket_kb = PARALLEL_DEFAULT_BUCKET_KB,
     .lora_alpha = 16.0, .lora_targets = LORA_TARGET_Q | LORA_TARGET_V,
     .precision = "fp32",    /* loss_scale: loss_scale_defaults(), set in options_parse */
 };
@@ -58,6 +58,8 @@ static const struct option LONG_OPTIONS[] = {
     { "load", required_argument, NULL, FLAG_LOAD },
     { "sample", required_argument, NULL, FLAG_SAMPLE },
     { "accum", required_argument, NULL, FLAG_ACCUM },
+    { "parallel", required_argument, NULL, FLAG_PARALLEL },
+    { "bucket-kb", required_argument, NULL, FLAG_BUCKET_KB },
     { "lr-rule", required_argument, NULL, FLAG_LR_RULE },
     { "base-batch", required_argument, NULL, FLAG_BASE_BATCH },
     { "warmup-type", required_argument, NULL, FLAG_WARMUP_TYPE },
@@ -115,6 +117,7 @@ static void usage(void)
            "                      default standard)\n",
            d.task, d.steps, d.batch, TEXT_DEFAULT_SEQ, d.seed);
     precision_usage();
+    parallel_usage();
     printf("Model:\n"
            "  --layers N          transformer blocks (default %d)\n"
            "  --heads N           attention heads; must divide --embd (default %d)\n"
@@ -250,6 +253,7 @@ static void set_value(Options *o, Flag f, const char *arg)
     case FLAG_LOAD_BASE: case FLAG_SAVE_ADAPTER:
         lora_set_option(o, f, flag, arg);
         break;
+    case FLAG_PARALLEL: case FLAG_BUCKET_KB: parallel_set_option(o, f, flag, arg); break;
     case FLAG_END: break;
     }
 }
@@ -300,6 +304,7 @@ static void check_combinations(const Options *o)
     if (o->plot_path && !o->log_path)
         cli_usage_error("--plot needs --log: the figure is drawn from the log");
     precision_check_options(o);
+    parallel_check_options(o);
     precision_check_scaling(o);
     /* Files written must not be one another or an input; --save over --load is fine (the
      * snapshot is replaced atomically, once the run is done). */

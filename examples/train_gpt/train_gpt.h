@@ -25,6 +25,7 @@ typedef enum {
     FLAG_PRECISION, FLAG_LOSS_SCALE, FLAG_SCALE_GROWTH_INTERVAL, FLAG_SCALE_GROWTH_FACTOR,
     FLAG_SCALE_BACKOFF_FACTOR, FLAG_FP8_SCALING,
     FLAG_ADAM8BIT_ROUNDING,
+    FLAG_PARALLEL, FLAG_BUCKET_KB,
     FLAG_END,
 } Flag;
 
@@ -74,6 +75,9 @@ typedef struct {
     unsigned    lora_targets;    /* LORA_TARGET_* bits */
     bool        qlora;
     const char *load_base_path, *save_adapter_path;
+    /* data parallel training (parallel.c) */
+    bool        ddp;             /* --parallel ddp */
+    int         bucket_kb;
     bool        given[FLAG_END - FLAG_TASK];   /* which flags were on the command line */
 } Options;
 
@@ -152,5 +156,23 @@ void lora_setup(Trainer *tr, const Options *o);
 void lora_describe(const Trainer *tr, const Options *o);
 void lora_report(const Trainer *tr);
 void lora_save_adapter(const Trainer *tr, const Options *o);
+
+/* parallel.c: --parallel ddp under mpirun. parallel_begin (first thing in main) starts MPI
+ * only when --parallel is on the command line; parallel_start returns NULL without ddp. */
+enum { PARALLEL_DEFAULT_BUCKET_KB = 256 };
+typedef struct ParallelRun ParallelRun;
+void         parallel_usage(void);
+void         parallel_set_option(Options *o, Flag f, const char *flag, const char *arg);
+void         parallel_check_options(const Options *o);
+void         parallel_begin(int *argc, char ***argv);
+void         parallel_parsed(void);          /* after options_parse */
+ParallelRun *parallel_start(const Options *o, Trainer *tr);
+bool         parallel_is_root(void);
+int          parallel_ranks(const ParallelRun *p);
+void         parallel_describe(const ParallelRun *p, int B);
+TrainStepResult parallel_step(ParallelRun *p, const int *tokens, const int *targets, int B,
+                              int T, double lr);
+void         parallel_report(ParallelRun *p, const size_t *step_peak);
+void         parallel_end(ParallelRun *p);
 
 #endif

@@ -402,8 +402,9 @@ static void describe(const Run *run)
            m->tied ? "tied" : "untied", m->fused_qkv ? "fused" : "separate",
            gpt_n_params(run->tr->model));
     SchedConfig s = options_schedule(o);
-    printf("training: %s, batch %d x %d accumulated = %ld, clip %g, %d threads; steps %ld to "
+    printf("training: %s, batch %d x %d %s = %ld, clip %g, %d threads; steps %ld to "
            "%ld\n", trainer_optimizer_name(o->optimizer), o->batch, o->accum,
+           run->par ? "ranks" : "accumulated",
            sched_effective_batch(&s), o->clip, par_threads(), run->tr->step, o->steps);
     if (o->optimizer == TRAIN_ADAM8BIT)
         printf("adam8bit: moments in 8 bits, re-encoded by %s rounding\n",
@@ -462,8 +463,11 @@ int main(int argc, char **argv)
     run.par = parallel_start(&run.o, run.tr);
     run.B = run.o.batch;
     run.T = run.o.seq;
-    /* Under ddp the batch drawn is the global one, a micro-batch per rank: --accum N's. */
-    run.K = run.par ? parallel_ranks(run.par) : run.o.accum;
+    /* Under ddp the batch drawn is the global one, a micro-batch per rank: --accum N's, which
+     * the schedule (--lr-rule) and the snapshot's metadata then see as the effective batch. */
+    if (run.par)
+        run.o.accum = parallel_ranks(run.par);
+    run.K = run.o.accum;
     run.peak_flops = measure_peak();
     describe(&run);
 

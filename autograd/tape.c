@@ -269,8 +269,11 @@ static void walk_backward(Tape *tape)
     store_last_saved(tape);
     for (int k = tape->n_nodes - 1; k >= 0; k--) {
         Node *node = &tape->nodes[k];
-        if (!node->out->grad)
+        if (!node->out->grad) {
+            if (tape->after_node)
+                tape->after_node(tape, k, tape->after_node_ctx);
             continue;       /* no gradient reached this node's output */
+        }
         if (!node->backward_ignores_inputs)
             tape_use(tape, node->n_in, node->in);
         tape_use(tape, NODE_MAX_SAVED, node->saved);
@@ -285,6 +288,8 @@ static void walk_backward(Tape *tape)
         /* The b node has been consumed: its inputs' gradients now hold its contribution. */
         if (!node->out->is_param && !tape->keep_grads)
             tensor_free_grad(node->out);
+        if (tape->after_node)
+            tape->after_node(tape, k, tape->after_node_ctx);
     }
 }
 

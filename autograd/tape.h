@@ -62,7 +62,8 @@ struct Node {
     TapeFlops   *flops;                   /* the tape's, when the node was recorded */
 };
 
-typedef struct {
+typedef struct Tape Tape;
+struct Tape {
     Node    *nodes;
     int      n_nodes, cap_nodes;
     void   **owned;        /* tensors (kind 0) and raw buffers (kind 1) the tape frees */
@@ -82,7 +83,14 @@ typedef struct {
      * already counted (the ops then count as recompute): set by the caller. */
     TapeFlops *flops;
     bool     recomputing;
-} Tape;
+    /* Optional, NULL by default: called by backward after node k (index into nodes) has added
+     * its inputs' gradients (rounded under a policy), for every k from the last node down to 0,
+     * nodes no gradient reached included. A parameter's gradient is final once the node of
+     * lowest index that has it as an input is done: data parallel training (dist/ddp.h) starts
+     * sending a group of gradients then, while the rest of backward runs. */
+    void   (*after_node)(Tape *tape, int k, void *ctx);
+    void    *after_node_ctx;
+};
 
 Tape   *tape_new(void);          /* recording is on */
 /* Frees every node and every tensor and buffer the tape owns; the tape can be reused. */

@@ -19,6 +19,8 @@ void dist_init(int *argc, char ***argv)
         const char *slash = strrchr((*argv)[0], '/');
         snprintf(program, sizeof program, "%s", slash ? slash + 1 : (*argv)[0]);
     }
+    if (dist_initialized())     /* a program may start MPI early (train_gpt) and a layer again */
+        return;
     int provided;
     MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
     world.comm = MPI_COMM_WORLD;
@@ -212,6 +214,99 @@ void dist_allreduce_sum(DistComm *c, float *data, size_t n)
         memcpy(data + begin, shard, count * sizeof *shard);
     mem_free(shard);
     dist_allgather(c, data + begin, data, n, sizeof *data);
+}
+
+/* Phase 1: every other rank's piece of my shard arrives into pieces (rank k's at position k,
+ * counting without me); my pieces of their shards leave from data. Phase 2 starts when all of
+ * them are done: my shard becomes ((x_0 + x_1) + x_2) + ..., as in dist_reduce_scatter_sum, and
+ * goes to every rank while theirs come in. */
+void dist_iallreduce_start(DistComm *c, DistAllreduce *h, float *data, size_t n, int slot)
+{
+    if (slot < 0 || slot >= DIST_IALLREDUCE_SLOTS)
+        dist_fail("all-reduce slot %d out of range", slot);
+    int N = c->size, me = c->rank;
+    size_t mine = dist_shard_count(n, N, me);
+    *h = (DistAllreduce){ .c = c, .data = data, .n = n, .tag = DIST_TAG_COLLECTIVE + 16 + 2 * slot,
+                          .phase = 1 };
+    if (N == 1) {
+        h->phase = 0;
+        return;
+    }
+    h->reqs = malloc(sizeof *h->reqs * 2 * (size_t)N);
+    if (!h->reqs)
+        dist_fail("out of memory in all-reduce");
+    if (mine)
+        h->pieces = mem_alloc(MEM_TEMP, (size_t)(N - 1) * mine * sizeof *h->pieces);
+    for (int k = 0, j = 0; k < N; k++) {
+        if (k == me)
+            continue;
+        h->reqs[h->n_reqs++] = dist_irecv(c, h->pieces + (size_t)j++ * mine, mine * sizeof *data,
+                                          k, h->tag);
+        h->reqs[h->n_reqs++] = dist_isend(c, data + dist_shard_begin(n, N, k),
+                                          dist_shard_count(n, N, k) * sizeof *data, k, h->tag);
+    }
+}
+
+static bool all_done(DistAllreduce *h)
+{
+    int done = 0;
+    MPI_Testall(h->n_reqs, (MPI_Request *)h->reqs, &done, MPI_STATUSES_IGNORE);
+    return done != 0;
+}
+
+static void sum_and_gather(DistAllreduce *h)
+{
+    DistComm *c = h->c;
+    int N = c->size, me = c->rank;
+    size_t mine = dist_shard_count(h->n, N, me), begin = dist_shard_begin(h->n, N, me);
+    float *own = h->data + begin;
+    /* x_j is rank j's piece: mine in place, the others' at their position in pieces. */
+    float *acc = me == 0 ? own : h->pieces;
+    for (int j = 1; j < N; j++) {
+        const float *x = j == me ? own : h->pieces + (size_t)(j - (j > me)) * mine;
+        for (size_t i = 0; i < mine; i++)
+            acc[i] += x[i];
+    }
+    if (acc != own && mine)
+        memcpy(own, acc, mine * sizeof *own);
+    mem_free(h->pieces);
+    h->pieces = NULL;
+    h->n_reqs = 0;
+    for (int k = 0; k < N; k++) {
+        if (k == me)
+            continue;
+        h->reqs[h->n_reqs++] = dist_irecv(c, h->data + dist_shard_begin(h->n, N, k),
+                                          dist_shard_count(h->n, N, k) * sizeof *own, k,
+                                          h->tag + 1);
+        h->reqs[h->n_reqs++] = dist_isend(c, own, mine * sizeof *own, k, h->tag + 1);
+    }
+    h->phase = 2;
+}
+
+bool dist_iallreduce_test(DistAllreduce *h)
+{
+    if (h->phase == 1 && all_done(h))
+        sum_and_gather(h);
+    if (h->phase == 2 && all_done(h)) {
+        free(h->reqs);
+        h->reqs = NULL;
+        h->phase = 0;
+    }
+    return h->phase == 0;
+}
+
+void dist_iallreduce_wait(DistAllreduce *h)
+{
+    if (h->phase == 1) {
+        MPI_Waitall(h->n_reqs, (MPI_Request *)h->reqs, MPI_STATUSES_IGNORE);
+        sum_and_gather(h);
+    }
+    if (h->phase == 2) {
+        MPI_Waitall(h->n_reqs, (MPI_Request *)h->reqs, MPI_STATUSES_IGNORE);
+        free(h->reqs);
+        h->reqs = NULL;
+        h->phase = 0;
+    }
 }
 
 /* Root sends to each other rank in turn: (N-1) b bytes from the root, b into each other rank. */

@@ -71,6 +71,27 @@ void      dist_reduce_scatter_sum(DistComm *c, const float *in, float *shard, si
  * each); shard may point into out. */
 void      dist_allgather(DistComm *c, const void *shard, void *out, size_t n, size_t elem_bytes);
 void      dist_broadcast(DistComm *c, void *buf, size_t bytes, int root);
+/* A non-blocking all-reduce: the same rank-ordered sum and the same bytes as dist_allreduce_sum,
+ * started now and finished later, so that it overlaps with computation. Start posts the
+ * reduce-scatter's messages; test moves it on without waiting (once every piece of this rank's
+ * shard has come, adds them in rank order and posts the all-gather) and returns true when data
+ * holds the sum; wait finishes it. Every rank starts the same reductions with the same slots
+ * (0 <= slot < DIST_IALLREDUCE_SLOTS; reductions in flight together use different slots), in
+ * any order. data must not be touched until done. Scratch: (N-1) shards, category temp. */
+enum { DIST_IALLREDUCE_SLOTS = 1000 };
+typedef struct {
+    DistComm    *c;
+    float       *data;
+    size_t       n;
+    int          tag, phase;      /* phase 1: reduce-scatter in flight, 2: all-gather, 0: done */
+    float       *pieces;          /* the other ranks' pieces of this rank's shard */
+    DistRequest *reqs;
+    int          n_reqs;
+} DistAllreduce;
+void      dist_iallreduce_start(DistComm *c, DistAllreduce *h, float *data, size_t n, int slot);
+bool      dist_iallreduce_test(DistAllreduce *h);
+void      dist_iallreduce_wait(DistAllreduce *h);
+
 /* Small control values (a norm, a flag): the rank-ordered sum or the maximum over ranks. */
 double    dist_sum_double(DistComm *c, double x);
 double    dist_max_double(DistComm *c, double x);

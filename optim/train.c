@@ -155,38 +155,59 @@ static void stage_release(Trainer *t)
     tape_reset(t->tape);
 }
 
+/* Micro-batch k of K: forward and backward, the loss divided by K on the tape (K = 1 records
+ * no division), the backward seeded with the current loss scale. The tape is left as it is. */
+double trainer_backward_micro(Trainer *t, const int *tokens, const int *targets, int B, int T,
+                              int K)
+{
+    float seed = loss_scale_value(&t->scaler);
+    if (t->cfg.checkpoint.kind != CKPT_VANILLA) {
+        /* Forward and backward in one call: the blocks are recomputed as the strategy says,
+         * on tapes of their own under the trainer's tape's policy. (1/K) S is the seed
+         * op_scale's backward would pass on from a loss seeded with S, the same float. */
+        CkptStats stats;
+        double l = gpt_checkpoint_forward_backward_policy(
+            t->model, t->cfg.checkpoint, t->tape->policy, tokens, targets, B, T,
+            seed * (1.0f / (float)K), &stats);
+        tape_flops_add(&t->flops, &stats.flops);
+        return l;
+    }
+    Tensor *loss = stage_forward(t, tokens, targets, B, T);
+    double l = loss->data[0];
+    /* Dividing by K is one more op on the tape; K = 1 records none, as before. */
+    stage_backward(t, K > 1 ? op_scale(t->tape, loss, 1.0f / (float)K) : loss, seed);
+    return l;
+}
+
 double trainer_accumulate(Trainer *t, const int *tokens, const int *targets, int B, int T,
                           int K)
 {
     if (K < 1)
         tensor_fatal("trainer_accumulate: %d micro-batches", K);
     bool ckpt = t->cfg.checkpoint.kind != CKPT_VANILLA;
-    float seed = loss_scale_value(&t->scaler);
     double sum = 0.0;
     size_t rows = (size_t)B * T;
     for (int k = 0; k < K; k++) {
-        if (ckpt) {
-            /* Forward and backward in one call: the blocks are recomputed as the strategy
-             * says, on tapes of their own under the trainer's tape's policy. (1/K) S is the
-             * seed op_scale's backward would pass on from a loss seeded with S, the same
-             * float. */
-            CkptStats stats;
-            sum += gpt_checkpoint_forward_backward_policy(
-                t->model, t->cfg.checkpoint, t->tape->policy, tokens + k * rows,
-                targets + k * rows, B, T, seed * (1.0f / (float)K), &stats);
-            tape_flops_add(&t->flops, &stats.flops);
-            continue;
-        }
-        Tensor *loss = stage_forward(t, tokens + k * rows, targets + k * rows, B, T);
-        sum += loss->data[0];
-        /* Dividing by K is one more op on the tape; K = 1 records none, as before. */
-        stage_backward(t, K > 1 ? op_scale(t->tape, loss, 1.0f / (float)K) : loss, seed);
+        sum += trainer_backward_micro(t, tokens + k * rows, targets + k * rows, B, T, K);
         /* Only the last micro-batch's tape is left for stage_release: the activations held
          * are one micro-batch's. */
-        if (k + 1 < K)
+        if (!ckpt && k + 1 < K)
             tape_reset(t->tape);
     }
     return sum / K;
+}
+
+void trainer_finish_step(Trainer *t, double lr, TrainStepResult *r)
+{
+    bool found_inf = stage_unscale(t);
+    r->grad_norm = stage_clip(t);
+    r->updated = stage_update(t, lr, found_inf);
+    r->skipped = !r->updated;
+    /* S moves for the next step's backward; this step's update has already used the
+     * unscaled gradients, so the order does not change a bit. */
+    loss_scale_update(&t->scaler, found_inf);
+    stage_release(t);
+    t->step++;
 }
 
 TrainStepResult trainer_step_accum(Trainer *t, const int *tokens, const int *targets, int B,
@@ -195,15 +216,7 @@ TrainStepResult trainer_step_accum(Trainer *t, const int *tokens, const int *tar
     TrainStepResult r;
     r.loss_scale = loss_scale_value(&t->scaler);
     r.loss = trainer_accumulate(t, tokens, targets, B, T, K);
-    bool found_inf = stage_unscale(t);
-    r.grad_norm = stage_clip(t);
-    r.updated = stage_update(t, lr, found_inf);
-    r.skipped = !r.updated;
-    /* S moves for the next step's backward; this step's update has already used the
-     * unscaled gradients, so the order does not change a bit. */
-    loss_scale_update(&t->scaler, found_inf);
-    stage_release(t);
-    t->step++;
+    trainer_finish_step(t, lr, &r);
     return r;
 }
 

@@ -157,6 +157,17 @@ TrainStepResult trainer_step_accum(Trainer *t, const int *tokens, const int *tar
 double        trainer_accumulate(Trainer *t, const int *tokens, const int *targets, int B,
                                  int T, int K);
 
+/* The two halves of trainer_step_accum, for code that gets its gradients another way (data
+ * parallel training, dist/ddp.h, sums them over ranks between the halves):
+ * trainer_backward_micro is micro-batch k of K as trainer_accumulate runs it (forward, loss / K,
+ * backward seeded with S, gradients added to the parameters' own; the tape not reset), returning
+ * that micro-batch's loss; trainer_finish_step runs the stages after the last backward on the
+ * gradients in place (unscale and the inf/NaN check, clip, update or skip, the scaler's update,
+ * release) and counts the step, filling grad_norm, updated and skipped in *r. */
+double        trainer_backward_micro(Trainer *t, const int *tokens, const int *targets, int B,
+                                     int T, int K);
+void          trainer_finish_step(Trainer *t, double lr, TrainStepResult *r);
+
 /* Evaluation without recording: the logits [B, T, V] of a forward pass on the trainer's tape and,
  * when targets is not NULL, the mean cross-entropy in *loss. Both are valid until
  * trainer_eval_done, which frees them. */

@@ -57,6 +57,59 @@ static void test_allreduce_adds_in_rank_order(void **state)
     assert_true(dist_test_all(ok));
 }
 
+/* Two non-blocking all-reduces in flight at once, started in opposite orders on even and odd
+ * ranks and moved on by dist_iallreduce_test alone: the same bits as the rank-ordered sum, the
+ * blocking call's bytes, and the scratch returned. One of them has fewer values than ranks (a
+ * rank with an empty shard). */
+static void test_iallreduce_in_any_order(void **state)
+{
+    (void)state;
+    bool ok = true;
+    for (int n_ranks = 1; n_ranks <= dist_world()->size; n_ranks++) {
+        DistComm *c = dist_test_comm(n_ranks);
+        if (!c)
+            continue;
+        enum { NA = 37, NB = 3 };
+        float a[NA], b[NB], want_a[NA], want_b[NB];
+        for (size_t i = 0; i < NA; i++) {
+            a[i] = term(c->rank, i);
+            want_a[i] = term(0, i);
+            for (int r = 1; r < n_ranks; r++)
+                want_a[i] += term(r, i);
+        }
+        for (size_t i = 0; i < NB; i++) {
+            b[i] = term(c->rank, i + 5);
+            want_b[i] = term(0, i + 5);
+            for (int r = 1; r < n_ranks; r++)
+                want_b[i] += term(r, i + 5);
+        }
+        size_t temp_before = mem_current(MEM_TEMP);
+        dist_reset_counts(c);
+        DistAllreduce ha, hb;
+        if (c->rank % 2 == 0) {
+            dist_iallreduce_start(c, &ha, a, NA, 0);
+            dist_iallreduce_start(c, &hb, b, NB, 1);
+        } else {
+            dist_iallreduce_start(c, &hb, b, NB, 1);
+            dist_iallreduce_start(c, &ha, a, NA, 0);
+        }
+        bool da = false, db = false;
+        while (!da || !db) {
+            db = db || dist_iallreduce_test(&hb);
+            da = da || dist_iallreduce_test(&ha);
+        }
+        size_t ca = dist_shard_count(NA, n_ranks, c->rank);
+        size_t cb = dist_shard_count(NB, n_ranks, c->rank);
+        uint64_t want_bytes = ((NA - ca) + (uint64_t)(n_ranks - 1) * ca +
+                               (NB - cb) + (uint64_t)(n_ranks - 1) * cb) * sizeof(float);
+        ok = ok && memcmp(a, want_a, sizeof a) == 0 && memcmp(b, want_b, sizeof b) == 0 &&
+             c->bytes_sent == want_bytes && c->bytes_recv == want_bytes &&
+             mem_current(MEM_TEMP) == temp_before;
+        dist_comm_free(c);
+    }
+    assert_true(dist_test_all(ok));
+}
+
 static void test_allreduce_traffic_is_the_textbook_volume(void **state)
 {
     (void)state;
@@ -132,6 +185,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shards_cover_the_vector),
         cmocka_unit_test(test_allreduce_adds_in_rank_order),
+        cmocka_unit_test(test_iallreduce_in_any_order),
         cmocka_unit_test(test_allreduce_traffic_is_the_textbook_volume),
         cmocka_unit_test(test_reduce_scatter_and_allgather_with_uneven_shards),
         cmocka_unit_test(test_small_values_and_broadcast),

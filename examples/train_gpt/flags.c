@@ -21,6 +21,7 @@ static const Options DEFAULTS = {
     .decay = SCHED_DECAY_COSINE, .cooldown_shape = SCHED_COOLDOWN_LINEAR, .momentum = 0.9,
     .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.99, .clip = 1.0,
     .eval_every = 250, .eval_examples = 1000, .temperature = 1.0,
+    .bucket_kb = PARALLEL_DEFAULT_BUCKET_KB,
     .lora_alpha = 16.0, .lora_targets = LORA_TARGET_Q | LORA_TARGET_V,
     .precision = "fp32",    /* loss_scale: loss_scale_defaults(), set in options_parse */
 };
@@ -64,6 +65,7 @@ static const struct option LONG_OPTIONS[] = {
     { "temperature", required_argument, NULL, FLAG_TEMPERATURE },
     { "sample-seed", required_argument, NULL, FLAG_SAMPLE_SEED },
     { "accum", required_argument, NULL, FLAG_ACCUM },
+    { "bucket-kb", required_argument, NULL, FLAG_BUCKET_KB },
     { "lr-rule", required_argument, NULL, FLAG_LR_RULE },
     { "base-batch", required_argument, NULL, FLAG_BASE_BATCH },
     { "warmup-type", required_argument, NULL, FLAG_WARMUP_TYPE },
@@ -121,6 +123,7 @@ static void usage(void)
            "                      default standard)\n",
            d.task, d.steps, d.batch, TEXT_DEFAULT_SEQ, d.seed);
     precision_usage();
+    parallel_usage();
     pipeline_usage();
     printf("Model:\n"
            "  --layers N          transformer blocks (default %d)\n"
@@ -219,7 +222,13 @@ static void set_value(Options *o, Flag f, const char *arg)
     case FLAG_ADAM8BIT_ROUNDING:
         o->adam8bit_rounding = (Adam8bitRounding)cli_choice(flag, arg, ADAM8BIT_ROUNDING_NAMES);
         break;
-    case FLAG_PARALLEL: case FLAG_MICRO_BATCHES: case FLAG_STAGES: case FLAG_PIPE_EVENTS:
+    case FLAG_PARALLEL:                     /* one flag, two kinds of parallelism */
+        if (strncmp(arg, "pipeline:", 9) == 0)
+            pipeline_set_option(o, f, flag, arg);
+        else
+            parallel_set_option(o, f, flag, arg);
+        break;
+    case FLAG_MICRO_BATCHES: case FLAG_STAGES: case FLAG_PIPE_EVENTS:
         pipeline_set_option(o, f, flag, arg);
         break;
     case FLAG_CLIP: o->clip = cli_double(flag, arg, 0.0, 1e6); break;
@@ -265,6 +274,7 @@ static void set_value(Options *o, Flag f, const char *arg)
     case FLAG_LOAD_BASE: case FLAG_SAVE_ADAPTER:
         lora_set_option(o, f, flag, arg);
         break;
+    case FLAG_BUCKET_KB: parallel_set_option(o, f, flag, arg); break;
     case FLAG_END: break;
     }
 }
@@ -320,6 +330,7 @@ static void check_combinations(const Options *o)
     if (o->plot_path && !o->log_path)
         cli_usage_error("--plot needs --log: the figure is drawn from the log");
     precision_check_options(o);
+    parallel_check_options(o);
     precision_check_scaling(o);
     /* Files written must not be one another or an input; --save over --load is fine (the
      * snapshot is replaced atomically, once the run is done). */

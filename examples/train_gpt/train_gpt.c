@@ -61,6 +61,7 @@ typedef struct {
     long       steps_run;
     EvalResult last_eval;            /* the latest evaluation, at step last_eval_step */
     long       last_eval_step;
+    ParallelRun *par;                /* --parallel ddp (parallel.c), else NULL */
     SnapshotReader *loaded;          /* --load's file: open to the end, since the options
                                       * point into its metadata (the task, the data path) */
 } Run;
@@ -285,8 +286,9 @@ static void train(Run *run)
         double t0 = progress_now(), flops_before = model_flops(&run->tr->flops);
         dataset_train_batch(run->ds, &run->tr->data_rng, run->K * run->B, run->tokens,
                             run->targets);
-        TrainStepResult r = trainer_step_accum(run->tr, run->tokens, run->targets, run->B,
-                                               run->T, run->K, lr);
+        TrainStepResult r = run->par
+            ? parallel_step(run->par, run->tokens, run->targets, run->B, run->T, lr)
+            : trainer_step_accum(run->tr, run->tokens, run->targets, run->B, run->T, run->K, lr);
         double seconds = progress_now() - t0;
         size_t peaks[MEM_NCAT + 1];
         end_phase(run, peaks);
@@ -386,6 +388,7 @@ static void report(Run *run, double start)
     precision_report(run->tr);
     lora_report(run->tr);
     print_memory(run);
+    parallel_report(run->par, run->step_peak);
 }
 
 static void describe(const Run *run)
@@ -399,8 +402,9 @@ static void describe(const Run *run)
            m->tied ? "tied" : "untied", m->fused_qkv ? "fused" : "separate",
            gpt_n_params(run->tr->model));
     SchedConfig s = options_schedule(o);
-    printf("training: %s, batch %d x %d accumulated = %ld, clip %g, %d threads; steps %ld to "
+    printf("training: %s, batch %d x %d %s = %ld, clip %g, %d threads; steps %ld to "
            "%ld\n", trainer_optimizer_name(o->optimizer), o->batch, o->accum,
+           run->par ? "ranks" : "accumulated",
            sched_effective_batch(&s), o->clip, par_threads(), run->tr->step, o->steps);
     if (o->optimizer == TRAIN_ADAM8BIT)
         printf("adam8bit: moments in 8 bits, re-encoded by %s rounding\n",
@@ -414,6 +418,7 @@ static void describe(const Run *run)
            par_threads());
     precision_describe(run->tr);
     lora_describe(run->tr, o);
+    parallel_describe(run->par, run->B);
     char decay[96];
     snprintf(decay, sizeof decay, "%s", SCHED_DECAY_NAMES[s.decay]);
     if (s.decay == SCHED_DECAY_WSD)
@@ -449,14 +454,21 @@ static void finish_outputs(Run *run)
 int main(int argc, char **argv)
 {
     cli_init(argv[0]);
+    parallel_begin(&argc, &argv);
     double start = progress_now();
     Run run = { .o = options_parse(argc, argv) };
+    parallel_parsed();
     par_set_threads(run.o.threads);
     if (pipeline_requested(&run.o))         /* under mpirun: pipeline.c's own loop */
         return pipeline_main(&run.o, open_data(&run.o));
     run.tr = make_trainer(&run);
+    run.par = parallel_start(&run.o, run.tr);
     run.B = run.o.batch;
     run.T = run.o.seq;
+    /* Under ddp the batch drawn is the global one, a micro-batch per rank: --accum N's, which
+     * the schedule (--lr-rule) and the snapshot's metadata then see as the effective batch. */
+    if (run.par)
+        run.o.accum = parallel_ranks(run.par);
     run.K = run.o.accum;
     run.peak_flops = measure_peak();
     describe(&run);
@@ -466,7 +478,7 @@ int main(int argc, char **argv)
     run.targets = malloc(batch_tokens * sizeof *run.targets);
     if (!run.tokens || !run.targets)
         cli_die(1, "out of memory for %d batches of %d x %d tokens", run.K, run.B, run.T);
-    if (run.o.log_path) {
+    if (run.o.log_path && parallel_is_root()) {
         char err[512];
         run.log = tsv_open(run.o.log_path, LOG_COLUMNS, err, sizeof err);
         if (!run.log)
@@ -476,12 +488,14 @@ int main(int argc, char **argv)
 
     train(&run);
     report(&run, start);
-    finish_outputs(&run);
+    if (parallel_is_root())
+        finish_outputs(&run);
     long sample_seed = options_given(&run.o, FLAG_SAMPLE_SEED) ? run.o.sample_seed : run.o.seed;
     eval_print_samples(run.tr, run.ds, run.o.sample, run.o.temperature, (uint64_t)sample_seed);
 
     free(run.tokens);
     free(run.targets);
+    parallel_end(run.par);
     trainer_free(run.tr);
     dataset_free(run.ds);
     snapshot_close(run.loaded);

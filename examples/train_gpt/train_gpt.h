@@ -25,7 +25,9 @@ typedef enum {
     FLAG_PRECISION, FLAG_LOSS_SCALE, FLAG_SCALE_GROWTH_INTERVAL, FLAG_SCALE_GROWTH_FACTOR,
     FLAG_SCALE_BACKOFF_FACTOR, FLAG_FP8_SCALING,
     FLAG_ADAM8BIT_ROUNDING, FLAG_TEMPERATURE, FLAG_SAMPLE_SEED,
-    FLAG_PARALLEL, FLAG_MICRO_BATCHES, FLAG_STAGES, FLAG_PIPE_EVENTS,     /* pipeline.c */
+    FLAG_PARALLEL,                                                      /* parallel.c, pipeline.c */
+    FLAG_BUCKET_KB,                                                     /* parallel.c */
+    FLAG_MICRO_BATCHES, FLAG_STAGES, FLAG_PIPE_EVENTS,                  /* pipeline.c */
     FLAG_END,
 } Flag;
 
@@ -77,8 +79,10 @@ typedef struct {
     unsigned    lora_targets;    /* LORA_TARGET_* bits */
     bool        qlora;
     const char *load_base_path, *save_adapter_path;
-    /* pipeline parallelism (pipeline.c) */
-    const char *parallel;        /* "pipeline:gpipe", ...; NULL: one process */
+    /* --parallel: data parallel training (parallel.c) or a pipeline (pipeline.c) */
+    bool        ddp;             /* --parallel ddp */
+    int         bucket_kb;
+    const char *parallel;        /* "pipeline:gpipe", ...; NULL: no pipeline */
     int         micro_batches;   /* m; becomes accum */
     const char *stages;          /* blocks per stage, "2,1,1"; NULL: even */
     const char *pipe_events;     /* TSV of every F and B of every step */
@@ -171,5 +175,23 @@ void lora_setup(Trainer *tr, const Options *o);
 void lora_describe(const Trainer *tr, const Options *o);
 void lora_report(const Trainer *tr);
 void lora_save_adapter(const Trainer *tr, const Options *o);
+
+/* parallel.c: --parallel ddp under mpirun. parallel_begin (first thing in main) starts MPI
+ * only when --parallel is on the command line; parallel_start returns NULL without ddp. */
+enum { PARALLEL_DEFAULT_BUCKET_KB = 256 };
+typedef struct ParallelRun ParallelRun;
+void         parallel_usage(void);
+void         parallel_set_option(Options *o, Flag f, const char *flag, const char *arg);
+void         parallel_check_options(const Options *o);
+void         parallel_begin(int *argc, char ***argv);
+void         parallel_parsed(void);          /* after options_parse */
+ParallelRun *parallel_start(const Options *o, Trainer *tr);
+bool         parallel_is_root(void);
+int          parallel_ranks(const ParallelRun *p);
+void         parallel_describe(const ParallelRun *p, int B);
+TrainStepResult parallel_step(ParallelRun *p, const int *tokens, const int *targets, int B,
+                              int T, double lr);
+void         parallel_report(ParallelRun *p, const size_t *step_peak);
+void         parallel_end(ParallelRun *p);
 
 #endif

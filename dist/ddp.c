@@ -27,6 +27,7 @@ struct Ddp {
     int       n_buckets;
     size_t    psi;
     bool      scanned;            /* last_node filled for this backward */
+    size_t    held, held_peak;    /* bytes of bucket buffers allocated now, and this step's most */
     int       overlapped;
 };
 
@@ -97,6 +98,8 @@ static void start_bucket(Ddp *d, int k)
     Bucket *b = &d->buckets[k];
     Tensor **params = d->t->optim->params;
     b->buf = mem_alloc(MEM_TEMP, b->n * sizeof *b->buf);
+    d->held += mem_size(b->buf);
+    d->held_peak = d->held > d->held_peak ? d->held : d->held_peak;
     size_t off = 0;
     for (int i = b->first; i < b->first + b->count; i++) {
         Tensor *p = params[d->order[i]];
@@ -118,6 +121,7 @@ static void finish_bucket(Ddp *d, int k)
         memcpy(tensor_grad(p), b->buf + off, p->size * sizeof *b->buf);
         off += p->size;
     }
+    d->held -= mem_size(b->buf);
     mem_free(b->buf);
     b->buf = NULL;
 }
@@ -177,6 +181,7 @@ DdpStepResult ddp_step(Ddp *d, const int *tokens, const int *targets, int B, int
         d->buckets[k].started = false;
     d->scanned = false;
     d->overlapped = 0;
+    d->held_peak = 0;
     bool hook = d->cfg.overlap && t->cfg.checkpoint.kind == CKPT_VANILLA;
     if (hook) {
         t->tape->after_node = after_node;
@@ -194,6 +199,7 @@ DdpStepResult ddp_step(Ddp *d, const int *tokens, const int *targets, int B, int
     s.grad_bytes_sent = c->bytes_sent - sent0;
     s.grad_bytes_recv = c->bytes_recv - recv0;
     s.buckets_overlapped = d->overlapped;
+    s.bucket_bytes_peak = d->held_peak;
     /* The same additions as ddp_reference_step's sum of micro-batch losses, then / K. */
     s.r.loss = dist_sum_double(c, loss) / c->size;
     trainer_finish_step(t, lr, &s.r);

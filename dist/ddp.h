@@ -42,6 +42,9 @@ typedef struct {
     uint64_t grad_bytes_sent, grad_bytes_recv;   /* the gradients' all-reduce, this rank */
     uint64_t bytes_sent, bytes_recv;             /* everything this step, this rank */
     int      buckets_overlapped;                 /* buckets started before backward ended */
+    size_t   bucket_bytes_peak;  /* the most bytes of bucket buffers allocated at once (temp),
+                                  * from the allocator's block sizes; the reductions' own
+                                  * scratch (a shard each) is not included */
 } DdpStepResult;
 
 typedef struct Ddp Ddp;

@@ -267,8 +267,10 @@ static void print_lecture_activations(void)
            "      12 B T C recorded again at a time.\n",
            4.0 * P / 1e9, 4.0 * (double)B * T * g->vocab_size / 1e9);
     printf("\nTemporary buffers: the gradient all-reduce's fused buffer, one fp32 buffer holding\n"
-           "every gradient, 1.5e9 x 4 bytes = %.1f GB (slide: 6 GB; category temp). The\n"
-           "data-parallel work in progress will add the measured bytes of its buckets.\n",
+           "every gradient, 1.5e9 x 4 bytes = %.1f GB (slide: 6 GB; category temp). Measured\n"
+           "on our model: scripts/mpirun -np 2 build/bin/train_gpt --parallel ddp prints the\n"
+           "bucket buffers one rank holds at once: Psi x 4 bytes for every --bucket-kb\n"
+           "(docs/memory.md).\n",
            1.5e9 * 4.0 / 1e9);
 }
 

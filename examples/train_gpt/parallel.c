@@ -28,6 +28,7 @@ struct ParallelRun {
     long     steps;
     uint64_t grad_sent, grad_recv, sent, recv;     /* summed over the steps */
     DdpStepResult last;
+    size_t        bucket_peak;    /* the most bucket-buffer bytes of any step */
 };
 
 static enum { PAR_OFF, PAR_PARSING, PAR_RUNNING, PAR_DONE } phase = PAR_OFF;
@@ -160,6 +161,7 @@ TrainStepResult parallel_step(ParallelRun *p, const int *tokens, const int *targ
     p->sent += s.bytes_sent;
     p->recv += s.bytes_recv;
     p->last = s;
+    p->bucket_peak = s.bucket_bytes_peak > p->bucket_peak ? s.bucket_bytes_peak : p->bucket_peak;
     return s.r;
 }
 
@@ -192,6 +194,11 @@ void parallel_report(ParallelRun *p, const size_t *step_peak)
         printf("  %4d  %10.0f  %10.0f  %8.0f  %8.0f\n", r, x[MEM_NCAT + 1], x[MEM_NCAT + 2],
                x[MEM_NCAT + 3], x[MEM_NCAT + 4]);
     }
+    printf("gradient buckets: %d, started %s; bucket buffers held at once, rank 0, measured: "
+           "%zu bytes (one fused fp32 buffer: Psi x 4 = %.0f; category temp)\n",
+           ddp_bucket_count(p->ddp), ddp_bucket_count(p->ddp) > 1 ? "during backward"
+                                                                 : "after backward",
+           p->bucket_peak, psi * 4);
     printf("memory per rank, peak bytes per category over the training steps:\n  rank");
     for (int c = 0; c <= MEM_NCAT; c++)
         printf(" %10s", mem_category_name((MemCategory)c));

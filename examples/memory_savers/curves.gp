@@ -6,7 +6,7 @@
 if (!exists("input")) input = 'memory_savers_curves.tsv'
 if (!exists("output")) output = 'memory_savers_curves.png'
 if (!exists("term")) term = 'pngcairo'
-if (!exists("heading")) heading = 'train\_gpt on Tiny Shakespeare, T=64 L=4 H=4 C=128 B=16, 2000 steps, seeds 1-3'
+if (!exists("heading")) heading = 'train\_gpt on Tiny Shakespeare, T=64 L=4 H=4 C=128 B=16, 2000 steps, the finished seeds (table)'
 
 set terminal term size 1400,620 font ",11" enhanced
 set output output

@@ -468,6 +468,8 @@ static void reverse(CkptRun *run, int j)
         tensor_fatal("checkpoint plan: segment %d reversed without being recorded", j);
     if (run->chain.observe)
         observe(run, j);
+    if (run->chain.on_reverse)
+        run->chain.on_reverse(j, false, run->chain.on_reverse_ctx);
     Tensor *y = run->node[j + 1];
     /* 0 + seed is exactly seed: handing dx_{j+1} from tape to tape changes no bit. */
     if (run->pending)
@@ -478,6 +480,8 @@ static void reverse(CkptRun *run, int j)
     run->node[j + 1] = NULL;
     run->owner[j + 1] = NODE_FREE;
     run->recorded_now--;
+    if (run->chain.on_reverse)
+        run->chain.on_reverse(j, true, run->chain.on_reverse_ctx);
 
     Tensor *x = held(run, j, "REVERSE");
     if (j > 0) {

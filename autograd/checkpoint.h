@@ -97,12 +97,19 @@ typedef Tensor *(*CkptSegmentFn)(Tape *tape, Tensor *x, int index, void *ctx);
  * held, '.' free. A NUL-terminated string of n + 1 marks. */
 typedef void (*CkptObserver)(int segment, const char *nodes, void *ctx);
 
+/* Called with done false just before segment `segment` is reversed, and with done true just
+ * after: then the gradients of the parameters only that segment reads take no more terms. For
+ * code that keeps a segment's weights or gradients elsewhere between uses (dist/zero.h). */
+typedef void (*CkptReverseHook)(int segment, bool done, void *ctx);
+
 typedef struct {
     CkptSegmentFn fn;
     void         *ctx;
     int           n;              /* segments, >= 1 */
     CkptObserver  observe;        /* optional */
     void         *observe_ctx;
+    CkptReverseHook on_reverse;   /* optional */
+    void         *on_reverse_ctx;
     /* The precision policy of every tape the run makes (NULL: fp32), which should be the
      * caller's tape's; it must outlive the run. See "Under a precision policy" above. */
     const PrecisionPolicy *policy;

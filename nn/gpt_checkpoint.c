@@ -1,8 +1,36 @@
 #include "nn/gpt_checkpoint.h"
 
+typedef struct {
+    const Gpt  *model;
+    GptUnitHook hook;
+    void       *ctx;
+} Units;
+
+static void unit_event(const Units *u, int unit, GptUnitEvent event)
+{
+    if (u->hook)
+        u->hook(unit, event, u->ctx);
+}
+
 static Tensor *block_segment(Tape *tape, Tensor *x, int layer, void *ctx)
 {
-    return gpt_block(ctx, layer, tape, x);
+    const Units *u = ctx;
+    unit_event(u, layer, GPT_UNIT_GATHER);
+    Tensor *y = gpt_block(u->model, layer, tape, x);
+    unit_event(u, layer, GPT_UNIT_RELEASE);
+    return y;
+}
+
+/* A block's backward reads its weights, and is the last to add to its gradients. */
+static void block_reverse(int layer, bool done, void *ctx)
+{
+    const Units *u = ctx;
+    if (!done) {
+        unit_event(u, layer, GPT_UNIT_GATHER);
+        return;
+    }
+    unit_event(u, layer, GPT_UNIT_RELEASE);
+    unit_event(u, layer, GPT_UNIT_GRADS_FINAL);
 }
 
 static Tape *tape_under(const PrecisionPolicy *policy)
@@ -12,19 +40,21 @@ static Tape *tape_under(const PrecisionPolicy *policy)
     return tape;
 }
 
-float gpt_checkpoint_forward_backward_policy(const Gpt *model, CkptStrategy strategy,
+float gpt_checkpoint_forward_backward_hooked(const Gpt *model, CkptStrategy strategy,
                                              const PrecisionPolicy *policy, const int *tokens,
                                              const int *targets, int B, int T,
-                                             float loss_scale, CkptStats *stats)
+                                             float loss_scale, GptUnitHook hook, void *hook_ctx,
+                                             CkptStats *stats)
 {
+    Units units = { .model = model, .hook = hook, .ctx = hook_ctx };
     Tape *embed = tape_under(policy), *head = tape_under(policy);
     TapeFlops ends = { 0 };     /* the embedding's and the head's, which are not segments */
     embed->flops = head->flops = &ends;
+    unit_event(&units, GPT_UNIT_ENDS, GPT_UNIT_GATHER);
     Tensor *x = gpt_embed(model, embed, tokens, B, T);
 
-    /* The chain only reads the model; its segment type carries a plain void pointer. */
-    CkptChain chain = { .fn = block_segment, .ctx = (void *)model, .n = model->cfg.n_layer,
-                        .policy = policy };
+    CkptChain chain = { .fn = block_segment, .ctx = &units, .n = model->cfg.n_layer,
+                        .policy = policy, .on_reverse = block_reverse, .on_reverse_ctx = &units };
     CkptRun *run = ckpt_run_new(&chain, strategy);
     Tensor *h = ckpt_forward(run, x);
     Tensor *loss = op_cross_entropy(head, gpt_head(model, head, h), targets);
@@ -32,6 +62,7 @@ float gpt_checkpoint_forward_backward_policy(const Gpt *model, CkptStrategy stra
     /* The seed loss_scale is the gradient op_scale's backward would hand the loss: 1 x s. */
     tape_backward_seeded(head, loss, &loss_scale);
     tape_free(head);            /* dL/dh stays on h, which the run owns */
+    unit_event(&units, GPT_UNIT_ENDS, GPT_UNIT_RELEASE);
     ckpt_backward(run);
     CkptStats run_stats = ckpt_stats(run);
     ckpt_run_free(run);
@@ -43,11 +74,21 @@ float gpt_checkpoint_forward_backward_policy(const Gpt *model, CkptStrategy stra
     tape_backward_seeded(embed, x, dx);
     mem_free(dx);
     tape_free(embed);
+    unit_event(&units, GPT_UNIT_ENDS, GPT_UNIT_GRADS_FINAL);
     if (stats) {
         tape_flops_add(&run_stats.flops, &ends);
         *stats = run_stats;
     }
     return value;
+}
+
+float gpt_checkpoint_forward_backward_policy(const Gpt *model, CkptStrategy strategy,
+                                             const PrecisionPolicy *policy, const int *tokens,
+                                             const int *targets, int B, int T,
+                                             float loss_scale, CkptStats *stats)
+{
+    return gpt_checkpoint_forward_backward_hooked(model, strategy, policy, tokens, targets, B, T,
+                                                  loss_scale, NULL, NULL, stats);
 }
 
 float gpt_checkpoint_forward_backward_scaled(const Gpt *model, CkptStrategy strategy,

@@ -39,4 +39,27 @@ float gpt_checkpoint_forward_backward_policy(const Gpt *model, CkptStrategy stra
                                              const int *targets, int B, int T,
                                              float loss_scale, CkptStats *stats);
 
+/* Units for code that keeps weights or gradients somewhere else between their uses (ZeRO-3 and
+ * FSDP keep a shard of each, dist/zero.h): unit l in 0..L-1 is block l's parameters, and
+ * GPT_UNIT_ENDS the others (wte, wpe, ln_f, an untied head), which the embedding and the head
+ * read. The events, in the order a step raises them:
+ *     GPT_UNIT_GATHER       the unit's weights are about to be read;
+ *     GPT_UNIT_RELEASE      they will not be read again before the next GATHER;
+ *     GPT_UNIT_GRADS_FINAL  the unit's gradients take no more terms this step.
+ * A block raises GATHER and RELEASE around each forward evaluation (recomputations included)
+ * and around its backward, which ends with GRADS_FINAL. The ends are gathered once, before the
+ * embedding, and released after the head's backward (the head's forward and backward run back
+ * to back; the embedding's backward reads no weight); their GRADS_FINAL comes after the
+ * embedding's backward, the last term of a tied wte's gradient. */
+enum { GPT_UNIT_ENDS = -1 };
+typedef enum { GPT_UNIT_GATHER, GPT_UNIT_RELEASE, GPT_UNIT_GRADS_FINAL } GptUnitEvent;
+typedef void (*GptUnitHook)(int unit, GptUnitEvent event, void *ctx);
+
+/* gpt_checkpoint_forward_backward_policy with the unit events above (hook NULL: none). */
+float gpt_checkpoint_forward_backward_hooked(const Gpt *model, CkptStrategy strategy,
+                                             const PrecisionPolicy *policy, const int *tokens,
+                                             const int *targets, int B, int T,
+                                             float loss_scale, GptUnitHook hook, void *hook_ctx,
+                                             CkptStats *stats);
+
 #endif

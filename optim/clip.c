@@ -24,14 +24,19 @@ static void scale_grad(Tensor *p, float factor)
         g[j] *= factor;
 }
 
-double clip_grad_norm_to(Tensor *const *params, int n, double max_norm)
+void clip_grads_for_norm(Tensor *const *params, int n, double norm, double max_norm)
 {
-    double norm = clip_grad_norm(params, n);
     double coef = max_norm / (norm + 1e-6);
     if (!isfinite(norm) || coef >= 1.0)
-        return norm;
+        return;
     for (int i = 0; i < n; i++)
         if (params[i]->grad)
             scale_grad(params[i], (float)coef);
+}
+
+double clip_grad_norm_to(Tensor *const *params, int n, double max_norm)
+{
+    double norm = clip_grad_norm(params, n);
+    clip_grads_for_norm(params, n, norm, max_norm);
     return norm;
 }

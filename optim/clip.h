@@ -19,5 +19,8 @@ double clip_grad_norm(Tensor *const *params, int n);
  * finite (an overflow, a NaN) is returned and nothing is scaled: the caller should skip the
  * step, as dynamic loss scaling does. */
 double clip_grad_norm_to(Tensor *const *params, int n, double max_norm);
+/* The second half of clip_grad_norm_to, for a norm measured elsewhere (over shards held by many
+ * ranks, dist/zero.h): the same factor, applied to these gradients. */
+void   clip_grads_for_norm(Tensor *const *params, int n, double norm, double max_norm);
 
 #endif

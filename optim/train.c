@@ -39,7 +39,7 @@ bool trainer_optimizer_parse(const char *name, TrainOptimizer *out)
     return false;
 }
 
-static Optim *make_optimizer(const TrainerConfig *cfg, Tensor *const *params, int n)
+Optim *trainer_make_optimizer(const TrainerConfig *cfg, Tensor *const *params, int n)
 {
     switch (cfg->optimizer) {
     case TRAIN_SGD: return &sgd_new(params, n, cfg->sgd)->base;
@@ -73,7 +73,7 @@ Trainer *trainer_new_part(const TrainerConfig *cfg, TrainerKeepFn keep, void *ct
     for (int i = 0; i < n; i++)
         if (!keep || keep(params[i]->name, ctx))
             kept[n_kept++] = params[i];
-    t->optim = make_optimizer(cfg, kept, n_kept);
+    t->optim = trainer_make_optimizer(cfg, kept, n_kept);
     free(kept);
     t->tape = tape_new();
     t->tape->flops = &t->flops;
@@ -105,7 +105,7 @@ void trainer_use_lora(Trainer *t, const LoraConfig *cfg, uint64_t seed)
     int n;
     Tensor *const *params = gpt_lora_params(t->lora, &n);
     optim_free(t->optim);
-    t->optim = make_optimizer(&t->cfg, params, n);
+    t->optim = trainer_make_optimizer(&t->cfg, params, n);
     optim_use_master_weights(t->optim, t->cfg.policy.param);
 }
 

@@ -130,6 +130,9 @@ Trainer      *trainer_new(const TrainerConfig *cfg);
  * (fp32, never updated). keep NULL keeps all: trainer_new. */
 typedef bool (*TrainerKeepFn)(const char *name, void *ctx);
 Trainer      *trainer_new_part(const TrainerConfig *cfg, TrainerKeepFn keep, void *ctx);
+/* The optimizer cfg->optimizer names, with its config, over params (no master weights): what
+ * trainer_new makes, for code that trains other tensors (dist/zero.h's shards). */
+Optim        *trainer_make_optimizer(const TrainerConfig *cfg, Tensor *const *params, int n);
 /* Frees the model, the optimizer and the tape. NULL is allowed. */
 void          trainer_free(Trainer *t);
 /* LoRA or QLoRA (nn/gpt_lora.h): freezes the model, attaches adapters (A drawn from seed) and

@@ -1,0 +1,378 @@
+/* ZeRO stages 1-3 and FSDP (dist/zero.h): model states sharded over the ranks. */
+#include "dist/zero.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/mem.h"
+#include "nn/gpt_checkpoint.h"
+#include "optim/clip.h"
+
+/* One parameter and this rank's shard of it. `view` is what the shard optimizer updates: a 1-D
+ * tensor of the shard's fp32 values (`data`: straight into the whole weight for fp32 stages 1
+ * and 2, otherwise a buffer of the shard's own: the masters under a packed format, the weights
+ * themselves for fp32 stage 3) and of its summed gradient (`grad`). */
+typedef struct {
+    Tensor *p;
+    size_t  begin, count;
+    Tensor *view;
+    void   *codes;          /* stage 3, packed format: the shard of the packed weight */
+    int     unit;           /* GPT_UNIT_ENDS or the block */
+    bool    own_values;     /* view->data is a buffer of the shard's own */
+} Shard;
+
+struct Zero {
+    DistComm *c;
+    Trainer  *t;
+    int       stage;
+    bool      packed;       /* weights in a 2- or 1-byte format, with fp32 masters */
+    Shard    *shards;
+    Tensor  **views;        /* the shard optimizer's parameters */
+    int       n;
+    size_t    psi, owned;
+    uint64_t  grad_sent, grad_recv, param_sent, param_recv;   /* this step's */
+};
+
+const char *zero_check(const TrainerConfig *cfg, int stage)
+{
+    if (stage < 1 || stage > 3)
+        return "ZeRO has stages 1, 2 and 3";
+    if (cfg->optimizer == TRAIN_ADAFACTOR)
+        return "Adafactor cannot be sharded by ZeRO: its factored second moment needs whole "
+               "rows and columns (use adamw, adam8bit or sgd)";
+    Dtype d = cfg->policy.param;
+    if (d == DTYPE_E4M3 || d == DTYPE_E5M2)
+        return "fp8 weights cannot be sharded by ZeRO: each has a per-tensor scale that a "
+               "shard cannot compute";
+    if (cfg->policy.fp8_scaling == POLICY_FP8_DELAYED)
+        return "fp8's delayed scaling cannot run under ZeRO, which runs the blocks as a chain "
+               "of tapes (autograd/checkpoint.h says why)";
+    return NULL;
+}
+
+static size_t code_bytes(const Tensor *p, size_t values)
+{
+    return fmt_packed_bytes(tensor_dtype_format(p->dtype), values);
+}
+
+/* The unit a parameter belongs to: "blocks.L...." is block L, the rest the ends. */
+static int unit_of(const Tensor *p)
+{
+    int layer;
+    if (sscanf(p->name, "blocks.%d.", &layer) == 1)
+        return layer;
+    return GPT_UNIT_ENDS;
+}
+
+/* Bytes moved by one collective go to the gradient or the weight counters. */
+static void count_since(Zero *z, uint64_t sent0, uint64_t recv0, bool grads)
+{
+    uint64_t s = z->c->bytes_sent - sent0, r = z->c->bytes_recv - recv0;
+    if (grads) {
+        z->grad_sent += s;
+        z->grad_recv += r;
+    } else {
+        z->param_sent += s;
+        z->param_recv += r;
+    }
+}
+
+/* ---- the weights -------------------------------------------------------------------------- */
+
+/* The whole weight from every rank's shard, into new storage (stage 3). */
+static void gather_weight(Zero *z, Shard *s)
+{
+    Tensor *p = s->p;
+    uint64_t s0 = z->c->bytes_sent, r0 = z->c->bytes_recv;
+    if (z->packed) {
+        p->packed = mem_alloc(MEM_PARAM, code_bytes(p, p->size));
+        dist_allgather(z->c, s->codes, p->packed, p->size, code_bytes(p, 1));
+    } else {
+        p->data = mem_alloc(MEM_PARAM, p->size * sizeof(float));
+        dist_allgather(z->c, s->view->data, p->data, p->size, sizeof(float));
+    }
+    count_since(z, s0, r0, false);
+}
+
+static void free_weight(Shard *s)
+{
+    Tensor *p = s->p;
+    tensor_release(p);          /* a decoded copy an op left behind, if any */
+    if (p->dtype == DTYPE_F32) {
+        mem_free(p->data);
+        p->data = NULL;
+    } else {
+        mem_free(p->packed);
+        p->packed = NULL;
+    }
+}
+
+/* Stages 1 and 2: the updated shard into the whole weight, then every rank's shard gathered in
+ * place. Under a packed format the shard's masters are encoded first, value by value (a shard
+ * of a 2-byte format is a byte range of the whole). */
+static void publish_weight(Zero *z, Shard *s)
+{
+    Tensor *p = s->p;
+    uint64_t s0 = z->c->bytes_sent, r0 = z->c->bytes_recv;
+    if (z->packed) {
+        char *mine = (char *)p->packed + code_bytes(p, s->begin);
+        Tensor piece = { .ndim = 1, .shape = { (int)s->count }, .size = s->count,
+                         .dtype = p->dtype, .packed = mine, .scale = p->scale };
+        if (s->count)
+            tensor_store(&piece, s->view->data);
+        dist_allgather(z->c, mine, p->packed, p->size, code_bytes(p, 1));
+    } else {
+        dist_allgather(z->c, p->data + s->begin, p->data, p->size, sizeof(float));
+    }
+    count_since(z, s0, r0, false);
+}
+
+/* Stage 3 keeps the packed codes of its shard; the masters are the optimizer's. */
+static void encode_codes(Shard *s)
+{
+    Tensor piece = { .ndim = 1, .shape = { (int)s->count }, .size = s->count,
+                     .dtype = s->p->dtype, .packed = s->codes, .scale = s->p->scale };
+    if (s->count)
+        tensor_store(&piece, s->view->data);
+}
+
+/* ---- the gradients ------------------------------------------------------------------------- */
+
+/* Every rank's whole gradient summed in rank order into the owner's shard. Stage 1 keeps the
+ * whole gradient (the sum lands in its shard range); stages 2 and 3 free it. */
+static void reduce_grad(Zero *z, Shard *s)
+{
+    Tensor *p = s->p;
+    float *g = tensor_grad(p);
+    uint64_t s0 = z->c->bytes_sent, r0 = z->c->bytes_recv;
+    if (z->stage == 1) {
+        float *sum = s->count ? mem_alloc(MEM_TEMP, s->count * sizeof *sum) : NULL;
+        dist_reduce_scatter_sum(z->c, g, sum, p->size);
+        if (s->count)
+            memcpy(g + s->begin, sum, s->count * sizeof *sum);
+        mem_free(sum);
+        s->view->grad = g + s->begin;
+    } else {
+        dist_reduce_scatter_sum(z->c, g, s->view->grad, p->size);
+        tensor_free_grad(p);
+    }
+    count_since(z, s0, r0, true);
+}
+
+static void on_unit(int unit, GptUnitEvent event, void *ctx)
+{
+    Zero *z = ctx;
+    for (int i = 0; i < z->n; i++) {
+        Shard *s = &z->shards[i];
+        if (s->unit != unit)
+            continue;
+        if (event == GPT_UNIT_GATHER && z->stage == 3)
+            gather_weight(z, s);
+        else if (event == GPT_UNIT_RELEASE && z->stage == 3)
+            free_weight(s);
+        else if (event == GPT_UNIT_GRADS_FINAL && z->stage >= 2)
+            reduce_grad(z, s);
+    }
+}
+
+/* ---- setting up ----------------------------------------------------------------------------- */
+
+static void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size);
+    if (!p)
+        dist_fail("out of memory for ZeRO");
+    return p;
+}
+
+/* The shard's view and storage, from the trainer's full optimizer (its masters, if any). */
+static void make_shard(Zero *z, Shard *s, const Optim *full, int i)
+{
+    Tensor *p = s->p;
+    int N = z->c->size, r = z->c->rank;
+    s->begin = dist_shard_begin(p->size, N, r);
+    s->count = dist_shard_count(p->size, N, r);
+    s->unit = unit_of(p);
+    Tensor *v = xcalloc(1, sizeof *v);
+    *v = (Tensor){ .ndim = 1, .shape = { (int)s->count }, .size = s->count,
+                   .dtype = DTYPE_F32, .cat = MEM_PARAM, .requires_grad = true,
+                   .is_param = true };
+    tensor_set_name(v, p->name);
+    size_t bytes = s->count * sizeof(float);
+    const float *master = optim_master(full, i);
+    s->own_values = master || z->stage == 3;
+    if (master) {
+        v->data = mem_alloc(MEM_OPTIM, bytes ? bytes : sizeof(float));
+        memcpy(v->data, master + s->begin, bytes);
+    } else if (z->stage == 3) {
+        v->data = mem_alloc(MEM_PARAM, bytes ? bytes : sizeof(float));
+        memcpy(v->data, p->data + s->begin, bytes);
+    } else {
+        v->data = p->data + s->begin;
+    }
+    if (z->stage >= 2)
+        v->grad = mem_calloc(MEM_GRAD, bytes ? bytes : sizeof(float));
+    if (z->stage == 3 && z->packed) {
+        s->codes = mem_alloc(MEM_PARAM, code_bytes(p, s->count ? s->count : 1));
+        memcpy(s->codes, (char *)p->packed + code_bytes(p, s->begin), code_bytes(p, s->count));
+    }
+    if (z->stage == 3)
+        free_weight(s);
+    s->view = v;
+}
+
+Zero *zero_new(DistComm *c, Trainer *t, int stage)
+{
+    const char *why = zero_check(&t->cfg, stage);
+    if (why)
+        dist_fail("%s", why);
+    if (t->lora)
+        dist_fail("LoRA under ZeRO is not built");
+    Zero *z = xcalloc(1, sizeof *z);
+    z->c = c;
+    z->t = t;
+    z->stage = stage;
+    z->packed = t->cfg.policy.param != DTYPE_F32;
+    Optim *full = t->optim;
+    z->n = full->n;
+    z->shards = xcalloc((size_t)z->n, sizeof *z->shards);
+    z->views = xcalloc((size_t)z->n, sizeof *z->views);
+    for (int i = 0; i < z->n; i++) {
+        z->shards[i].p = full->params[i];
+        make_shard(z, &z->shards[i], full, i);
+        z->views[i] = z->shards[i].view;
+        z->psi += full->params[i]->size;
+        z->owned += z->shards[i].count;
+    }
+    /* The same optimizer over the shards; which tensors decay is the whole tensors' rule (a
+     * shard is 1-D, and the default rule would spare it). */
+    Optim *o = trainer_make_optimizer(&t->cfg, z->views, z->n);
+    for (int i = 0; i < z->n; i++)
+        o->decay[i] = full->decay[i];
+    o->step = full->step;
+    optim_free(full);
+    t->optim = o;
+    double sig = (double)z->psi * 1000.0 + z->n;
+    if (dist_max_double(c, sig) != sig || -dist_max_double(c, -sig) != sig)
+        dist_fail("ZeRO ranks hold different models (%zu values in %d tensors here)", z->psi,
+                  z->n);
+    return z;
+}
+
+void zero_free(Zero *z)
+{
+    if (!z)
+        return;
+    zero_gather_weights(z);
+    for (int i = 0; i < z->n; i++) {
+        Shard *s = &z->shards[i];
+        /* The gathered weights are the model's now; under a packed format the masters are
+         * what the rounding lost, and they go with the optimizer. */
+        if (s->own_values)
+            mem_free(s->view->data);
+        if (z->stage >= 2)
+            mem_free(s->view->grad);
+        mem_free(s->codes);
+        free(s->view);
+    }
+    optim_free(z->t->optim);
+    z->t->optim = NULL;
+    free(z->shards);
+    free(z->views);
+    free(z);
+}
+
+size_t zero_param_count(const Zero *z) { return z->psi; }
+size_t zero_shard_values(const Zero *z) { return z->owned; }
+
+void zero_gather_weights(Zero *z)
+{
+    if (z->stage != 3 || z->shards[0].p->data || z->shards[0].p->packed)
+        return;
+    for (int i = 0; i < z->n; i++)
+        gather_weight(z, &z->shards[i]);
+}
+
+void zero_shard_weights(Zero *z)
+{
+    if (z->stage != 3 || !(z->shards[0].p->data || z->shards[0].p->packed))
+        return;
+    for (int i = 0; i < z->n; i++)
+        free_weight(&z->shards[i]);
+}
+
+/* ---- one step ------------------------------------------------------------------------------ */
+
+/* The norm of the summed gradients: each rank's double sum over its shards, then the ranks'
+ * sums in rank order. */
+static double global_norm(Zero *z)
+{
+    double sum = 0.0;
+    for (int i = 0; i < z->n; i++) {
+        const float *g = z->views[i]->grad;
+        for (size_t j = 0; j < z->views[i]->size; j++)
+            sum += (double)g[j] * (double)g[j];
+    }
+    return sqrt(dist_sum_double(z->c, sum));
+}
+
+/* trainer_finish_step's stages on the shards, with the two reductions they need. */
+static void finish(Zero *z, double lr, ZeroStepResult *s)
+{
+    Trainer *t = z->t;
+    bool found_inf = loss_scale_unscale_grads(&t->scaler, z->views, z->n);
+    found_inf = !dist_all_ok(z->c, !found_inf);
+    s->r.grad_norm = global_norm(z);
+    if (t->cfg.clip > 0.0)
+        clip_grads_for_norm(z->views, z->n, s->r.grad_norm, t->cfg.clip);
+    s->param_bytes = mem_current(MEM_PARAM);
+    s->grad_bytes = mem_current(MEM_GRAD);
+    s->optim_bytes = mem_current(MEM_OPTIM);
+    s->r.updated = !found_inf;
+    s->r.skipped = found_inf;
+    if (!found_inf) {
+        optim_step(t->optim, lr);
+        for (int i = 0; i < z->n; i++) {
+            if (z->stage < 3)
+                publish_weight(z, &z->shards[i]);
+            else if (z->packed)
+                encode_codes(&z->shards[i]);
+        }
+    }
+    loss_scale_update(&t->scaler, found_inf);
+    for (int i = 0; z->stage == 1 && i < z->n; i++)
+        tensor_zero_grad(z->shards[i].p);
+    t->step++;
+}
+
+ZeroStepResult zero_step(Zero *z, const int *tokens, const int *targets, int B, int T,
+                         double lr)
+{
+    Trainer *t = z->t;
+    DistComm *c = z->c;
+    ZeroStepResult s = { 0 };
+    uint64_t sent0 = c->bytes_sent, recv0 = c->bytes_recv;
+    z->grad_sent = z->grad_recv = z->param_sent = z->param_recv = 0;
+    s.r.loss_scale = loss_scale_value(&t->scaler);
+    /* loss / N with the backward seeded with S: the seed (1/N) S, as trainer_backward_micro
+     * gives a chain (the same float op_scale's backward hands on). */
+    float seed = (float)s.r.loss_scale * (1.0f / (float)c->size);
+    CkptStats stats;
+    double loss = gpt_checkpoint_forward_backward_hooked(
+        t->model, t->cfg.checkpoint, t->tape->policy, tokens, targets, B, T, seed, on_unit, z,
+        &stats);
+    tape_flops_add(&t->flops, &stats.flops);
+    for (int i = 0; z->stage == 1 && i < z->n; i++)
+        reduce_grad(z, &z->shards[i]);
+    s.r.loss = dist_sum_double(c, loss) / c->size;
+    finish(z, lr, &s);
+    s.grad_bytes_sent = z->grad_sent;
+    s.grad_bytes_recv = z->grad_recv;
+    s.param_bytes_sent = z->param_sent;
+    s.param_bytes_recv = z->param_recv;
+    s.bytes_sent = c->bytes_sent - sent0;
+    s.bytes_recv = c->bytes_recv - recv0;
+    return s;
+}

@@ -82,7 +82,8 @@ static double weight_diff(Zero *z, const Trainer *zt, const Trainer *dt, DistCom
         size_t b = dist_shard_begin(zp[i]->size, c->size, c->rank);
         const float *mine = zt->optim->params[i]->data;
         for (size_t j = 0; j < zt->optim->params[i]->size; j++)
-            diff = fmax(diff, fabs((double)mine[j] - master[b + j]) + (mine[j] != master[b + j]) * 1e-30);
+            diff = fmax(diff, fabs((double)mine[j] - master[b + j]) +
+                                  (mine[j] != master[b + j]) * 1e-30);
     }
     zero_shard_weights(z);
     return diff;
@@ -145,18 +146,33 @@ static void check_bits(int n, Case k)
     assert_true(ok);
 }
 
-static void test_stage1_fp32(void **s) { (void)s; check_bits(4, (Case){ .stage = 1, .optimizer = TRAIN_ADAMW }); }
-static void test_stage2_fp32(void **s) { (void)s; check_bits(4, (Case){ .stage = 2, .optimizer = TRAIN_ADAMW }); }
-static void test_stage3_fp32(void **s) { (void)s; check_bits(4, (Case){ .stage = 3, .optimizer = TRAIN_ADAMW }); }
-static void test_stage3_one_rank(void **s) { (void)s; check_bits(1, (Case){ .stage = 3, .optimizer = TRAIN_ADAMW }); }
-static void test_stage1_bf16(void **s) { (void)s; check_bits(2, (Case){ .stage = 1, .bf16 = true, .optimizer = TRAIN_ADAMW }); }
-static void test_stage2_bf16(void **s) { (void)s; check_bits(4, (Case){ .stage = 2, .bf16 = true, .optimizer = TRAIN_ADAMW }); }
-static void test_stage3_bf16(void **s) { (void)s; check_bits(4, (Case){ .stage = 3, .bf16 = true, .optimizer = TRAIN_ADAMW }); }
-static void test_stage3_fp16_skips(void **s) { (void)s; check_bits(2, (Case){ .stage = 3, .bf16 = true, .fp16 = true, .optimizer = TRAIN_ADAMW }); }
-static void test_stage1_fp16_skips(void **s) { (void)s; check_bits(4, (Case){ .stage = 1, .bf16 = true, .fp16 = true, .optimizer = TRAIN_ADAMW }); }
-static void test_stage3_sgd(void **s) { (void)s; check_bits(2, (Case){ .stage = 3, .optimizer = TRAIN_SGD }); }
-static void test_stage3_sqrt(void **s) { (void)s; check_bits(4, (Case){ .stage = 3, .optimizer = TRAIN_ADAMW, .checkpoint = "sqrt" }); }
-static void test_stage2_memory_poor_bf16(void **s) { (void)s; check_bits(2, (Case){ .stage = 2, .bf16 = true, .optimizer = TRAIN_ADAMW, .checkpoint = "memory-poor" }); }
+static const Case STAGE1_FP32 = { .stage = 1, .optimizer = TRAIN_ADAMW };
+static const Case STAGE2_FP32 = { .stage = 2, .optimizer = TRAIN_ADAMW };
+static const Case STAGE3_FP32 = { .stage = 3, .optimizer = TRAIN_ADAMW };
+static const Case STAGE1_BF16 = { .stage = 1, .bf16 = true, .optimizer = TRAIN_ADAMW };
+static const Case STAGE2_BF16 = { .stage = 2, .bf16 = true, .optimizer = TRAIN_ADAMW };
+static const Case STAGE3_BF16 = { .stage = 3, .bf16 = true, .optimizer = TRAIN_ADAMW };
+static const Case STAGE1_FP16 = { .stage = 1, .bf16 = true, .fp16 = true,
+                                  .optimizer = TRAIN_ADAMW };
+static const Case STAGE3_FP16 = { .stage = 3, .bf16 = true, .fp16 = true,
+                                  .optimizer = TRAIN_ADAMW };
+static const Case STAGE3_SGD = { .stage = 3, .optimizer = TRAIN_SGD };
+static const Case STAGE3_SQRT = { .stage = 3, .optimizer = TRAIN_ADAMW, .checkpoint = "sqrt" };
+static const Case STAGE2_POOR_BF16 = { .stage = 2, .bf16 = true, .optimizer = TRAIN_ADAMW,
+                                       .checkpoint = "memory-poor" };
+
+static void test_stage1_fp32(void **s) { (void)s; check_bits(4, STAGE1_FP32); }
+static void test_stage2_fp32(void **s) { (void)s; check_bits(4, STAGE2_FP32); }
+static void test_stage3_fp32(void **s) { (void)s; check_bits(4, STAGE3_FP32); }
+static void test_stage3_one_rank(void **s) { (void)s; check_bits(1, STAGE3_FP32); }
+static void test_stage1_bf16(void **s) { (void)s; check_bits(2, STAGE1_BF16); }
+static void test_stage2_bf16(void **s) { (void)s; check_bits(4, STAGE2_BF16); }
+static void test_stage3_bf16(void **s) { (void)s; check_bits(4, STAGE3_BF16); }
+static void test_stage3_fp16_skips(void **s) { (void)s; check_bits(2, STAGE3_FP16); }
+static void test_stage1_fp16_skips(void **s) { (void)s; check_bits(4, STAGE1_FP16); }
+static void test_stage3_sgd(void **s) { (void)s; check_bits(2, STAGE3_SGD); }
+static void test_stage3_sqrt(void **s) { (void)s; check_bits(4, STAGE3_SQRT); }
+static void test_stage2_memory_poor_bf16(void **s) { (void)s; check_bits(2, STAGE2_POOR_BF16); }
 
 /* 8-bit Adam quantizes blocks of each shard, not of the whole tensor, and a shard under 4096
  * values keeps fp32 moments (here every shard: the 4096-value matrices are split in two): not

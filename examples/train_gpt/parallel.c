@@ -1,6 +1,8 @@
-/* train_gpt --parallel ddp: data parallel training on the ranks mpirun starts (dist/ddp.h).
+/* train_gpt --parallel ddp|zero1|zero2|zero3: data parallel training on the ranks mpirun
+ * starts, with replicated model states (dist/ddp.h) or sharded ones (dist/zero.h).
  *
  *     scripts/mpirun -np 2 build/bin/train_gpt --parallel ddp [--bucket-kb N] ...
+ *     scripts/mpirun -np 4 build/bin/train_gpt --parallel zero3 ...
  *
  * Every rank parses the same command line, builds the same model and draws the same global
  * batch of N x --batch rows from the same data RNG (the batch `--accum N` would draw); rank r
@@ -19,16 +21,22 @@
 
 #include "autograd/mem.h"
 #include "dist/ddp.h"
+#include "dist/zero.h"
 #include "examples/common/cli.h"
+#include "examples/common/memcalc.h"
 #include "examples/train_gpt/train_gpt.h"
 
 struct ParallelRun {
     Ddp     *ddp;
+    Zero    *zero;                /* one of the two */
+    int      stage;
     DistComm *c;
     long     steps;
     uint64_t grad_sent, grad_recv, sent, recv;     /* summed over the steps */
-    DdpStepResult last;
+    uint64_t param_sent, param_recv;               /* ZeRO's all-gathers */
     size_t        bucket_peak;    /* the most bucket-buffer bytes of any step */
+    size_t        states[3];      /* ZeRO: param, grad, optim bytes held at the last update */
+    TrainerConfig cfg;
 };
 
 static enum { PAR_OFF, PAR_PARSING, PAR_RUNNING, PAR_DONE } phase = PAR_OFF;
@@ -37,11 +45,13 @@ static int saved_stderr = -1;
 void parallel_usage(void)
 {
     printf("Parallel (under scripts/mpirun; docs/distributed.md, docs/pipeline.md):\n"
-           "  --parallel P        none, ddp, or pipeline:S (next part); ddp: each rank\n"
-           "                      trains on --batch rows of a global\n"
-           "                      batch of ranks x --batch, gradients all-reduced in rank\n"
-           "                      order (the bits of one process adding the same micro-batch\n"
-           "                      gradients in order) (default none)\n"
+           "  --parallel P        none, ddp, zero1, zero2, zero3, or pipeline:S (next part);\n"
+           "                      ddp: each rank trains on --batch rows of a global batch of\n"
+           "                      ranks x --batch, gradients all-reduced in rank order (the\n"
+           "                      bits of one process adding the same micro-batch gradients\n"
+           "                      in order); zero1/2/3: the same numbers with the optimizer\n"
+           "                      state (1), + gradients (2), + weights (3, FSDP) sharded\n"
+           "                      over the ranks (default none)\n"
            "  --bucket-kb N       ddp: gradients sent in buckets of N KiB, each started while\n"
            "                      backward still runs; 0 = one bucket after backward\n"
            "                      (default %d, PyTorch's 25 MB scaled to these models)\n",
@@ -52,10 +62,15 @@ void parallel_set_option(Options *o, Flag f, const char *flag, const char *arg)
 {
     if (f == FLAG_PARALLEL) {
         /* pipeline:... goes to pipeline.c (flags.c) */
-        if (strcmp(arg, "none") != 0 && strcmp(arg, "ddp") != 0)
-            cli_usage_error("%s '%s': expected none, ddp, pipeline:naive, pipeline:gpipe or "
-                            "pipeline:1f1b", flag, arg);
-        o->ddp = strcmp(arg, "ddp") == 0;
+        const char *names[] = { "none", "ddp", "zero1", "zero2", "zero3" };
+        int k = 0;
+        while (k < 5 && strcmp(arg, names[k]) != 0)
+            k++;
+        if (k == 5)
+            cli_usage_error("%s '%s': expected none, ddp, zero1, zero2, zero3, pipeline:naive, "
+                            "pipeline:gpipe or pipeline:1f1b", flag, arg);
+        o->ddp = k == 1;
+        o->zero_stage = k >= 2 ? k - 1 : 0;
     } else {
         o->bucket_kb = (int)cli_long(flag, arg, 0, 1 << 20);
     }
@@ -70,6 +85,19 @@ void parallel_check_options(const Options *o)
                         "--batch rows (accumulation on a rank is not built yet)", o->accum);
     if (o->ddp && o->lora_rank > 0)
         cli_usage_error("--lora with --parallel ddp is not built yet");
+    if (!o->zero_stage)
+        return;
+    if (o->accum > 1 || o->lora_rank > 0)
+        cli_usage_error("--parallel zero%d: %s is not built yet for ZeRO", o->zero_stage,
+                        o->accum > 1 ? "--accum" : "--lora");
+    if (o->save_path || o->load_path)
+        cli_usage_error("--parallel zero%d: %s: sharded snapshots are not built yet (train with "
+                        "--parallel ddp to save or resume)", o->zero_stage,
+                        o->save_path ? "--save" : "--load");
+    TrainerConfig cfg = options_trainer_config(o, 2);
+    const char *why = zero_check(&cfg, o->zero_stage);
+    if (why)
+        cli_usage_error("--parallel zero%d: %s", o->zero_stage, why);
 }
 
 /* After an exit during parsing every rank is exiting the same way: MPI ends cleanly. Any other
@@ -125,12 +153,18 @@ void parallel_parsed(void)
 
 ParallelRun *parallel_start(const Options *o, Trainer *tr)
 {
-    if (phase == PAR_OFF || !o->ddp)
+    if (phase == PAR_OFF || !(o->ddp || o->zero_stage))
         return NULL;
     ParallelRun *p = calloc(1, sizeof *p);
     if (!p)
         dist_fail("out of memory");
     p->c = dist_world();
+    p->cfg = tr->cfg;
+    p->stage = o->zero_stage;
+    if (p->stage) {
+        p->zero = zero_new(p->c, tr, p->stage);
+        return p;
+    }
     DdpConfig cfg = { .bucket_bytes = (size_t)o->bucket_kb * 1024, .overlap = o->bucket_kb > 0 };
     p->ddp = ddp_new(p->c, tr, &cfg);
     return p;
@@ -143,6 +177,16 @@ void parallel_describe(const ParallelRun *p, int B)
 {
     if (!p)
         return;
+    if (p->zero) {
+        static const char *keeps[] = { "", "the optimizer state", "the optimizer state and the "
+                                       "gradients", "the optimizer state, the gradients and "
+                                       "the weights (FSDP)" };
+        printf("parallel: ZeRO-%d over %d ranks, %d rows each (global batch %d); %s sharded: "
+               "this rank owns %zu of the %zu values\n", p->stage, p->c->size, B,
+               p->c->size * B, keeps[p->stage], zero_shard_values(p->zero),
+               zero_param_count(p->zero));
+        return;
+    }
     printf("parallel: ddp over %d ranks, %d rows each (global batch %d); %d gradient "
            "bucket%s of %zu values in all, %s\n", p->c->size, B, p->c->size * B,
            ddp_bucket_count(p->ddp), ddp_bucket_count(p->ddp) == 1 ? "" : "s",
@@ -154,25 +198,111 @@ TrainStepResult parallel_step(ParallelRun *p, const int *tokens, const int *targ
                               int T, double lr)
 {
     size_t mine = (size_t)p->c->rank * B * T;
-    DdpStepResult s = ddp_step(p->ddp, tokens + mine, targets + mine, B, T, lr);
     p->steps++;
+    if (p->zero) {
+        ZeroStepResult s = zero_step(p->zero, tokens + mine, targets + mine, B, T, lr);
+        p->grad_sent += s.grad_bytes_sent;
+        p->grad_recv += s.grad_bytes_recv;
+        p->param_sent += s.param_bytes_sent;
+        p->param_recv += s.param_bytes_recv;
+        p->sent += s.bytes_sent;
+        p->recv += s.bytes_recv;
+        p->states[0] = s.param_bytes;
+        p->states[1] = s.grad_bytes;
+        p->states[2] = s.optim_bytes;
+        return s.r;
+    }
+    DdpStepResult s = ddp_step(p->ddp, tokens + mine, targets + mine, B, T, lr);
     p->grad_sent += s.grad_bytes_sent;
     p->grad_recv += s.grad_bytes_recv;
     p->sent += s.bytes_sent;
     p->recv += s.bytes_recv;
-    p->last = s;
     p->bucket_peak = s.bucket_bytes_peak > p->bucket_peak ? s.bucket_bytes_peak : p->bucket_peak;
     return s.r;
 }
 
-/* Traffic per step on every rank, measured, beside 2 Psi (N-1)/N; then every rank's peak
- * bytes per category over the training steps. Collective. */
+void parallel_whole_weights(ParallelRun *p, bool whole)
+{
+    if (!p || !p->zero)
+        return;
+    if (whole)
+        zero_gather_weights(p->zero);
+    else
+        zero_shard_weights(p->zero);
+}
+
+/* What the memory calculator predicts one rank holds (examples/common/memcalc.h). */
+static McStates predicted_states(const ParallelRun *p)
+{
+    const TrainerConfig *c = &p->cfg;
+    McOptimizer opt = MC_ADAMW;
+    if (c->optimizer == TRAIN_SGD)
+        opt = c->sgd.momentum != 0.0 ? MC_MOMENTUM : MC_SGD;
+    else if (c->optimizer == TRAIN_ADAM8BIT)
+        opt = MC_ADAM8BIT;
+    McPrecision prec = c->policy.param == DTYPE_F32 ? MC_FP32 : MC_MIXED;
+    return memcalc_zero(memcalc_gpt_states(&c->model, prec, opt), p->stage, p->c->size);
+}
+
+/* ZeRO: the model states each rank held at the update, beside the calculator's formulas, and
+ * the traffic split into the gradients' reduce-scatter and the weights' all-gathers. */
+static void report_zero(const ParallelRun *p, const double *all, int cols, int first)
+{
+    int N = p->c->size;
+    double psi = (double)zero_param_count(p->zero), share = (N - 1.0) / N;
+    double wbytes = p->cfg.policy.param == DTYPE_F32 ? 4 : 2;
+    double ends = (double)(p->cfg.model.vocab_size + p->cfg.model.max_seq + 2) *
+                  p->cfg.model.n_embd + (p->cfg.model.tied ? 0.0 :
+                  (double)p->cfg.model.vocab_size * p->cfg.model.n_embd);
+    double gathers = p->stage == 3 ? 2 * (psi - ends) + ends : psi;
+    printf("traffic per step, bytes (measured by the communicator; predicted, mean over the "
+           "ranks: gradients Psi (N-1)/N x 4 = %.0f, weights %s x %.0f = %.0f, Psi = %.0f):\n",
+           psi * share * 4, p->stage == 3 ? "(2 Psi_blocks + Psi_ends)(N-1)/N" : "Psi (N-1)/N",
+           wbytes, gathers * share * wbytes, psi);
+    printf("  rank  grads sent  grads recv  weights sent  weights recv  all sent  all recv\n");
+    for (int r = 0; r < N; r++) {
+        const double *x = all + (size_t)r * cols + first;
+        printf("  %4d  %10.0f  %10.0f  %12.0f  %12.0f  %8.0f  %8.0f\n", r, x[0], x[1], x[4],
+               x[5], x[2], x[3]);
+    }
+    McStates f = predicted_states(p);
+    printf("model states held at the update, bytes (measured; predicted by memcalc_zero: "
+           "param %.0f, grad %.0f, optim %.0f%s):\n", f.param, f.grad, f.optim,
+           p->cfg.policy.param == DTYPE_F32 ? "" : "; gradients are kept in fp32, twice the "
+           "formula's 2 bytes");
+    printf("  rank       param        grad       optim\n");
+    for (int r = 0; r < N; r++) {
+        const double *x = all + (size_t)r * cols + first + 6;
+        printf("  %4d  %10.0f  %10.0f  %10.0f\n", r, x[0], x[1], x[2]);
+    }
+}
+
+static void report_ddp(const ParallelRun *p, const double *all, int cols, int first)
+{
+    int N = p->c->size;
+    double psi = (double)ddp_param_count(p->ddp);
+    printf("traffic per step, bytes (measured by the communicator; predicted gradients "
+           "2 Psi (N-1)/N x 4 = %.0f, Psi = %.0f):\n", 2.0 * psi * (N - 1) / N * 4, psi);
+    printf("  rank  grads sent  grads recv  all sent  all recv\n");
+    for (int r = 0; r < N; r++) {
+        const double *x = all + (size_t)r * cols + first;
+        printf("  %4d  %10.0f  %10.0f  %8.0f  %8.0f\n", r, x[0], x[1], x[2], x[3]);
+    }
+    printf("gradient buckets: %d, started %s; bucket buffers held at once, rank 0, measured: "
+           "%zu bytes (one fused fp32 buffer: Psi x 4 = %.0f; category temp)\n",
+           ddp_bucket_count(p->ddp), ddp_bucket_count(p->ddp) > 1 ? "during backward"
+                                                                 : "after backward",
+           p->bucket_peak, psi * 4);
+}
+
+/* Traffic per step on every rank, measured, beside the predicted volumes; then every rank's
+ * peak bytes per category over the training steps. Collective. */
 void parallel_report(ParallelRun *p, const size_t *step_peak)
 {
     if (!p)
         return;
     int N = p->c->size, me = p->c->rank;
-    enum { COLS = MEM_NCAT + 1 + 4 };
+    enum { FIRST = MEM_NCAT + 1, COLS = FIRST + 9 };
     double *all = calloc((size_t)N * COLS, sizeof *all);
     if (!all)
         dist_fail("out of memory");
@@ -180,25 +310,17 @@ void parallel_report(ParallelRun *p, const size_t *step_peak)
     double steps = p->steps ? (double)p->steps : 1.0;
     for (int c = 0; c <= MEM_NCAT; c++)
         row[c] = (double)step_peak[c];
-    row[MEM_NCAT + 1] = (double)p->grad_sent / steps;
-    row[MEM_NCAT + 2] = (double)p->grad_recv / steps;
-    row[MEM_NCAT + 3] = (double)p->sent / steps;
-    row[MEM_NCAT + 4] = (double)p->recv / steps;
+    double per_step[] = { (double)p->grad_sent, (double)p->grad_recv, (double)p->sent,
+                          (double)p->recv, (double)p->param_sent, (double)p->param_recv };
+    for (int k = 0; k < 6; k++)
+        row[FIRST + k] = per_step[k] / steps;
+    for (int k = 0; k < 3; k++)
+        row[FIRST + 6 + k] = (double)p->states[k];
     dist_allgather(p->c, row, all, (size_t)N * COLS, sizeof *all);
-    double psi = (double)ddp_param_count(p->ddp);
-    printf("traffic per step, bytes (measured by the communicator; predicted gradients "
-           "2 Psi (N-1)/N x 4 = %.0f, Psi = %.0f):\n", 2.0 * psi * (N - 1) / N * 4, psi);
-    printf("  rank  grads sent  grads recv  all sent  all recv\n");
-    for (int r = 0; r < N; r++) {
-        const double *x = all + (size_t)r * COLS;
-        printf("  %4d  %10.0f  %10.0f  %8.0f  %8.0f\n", r, x[MEM_NCAT + 1], x[MEM_NCAT + 2],
-               x[MEM_NCAT + 3], x[MEM_NCAT + 4]);
-    }
-    printf("gradient buckets: %d, started %s; bucket buffers held at once, rank 0, measured: "
-           "%zu bytes (one fused fp32 buffer: Psi x 4 = %.0f; category temp)\n",
-           ddp_bucket_count(p->ddp), ddp_bucket_count(p->ddp) > 1 ? "during backward"
-                                                                 : "after backward",
-           p->bucket_peak, psi * 4);
+    if (p->zero)
+        report_zero(p, all, COLS, FIRST);
+    else
+        report_ddp(p, all, COLS, FIRST);
     printf("memory per rank, peak bytes per category over the training steps:\n  rank");
     for (int c = 0; c <= MEM_NCAT; c++)
         printf(" %10s", mem_category_name((MemCategory)c));
@@ -216,6 +338,7 @@ void parallel_end(ParallelRun *p)
 {
     if (p) {
         ddp_free(p->ddp);
+        zero_free(p->zero);
         free(p);
     }
     if (phase != PAR_OFF) {

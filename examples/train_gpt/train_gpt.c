@@ -61,7 +61,7 @@ typedef struct {
     long       steps_run;
     EvalResult last_eval;            /* the latest evaluation, at step last_eval_step */
     long       last_eval_step;
-    ParallelRun *par;                /* --parallel ddp (parallel.c), else NULL */
+    ParallelRun *par;                /* --parallel ddp, zero1-3 (parallel.c), else NULL */
     SnapshotReader *loaded;          /* --load's file: open to the end, since the options
                                       * point into its metadata (the task, the data path) */
 } Run;
@@ -304,8 +304,12 @@ static void train(Run *run)
 
         bool eval_now = step == o->steps || (o->eval_every > 0 && step % o->eval_every == 0);
         EvalResult ev;
-        if (eval_now)
+        if (eval_now) {
+            parallel_whole_weights(run->par, true);
             ev = evaluate(run, step);
+            parallel_whole_weights(run->par, step == o->steps);
+            end_phase(run, NULL);       /* the gathered weights belong to the evaluation */
+        }
         log_row(run, step, lr, r, seconds, model_flops(&run->tr->flops) - flops_before, peaks,
                 eval_now ? &ev : NULL);
         char extra[48];
@@ -317,6 +321,7 @@ static void train(Run *run)
                         extra);
     }
     progress_finish(&run->progress);
+    parallel_whole_weights(run->par, true);     /* for the report, the samples, the snapshot */
 }
 
 /* The end ----------------------------------------------------------------------------------- */
@@ -465,8 +470,9 @@ int main(int argc, char **argv)
     run.par = parallel_start(&run.o, run.tr);
     run.B = run.o.batch;
     run.T = run.o.seq;
-    /* Under ddp the batch drawn is the global one, a micro-batch per rank: --accum N's, which
-     * the schedule (--lr-rule) and the snapshot's metadata then see as the effective batch. */
+    /* Under ddp and ZeRO the batch drawn is the global one, a micro-batch per rank: --accum
+     * N's, which the schedule (--lr-rule) and the snapshot's metadata then see as the
+     * effective batch. */
     if (run.par)
         run.o.accum = parallel_ranks(run.par);
     run.K = run.o.accum;

@@ -81,6 +81,7 @@ typedef struct {
     const char *load_base_path, *save_adapter_path;
     /* --parallel: data parallel training (parallel.c) or a pipeline (pipeline.c) */
     bool        ddp;             /* --parallel ddp */
+    int         zero_stage;      /* --parallel zero1, zero2, zero3; 0: none */
     int         bucket_kb;
     const char *parallel;        /* "pipeline:gpipe", ...; NULL: no pipeline */
     int         micro_batches;   /* m; becomes accum */
@@ -176,8 +177,10 @@ void lora_describe(const Trainer *tr, const Options *o);
 void lora_report(const Trainer *tr);
 void lora_save_adapter(const Trainer *tr, const Options *o);
 
-/* parallel.c: --parallel ddp under mpirun. parallel_begin (first thing in main) starts MPI
- * only when --parallel is on the command line; parallel_start returns NULL without ddp. */
+/* parallel.c: --parallel ddp, zero1, zero2, zero3 under mpirun. parallel_begin (first thing in
+ * main) starts MPI only when --parallel is on the command line; parallel_start returns NULL
+ * without one of those. Under zero3 the weights are sharded between steps:
+ * parallel_whole_weights(p, true) gathers them (for an evaluation), false shards them again. */
 enum { PARALLEL_DEFAULT_BUCKET_KB = 256 };
 typedef struct ParallelRun ParallelRun;
 void         parallel_usage(void);
@@ -191,6 +194,7 @@ int          parallel_ranks(const ParallelRun *p);
 void         parallel_describe(const ParallelRun *p, int B);
 TrainStepResult parallel_step(ParallelRun *p, const int *tokens, const int *targets, int B,
                               int T, double lr);
+void         parallel_whole_weights(ParallelRun *p, bool whole);
 void         parallel_report(ParallelRun *p, const size_t *step_peak);
 void         parallel_end(ParallelRun *p);
 

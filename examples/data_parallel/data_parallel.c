@@ -1,0 +1,245 @@
+/* data_parallel: DDP and ZeRO stages 1-3 on 1, 2 and 4 ranks of one model, measured: the model
+ * states each rank holds beside the ZeRO formulas, the bytes each rank puts on the wire per step
+ * beside the paper's volumes, and the step time (docs/distributed.md).
+ *
+ *     scripts/mpirun -np 4 build/bin/data_parallel [--steps 6] [--precision fp32] [--out DIR]
+ *
+ * One launch sweeps every rank count up to the world's: the first n ranks form the group of
+ * each run (the others wait), so a figure needs one mpirun. Each run trains the same model on
+ * the same random tokens for --steps steps; the first warms the allocator's cache and is not
+ * timed or counted. Rank 0 prints a table and, with --out, writes DIR/data_parallel.tsv (one
+ * row per mode and rank count), from which examples/data_parallel/figure.sh draws. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "autograd/mem.h"
+#include "dist/ddp.h"
+#include "dist/zero.h"
+#include "examples/common/cli.h"
+#include "examples/common/memcalc.h"
+#include "examples/common/tsv.h"
+
+typedef struct {
+    int         steps, layers, embd, heads, seq, batch;
+    const char *precision;
+    const char *out;
+} Options;
+
+static const char *const MODES[] = { "ddp", "zero1", "zero2", "zero3", NULL };
+static const char *const COLUMNS[] = {
+    "mode", "stage", "ranks", "param", "grad", "optim", "pred_param", "pred_grad",
+    "pred_optim", "peak_param", "peak_grad", "peak_optim", "peak_act", "peak_temp",
+    "sent_per_step", "pred_sent", "step_ms", "tokens_per_s", NULL
+};
+
+static void usage(void)
+{
+    printf("Usage: scripts/mpirun -np 4 data_parallel [options]\n"
+           "DDP and ZeRO 1-3 on 1, 2, 4 ... ranks (up to mpirun's -np): model states per\n"
+           "rank, bytes on the wire per step and step time, measured beside the formulas.\n"
+           "  --steps N       steps per run, the first not counted (default 6)\n"
+           "  --layers L      blocks (default 4)\n"
+           "  --embd C        width (default 128)\n"
+           "  --heads H       attention heads (default 4)\n"
+           "  --seq T         tokens per row (default 64)\n"
+           "  --batch B       rows per rank (default 8)\n"
+           "  --precision P   fp32 or bf16 (default fp32)\n"
+           "  --out DIR       write DIR/data_parallel.tsv (rank 0)\n"
+           "  --help          this text\n");
+}
+
+static Options parse(int argc, char **argv)
+{
+    Options o = { .steps = 6, .layers = 4, .embd = 128, .heads = 4, .seq = 64, .batch = 8,
+                  .precision = "fp32" };
+    static const struct option longs[] = {
+        { "steps", required_argument, NULL, 's' },  { "layers", required_argument, NULL, 'l' },
+        { "embd", required_argument, NULL, 'c' },   { "heads", required_argument, NULL, 'h' },
+        { "seq", required_argument, NULL, 't' },    { "batch", required_argument, NULL, 'b' },
+        { "precision", required_argument, NULL, 'p' }, { "out", required_argument, NULL, 'o' },
+        { "help", no_argument, NULL, '?' + 1 },     { NULL, 0, NULL, 0 },
+    };
+    static const char *const precisions[] = { "fp32", "bf16", NULL };
+    int ch;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, "", longs, NULL)) != -1) {
+        switch (ch) {
+        case 's': o.steps = (int)cli_long("--steps", optarg, 2, 100000); break;
+        case 'l': o.layers = (int)cli_long("--layers", optarg, 1, 64); break;
+        case 'c': o.embd = (int)cli_long("--embd", optarg, 1, 4096); break;
+        case 'h': o.heads = (int)cli_long("--heads", optarg, 1, 64); break;
+        case 't': o.seq = (int)cli_long("--seq", optarg, 1, 4096); break;
+        case 'b': o.batch = (int)cli_long("--batch", optarg, 1, 4096); break;
+        case 'p': o.precision = precisions[cli_choice("--precision", optarg, precisions)]; break;
+        case 'o': o.out = cli_folder("--out", optarg); break;
+        case '?' + 1: usage(); exit(0);
+        default: cli_usage_error("unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        cli_usage_error("unexpected argument '%s'", argv[optind]);
+    if (o.embd % o.heads != 0)
+        cli_usage_error("--embd %d is not a multiple of --heads %d", o.embd, o.heads);
+    return o;
+}
+
+static TrainerConfig config(const Options *o)
+{
+    TrainerConfig c = trainer_config_default();
+    c.model = (GptConfig){ .vocab_size = 65, .max_seq = o->seq, .n_layer = o->layers,
+                           .n_head = o->heads, .n_embd = o->embd, .tied = true,
+                           .fused_qkv = true };
+    policy_preset(o->precision, &c.policy);
+    return c;
+}
+
+/* What a step should cost: memcalc_zero's states, and the values each rank sends per step
+ * (mean over the ranks) times their bytes: gradients in fp32, weights in their format. */
+static McStates predicted_states(const TrainerConfig *c, int stage, int n)
+{
+    McPrecision p = c->policy.param == DTYPE_F32 ? MC_FP32 : MC_MIXED;
+    return memcalc_zero(memcalc_gpt_states(&c->model, p, MC_ADAMW), stage, n);
+}
+
+static double predicted_sent(const TrainerConfig *c, int stage, int n)
+{
+    const GptConfig *m = &c->model;
+    double psi = (double)memcalc_gpt_params(m), share = (n - 1.0) / n;
+    double ends = (double)(m->vocab_size + m->max_seq + 2) * m->n_embd;
+    double wbytes = c->policy.param == DTYPE_F32 ? 4 : 2;
+    if (stage == 0)
+        return 2 * psi * share * 4;
+    double gathered = stage == 3 ? 2 * (psi - ends) + ends : psi;
+    return psi * share * 4 + gathered * share * wbytes;
+}
+
+typedef struct {
+    double held[3], peak[MEM_NCAT], sent, ms;
+} Measured;
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* One run on the group c: the measurements of its rank 0 (the ranks hold the same, to a
+ * value per tensor), the traffic averaged over the ranks, the median of the slowest rank's
+ * step times. */
+static Measured run(DistComm *c, const Options *o, int stage)
+{
+    TrainerConfig cfg = config(o);
+    Trainer *t = trainer_new(&cfg);
+    DdpConfig dc = { .bucket_bytes = 256 * 1024, .overlap = true };
+    Ddp *d = stage == 0 ? ddp_new(c, t, &dc) : NULL;
+    Zero *z = stage > 0 ? zero_new(c, t, stage) : NULL;
+    int rows = o->batch * o->seq;
+    int *tokens = malloc(sizeof *tokens * (size_t)rows), *targets = malloc(sizeof *targets * (size_t)rows);
+    double *ms = malloc(sizeof *ms * (size_t)o->steps);
+    if (!tokens || !targets || !ms)
+        dist_fail("out of memory");
+    Rng rng = rng_new(7 + (uint64_t)c->rank, RNG_STREAM_DATA);
+    uint64_t sent = 0;
+    Measured m = { 0 };
+    for (int s = 0; s < o->steps; s++) {
+        for (int i = 0; i < rows; i++) {
+            tokens[i] = (int)rng_below(&rng, 65);
+            targets[i] = (int)rng_below(&rng, 65);
+        }
+        if (s == 1)
+            mem_reset_peaks();
+        uint64_t before = c->bytes_sent;
+        double t0 = MPI_Wtime();
+        if (d)
+            ddp_step(d, tokens, targets, o->batch, o->seq, 1e-3);
+        else
+            zero_step(z, tokens, targets, o->batch, o->seq, 1e-3);
+        ms[s] = dist_max_double(c, 1000.0 * (MPI_Wtime() - t0));
+        if (s > 0)
+            sent += c->bytes_sent - before;
+    }
+    for (int k = 0; k < 3; k++)
+        m.held[k] = (double)mem_current((MemCategory)k);
+    for (int k = 0; k < MEM_NCAT; k++)
+        m.peak[k] = (double)mem_peak((MemCategory)k);
+    /* The control values counted in `sent` (the loss, the norm, the skip check) are a few
+     * dozen bytes; the mean over ranks is what the volumes predict. */
+    m.sent = dist_sum_double(c, (double)sent / (o->steps - 1)) / c->size;
+    qsort(ms + 1, (size_t)o->steps - 1, sizeof *ms, cmp_double);
+    m.ms = ms[1 + (o->steps - 1) / 2];
+    ddp_free(d);
+    zero_free(z);
+    trainer_free(t);
+    free(tokens);
+    free(targets);
+    free(ms);
+    return m;
+}
+
+static void print_row(const char *mode, int n, const Measured *m, McStates f, double pred_sent)
+{
+    printf("%-6s %5d  %10.0f %10.0f %10.0f   %10.0f %10.0f %10.0f   %10.0f %10.0f  %8.1f\n",
+           mode, n, m->held[0], m->held[1], m->held[2], f.param, f.grad, f.optim, m->sent,
+           pred_sent, m->ms);
+}
+
+int main(int argc, char **argv)
+{
+    cli_init(argv[0]);
+    dist_init(&argc, &argv);
+    Options o = parse(argc, argv);
+    DistComm *w = dist_world();
+    bool root = w->rank == 0;
+    TrainerConfig cfg = config(&o);
+    if (root && o.out)
+        mkdir(o.out, 0755);     /* an existing folder is fine; a real failure shows below */
+    TsvWriter *tsv = root && o.out ? tsv_open_in(o.out, "data_parallel.tsv", COLUMNS) : NULL;
+    if (root) {
+        printf("model: V=65 T=%d L=%d H=%d C=%d, %zu parameters, %s, AdamW; %d rows of %d "
+               "tokens per rank; %d steps per run, the first not counted\n", o.seq, o.layers,
+               o.heads, o.embd, memcalc_gpt_params(&cfg.model), o.precision, o.batch, o.seq,
+               o.steps);
+        printf("model states per rank at the end (bytes, measured | predicted by the ZeRO "
+               "formulas), bytes sent per step per rank (mean over ranks | predicted), step ms "
+               "(median, slowest rank)\n");
+        printf("%-6s %5s  %10s %10s %10s   %10s %10s %10s   %10s %10s  %8s\n", "mode", "ranks",
+               "param", "grad", "optim", "param", "grad", "optim", "sent", "predicted", "ms");
+    }
+    for (int n = 1; n <= w->size; n *= 2) {
+        for (int stage = 0; stage <= 3; stage++) {
+            DistComm *c = dist_split(w, w->rank < n ? 0 : -1, w->rank);
+            if (!c)
+                continue;
+            Measured m = run(c, &o, stage);
+            dist_comm_free(c);
+            if (!root)
+                continue;
+            McStates f = predicted_states(&cfg, stage, n);
+            double ps = predicted_sent(&cfg, stage, n);
+            print_row(MODES[stage], n, &m, f, ps);
+            if (!tsv)
+                continue;
+            tsv_str(tsv, MODES[stage]);
+            tsv_int(tsv, stage);
+            tsv_int(tsv, n);
+            double row[] = { m.held[0], m.held[1], m.held[2], f.param, f.grad, f.optim,
+                             m.peak[MEM_PARAM], m.peak[MEM_GRAD], m.peak[MEM_OPTIM],
+                             m.peak[MEM_ACT], m.peak[MEM_TEMP], m.sent, ps, m.ms,
+                             (double)n * o.batch * o.seq / (m.ms / 1000.0) };
+            for (size_t k = 0; k < sizeof row / sizeof *row; k++)
+                tsv_num(tsv, row[k]);
+            if (!tsv_end_row(tsv))
+                dist_fail("%s/data_parallel.tsv: write failed", o.out);
+        }
+    }
+    if (tsv) {
+        tsv_close_or_die(tsv);
+        printf("table: %s/data_parallel.tsv\n", o.out);
+    }
+    dist_finalize();
+    return 0;
+}

@@ -158,16 +158,17 @@ static Measured run(DistComm *c, const Options *o, int stage)
             ddp_step(d, tokens, targets, o->batch, o->seq, 1e-3);
         else
             zero_step(z, tokens, targets, o->batch, o->seq, 1e-3);
-        ms[s] = dist_max_double(c, 1000.0 * (MPI_Wtime() - t0));
+        double mine = 1000.0 * (MPI_Wtime() - t0);
         if (s > 0)
             sent += c->bytes_sent - before;
+        ms[s] = dist_max_double(c, mine);
     }
     for (int k = 0; k < 3; k++)
         m.held[k] = (double)mem_current((MemCategory)k);
     for (int k = 0; k < MEM_NCAT; k++)
         m.peak[k] = (double)mem_peak((MemCategory)k);
-    /* The control values counted in `sent` (the loss, the norm, the skip check) are a few
-     * dozen bytes; the mean over ranks is what the volumes predict. */
+    /* `sent` includes the control values (N-1 doubles each: the loss, and under ZeRO the skip
+     * check and the norm), which the volumes leave out. */
     m.sent = dist_sum_double(c, (double)sent / (o->steps - 1)) / c->size;
     qsort(ms + 1, (size_t)o->steps - 1, sizeof *ms, cmp_double);
     m.ms = ms[1 + (o->steps - 1) / 2];

@@ -247,10 +247,18 @@ Zero *zero_new(DistComm *c, Trainer *t, int stage)
         z->owned += z->shards[i].count;
     }
     /* The same optimizer over the shards; which tensors decay is the whole tensors' rule (a
-     * shard is 1-D, and the default rule would spare it). */
+     * shard is 1-D, and the default rule would spare it). A trainer loaded from a snapshot
+     * brings its state: each rank keeps its slice. */
     Optim *o = trainer_make_optimizer(&t->cfg, z->views, z->n);
-    for (int i = 0; i < z->n; i++)
+    if (full->step > 0 && t->cfg.optimizer == TRAIN_ADAM8BIT)
+        dist_fail("resuming 8-bit Adam under ZeRO is not built: its blocks follow the shards");
+    for (int i = 0; i < z->n; i++) {
         o->decay[i] = full->decay[i];
+        for (int k = 0; k < o->n_slots; k++)
+            memcpy(o->state[i * o->n_slots + k]->data,
+                   full->state[i * full->n_slots + k]->data + z->shards[i].begin,
+                   z->shards[i].count * sizeof(float));
+    }
     o->step = full->step;
     optim_free(full);
     t->optim = o;
@@ -261,15 +269,43 @@ Zero *zero_new(DistComm *c, Trainer *t, int stage)
     return z;
 }
 
+/* Every rank's slice of a state tensor or master, gathered whole (a shard's values are a
+ * contiguous range of the whole's). */
+static void gather_values(Zero *z, const Shard *s, const float *mine, float *whole)
+{
+    uint64_t s0 = z->c->bytes_sent, r0 = z->c->bytes_recv;
+    dist_allgather(z->c, mine, whole, s->p->size, sizeof(float));
+    count_since(z, s0, r0, false);
+}
+
 void zero_free(Zero *z)
 {
     if (!z)
         return;
+    Trainer *t = z->t;
+    Optim *o = t->optim;
     zero_gather_weights(z);
+    Tensor **params = malloc(sizeof *params * (size_t)z->n);
+    if (!params)
+        dist_fail("out of memory for ZeRO");
+    for (int i = 0; i < z->n; i++)
+        params[i] = z->shards[i].p;
+    Optim *full = trainer_make_optimizer(&t->cfg, params, z->n);
+    free(params);
+    full->step = o->step;
+    if (z->packed)
+        optim_add_masters(full);
     for (int i = 0; i < z->n; i++) {
         Shard *s = &z->shards[i];
-        /* The gathered weights are the model's now; under a packed format the masters are
-         * what the rounding lost, and they go with the optimizer. */
+        full->decay[i] = o->decay[i];
+        for (int k = 0; k < o->n_slots; k++)
+            gather_values(z, s, o->state[i * o->n_slots + k]->data,
+                          full->state[i * full->n_slots + k]->data);
+        if (z->packed)
+            gather_values(z, s, s->view->data, full->masters[i]);
+    }
+    for (int i = 0; i < z->n; i++) {
+        Shard *s = &z->shards[i];
         if (s->own_values)
             mem_free(s->view->data);
         if (z->stage >= 2)
@@ -277,8 +313,8 @@ void zero_free(Zero *z)
         mem_free(s->codes);
         free(s->view);
     }
-    optim_free(z->t->optim);
-    z->t->optim = NULL;
+    optim_free(o);
+    t->optim = full;
     free(z->shards);
     free(z->views);
     free(z);

@@ -65,13 +65,17 @@ typedef struct {
 typedef struct Zero Zero;
 
 /* Takes over the trainer's optimizer: replaces it by one of the same kind over this rank's
- * shards (initialised from the trainer's weights and masters) and, for stage 3, frees all but
- * the shard of every weight. Collective over c; every rank must have built the trainer from the
- * same config. Refusals (Adafactor, a scaled parameter format, LoRA, fp8's delayed scaling) end
- * every rank with dist_fail: check with zero_check first. */
+ * shards (initialised from the trainer's weights, masters and optimizer state: a trainer loaded
+ * from any snapshot, on any rank count, is resharded here) and, for stage 3, frees all but the
+ * shard of every weight. Collective over c; every rank must have built the trainer from the same
+ * config. Refusals (Adafactor, a scaled parameter format, fp8's delayed scaling, LoRA, resuming
+ * 8-bit Adam) end every rank with dist_fail: check with zero_check first. */
 Zero          *zero_new(DistComm *c, Trainer *t, int stage);
-/* Gathers every weight back (stage 3), frees the shards and the trainer's optimizer (t->optim
- * becomes NULL: the model can be evaluated and saved, not trained). NULL is allowed. */
+/* Gives the trainer back whole, on every rank: the weights, the masters and the optimizer state
+ * all-gathered into an ordinary optimizer (the one DDP would hold, bit for bit), so it can be
+ * evaluated, saved with train_snapshot_save (one file, whatever the rank count) or trained on.
+ * 8-bit Adam's state is not gathered (its blocks follow the shards): it comes back zero.
+ * Collective. NULL is allowed. */
 void           zero_free(Zero *z);
 /* NULL when the trainer's config can run under ZeRO, else the reason, one sentence. */
 const char    *zero_check(const TrainerConfig *cfg, int stage);

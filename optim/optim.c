@@ -83,19 +83,28 @@ void optim_step(Optim *o, double lr)
  * and optim_state_bytes see them like any state). An update rule reads and writes p->data as
  * always: optim_step points it at the master for the length of the update, then encodes the
  * master into the parameter's packed storage: the working copy the next forward decodes. */
-void optim_use_master_weights(Optim *o, Dtype param_dtype)
+void optim_add_masters(Optim *o)
 {
-    if (param_dtype == DTYPE_F32 || o->masters)
+    if (o->masters)
         return;
     o->masters = calloc((size_t)o->n, sizeof *o->masters);
     if (!o->masters)
         tensor_fatal("out of memory for master weights");
+    for (int i = 0; i < o->n; i++)
+        o->masters[i] = optim_add_buffer(o, i, "master", OPTIM_BUF_F32, o->params[i]->size);
+}
+
+void optim_use_master_weights(Optim *o, Dtype param_dtype)
+{
+    if (param_dtype == DTYPE_F32 || o->masters)
+        return;
+    for (int i = 0; i < o->n; i++)
+        if (o->params[i]->dtype != DTYPE_F32 || !o->params[i]->owns_data)
+            tensor_fatal("optim_use_master_weights: %s is not an fp32 tensor of its own",
+                         o->params[i]->name);
+    optim_add_masters(o);
     for (int i = 0; i < o->n; i++) {
         Tensor *p = o->params[i];
-        if (p->dtype != DTYPE_F32 || !p->owns_data)
-            tensor_fatal("optim_use_master_weights: %s is not an fp32 tensor of its own",
-                         p->name);
-        o->masters[i] = optim_add_buffer(o, i, "master", OPTIM_BUF_F32, p->size);
         memcpy(o->masters[i], p->data, p->size * sizeof(float));
         Format f = tensor_dtype_format(param_dtype);
         tensor_pack(p, param_dtype, policy_current_scale(f, p->data, p->size));

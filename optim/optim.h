@@ -97,6 +97,9 @@ void    optim_zero_grad(Optim *o);
  * DTYPE_F32 does nothing. optim_master is NULL for a parameter without a master. */
 void         optim_use_master_weights(Optim *o, Dtype param_dtype);
 const float *optim_master(const Optim *o, int i);
+/* The master buffers alone, zero-filled, for parameters packed already: the caller fills them
+ * (dist/zero.h gathers them from the ranks' shards). Does nothing if there are masters. */
+void         optim_add_masters(Optim *o);
 /* For code that reads or writes parameters as fp32 (an update, a snapshot): expose points
  * every packed parameter's data at its master; pack encodes the masters back into the packed
  * parameters and hides them again. No-ops without master weights. */

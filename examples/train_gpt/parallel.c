@@ -36,6 +36,7 @@ struct ParallelRun {
     uint64_t param_sent, param_recv;               /* ZeRO's all-gathers */
     size_t        bucket_peak;    /* the most bucket-buffer bytes of any step */
     size_t        states[3];      /* ZeRO: param, grad, optim bytes held at the last update */
+    size_t        psi;            /* values in the model */
     TrainerConfig cfg;
 };
 
@@ -80,19 +81,22 @@ void parallel_check_options(const Options *o)
 {
     if (options_given(o, FLAG_BUCKET_KB) && !o->ddp)
         cli_usage_error("--bucket-kb applies to --parallel ddp");
-    if (o->ddp && o->accum > 1)
+    /* A snapshot of a run on N ranks records --accum N (the global batch); only the command
+     * line's --accum is refused, and the ranks set it again (train_gpt.c). */
+    bool accum = options_given(o, FLAG_ACCUM) && o->accum > 1;
+    if (o->ddp && accum)
         cli_usage_error("--accum %d with --parallel ddp: each rank takes one micro-batch of "
                         "--batch rows (accumulation on a rank is not built yet)", o->accum);
     if (o->ddp && o->lora_rank > 0)
         cli_usage_error("--lora with --parallel ddp is not built yet");
     if (!o->zero_stage)
         return;
-    if (o->accum > 1 || o->lora_rank > 0)
+    if (accum || o->lora_rank > 0)
         cli_usage_error("--parallel zero%d: %s is not built yet for ZeRO", o->zero_stage,
                         o->accum > 1 ? "--accum" : "--lora");
-    if (o->save_path || o->load_path)
-        cli_usage_error("--parallel zero%d: %s: sharded snapshots are not built yet (train with "
-                        "--parallel ddp to save or resume)", o->zero_stage,
+    if ((o->save_path || o->load_path) && o->optimizer == TRAIN_ADAM8BIT)
+        cli_usage_error("--parallel zero%d: %s with 8-bit Adam is not built (its blocks follow "
+                        "the shards, so its state is not gathered into one file)", o->zero_stage,
                         o->save_path ? "--save" : "--load");
     TrainerConfig cfg = options_trainer_config(o, 2);
     const char *why = zero_check(&cfg, o->zero_stage);
@@ -163,10 +167,12 @@ ParallelRun *parallel_start(const Options *o, Trainer *tr)
     p->stage = o->zero_stage;
     if (p->stage) {
         p->zero = zero_new(p->c, tr, p->stage);
+        p->psi = zero_param_count(p->zero);
         return p;
     }
     DdpConfig cfg = { .bucket_bytes = (size_t)o->bucket_kb * 1024, .overlap = o->bucket_kb > 0 };
     p->ddp = ddp_new(p->c, tr, &cfg);
+    p->psi = ddp_param_count(p->ddp);
     return p;
 }
 
@@ -231,6 +237,16 @@ void parallel_whole_weights(ParallelRun *p, bool whole)
         zero_shard_weights(p->zero);
 }
 
+/* ZeRO gives the trainer back whole (weights, masters, optimizer state: DDP's), so that the
+ * report, the samples and the snapshot (rank 0's, one file) see an ordinary trainer. */
+void parallel_training_done(ParallelRun *p)
+{
+    if (p && p->zero) {
+        zero_free(p->zero);
+        p->zero = NULL;
+    }
+}
+
 /* What the memory calculator predicts one rank holds (examples/common/memcalc.h). */
 static McStates predicted_states(const ParallelRun *p)
 {
@@ -249,7 +265,7 @@ static McStates predicted_states(const ParallelRun *p)
 static void report_zero(const ParallelRun *p, const double *all, int cols, int first)
 {
     int N = p->c->size;
-    double psi = (double)zero_param_count(p->zero), share = (N - 1.0) / N;
+    double psi = (double)p->psi, share = (N - 1.0) / N;
     double wbytes = p->cfg.policy.param == DTYPE_F32 ? 4 : 2;
     double ends = (double)(p->cfg.model.vocab_size + p->cfg.model.max_seq + 2) *
                   p->cfg.model.n_embd + (p->cfg.model.tied ? 0.0 :
@@ -317,7 +333,7 @@ void parallel_report(ParallelRun *p, const size_t *step_peak)
     for (int k = 0; k < 3; k++)
         row[FIRST + 6 + k] = (double)p->states[k];
     dist_allgather(p->c, row, all, (size_t)N * COLS, sizeof *all);
-    if (p->zero)
+    if (p->stage)
         report_zero(p, all, COLS, FIRST);
     else
         report_ddp(p, all, COLS, FIRST);
@@ -338,7 +354,7 @@ void parallel_end(ParallelRun *p)
 {
     if (p) {
         ddp_free(p->ddp);
-        zero_free(p->zero);
+        parallel_training_done(p);
         free(p);
     }
     if (phase != PAR_OFF) {

@@ -321,7 +321,7 @@ static void train(Run *run)
                         extra);
     }
     progress_finish(&run->progress);
-    parallel_whole_weights(run->par, true);     /* for the report, the samples, the snapshot */
+    parallel_training_done(run->par);       /* for the report, the samples, the snapshot */
 }
 
 /* The end ----------------------------------------------------------------------------------- */

@@ -180,7 +180,8 @@ void lora_save_adapter(const Trainer *tr, const Options *o);
 /* parallel.c: --parallel ddp, zero1, zero2, zero3 under mpirun. parallel_begin (first thing in
  * main) starts MPI only when --parallel is on the command line; parallel_start returns NULL
  * without one of those. Under zero3 the weights are sharded between steps:
- * parallel_whole_weights(p, true) gathers them (for an evaluation), false shards them again. */
+ * parallel_whole_weights(p, true) gathers them (for an evaluation), false shards them again;
+ * after the last step parallel_training_done gathers everything (the optimizer state too). */
 enum { PARALLEL_DEFAULT_BUCKET_KB = 256 };
 typedef struct ParallelRun ParallelRun;
 void         parallel_usage(void);
@@ -195,6 +196,7 @@ void         parallel_describe(const ParallelRun *p, int B);
 TrainStepResult parallel_step(ParallelRun *p, const int *tokens, const int *targets, int B,
                               int T, double lr);
 void         parallel_whole_weights(ParallelRun *p, bool whole);
+void         parallel_training_done(ParallelRun *p);     /* ZeRO: the trainer whole again */
 void         parallel_report(ParallelRun *p, const size_t *step_peak);
 void         parallel_end(ParallelRun *p);
 

@@ -68,7 +68,8 @@ deps:
 test: deps
 	@$(MAKE) --no-print-directory check-tests
 
-check-tests: $(TESTS)
+# test_mpi_faults starts train_gpt under mpirun itself.
+check-tests: $(TESTS) $(BUILD)/bin/train_gpt
 	@sh tests/run.sh $(TESTS)
 
 demo: deps

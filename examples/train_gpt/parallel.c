@@ -93,7 +93,7 @@ void parallel_check_options(const Options *o)
         return;
     if (accum || o->lora_rank > 0)
         cli_usage_error("--parallel zero%d: %s is not built yet for ZeRO", o->zero_stage,
-                        o->accum > 1 ? "--accum" : "--lora");
+                        accum ? "--accum" : "--lora");
     if ((o->save_path || o->load_path) && o->optimizer == TRAIN_ADAM8BIT)
         cli_usage_error("--parallel zero%d: %s with 8-bit Adam is not built (its blocks follow "
                         "the shards, so its state is not gathered into one file)", o->zero_stage,
@@ -114,8 +114,16 @@ static void at_exit(void)
         dist_finalize();
         return;
     }
-    if (phase == PAR_RUNNING)
-        MPI_Abort(MPI_COMM_WORLD, 1);
+    if (phase != PAR_RUNNING)
+        return;
+    /* A failure every rank meets alike (a missing file, a diverged loss) would print its
+     * message N times: the other ranks hold theirs in stderr's buffer (parallel_parsed) for a
+     * moment, in which rank 0's MPI_Abort ends them unprinted. A rank failing alone prints after
+     * the pause and ends the others itself. */
+    if (dist_world()->rank != 0)
+        sleep(1);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
 void parallel_begin(int *argc, char ***argv)
@@ -151,8 +159,13 @@ void parallel_parsed(void)
         close(saved_stderr);
         saved_stderr = -1;
     }
-    if (phase == PAR_PARSING)
+    if (phase == PAR_PARSING) {
         phase = PAR_RUNNING;
+        /* Only rank 0 prints while things go well; see at_exit for the others' messages. */
+        static char held[1 << 14];
+        if (dist_world()->rank != 0)
+            setvbuf(stderr, held, _IOFBF, sizeof held);
+    }
 }
 
 ParallelRun *parallel_start(const Options *o, Trainer *tr)

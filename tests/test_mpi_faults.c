@@ -1,0 +1,157 @@
+/* Faults under mpirun: train_gpt --parallel on 4 ranks (scripts/mpirun) when a file is missing on
+ * every rank, when it is missing on one rank only, when the snapshot to resume is corrupt, and
+ * when training diverges before a snapshot is written. Each must end every rank with a non-zero
+ * exit and its message printed once, within seconds (no rank left waiting), and leave no
+ * snapshot and no temporary file behind. The ranks are real processes: this test starts mpirun
+ * itself and reads what the run printed. */
+#define _XOPEN_SOURCE 700     /* realpath */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <libgen.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+static char bin[1024];          /* BUILD/bin/train_gpt, from this test's own path */
+static char work[] = "/tmp/test_mpi_faults.XXXXXX";
+
+typedef struct {
+    int  status;                /* the shell's exit status: 124 when timeout ended it */
+    int  messages;              /* stderr lines holding the expected text */
+} Outcome;
+
+/* Runs `scripts/mpirun ARGS` with a time limit; counts stderr lines that contain `text`. */
+static Outcome run(const char *args, const char *text)
+{
+    char cmd[16384], err[1100];
+    snprintf(err, sizeof err, "%s/stderr", work);
+    snprintf(cmd, sizeof cmd,
+             "cd %s && ASAN_OPTIONS=detect_leaks=0 OMP_NUM_THREADS=1 timeout 60 "
+             "sh %s/scripts/mpirun %s >/dev/null 2>%s", work, TAPEGRAD_SOURCE_DIR, args, err);
+    Outcome o = { .status = -1 };
+    int rc = system(cmd);
+    if (rc != -1 && WIFEXITED(rc))
+        o.status = WEXITSTATUS(rc);
+    FILE *f = fopen(err, "r");
+    char line[4096];
+    while (f && fgets(line, sizeof line, f))
+        o.messages += strstr(line, text) != NULL;
+    if (f)
+        fclose(f);
+    return o;
+}
+
+static int files_in(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        n += e->d_name[0] != '.' || strlen(e->d_name) > 2;
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static const char *small = "--steps 3 --layers 1 --embd 16 --heads 2 --batch 2 --threads 1 "
+                           "--eval-every 0 --eval-examples 10";
+
+static void test_missing_everywhere(void **s)
+{
+    (void)s;
+    char args[8192];
+    snprintf(args, sizeof args, "-np 4 %s --parallel zero3 %s --data /nonexistent/x.txt", bin,
+             small);
+    Outcome o = run(args, "/nonexistent/x.txt");
+    assert_int_not_equal(o.status, 0);
+    assert_int_not_equal(o.status, 124);
+    assert_int_equal(o.messages, 1);
+}
+
+/* Ranks 0-2 find their data; rank 3's is missing (MPMD: its own command line). The others are
+ * already waiting in the first collective when it fails. */
+static void test_missing_on_one_rank(void **s)
+{
+    (void)s;
+    char args[8192];
+    snprintf(args, sizeof args, "-np 3 %s --parallel ddp %s : -np 1 %s --parallel ddp %s "
+             "--data /nonexistent/rank3.txt", bin, small, bin, small);
+    Outcome o = run(args, "/nonexistent/rank3.txt");
+    assert_int_not_equal(o.status, 0);
+    assert_int_not_equal(o.status, 124);
+    assert_int_equal(o.messages, 1);
+}
+
+static void test_corrupt_snapshot(void **s)
+{
+    (void)s;
+    char path[1100], args[8192];
+    snprintf(path, sizeof path, "%s/corrupt.st", work);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("\x10\x00\x00\x00\x00\x00\x00\x00{\"a\": [1, 2", f);
+    fclose(f);
+    snprintf(args, sizeof args, "-np 4 %s --parallel zero2 %s --load %s", bin, small, path);
+    Outcome o = run(args, "corrupt.st");
+    assert_int_not_equal(o.status, 0);
+    assert_int_not_equal(o.status, 124);
+    assert_int_equal(o.messages, 1);
+    remove(path);
+}
+
+/* SGD at lr 10 without clipping makes the loss NaN within a dozen steps: every rank stops at the
+ * same step, before the snapshot is written; the folder stays empty. */
+static void test_divergence_leaves_no_snapshot(void **s)
+{
+    (void)s;
+    char dir[1100], args[8192];
+    snprintf(dir, sizeof dir, "%s/snapshots", work);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    snprintf(args, sizeof args, "-np 4 %s --parallel zero3 %s --optimizer sgd --lr 10 --clip 0 "
+             "--steps 30 --save %s/run.st", bin, small, dir);
+    Outcome o = run(args, "diverged");
+    assert_int_not_equal(o.status, 0);
+    assert_int_not_equal(o.status, 124);
+    assert_int_equal(o.messages, 1);
+    assert_int_equal(files_in(dir), 0);
+    rmdir(dir);
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    char self[1024];
+    snprintf(self, sizeof self, "%s", argv[0]);
+    /* argv[0] is BUILD/tests/test_mpi_faults */
+    char *tests = dirname(self);
+    snprintf(bin, sizeof bin, "%s/../bin/train_gpt", tests);
+    char *abs = realpath(bin, NULL);
+    if (!abs || access(abs, X_OK) != 0 || system("command -v mpirun >/dev/null 2>&1") != 0) {
+        printf("[  SKIPPED ] test_mpi_faults: needs %s and mpirun\n", bin);
+        free(abs);
+        return 1;
+    }
+    snprintf(bin, sizeof bin, "%s", abs);
+    free(abs);
+    if (!mkdtemp(work))
+        return 1;
+    const struct CMUnitTest t[] = {
+        cmocka_unit_test(test_missing_everywhere),
+        cmocka_unit_test(test_missing_on_one_rank),
+        cmocka_unit_test(test_corrupt_snapshot),
+        cmocka_unit_test(test_divergence_leaves_no_snapshot),
+    };
+    int failed = cmocka_run_group_tests(t, NULL, NULL);
+    char err[1100];
+    snprintf(err, sizeof err, "%s/stderr", work);
+    remove(err);
+    rmdir(work);
+    return failed;
+}

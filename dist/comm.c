@@ -141,23 +141,32 @@ bool dist_test(DistRequest *r)
     return done != 0;
 }
 
+/* Where block k starts when blocks of counts[0..] lie end to end. */
+static size_t block_begin(const size_t *counts, int k)
+{
+    size_t b = 0;
+    for (int j = 0; j < k; j++)
+        b += counts[j];
+    return b;
+}
+
 /* Reduce-scatter by direct exchange: every rank posts its piece of shard k to rank k, then
  * receives the pieces of its own shard one rank at a time, in rank order, adding each as it
  * comes: ((x_0 + x_1) + x_2) + ... Each rank sends n (N-1)/N values, the same volume as a ring,
  * and needs one shard of scratch (temp) instead of N. */
-void dist_reduce_scatter_sum(DistComm *c, const float *in, float *shard, size_t n)
+void dist_reduce_scatter_sum_v(DistComm *c, const float *in, float *shard, const size_t *counts)
 {
     int N = c->size, me = c->rank;
-    size_t mine = dist_shard_count(n, N, me);
+    size_t mine = counts[me];
     DistRequest *sends = malloc(sizeof *sends * (size_t)N);
     float *piece = mine ? mem_alloc(MEM_TEMP, mine * sizeof *piece) : NULL;
     if (!sends)
         dist_fail("out of memory in reduce-scatter");
     for (int k = 0; k < N; k++)
         if (k != me)
-            sends[k] = dist_isend(c, in + dist_shard_begin(n, N, k),
-                                  dist_shard_count(n, N, k) * sizeof *in, k, DIST_TAG_COLLECTIVE);
-    const float *own = in + dist_shard_begin(n, N, me);
+            sends[k] = dist_isend(c, in + block_begin(counts, k), counts[k] * sizeof *in, k,
+                                  DIST_TAG_COLLECTIVE);
+    const float *own = in + block_begin(counts, me);
     for (int j = 0; j < N; j++) {
         const float *x = own;
         if (j != me) {
@@ -177,22 +186,22 @@ void dist_reduce_scatter_sum(DistComm *c, const float *in, float *shard, size_t 
     free(sends);
 }
 
-void dist_allgather(DistComm *c, const void *shard, void *out, size_t n, size_t elem_bytes)
+void dist_allgather_v(DistComm *c, const void *shard, void *out, const size_t *counts,
+                      size_t elem_bytes)
 {
     int N = c->size, me = c->rank;
     char *o = out;
     DistRequest *reqs = malloc(sizeof *reqs * 2 * (size_t)N);
     if (!reqs)
         dist_fail("out of memory in all-gather");
-    size_t my_bytes = dist_shard_count(n, N, me) * elem_bytes;
-    char *my_place = o + dist_shard_begin(n, N, me) * elem_bytes;
+    size_t my_bytes = counts[me] * elem_bytes;
+    char *my_place = o + block_begin(counts, me) * elem_bytes;
     int nr = 0;
     for (int k = 0; k < N; k++) {
         if (k == me)
             continue;
-        reqs[nr++] = dist_irecv(c, o + dist_shard_begin(n, N, k) * elem_bytes,
-                                dist_shard_count(n, N, k) * elem_bytes, k,
-                                DIST_TAG_COLLECTIVE + 1);
+        reqs[nr++] = dist_irecv(c, o + block_begin(counts, k) * elem_bytes,
+                                counts[k] * elem_bytes, k, DIST_TAG_COLLECTIVE + 1);
         reqs[nr++] = dist_isend(c, shard, my_bytes, k, DIST_TAG_COLLECTIVE + 1);
     }
     if (shard != my_place)
@@ -200,6 +209,31 @@ void dist_allgather(DistComm *c, const void *shard, void *out, size_t n, size_t 
     for (int i = 0; i < nr; i++)
         dist_wait(&reqs[i]);
     free(reqs);
+}
+
+/* The even split of n values, as counts for the _v forms. */
+static size_t *even_counts(int N, size_t n)
+{
+    size_t *counts = malloc(sizeof *counts * (size_t)N);
+    if (!counts)
+        dist_fail("out of memory in a collective");
+    for (int k = 0; k < N; k++)
+        counts[k] = dist_shard_count(n, N, k);
+    return counts;
+}
+
+void dist_reduce_scatter_sum(DistComm *c, const float *in, float *shard, size_t n)
+{
+    size_t *counts = even_counts(c->size, n);
+    dist_reduce_scatter_sum_v(c, in, shard, counts);
+    free(counts);
+}
+
+void dist_allgather(DistComm *c, const void *shard, void *out, size_t n, size_t elem_bytes)
+{
+    size_t *counts = even_counts(c->size, n);
+    dist_allgather_v(c, shard, out, counts, elem_bytes);
+    free(counts);
 }
 
 void dist_allreduce_sum(DistComm *c, float *data, size_t n)

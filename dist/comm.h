@@ -71,6 +71,14 @@ void      dist_reduce_scatter_sum(DistComm *c, const float *in, float *shard, si
  * each); shard may point into out. */
 void      dist_allgather(DistComm *c, const void *shard, void *out, size_t n, size_t elem_bytes);
 void      dist_broadcast(DistComm *c, void *buf, size_t bytes, int root);
+/* The same two with blocks of any sizes: counts[k] values for rank k, the blocks end to end in
+ * rank order (in[] and out[] hold sum(counts) values; shard holds counts[rank]). One message per
+ * pair of ranks, whatever the blocks hold: ZeRO packs the shards of a unit's tensors into one
+ * block (dist/zero.h). The even forms above are these with dist_shard_count's counts. */
+void      dist_reduce_scatter_sum_v(DistComm *c, const float *in, float *shard,
+                                    const size_t *counts);
+void      dist_allgather_v(DistComm *c, const void *shard, void *out, const size_t *counts,
+                           size_t elem_bytes);
 /* A non-blocking all-reduce: the same rank-ordered sum and the same bytes as dist_allreduce_sum,
  * started now and finished later, so that it overlaps with computation. Start posts the
  * reduce-scatter's messages; test moves it on without waiting (once every piece of this rank's

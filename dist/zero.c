@@ -79,102 +79,171 @@ static void count_since(Zero *z, uint64_t sent0, uint64_t recv0, bool grads)
     }
 }
 
-/* ---- the weights -------------------------------------------------------------------------- */
+/* ---- the collectives, one per unit ----------------------------------------------------------
+ * A unit's tensors travel together: rank k's block is the concatenation of its shards of every
+ * tensor of the set, in parameter order, so a unit costs one message per pair of ranks (not one
+ * per tensor: on shared cores each message is a wait for the other rank to be scheduled) and
+ * exactly the bytes of the per-tensor collectives. ANY selects every tensor. */
+enum { ANY = -2 };
 
-/* The whole weight from every rank's shard, into new storage (stage 3). */
-static void gather_weight(Zero *z, Shard *s)
+static bool in_set(const Shard *s, int unit) { return unit == ANY || s->unit == unit; }
+
+/* Each rank's block size, in values, for the set. */
+static size_t *block_counts(Zero *z, int unit)
 {
-    Tensor *p = s->p;
+    int N = z->c->size;
+    size_t *counts = calloc((size_t)N, sizeof *counts);
+    if (!counts)
+        dist_fail("out of memory for ZeRO");
+    for (int i = 0; i < z->n; i++)
+        for (int k = 0; in_set(&z->shards[i], unit) && k < N; k++)
+            counts[k] += dist_shard_count(z->shards[i].p->size, N, k);
+    return counts;
+}
+
+/* Where a weight's values are stored, and the bytes of one. */
+static char *weight_bytes(const Zero *z, const Tensor *p)
+{
+    return z->packed ? (char *)p->packed : (char *)p->data;
+}
+
+static size_t value_bytes(const Zero *z)
+{
+    return z->packed ? code_bytes(z->shards[0].p, 1) : sizeof(float);
+}
+
+/* This rank's values of a weight: stage 3 keeps them apart, stages 1 and 2 in the whole. */
+static const char *own_values(const Zero *z, const Shard *s)
+{
+    if (z->stage == 3)
+        return z->packed ? (const char *)s->codes : (const char *)s->view->data;
+    return weight_bytes(z, s->p) + s->begin * value_bytes(z);
+}
+
+/* Every rank's shards of the set's weights into the whole weights (allocated first for stage 3,
+ * gathered in place for stages 1 and 2). */
+static void gather_weights(Zero *z, int unit)
+{
+    int N = z->c->size, me = z->c->rank;
+    size_t vb = value_bytes(z), *counts = block_counts(z, unit), total = 0;
+    for (int k = 0; k < N; k++)
+        total += counts[k];
+    char *all = mem_alloc(MEM_TEMP, total * vb + 1);
+    char *mine = mem_alloc(MEM_TEMP, counts[me] * vb + 1);
+    size_t off = 0;
+    for (int i = 0; i < z->n; i++) {
+        Shard *s = &z->shards[i];
+        if (!in_set(s, unit))
+            continue;
+        if (z->stage == 3 && z->packed)
+            s->p->packed = mem_alloc(MEM_PARAM, code_bytes(s->p, s->p->size));
+        else if (z->stage == 3)
+            s->p->data = mem_alloc(MEM_PARAM, s->p->size * sizeof(float));
+        memcpy(mine + off * vb, own_values(z, s), s->count * vb);
+        off += s->count;
+    }
     uint64_t s0 = z->c->bytes_sent, r0 = z->c->bytes_recv;
-    if (z->packed) {
-        p->packed = mem_alloc(MEM_PARAM, code_bytes(p, p->size));
-        dist_allgather(z->c, s->codes, p->packed, p->size, code_bytes(p, 1));
-    } else {
-        p->data = mem_alloc(MEM_PARAM, p->size * sizeof(float));
-        dist_allgather(z->c, s->view->data, p->data, p->size, sizeof(float));
-    }
+    dist_allgather_v(z->c, mine, all, counts, vb);
     count_since(z, s0, r0, false);
+    off = 0;
+    for (int k = 0; k < N; k++) {
+        for (int i = 0; i < z->n; i++) {
+            Shard *s = &z->shards[i];
+            if (!in_set(s, unit))
+                continue;
+            size_t b = dist_shard_begin(s->p->size, N, k), n = dist_shard_count(s->p->size, N, k);
+            memcpy(weight_bytes(z, s->p) + b * vb, all + off * vb, n * vb);
+            off += n;
+        }
+    }
+    mem_free(mine);
+    mem_free(all);
+    free(counts);
 }
 
-static void free_weight(Shard *s)
+/* Stage 3: the set's whole weights freed (their shards stay). */
+static void free_weights(Zero *z, int unit)
 {
-    Tensor *p = s->p;
-    tensor_release(p);          /* a decoded copy an op left behind, if any */
-    if (p->dtype == DTYPE_F32) {
-        mem_free(p->data);
-        p->data = NULL;
-    } else {
-        mem_free(p->packed);
-        p->packed = NULL;
+    for (int i = 0; i < z->n; i++) {
+        Tensor *p = z->shards[i].p;
+        if (!in_set(&z->shards[i], unit))
+            continue;
+        tensor_release(p);      /* a decoded copy an op left behind, if any */
+        if (p->dtype == DTYPE_F32) {
+            mem_free(p->data);
+            p->data = NULL;
+        } else {
+            mem_free(p->packed);
+            p->packed = NULL;
+        }
     }
 }
 
-/* Stages 1 and 2: the updated shard into the whole weight, then every rank's shard gathered in
- * place. Under a packed format the shard's masters are encoded first, value by value (a shard
- * of a 2-byte format is a byte range of the whole). */
-static void publish_weight(Zero *z, Shard *s)
+/* After an update, this rank's values in the parameter format: encoded from the masters into the
+ * whole weight's range (stages 1, 2: a shard of a 2-byte format is a byte range of the whole) or
+ * into the shard's codes (stage 3). fp32 weights are updated in place. */
+static void encode_own(Zero *z, Shard *s)
 {
-    Tensor *p = s->p;
-    uint64_t s0 = z->c->bytes_sent, r0 = z->c->bytes_recv;
-    if (z->packed) {
-        char *mine = (char *)p->packed + code_bytes(p, s->begin);
-        Tensor piece = { .ndim = 1, .shape = { (int)s->count }, .size = s->count,
-                         .dtype = p->dtype, .packed = mine, .scale = p->scale };
-        if (s->count)
-            tensor_store(&piece, s->view->data);
-        dist_allgather(z->c, mine, p->packed, p->size, code_bytes(p, 1));
-    } else {
-        dist_allgather(z->c, p->data + s->begin, p->data, p->size, sizeof(float));
-    }
-    count_since(z, s0, r0, false);
-}
-
-/* Stage 3 keeps the packed codes of its shard; the masters are the optimizer's. */
-static void encode_codes(Shard *s)
-{
+    if (!z->packed || !s->count)
+        return;
+    void *codes = z->stage == 3 ? s->codes : (char *)s->p->packed + code_bytes(s->p, s->begin);
     Tensor piece = { .ndim = 1, .shape = { (int)s->count }, .size = s->count,
-                     .dtype = s->p->dtype, .packed = s->codes, .scale = s->p->scale };
-    if (s->count)
-        tensor_store(&piece, s->view->data);
+                     .dtype = s->p->dtype, .packed = codes, .scale = s->p->scale };
+    tensor_store(&piece, s->view->data);
 }
 
-/* ---- the gradients ------------------------------------------------------------------------- */
-
-/* Every rank's whole gradient summed in rank order into the owner's shard. Stage 1 keeps the
- * whole gradient (the sum lands in its shard range); stages 2 and 3 free it. */
-static void reduce_grad(Zero *z, Shard *s)
+/* Every rank's whole gradients of the set, summed in rank order into their owners' shards: the
+ * shard's range of the whole gradient for stage 1, the shard's own buffer (and the whole freed)
+ * for stages 2 and 3. */
+static void reduce_grads(Zero *z, int unit)
 {
-    Tensor *p = s->p;
-    float *g = tensor_grad(p);
-    uint64_t s0 = z->c->bytes_sent, r0 = z->c->bytes_recv;
-    if (z->stage == 1) {
-        float *sum = s->count ? mem_alloc(MEM_TEMP, s->count * sizeof *sum) : NULL;
-        dist_reduce_scatter_sum(z->c, g, sum, p->size);
-        if (s->count)
-            memcpy(g + s->begin, sum, s->count * sizeof *sum);
-        mem_free(sum);
-        s->view->grad = g + s->begin;
-    } else {
-        dist_reduce_scatter_sum(z->c, g, s->view->grad, p->size);
-        tensor_free_grad(p);
+    int N = z->c->size, me = z->c->rank;
+    size_t *counts = block_counts(z, unit), total = 0;
+    for (int k = 0; k < N; k++)
+        total += counts[k];
+    float *all = mem_alloc(MEM_TEMP, (total + 1) * sizeof *all);
+    float *sum = mem_alloc(MEM_TEMP, (counts[me] + 1) * sizeof *sum);
+    size_t off = 0;
+    for (int k = 0; k < N; k++) {
+        for (int i = 0; i < z->n; i++) {
+            Shard *s = &z->shards[i];
+            if (!in_set(s, unit))
+                continue;
+            size_t b = dist_shard_begin(s->p->size, N, k), n = dist_shard_count(s->p->size, N, k);
+            memcpy(all + off, tensor_grad(s->p) + b, n * sizeof *all);
+            off += n;
+        }
     }
+    uint64_t s0 = z->c->bytes_sent, r0 = z->c->bytes_recv;
+    dist_reduce_scatter_sum_v(z->c, all, sum, counts);
     count_since(z, s0, r0, true);
+    off = 0;
+    for (int i = 0; i < z->n; i++) {
+        Shard *s = &z->shards[i];
+        if (!in_set(s, unit))
+            continue;
+        if (z->stage == 1) {
+            s->view->grad = s->p->grad + s->begin;
+        } else {
+            tensor_free_grad(s->p);
+        }
+        memcpy(s->view->grad, sum + off, s->count * sizeof *sum);
+        off += s->count;
+    }
+    mem_free(sum);
+    mem_free(all);
+    free(counts);
 }
 
 static void on_unit(int unit, GptUnitEvent event, void *ctx)
 {
     Zero *z = ctx;
-    for (int i = 0; i < z->n; i++) {
-        Shard *s = &z->shards[i];
-        if (s->unit != unit)
-            continue;
-        if (event == GPT_UNIT_GATHER && z->stage == 3)
-            gather_weight(z, s);
-        else if (event == GPT_UNIT_RELEASE && z->stage == 3)
-            free_weight(s);
-        else if (event == GPT_UNIT_GRADS_FINAL && z->stage >= 2)
-            reduce_grad(z, s);
-    }
+    if (event == GPT_UNIT_GATHER && z->stage == 3)
+        gather_weights(z, unit);
+    else if (event == GPT_UNIT_RELEASE && z->stage == 3)
+        free_weights(z, unit);
+    else if (event == GPT_UNIT_GRADS_FINAL && z->stage >= 2)
+        reduce_grads(z, unit);
 }
 
 /* ---- setting up ----------------------------------------------------------------------------- */
@@ -218,8 +287,6 @@ static void make_shard(Zero *z, Shard *s, const Optim *full, int i)
         s->codes = mem_alloc(MEM_PARAM, code_bytes(p, s->count ? s->count : 1));
         memcpy(s->codes, (char *)p->packed + code_bytes(p, s->begin), code_bytes(p, s->count));
     }
-    if (z->stage == 3)
-        free_weight(s);
     s->view = v;
 }
 
@@ -246,6 +313,8 @@ Zero *zero_new(DistComm *c, Trainer *t, int stage)
         z->psi += full->params[i]->size;
         z->owned += z->shards[i].count;
     }
+    if (stage == 3)
+        free_weights(z, ANY);
     /* The same optimizer over the shards; which tensors decay is the whole tensors' rule (a
      * shard is 1-D, and the default rule would spare it). A trainer loaded from a snapshot
      * brings its state: each rank keeps its slice. */
@@ -327,16 +396,14 @@ void zero_gather_weights(Zero *z)
 {
     if (z->stage != 3 || z->shards[0].p->data || z->shards[0].p->packed)
         return;
-    for (int i = 0; i < z->n; i++)
-        gather_weight(z, &z->shards[i]);
+    gather_weights(z, ANY);
 }
 
 void zero_shard_weights(Zero *z)
 {
     if (z->stage != 3 || !(z->shards[0].p->data || z->shards[0].p->packed))
         return;
-    for (int i = 0; i < z->n; i++)
-        free_weight(&z->shards[i]);
+    free_weights(z, ANY);
 }
 
 /* ---- one step ------------------------------------------------------------------------------ */
@@ -370,12 +437,10 @@ static void finish(Zero *z, double lr, ZeroStepResult *s)
     s->r.skipped = found_inf;
     if (!found_inf) {
         optim_step(t->optim, lr);
-        for (int i = 0; i < z->n; i++) {
-            if (z->stage < 3)
-                publish_weight(z, &z->shards[i]);
-            else if (z->packed)
-                encode_codes(&z->shards[i]);
-        }
+        for (int i = 0; i < z->n; i++)
+            encode_own(z, &z->shards[i]);
+        if (z->stage < 3)
+            gather_weights(z, ANY);     /* every rank holds the whole model again */
     }
     loss_scale_update(&t->scaler, found_inf);
     for (int i = 0; z->stage == 1 && i < z->n; i++)
@@ -400,8 +465,8 @@ ZeroStepResult zero_step(Zero *z, const int *tokens, const int *targets, int B, 
         t->model, t->cfg.checkpoint, t->tape->policy, tokens, targets, B, T, seed, on_unit, z,
         &stats);
     tape_flops_add(&t->flops, &stats.flops);
-    for (int i = 0; z->stage == 1 && i < z->n; i++)
-        reduce_grad(z, &z->shards[i]);
+    if (z->stage == 1)
+        reduce_grads(z, ANY);
     s.r.loss = dist_sum_double(c, loss) / c->size;
     finish(z, lr, &s);
     s.grad_bytes_sent = z->grad_sent;

@@ -156,6 +156,42 @@ static void test_reduce_scatter_and_allgather_with_uneven_shards(void **state)
     assert_true(dist_test_all(ok));
 }
 
+/* Blocks of any sizes, one of them empty (ZeRO's per-unit messages): rank r's block is
+ * counts[r] values at the sum of the counts before it; the sums are in rank order (the terms
+ * make the order visible), the bytes are the blocks'. */
+static void test_blocks_of_any_size(void **state)
+{
+    (void)state;
+    DistComm *w = dist_world();
+    size_t counts[8] = { 0 }, total = 0;
+    for (int r = 0; r < w->size && r < 8; r++) {
+        counts[r] = (size_t)(r == 1 ? 0 : 3 + 2 * r);
+        total += counts[r];
+    }
+    if (w->size > 8)
+        skip();
+    float in[64], shard[64], want[64];
+    for (size_t i = 0; i < total; i++) {
+        in[i] = term(w->rank, i);
+        want[i] = term(0, i);
+        for (int r = 1; r < w->size; r++)
+            want[i] += term(r, i);
+    }
+    size_t b = 0;
+    for (int r = 0; r < w->rank; r++)
+        b += counts[r];
+    uint64_t sent0 = w->bytes_sent;
+    dist_reduce_scatter_sum_v(w, in, shard, counts);
+    bool ok = memcmp(shard, want + b, counts[w->rank] * sizeof *shard) == 0;
+    ok = ok && w->bytes_sent - sent0 == (total - counts[w->rank]) * sizeof(float);
+    float all[64];
+    sent0 = w->bytes_sent;
+    dist_allgather_v(w, shard, all, counts, sizeof *all);
+    ok = ok && memcmp(all, want, total * sizeof *all) == 0;
+    ok = ok && w->bytes_sent - sent0 == (uint64_t)(w->size - 1) * counts[w->rank] * sizeof(float);
+    assert_true(dist_test_all(ok));
+}
+
 static void test_small_values_and_broadcast(void **state)
 {
     (void)state;
@@ -188,6 +224,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_iallreduce_in_any_order),
         cmocka_unit_test(test_allreduce_traffic_is_the_textbook_volume),
         cmocka_unit_test(test_reduce_scatter_and_allgather_with_uneven_shards),
+        cmocka_unit_test(test_blocks_of_any_size),
         cmocka_unit_test(test_small_values_and_broadcast),
         cmocka_unit_test(test_scratch_is_returned),
     };

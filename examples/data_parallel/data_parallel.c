@@ -27,6 +27,8 @@ typedef struct {
     int         steps, layers, embd, heads, seq, batch;
     const char *precision;
     const char *out;
+    bool        modes[4];       /* ddp, zero1, zero2, zero3 */
+    int         max_ranks;      /* 0: the world's */
 } Options;
 
 static const char *const MODES[] = { "ddp", "zero1", "zero2", "zero3", NULL };
@@ -48,19 +50,40 @@ static void usage(void)
            "  --seq T         tokens per row (default 64)\n"
            "  --batch B       rows per rank (default 8)\n"
            "  --precision P   fp32 or bf16 (default fp32)\n"
+           "  --modes LIST    some of ddp,zero1,zero2,zero3 (default all)\n"
            "  --out DIR       write DIR/data_parallel.tsv (rank 0)\n"
            "  --help          this text\n");
+}
+
+/* "ddp,zero3": each name once, at least one. */
+static void parse_modes(const char *list, bool *modes)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (int k = 0; k < 4; k++)
+        modes[k] = false;
+    bool any = false;
+    for (char *save = NULL, *name = strtok_r(buf, ",", &save); name;
+         name = strtok_r(NULL, ",", &save)) {
+        int k = cli_choice("--modes", name, MODES);
+        if (modes[k])
+            cli_usage_error("--modes '%s': %s twice", list, name);
+        modes[k] = any = true;
+    }
+    if (!any || strlen(list) >= sizeof buf)
+        cli_usage_error("--modes '%s': expected a list of ddp, zero1, zero2, zero3", list);
 }
 
 static Options parse(int argc, char **argv)
 {
     Options o = { .steps = 6, .layers = 4, .embd = 128, .heads = 4, .seq = 64, .batch = 8,
-                  .precision = "fp32" };
+                  .precision = "fp32", .modes = { true, true, true, true } };
     static const struct option longs[] = {
         { "steps", required_argument, NULL, 's' },  { "layers", required_argument, NULL, 'l' },
         { "embd", required_argument, NULL, 'c' },   { "heads", required_argument, NULL, 'h' },
         { "seq", required_argument, NULL, 't' },    { "batch", required_argument, NULL, 'b' },
         { "precision", required_argument, NULL, 'p' }, { "out", required_argument, NULL, 'o' },
+        { "modes", required_argument, NULL, 'm' },
         { "help", no_argument, NULL, '?' + 1 },     { NULL, 0, NULL, 0 },
     };
     static const char *const precisions[] = { "fp32", "bf16", NULL };
@@ -76,6 +99,7 @@ static Options parse(int argc, char **argv)
         case 'b': o.batch = (int)cli_long("--batch", optarg, 1, 4096); break;
         case 'p': o.precision = precisions[cli_choice("--precision", optarg, precisions)]; break;
         case 'o': o.out = cli_folder("--out", optarg); break;
+        case 'm': parse_modes(optarg, o.modes); break;
         case '?' + 1: usage(); exit(0);
         default: cli_usage_error("unknown or incomplete option '%s'", argv[optind - 1]);
         }
@@ -212,6 +236,8 @@ int main(int argc, char **argv)
     }
     for (int n = 1; n <= w->size; n *= 2) {
         for (int stage = 0; stage <= 3; stage++) {
+            if (!o.modes[stage])
+                continue;
             DistComm *c = dist_split(w, w->rank < n ? 0 : -1, w->rank);
             if (!c)
                 continue;

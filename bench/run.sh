@@ -8,4 +8,6 @@ for b in "$build"/bench/*; do
     echo "== $(basename "$b")"
     "$b" || status=1
 done
+echo "== ddp.sh (data parallel against PyTorch DDP, scripts/mpirun)"
+sh "$(dirname "$0")/ddp.sh" "$build" || status=1
 exit $status

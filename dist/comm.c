@@ -173,9 +173,9 @@ void dist_reduce_scatter_sum_v(DistComm *c, const float *in, float *shard, const
             dist_recv(c, piece, mine * sizeof *piece, j, DIST_TAG_COLLECTIVE);
             x = piece;
         }
-        if (j == 0)
+        if (j == 0 && mine)         /* an empty block may have no buffers at all */
             memcpy(shard, x, mine * sizeof *shard);
-        else
+        else if (j > 0)
             for (size_t i = 0; i < mine; i++)
                 shard[i] += x[i];
     }
@@ -204,7 +204,7 @@ void dist_allgather_v(DistComm *c, const void *shard, void *out, const size_t *c
                                 counts[k] * elem_bytes, k, DIST_TAG_COLLECTIVE + 1);
         reqs[nr++] = dist_isend(c, shard, my_bytes, k, DIST_TAG_COLLECTIVE + 1);
     }
-    if (shard != my_place)
+    if (my_bytes && shard != my_place)
         memmove(my_place, shard, my_bytes);
     for (int i = 0; i < nr; i++)
         dist_wait(&reqs[i]);

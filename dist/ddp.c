@@ -171,7 +171,8 @@ static void after_node(Tape *tape, int k, void *ctx)
             dist_iallreduce_test(&d->buckets[b].h);
 }
 
-DdpStepResult ddp_step(Ddp *d, const int *tokens, const int *targets, int B, int T, double lr)
+DdpStepResult ddp_step_accum(Ddp *d, const int *tokens, const int *targets, int B, int T,
+                             int K, double lr)
 {
     Trainer *t = d->t;
     DistComm *c = d->c;
@@ -182,13 +183,21 @@ DdpStepResult ddp_step(Ddp *d, const int *tokens, const int *targets, int B, int
     d->scanned = false;
     d->overlapped = 0;
     d->held_peak = 0;
-    bool hook = d->cfg.overlap && t->cfg.checkpoint.kind == CKPT_VANILLA;
-    if (hook) {
-        t->tape->after_node = after_node;
-        t->tape->after_node_ctx = d;
-    }
+    bool vanilla = t->cfg.checkpoint.kind == CKPT_VANILLA;
     s.r.loss_scale = loss_scale_value(&t->scaler);
-    double loss = trainer_backward_micro(t, tokens, targets, B, T, c->size);
+    double loss = 0.0;
+    size_t rows = (size_t)B * T;
+    for (int m = 0; m < K; m++) {
+        /* Only the last micro-batch's backward finishes gradients: its buckets go early. */
+        if (d->cfg.overlap && vanilla && m == K - 1) {
+            t->tape->after_node = after_node;
+            t->tape->after_node_ctx = d;
+        }
+        loss += trainer_backward_micro(t, tokens + m * rows, targets + m * rows, B, T,
+                                       c->size * K);
+        if (vanilla && m + 1 < K)
+            tape_reset(t->tape);
+    }
     t->tape->after_node = NULL;
     t->tape->after_node_ctx = NULL;
     for (int k = 0; k < d->n_buckets; k++)
@@ -200,16 +209,21 @@ DdpStepResult ddp_step(Ddp *d, const int *tokens, const int *targets, int B, int
     s.grad_bytes_recv = c->bytes_recv - recv0;
     s.buckets_overlapped = d->overlapped;
     s.bucket_bytes_peak = d->held_peak;
-    /* The same additions as ddp_reference_step's sum of micro-batch losses, then / K. */
-    s.r.loss = dist_sum_double(c, loss) / c->size;
+    /* The same additions as ddp_reference_step_accum's: each rank's sum, then in rank order. */
+    s.r.loss = dist_sum_double(c, loss) / (c->size * K);
     trainer_finish_step(t, lr, &s.r);
     s.bytes_sent = c->bytes_sent - sent0;
     s.bytes_recv = c->bytes_recv - recv0;
     return s;
 }
 
-TrainStepResult ddp_reference_step(Trainer *t, const int *tokens, const int *targets, int B,
-                                   int T, int K, double lr)
+DdpStepResult ddp_step(Ddp *d, const int *tokens, const int *targets, int B, int T, double lr)
+{
+    return ddp_step_accum(d, tokens, targets, B, T, 1, lr);
+}
+
+TrainStepResult ddp_reference_step_accum(Trainer *t, const int *tokens, const int *targets,
+                                         int B, int T, int N, int K, double lr)
 {
     Optim *o = t->optim;
     size_t psi = 0;
@@ -219,15 +233,22 @@ TrainStepResult ddp_reference_step(Trainer *t, const int *tokens, const int *tar
     TrainStepResult r = { .loss_scale = loss_scale_value(&t->scaler) };
     double sum = 0.0;
     size_t rows = (size_t)B * T;
-    for (int k = 0; k < K; k++) {
+    bool vanilla = t->cfg.checkpoint.kind == CKPT_VANILLA;
+    for (int rank = 0; rank < N; rank++) {
         optim_zero_grad(o);
-        sum += trainer_backward_micro(t, tokens + k * rows, targets + k * rows, B, T, K);
-        tape_reset(t->tape);
+        double mine = 0.0;
+        for (int m = 0; m < K; m++) {
+            size_t at = ((size_t)rank * K + m) * rows;
+            mine += trainer_backward_micro(t, tokens + at, targets + at, B, T, N * K);
+            if (vanilla)
+                tape_reset(t->tape);
+        }
+        sum += mine;
         size_t off = 0;
         for (int i = 0; i < o->n; i++) {
             const float *g = tensor_grad(o->params[i]);
             for (size_t j = 0; j < o->params[i]->size; j++)
-                acc[off + j] = k == 0 ? g[j] : acc[off + j] + g[j];
+                acc[off + j] = rank == 0 ? g[j] : acc[off + j] + g[j];
             off += o->params[i]->size;
         }
     }
@@ -237,7 +258,13 @@ TrainStepResult ddp_reference_step(Trainer *t, const int *tokens, const int *tar
         off += o->params[i]->size;
     }
     mem_free(acc);
-    r.loss = sum / K;
+    r.loss = sum / (N * K);
     trainer_finish_step(t, lr, &r);
     return r;
+}
+
+TrainStepResult ddp_reference_step(Trainer *t, const int *tokens, const int *targets, int B,
+                                   int T, int K, double lr)
+{
+    return ddp_reference_step_accum(t, tokens, targets, B, T, K, 1, lr);
 }

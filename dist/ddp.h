@@ -58,6 +58,11 @@ size_t        ddp_param_count(const Ddp *d);      /* Psi, the values all-reduced
 
 /* One step: tokens and targets are this rank's micro-batch [B * T]. Collective over c. */
 DdpStepResult ddp_step(Ddp *d, const int *tokens, const int *targets, int B, int T, double lr);
+/* The same with K micro-batches per rank, accumulated on the rank as trainer_accumulate does
+ * (tokens [K * B * T], each loss / (N K)), then summed over the ranks in rank order: the
+ * buckets start during the last micro-batch's backward. K = 1 is ddp_step. */
+DdpStepResult ddp_step_accum(Ddp *d, const int *tokens, const int *targets, int B, int T,
+                             int K, double lr);
 
 /* The single-process equivalent, no MPI involved: K micro-batches [K * B * T], each one's
  * gradient computed from zero (loss / K, seeded with S) and added in order, ((g_0 + g_1) + ...),
@@ -65,5 +70,10 @@ DdpStepResult ddp_step(Ddp *d, const int *tokens, const int *targets, int B, int
  * the gradients, category temp. */
 TrainStepResult ddp_reference_step(Trainer *t, const int *tokens, const int *targets, int B,
                                    int T, int K, double lr);
+/* With K micro-batches per rank: tokens [N * K * B * T], rank r's in micro-batches r K ..
+ * r K + K - 1; each rank's K accumulated as ddp_step_accum does, then the N sums added in rank
+ * order. (N, 1) is ddp_reference_step with K = N. */
+TrainStepResult ddp_reference_step_accum(Trainer *t, const int *tokens, const int *targets,
+                                         int B, int T, int N, int K, double lr);
 
 #endif

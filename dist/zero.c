@@ -33,6 +33,7 @@ struct Zero {
     int       n;
     size_t    psi, owned;
     uint64_t  grad_sent, grad_recv, param_sent, param_recv;   /* this step's */
+    bool      first_micro;  /* stages 2, 3: a micro-batch's sums replace the shard's, else add */
 };
 
 const char *zero_check(const TrainerConfig *cfg, int stage)
@@ -222,12 +223,16 @@ static void reduce_grads(Zero *z, int unit)
         Shard *s = &z->shards[i];
         if (!in_set(s, unit))
             continue;
-        if (z->stage == 1) {
+        if (z->stage == 1)
             s->view->grad = s->p->grad + s->begin;
-        } else {
+        else
             tensor_free_grad(s->p);
-        }
-        memcpy(s->view->grad, sum + off, s->count * sizeof *sum);
+        float *g = s->view->grad;
+        if (z->stage == 1 || z->first_micro)
+            memcpy(g, sum + off, s->count * sizeof *sum);
+        else
+            for (size_t j = 0; j < s->count; j++)
+                g[j] += sum[off + j];
         off += s->count;
     }
     mem_free(sum);
@@ -448,8 +453,8 @@ static void finish(Zero *z, double lr, ZeroStepResult *s)
     t->step++;
 }
 
-ZeroStepResult zero_step(Zero *z, const int *tokens, const int *targets, int B, int T,
-                         double lr)
+ZeroStepResult zero_step_accum(Zero *z, const int *tokens, const int *targets, int B, int T,
+                               int K, double lr)
 {
     Trainer *t = z->t;
     DistComm *c = z->c;
@@ -457,17 +462,22 @@ ZeroStepResult zero_step(Zero *z, const int *tokens, const int *targets, int B, 
     uint64_t sent0 = c->bytes_sent, recv0 = c->bytes_recv;
     z->grad_sent = z->grad_recv = z->param_sent = z->param_recv = 0;
     s.r.loss_scale = loss_scale_value(&t->scaler);
-    /* loss / N with the backward seeded with S: the seed (1/N) S, as trainer_backward_micro
-     * gives a chain (the same float op_scale's backward hands on). */
-    float seed = (float)s.r.loss_scale * (1.0f / (float)c->size);
-    CkptStats stats;
-    double loss = gpt_checkpoint_forward_backward_hooked(
-        t->model, t->cfg.checkpoint, t->tape->policy, tokens, targets, B, T, seed, on_unit, z,
-        &stats);
-    tape_flops_add(&t->flops, &stats.flops);
+    /* loss / (N K) with the backward seeded with S: the seed (1/(N K)) S, as
+     * trainer_backward_micro gives a chain (the same float op_scale's backward hands on). */
+    float seed = (float)s.r.loss_scale * (1.0f / (float)(c->size * K));
+    double loss = 0.0;
+    size_t rows = (size_t)B * T;
+    for (int m = 0; m < K; m++) {
+        CkptStats stats;
+        z->first_micro = m == 0;
+        loss += gpt_checkpoint_forward_backward_hooked(
+            t->model, t->cfg.checkpoint, t->tape->policy, tokens + m * rows,
+            targets + m * rows, B, T, seed, on_unit, z, &stats);
+        tape_flops_add(&t->flops, &stats.flops);
+    }
     if (z->stage == 1)
         reduce_grads(z, ANY);
-    s.r.loss = dist_sum_double(c, loss) / c->size;
+    s.r.loss = dist_sum_double(c, loss) / (c->size * K);
     finish(z, lr, &s);
     s.grad_bytes_sent = z->grad_sent;
     s.grad_bytes_recv = z->grad_recv;
@@ -476,4 +486,10 @@ ZeroStepResult zero_step(Zero *z, const int *tokens, const int *targets, int B, 
     s.bytes_sent = c->bytes_sent - sent0;
     s.bytes_recv = c->bytes_recv - recv0;
     return s;
+}
+
+ZeroStepResult zero_step(Zero *z, const int *tokens, const int *targets, int B, int T,
+                         double lr)
+{
+    return zero_step_accum(z, tokens, targets, B, T, 1, lr);
 }

@@ -86,6 +86,14 @@ size_t         zero_shard_values(const Zero *z);      /* the values this rank ow
 /* One step: tokens and targets are this rank's micro-batch [B * T]. Collective over c. */
 ZeroStepResult zero_step(Zero *z, const int *tokens, const int *targets, int B, int T,
                          double lr);
+/* The same with K micro-batches per rank (tokens [K * B * T], each loss / (N K)). Stage 1
+ * accumulates the K on the rank and reduces once: ddp_step_accum's bits. Stages 2 and 3 keep no
+ * whole gradient between micro-batches, so each unit's gradients are reduce-scattered after
+ * every micro-batch and added into the shard: K times the gradient traffic, and the sum taken
+ * over the ranks first, then over the micro-batches, which DDP adds the other way round (equal
+ * to float rounding, not to the bit). */
+ZeroStepResult zero_step_accum(Zero *z, const int *tokens, const int *targets, int B, int T,
+                               int K, double lr);
 
 /* Stage 3: every weight whole on every rank (for an evaluation, a sample, a snapshot), and
  * back to shards. No-ops for stages 1 and 2, whose weights are always whole. Collective. */

@@ -179,6 +179,39 @@ static void test_ordered_sum_against_accum(void **s)
     assert_true(ok);
 }
 
+/* K micro-batches per rank: each rank accumulates its own as --accum does, then the ranks' sums
+ * are added in rank order: ddp_reference_step_accum's bits, loss and parameters. */
+static void test_accumulation_on_each_rank(void **s)
+{
+    (void)s;
+    if (dist_world()->size < 4)
+        skip();
+    enum { K = 2 };
+    DistComm *c = dist_test_comm(4);
+    bool ok = true;
+    if (c) {
+        TrainerConfig cfg = tiny_config(true);
+        Trainer *dp = trainer_new(&cfg), *ref = trainer_new(&cfg);
+        DdpConfig dc = { .bucket_bytes = 1024, .overlap = true };
+        Ddp *d = ddp_new(c, dp, &dc);
+        Rng rng = rng_new(11, RNG_STREAM_DATA);
+        int tokens[4 * K * B * T], targets[4 * K * B * T];
+        for (int step = 0; step < 3; step++) {
+            draw_rows(&rng, 4 * K * B, tokens, targets);
+            size_t mine = (size_t)c->rank * K * B * T;
+            DdpStepResult x = ddp_step_accum(d, tokens + mine, targets + mine, B, T, K, 1e-2);
+            TrainStepResult y = ddp_reference_step_accum(ref, tokens, targets, B, T, 4, K, 1e-2);
+            ok = ok && same_result(x.r, y) && same_params(dp, ref);
+        }
+        ddp_free(d);
+        trainer_free(dp);
+        trainer_free(ref);
+        dist_comm_free(c);
+    }
+    ok = dist_test_all(ok);
+    assert_true(ok);
+}
+
 static void skip_unless(int n)
 {
     if (dist_world()->size < n)
@@ -198,6 +231,7 @@ int main(int argc, char **argv)
 {
     dist_test_init(&argc, &argv);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_accumulation_on_each_rank),
         cmocka_unit_test(test_one_rank_fp32),
         cmocka_unit_test(test_two_ranks_fp32),
         cmocka_unit_test(test_four_ranks_fp32),

@@ -27,6 +27,7 @@ typedef struct {
     bool bf16;                  /* bf16 weights; fp16 when `fp16` is set too */
     bool fp16;
     bool wide;                  /* C = 32: matrices of 4096 values, which 8-bit Adam packs */
+    int  micro;                 /* micro-batches per rank (0: 1) */
     TrainOptimizer optimizer;
     const char *checkpoint;
 } Case;
@@ -131,17 +132,23 @@ static double run_against_ddp(int n, const Case *k, bool *results_ok)
     DdpConfig dc = { .bucket_bytes = 0, .overlap = false };
     Ddp *d = ddp_new(c, dt, &dc);
     Rng rng = rng_new(11, RNG_STREAM_DATA);
-    int tokens[4 * B * T], targets[4 * B * T];
+    int K = k->micro ? k->micro : 1;
+    /* Stages 2 and 3 sum accumulated micro-batches in another order than DDP (zero.h): the
+     * weights are then compared by the caller's tolerance, and the rest to float rounding. */
+    bool exact = K == 1 || k->stage == 1;
+    int tokens[4 * 2 * B * T], targets[4 * 2 * B * T];
     int skipped = 0;
     for (int s = 0; s < N_STEPS; s++) {
-        draw_rows(&rng, n * B, tokens, targets);
-        size_t mine = (size_t)c->rank * B * T;
-        ZeroStepResult x = zero_step(z, tokens + mine, targets + mine, B, T, 1e-2);
-        DdpStepResult y = ddp_step(d, tokens + mine, targets + mine, B, T, 1e-2);
+        draw_rows(&rng, n * K * B, tokens, targets);
+        size_t mine = (size_t)c->rank * K * B * T;
+        ZeroStepResult x = zero_step_accum(z, tokens + mine, targets + mine, B, T, K, 1e-2);
+        DdpStepResult y = ddp_step_accum(d, tokens + mine, targets + mine, B, T, K, 1e-2);
         skipped += x.r.skipped;
-        *results_ok = *results_ok && x.r.loss == y.r.loss && x.r.updated == y.r.updated &&
-                      x.r.loss_scale == y.r.loss_scale &&
-                      same_norm(x.r.grad_norm, y.r.grad_norm);
+        bool loss_ok = exact ? x.r.loss == y.r.loss : fabs(x.r.loss - y.r.loss) < 1e-5;
+        bool norm_ok = exact ? same_norm(x.r.grad_norm, y.r.grad_norm)
+                             : fabs(x.r.grad_norm - y.r.grad_norm) < 1e-5 * y.r.grad_norm;
+        *results_ok = *results_ok && loss_ok && norm_ok && x.r.updated == y.r.updated &&
+                      x.r.loss_scale == y.r.loss_scale;
         worst = fmax(worst, weight_diff(z, zt, dt, c));
     }
     if (k->fp16)
@@ -149,7 +156,7 @@ static double run_against_ddp(int n, const Case *k, bool *results_ok)
     /* Given back whole, the ZeRO trainer holds DDP's optimizer: every state tensor and master
      * (8-bit Adam's state is not gathered). */
     zero_free(z);
-    if (k->optimizer != TRAIN_ADAM8BIT)
+    if (k->optimizer != TRAIN_ADAM8BIT && exact)
         *results_ok = *results_ok && same_optimizer(zt->optim, dt->optim);
     ddp_free(d);
     trainer_free(zt);
@@ -186,6 +193,37 @@ static const Case STAGE2_POOR_BF16 = { .stage = 2, .bf16 = true, .optimizer = TR
 static void test_stage1_fp32(void **s) { (void)s; check_bits(4, STAGE1_FP32); }
 static void test_stage2_fp32(void **s) { (void)s; check_bits(4, STAGE2_FP32); }
 static void test_stage3_fp32(void **s) { (void)s; check_bits(4, STAGE3_FP32); }
+static const Case STAGE1_ACCUM = { .stage = 1, .bf16 = true, .optimizer = TRAIN_ADAMW,
+                                   .micro = 2 };
+static void test_stage1_accum(void **s) { (void)s; check_bits(4, STAGE1_ACCUM); }
+
+/* Stages 2 and 3 sum over the ranks, then over the micro-batches: not DDP's order, so within
+ * float rounding: measured 8.8e-6 (ZeRO-2, 4 ranks) and 5.2e-6 (ZeRO-3, 2 ranks) after four
+ * AdamW steps at lr = 1e-2, a step moving a value by about lr; the test allows 1% of a step. */
+static void check_close(int n, Case k, double tolerance)
+{
+    if (dist_world()->size < n)
+        skip();
+    bool results_ok;
+    double worst = run_against_ddp(n, &k, &results_ok);
+    print_message("ZeRO-%d, %d micro-batches per rank on %d ranks: largest weight difference "
+                  "from DDP %.3g\n", k.stage, k.micro, n, worst);
+    bool ok = dist_test_all(worst <= tolerance && results_ok);
+    assert_true(ok);
+}
+
+static void test_stage2_accum(void **s)
+{
+    (void)s;
+    check_close(4, (Case){ .stage = 2, .optimizer = TRAIN_ADAMW, .micro = 2 }, 1e-4);
+}
+
+static void test_stage3_accum(void **s)
+{
+    (void)s;
+    check_close(2, (Case){ .stage = 3, .optimizer = TRAIN_ADAMW, .micro = 2 }, 1e-4);
+}
+
 static void test_stage3_one_rank(void **s) { (void)s; check_bits(1, STAGE3_FP32); }
 static void test_stage1_bf16(void **s) { (void)s; check_bits(2, STAGE1_BF16); }
 static void test_stage2_bf16(void **s) { (void)s; check_bits(4, STAGE2_BF16); }
@@ -415,6 +453,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_stage2_fp32),
         cmocka_unit_test(test_stage3_fp32),
         cmocka_unit_test(test_stage3_one_rank),
+        cmocka_unit_test(test_stage1_accum),
+        cmocka_unit_test(test_stage2_accum),
+        cmocka_unit_test(test_stage3_accum),
         cmocka_unit_test(test_stage1_bf16),
         cmocka_unit_test(test_stage2_bf16),
         cmocka_unit_test(test_stage3_bf16),

@@ -37,6 +37,7 @@ struct ParallelRun {
     size_t        bucket_peak;    /* the most bucket-buffer bytes of any step */
     size_t        states[3];      /* ZeRO: param, grad, optim bytes held at the last update */
     size_t        psi;            /* values in the model */
+    int           micro;          /* micro-batches per rank: --accum on the command line */
     TrainerConfig cfg;
 };
 
@@ -52,7 +53,8 @@ void parallel_usage(void)
            "                      bits of one process adding the same micro-batch gradients\n"
            "                      in order); zero1/2/3: the same numbers with the optimizer\n"
            "                      state (1), + gradients (2), + weights (3, FSDP) sharded\n"
-           "                      over the ranks (default none)\n"
+           "                      over the ranks; --accum K: K micro-batches per rank\n"
+           "                      (default none)\n"
            "  --bucket-kb N       ddp: gradients sent in buckets of N KiB, each started while\n"
            "                      backward still runs; 0 = one bucket after backward\n"
            "                      (default %d, PyTorch's 25 MB scaled to these models)\n",
@@ -81,19 +83,12 @@ void parallel_check_options(const Options *o)
 {
     if (options_given(o, FLAG_BUCKET_KB) && !o->ddp)
         cli_usage_error("--bucket-kb applies to --parallel ddp");
-    /* A snapshot of a run on N ranks records --accum N (the global batch); only the command
-     * line's --accum is refused, and the ranks set it again (train_gpt.c). */
-    bool accum = options_given(o, FLAG_ACCUM) && o->accum > 1;
-    if (o->ddp && accum)
-        cli_usage_error("--accum %d with --parallel ddp: each rank takes one micro-batch of "
-                        "--batch rows (accumulation on a rank is not built yet)", o->accum);
     if (o->ddp && o->lora_rank > 0)
         cli_usage_error("--lora with --parallel ddp is not built yet");
     if (!o->zero_stage)
         return;
-    if (accum || o->lora_rank > 0)
-        cli_usage_error("--parallel zero%d: %s is not built yet for ZeRO", o->zero_stage,
-                        accum ? "--accum" : "--lora");
+    if (o->lora_rank > 0)
+        cli_usage_error("--parallel zero%d: --lora is not built yet for ZeRO", o->zero_stage);
     if ((o->save_path || o->load_path) && o->optimizer == TRAIN_ADAM8BIT)
         cli_usage_error("--parallel zero%d: %s with 8-bit Adam is not built (its blocks follow "
                         "the shards, so its state is not gathered into one file)", o->zero_stage,
@@ -178,6 +173,9 @@ ParallelRun *parallel_start(const Options *o, Trainer *tr)
     p->c = dist_world();
     p->cfg = tr->cfg;
     p->stage = o->zero_stage;
+    /* A snapshot of a run on N ranks records --accum N K (its global batch): only the command
+     * line's --accum is this run's K. */
+    p->micro = options_given(o, FLAG_ACCUM) ? o->accum : 1;
     if (p->stage) {
         p->zero = zero_new(p->c, tr, p->stage);
         p->psi = zero_param_count(p->zero);
@@ -191,6 +189,7 @@ ParallelRun *parallel_start(const Options *o, Trainer *tr)
 
 bool parallel_is_root(void) { return phase == PAR_OFF || dist_world()->rank == 0; }
 int  parallel_ranks(const ParallelRun *p) { return p ? p->c->size : 1; }
+int  parallel_micro_batches(const ParallelRun *p) { return p ? p->micro : 1; }
 
 void parallel_describe(const ParallelRun *p, int B)
 {
@@ -216,10 +215,11 @@ void parallel_describe(const ParallelRun *p, int B)
 TrainStepResult parallel_step(ParallelRun *p, const int *tokens, const int *targets, int B,
                               int T, double lr)
 {
-    size_t mine = (size_t)p->c->rank * B * T;
+    size_t mine = (size_t)p->c->rank * p->micro * B * T;
     p->steps++;
     if (p->zero) {
-        ZeroStepResult s = zero_step(p->zero, tokens + mine, targets + mine, B, T, lr);
+        ZeroStepResult s = zero_step_accum(p->zero, tokens + mine, targets + mine, B, T,
+                                           p->micro, lr);
         p->grad_sent += s.grad_bytes_sent;
         p->grad_recv += s.grad_bytes_recv;
         p->param_sent += s.param_bytes_sent;
@@ -231,7 +231,8 @@ TrainStepResult parallel_step(ParallelRun *p, const int *tokens, const int *targ
         p->states[2] = s.optim_bytes;
         return s.r;
     }
-    DdpStepResult s = ddp_step(p->ddp, tokens + mine, targets + mine, B, T, lr);
+    DdpStepResult s = ddp_step_accum(p->ddp, tokens + mine, targets + mine, B, T, p->micro,
+                                     lr);
     p->grad_sent += s.grad_bytes_sent;
     p->grad_recv += s.grad_bytes_recv;
     p->sent += s.bytes_sent;

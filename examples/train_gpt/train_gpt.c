@@ -409,7 +409,7 @@ static void describe(const Run *run)
     SchedConfig s = options_schedule(o);
     printf("training: %s, batch %d x %d %s = %ld, clip %g, %d threads; steps %ld to "
            "%ld\n", trainer_optimizer_name(o->optimizer), o->batch, o->accum,
-           run->par ? "ranks" : "accumulated",
+           run->par ? "(ranks x micro-batches)" : "accumulated",
            sched_effective_batch(&s), o->clip, par_threads(), run->tr->step, o->steps);
     if (o->optimizer == TRAIN_ADAM8BIT)
         printf("adam8bit: moments in 8 bits, re-encoded by %s rounding\n",
@@ -470,11 +470,11 @@ int main(int argc, char **argv)
     run.par = parallel_start(&run.o, run.tr);
     run.B = run.o.batch;
     run.T = run.o.seq;
-    /* Under ddp and ZeRO the batch drawn is the global one, a micro-batch per rank: --accum
-     * N's, which the schedule (--lr-rule) and the snapshot's metadata then see as the
-     * effective batch. */
+    /* Under ddp and ZeRO the batch drawn is the global one, --accum K micro-batches per rank:
+     * --accum N K's, which the schedule (--lr-rule) and the snapshot's metadata then see as
+     * the effective batch. */
     if (run.par)
-        run.o.accum = parallel_ranks(run.par);
+        run.o.accum = parallel_ranks(run.par) * parallel_micro_batches(run.par);
     run.K = run.o.accum;
     run.peak_flops = measure_peak();
     describe(&run);

@@ -192,6 +192,7 @@ void         parallel_parsed(void);          /* after options_parse */
 ParallelRun *parallel_start(const Options *o, Trainer *tr);
 bool         parallel_is_root(void);
 int          parallel_ranks(const ParallelRun *p);
+int          parallel_micro_batches(const ParallelRun *p);    /* per rank: --accum */
 void         parallel_describe(const ParallelRun *p, int B);
 TrainStepResult parallel_step(ParallelRun *p, const int *tokens, const int *targets, int B,
                               int T, double lr);

@@ -1,6 +1,7 @@
 /* train_gpt's command line: parsing, the checks that need no data, and agreeing with a
  * snapshot given by --load. */
 #include <getopt.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -298,9 +299,23 @@ static void check_schedule(const Options *o)
         cli_usage_error("the schedule: %s", err);
 }
 
+/* Products of flags, checked before any is formed: the rows a step draws, and its tokens once
+ * --seq is known (a task's row length is known only once the data is open: train_gpt checks
+ * again then). Every count of rows or tokens is an int. */
+void options_check_products(const Options *o)
+{
+    cli_product(INT_MAX, "rows per step", 2, (const char *[]){ "--batch", "--accum" },
+                (long[]){ o->batch, o->accum });
+    if (o->seq > 0)
+        cli_product(INT_MAX, "tokens per step", 3,
+                    (const char *[]){ "--batch", "--accum", "--seq" },
+                    (long[]){ o->batch, o->accum, o->seq });
+}
+
 /* Combinations no single value shows wrong. */
 static void check_combinations(const Options *o)
 {
+    options_check_products(o);
     if (o->data && options_given(o, FLAG_TASK))
         cli_usage_error("--task and --data exclude each other: train on a task or on a text");
     if (o->data && (options_given(o, FLAG_TASK_SIZE) || o->msd_first))

@@ -470,6 +470,7 @@ int main(int argc, char **argv)
     if (run.par)
         run.o.accum = parallel_ranks(run.par);
     run.K = run.o.accum;
+    options_check_products(&run.o);     /* --seq is known now, and accum under ddp */
     run.peak_flops = measure_peak();
     describe(&run);
 

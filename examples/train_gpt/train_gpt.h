@@ -93,6 +93,8 @@ typedef struct {
  * a message (cli_usage_error). */
 Options options_parse(int argc, char **argv);
 bool    options_given(const Options *o, Flag f);
+/* --batch x --accum (and x --seq once known) within an int, or a usage error naming them. */
+void    options_check_products(const Options *o);
 /* Settings a snapshot holds become the run's; a flag given explicitly must agree with the
  * snapshot (one message naming the flag, both values and the file otherwise). */
 void    options_merge_snapshot(Options *o, const TrainerConfig *saved_cfg,

@@ -58,12 +58,43 @@ static void test_products_of_flags(void **state)
                    "--batch 65536 x --accum 16384 x --seq 4 = 4294967296 tokens per step");
 }
 
+/* Issue 18: --save's folder was found missing only after the last step. */
+static void test_outputs_checked_before_training(void **state)
+{
+    (void)state;
+    char args[1024], file[512];
+    snprintf(file, sizeof file, "%s/a_file", dir);
+    FILE *f = fopen(file, "w");
+    assert_non_null(f);
+    fclose(f);
+    snprintf(args, sizeof args, "--steps 3 --save %s/no/such/folder/s.safetensors", dir);
+    expect_refused(1, args, "No such file or directory");
+    snprintf(args, sizeof args, "--steps 3 --save %s", dir);
+    expect_refused(1, args, "--save");
+    snprintf(args, sizeof args, "--steps 3 --save %s/a_file/s.safetensors", dir);
+    expect_refused(1, args, "Not a directory");
+    snprintf(args, sizeof args, "--steps 3 --eval-every 0 --log %s/log.tsv --plot %s/no/p.png",
+             dir, dir);
+    expect_refused(1, args, "--plot");
+    snprintf(args, sizeof args, "--steps 3 --lora 2 --save-adapter %s/no/a.safetensors", dir);
+    expect_refused(1, args, "--save-adapter");
+    /* the checks leave no file behind */
+    snprintf(args, sizeof args, "ls -A '%s'", dir);
+    FILE *p = popen(args, "r");
+    char listing[256] = "";
+    size_t n = fread(listing, 1, sizeof listing - 1, p);
+    listing[n] = '\0';
+    pclose(p);
+    assert_string_equal(listing, "a_file\n");
+}
+
 int main(void)
 {
     if (!mkdtemp(dir))
         return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_products_of_flags),
+        cmocka_unit_test(test_outputs_checked_before_training),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[600];

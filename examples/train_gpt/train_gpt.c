@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/outfile.h"
 #include "autograd/parallel.h"
 #include "examples/common/cli.h"
 #include "examples/common/peak_fma.h"
@@ -451,6 +452,22 @@ static void finish_outputs(Run *run)
         lora_save_adapter(run->tr, o);
 }
 
+/* Outputs written only at the end are checked now: a run must not train for an hour and then
+ * find that it cannot save (a missing folder, a folder given as the file). The check leaves
+ * nothing behind. */
+static void check_outputs(const Options *o)
+{
+    const struct { const char *flag, *path; } outputs[] = {
+        { "--save", o->save_path }, { "--save-adapter", o->save_adapter_path },
+        { "--plot", o->plot_path }, { "--log", o->log_path },
+    };
+    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++) {
+        char err[512];
+        if (outputs[i].path && !outfile_check_writable(outputs[i].path, err, sizeof err))
+            cli_die(1, "%s %s", outputs[i].flag, err);
+    }
+}
+
 int main(int argc, char **argv)
 {
     cli_init(argv[0]);
@@ -459,6 +476,7 @@ int main(int argc, char **argv)
     Run run = { .o = options_parse(argc, argv) };
     parallel_parsed();
     par_set_threads(run.o.threads);
+    check_outputs(&run.o);      /* every rank: each stops alike, none is left waiting */
     if (pipeline_requested(&run.o))         /* under mpirun: pipeline.c's own loop */
         return pipeline_main(&run.o, open_data(&run.o));
     run.tr = make_trainer(&run);

@@ -2,6 +2,7 @@
 
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -160,6 +161,16 @@ bool gpt_snapshot_save(const Gpt *model, const char *path, SnapshotError *err)
     return ok;
 }
 
+bool gpt_snapshot_check_finite(const char *path, const char *name, const float *values,
+                               size_t n, SnapshotError *err)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(values[i]))
+            return gpt_snapshot_fail(err, path, "tensor '%s' holds %g at element %zu: the "
+                                     "weights must be finite numbers", name, values[i], i);
+    return true;
+}
+
 /* Every parameter must be present (a missing one is named before any byte is read); the file
  * may hold more (a training snapshot's optimizer state). */
 static bool read_weights(SnapshotReader *r, const char *path, Gpt *m, SnapshotError *err)
@@ -170,7 +181,9 @@ static bool read_weights(SnapshotReader *r, const char *path, Gpt *m, SnapshotEr
         if (!snapshot_find(r, params[i]->name))
             return gpt_snapshot_fail(err, path, "missing tensor '%s'", params[i]->name);
     for (int i = 0; i < n; i++)
-        if (!snapshot_read_tensor(r, NULL, params[i], err))
+        if (!snapshot_read_tensor(r, NULL, params[i], err) ||
+            !gpt_snapshot_check_finite(path, params[i]->name, params[i]->data, params[i]->size,
+                                       err))
             return false;
     return true;
 }

@@ -410,14 +410,17 @@ static char (*expected_names(const Trainer *t, bool with_history, int *n))[KEY_L
 
 /* Into the master when the parameter has one (its packed copy is refreshed after every tensor
  * has been read). */
-static bool read_param(SnapshotReader *r, const Trainer *t, Tensor *p, SnapshotError *err)
+static bool read_param(SnapshotReader *r, const char *path, const Trainer *t, Tensor *p,
+                       SnapshotError *err)
 {
     float *master = master_of(t->optim, p);
     if (!master)
-        return snapshot_read_tensor(r, NULL, p, err);
+        return snapshot_read_tensor(r, NULL, p, err) &&
+               (!p->data || gpt_snapshot_check_finite(path, p->name, p->data, p->size, err));
     int64_t shape[TENSOR_MAX_DIMS];
     tensor_shape64(p, shape);
-    return snapshot_read(r, p->name, SNAPSHOT_F32, p->ndim, shape, master, err);
+    return snapshot_read(r, p->name, SNAPSHOT_F32, p->ndim, shape, master, err) &&
+           gpt_snapshot_check_finite(path, p->name, master, p->size, err);
 }
 
 /* Names first (a missing or unknown tensor is the clearer message), then each tensor, whose
@@ -439,7 +442,7 @@ static bool read_tensors(SnapshotReader *r, const char *path, Trainer *t, Snapsh
     int n_params;
     Tensor *const *params = gpt_params(t->model, &n_params);
     for (int i = 0; ok && i < n_params; i++)
-        ok = read_param(r, t, params[i], err);
+        ok = read_param(r, path, t, params[i], err);
     for (int i = 0; ok && i < optim_state_count(t->optim); i++)
         ok = snapshot_read_tensor(r, names[n_params + i], optim_state_tensor(t->optim, i), err);
     for (int i = 0; ok && i < optim_buffer_count(t->optim); i++) {

@@ -88,6 +88,56 @@ static void test_outputs_checked_before_training(void **state)
     assert_string_equal(listing, "a_file\n");
 }
 
+/* The file's bytes with the first float of its data (a weight: parameters come first) set to v. */
+static void poison_first_value(const char *src, const char *dst, float v)
+{
+    FILE *f = fopen(src, "rb");
+    assert_non_null(f);
+    unsigned char buf[1 << 16];
+    size_t len = fread(buf, 1, sizeof buf, f);
+    assert_true(len < sizeof buf || !feof(f));
+    unsigned char *all = NULL;
+    size_t total = 0;
+    while (len > 0) {
+        all = realloc(all, total + len);
+        memcpy(all + total, buf, len);
+        total += len;
+        len = fread(buf, 1, sizeof buf, f);
+    }
+    fclose(f);
+    uint64_t header = 0;
+    for (int i = 0; i < 8; i++)
+        header |= (uint64_t)all[i] << (8 * i);
+    assert_true(8 + header + sizeof v <= total);
+    memcpy(all + 8 + header, &v, sizeof v);
+    f = fopen(dst, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(all, 1, total, f), total);
+    fclose(f);
+    free(all);
+}
+
+/* Issue 18: a snapshot of NaN weights evaluated to "validation loss nan" and status 0. */
+static void test_non_finite_model_refused(void **state)
+{
+    (void)state;
+    char args[1024], good[512], bad[512];
+    snprintf(good, sizeof good, "%s/good.safetensors", dir);
+    snprintf(bad, sizeof bad, "%s/nan.safetensors", dir);
+    snprintf(args, sizeof args, "--steps 2 --eval-every 0 --eval-examples 64 --save %s", good);
+    RunResult *r = malloc(sizeof *r);
+    run(r, 300, args);
+    assert_int_equal(r->status, 0);
+    free(r);
+    poison_first_value(good, bad, NAN);
+    snprintf(args, sizeof args, "--load %s --eval-examples 64", bad);
+    expect_refused(1, args, "holds nan at element 0");
+    poison_first_value(good, bad, -INFINITY);
+    expect_refused(1, args, "holds -inf at element 0");
+    snprintf(args, sizeof args, "--load-base %s --lora 2 --steps 2", bad);
+    expect_refused(1, args, "holds -inf at element 0");
+}
+
 int main(void)
 {
     if (!mkdtemp(dir))
@@ -95,6 +145,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_products_of_flags),
         cmocka_unit_test(test_outputs_checked_before_training),
+        cmocka_unit_test(test_non_finite_model_refused),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[600];

@@ -194,9 +194,20 @@ static void print_memory(const Run *run)
 
 /* The loop ---------------------------------------------------------------------------------- */
 
-static EvalResult evaluate(Run *run, long step)
+/* A validation loss that is not a number is a model that computes nothing: a failure, not a
+ * result to print (a loaded model with finite but enormous weights can overflow). */
+static EvalResult eval_checked(Run *run, long step)
 {
     EvalResult ev = eval_teacher_forced(run->tr, run->ds, run->B, run->o.eval_examples);
+    if (!isfinite(ev.loss))
+        cli_die(1, "the validation loss is %g at step %ld: the model's outputs are not finite "
+                "numbers%s", ev.loss, step, run->o.load_path ? " (check the --load file)" : "");
+    return ev;
+}
+
+static EvalResult evaluate(Run *run, long step)
+{
+    EvalResult ev = eval_checked(run, step);
     end_phase(run, NULL);
     run->last_eval = ev;
     run->last_eval_step = step;
@@ -368,7 +379,7 @@ static void report(Run *run, double start)
     }
     EvalResult ev = run->last_eval;
     if (run->last_eval_step != run->tr->step || run->steps_run == 0)
-        ev = eval_teacher_forced(run->tr, run->ds, run->B, o->eval_examples);
+        ev = eval_checked(run, run->tr->step);
     printf("validation loss  %.4f over %d examples\n", ev.loss, ev.examples);
     if (dataset_task(run->ds)) {
         double acc = eval_greedy_accuracy(run->tr, run->ds, run->B, o->eval_examples);

@@ -39,6 +39,16 @@ bool trainer_optimizer_parse(const char *name, TrainOptimizer *out)
     return false;
 }
 
+/* 8-bit Adam's stochastic rounding draws from a hash of its seed (optim/adam8bit.h): a stream
+ * of the run's seed of its own, so two seeds round differently and a snapshot, which keeps
+ * train.seed, resumes with the same bits. */
+static uint64_t adam8bit_seed(uint64_t seed)
+{
+    Rng r = rng_new(seed, RNG_STREAM_OPTIM);
+    uint64_t hi = rng_u32(&r);
+    return hi << 32 | rng_u32(&r);
+}
+
 static Optim *make_optimizer(const TrainerConfig *cfg, Tensor *const *params, int n)
 {
     switch (cfg->optimizer) {
@@ -47,6 +57,7 @@ static Optim *make_optimizer(const TrainerConfig *cfg, Tensor *const *params, in
         Adam8bitConfig c = adam8bit_defaults();
         c.adam = cfg->adamw;
         c.rounding = cfg->adam8bit_rounding;
+        c.seed = adam8bit_seed(cfg->seed);
         return &adam8bit_new(params, n, c)->base;
     }
     case TRAIN_ADAFACTOR: return &adafactor_new(params, n, cfg->adafactor)->base;

@@ -73,7 +73,8 @@ typedef enum {
 
 typedef struct {
     GptConfig      model;
-    uint64_t       seed;        /* initial weights (RNG_STREAM_INIT) and data (RNG_STREAM_DATA) */
+    uint64_t       seed;        /* initial weights (RNG_STREAM_INIT), data (RNG_STREAM_DATA) and
+                                 * 8-bit Adam's stochastic rounding (RNG_STREAM_OPTIM) */
     TrainOptimizer optimizer;
     AdamWConfig    adamw;       /* used when optimizer is TRAIN_ADAMW or TRAIN_ADAM8BIT */
     Adam8bitRounding adam8bit_rounding;   /* TRAIN_ADAM8BIT: how its moments are re-encoded */

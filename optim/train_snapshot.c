@@ -333,11 +333,28 @@ static bool read_loss_scale_config(const SnapshotReader *r, const char *path,
         !snapshot_meta_f64(r, "loss_scale.backoff_factor", &c->backoff_factor, err) ||
         !snapshot_meta_u64(r, "loss_scale.growth_interval", &interval, err))
         return false;
+    if (interval < 1 || interval > LOSS_SCALE_MAX_INTERVAL)
+        return gpt_snapshot_fail(err, path, "metadata 'loss_scale.growth_interval' = %" PRIu64
+                                 " is out of range [1, %ld]", interval,
+                                 (long)LOSS_SCALE_MAX_INTERVAL);
     c->mode = (LossScaleMode)mode;
-    c->growth_interval = interval > LONG_MAX ? 0 : (long)interval;
-    char why[160];
-    if (!loss_scale_check(c, why, sizeof why))
-        return gpt_snapshot_fail(err, path, "loss scaling: %s", why);
+    c->growth_interval = (long)interval;
+    /* Every factor is checked as the dynamic mode (and a --scale-* flag) checks it, whatever
+     * the mode: a file holds no value that is wrong but unused. One key at a time, so that the
+     * message names it. */
+    static const char *const keys[] = { "loss_scale.init_scale", "loss_scale.growth_factor",
+                                        "loss_scale.backoff_factor" };
+    const double values[] = { c->init_scale, c->growth_factor, c->backoff_factor };
+    for (int i = 0; i < 3; i++) {
+        LossScaleConfig one = loss_scale_defaults();
+        one.mode = LOSS_SCALE_DYNAMIC;
+        double *field[] = { &one.init_scale, &one.growth_factor, &one.backoff_factor };
+        *field[i] = values[i];
+        char why[160];
+        if (!loss_scale_check(&one, why, sizeof why))
+            return gpt_snapshot_fail(err, path, "metadata '%s' = %g: %s", keys[i], values[i],
+                                     why);
+    }
     return true;
 }
 
@@ -359,6 +376,9 @@ bool train_snapshot_config(const SnapshotReader *r, const char *path, TrainerCon
         !read_loss_scale_config(r, path, &c.loss_scale, err))
         return false;
     c.seed = seed;
+    char why[256];
+    if (!trainer_config_check(&c, why, sizeof why))    /* what a flag would have refused */
+        return gpt_snapshot_fail(err, path, "metadata %s", why);
     *cfg = c;
     return true;
 }

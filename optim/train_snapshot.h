@@ -47,10 +47,13 @@
  * it, so a program given --load needs no model flags; checking user flags against the file is
  * the program's job (train_snapshot_config reads the config without building anything). Every
  * check comes before the caller sees a trainer: the format tag, each config entry (present,
- * well-formed, a valid model), the tensor names (none missing, none unknown), each tensor's
- * dtype and exact shape, the counters and the RNG. A failure returns false or NULL with one
- * message "PATH: ..." in err and leaves nothing behind; the file itself is never written by a
- * load, and a save replaces an earlier file only once the new one is complete on disk.
+ * well-formed, a valid model, every number within the range its flag takes:
+ * trainer_config_check with optim/train.h's TRAIN_RANGES and nn/gpt.h's maxima, so that no
+ * library check behind it can abort), no string with an escaped NUL, the tensor names (none
+ * missing, none unknown), each tensor's dtype and exact shape, every weight finite, the
+ * counters and the RNG. A failure returns false or NULL with one message "PATH: ..." in err
+ * and leaves nothing behind; the file itself is never written by a load, and a save replaces
+ * an earlier file only once the new one is complete on disk.
  *
  * Not saved: per-parameter decay flags changed by hand after the optimizer was made (the decay
  * rule is saved and reapplied), and the tape's nodes and tensors (a snapshot is taken between

@@ -2,17 +2,14 @@
  * naming the flag or the key, a non-zero exit status, and no crash (a signal), no hang (a time
  * limit) and no step run. The program is built beside this test (the Makefile makes it a
  * prerequisite) and found through TAPEGRAD_BUILD_DIR. */
-#include "tests/test_helpers.h"
+#include "tests/snapshot_test_helpers.h"
 
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #ifndef TAPEGRAD_BUILD_DIR
 #define TAPEGRAD_BUILD_DIR "build"
 #endif
-
-static char dir[] = "/tmp/tapegrad_cli_XXXXXX";
 
 typedef struct {
     int  status;        /* the exit status, or -1 for a signal or a timeout */
@@ -117,6 +114,20 @@ static void poison_first_value(const char *src, const char *dst, float v)
     free(all);
 }
 
+/* A snapshot of train_gpt's at path: 2 steps of the default task. */
+static void save_good(const char *path)
+{
+    char args[1024];
+    snprintf(args, sizeof args, "--steps 2 --eval-every 0 --eval-examples 64 --save %s", path);
+    RunResult *r = malloc(sizeof *r);
+    run(r, 300, args);
+    if (r->status != 0) {
+        print_error("train_gpt %s failed:\n%s\n", args, r->out);
+        fail();
+    }
+    free(r);
+}
+
 /* Issue 18: a snapshot of NaN weights evaluated to "validation loss nan" and status 0. */
 static void test_non_finite_model_refused(void **state)
 {
@@ -124,11 +135,7 @@ static void test_non_finite_model_refused(void **state)
     char args[1024], good[512], bad[512];
     snprintf(good, sizeof good, "%s/good.safetensors", dir);
     snprintf(bad, sizeof bad, "%s/nan.safetensors", dir);
-    snprintf(args, sizeof args, "--steps 2 --eval-every 0 --eval-examples 64 --save %s", good);
-    RunResult *r = malloc(sizeof *r);
-    run(r, 300, args);
-    assert_int_equal(r->status, 0);
-    free(r);
+    save_good(good);
     poison_first_value(good, bad, NAN);
     snprintf(args, sizeof args, "--load %s --eval-examples 64", bad);
     expect_refused(1, args, "holds nan at element 0");
@@ -138,19 +145,52 @@ static void test_non_finite_model_refused(void **state)
     expect_refused(1, args, "holds -inf at element 0");
 }
 
+/* Issue 18: the data and schedule metadata train_gpt adds skipped the flags' range checks (a
+ * schedule batch of 1e8 allocated at 250 MB/s, 64-bit counts were cut to 32 bits); the
+ * trainer's own metadata reaches the library's checks through the program as well. Each must
+ * stop the run with status 1, the key and the range named, before any step. */
+static void test_wrong_program_metadata(void **state)
+{
+    (void)state;
+    char good[512], bad[512], args[1024];
+    in_dir(good, sizeof good, "program.safetensors");
+    in_dir(bad, sizeof bad, "program_bad.safetensors");
+    save_good(good);
+    static const struct { const char *key, *value, *needle; } cases[] = {
+        { "schedule.batch", "\"100000000\"",
+          "'schedule.batch' = 100000000 is out of range [1, 65536], the range of --batch" },
+        { "schedule.accum", "\"4294967297\"", "'schedule.accum' = 4294967297 is out of range" },
+        { "schedule.base_batch", "\"1e9\"", "'schedule.base_batch' is '1e9', not an integer" },
+        { "schedule.lr", "\"nan\"", "'schedule.lr' = nan is out of range" },
+        { "schedule.lr", "\"100\"", "'schedule.lr' = 100 is out of range [1e-12, 10]" },
+        { "schedule.warmup", "\"-5\"", "'schedule.warmup' = -5 is out of range" },
+        { "schedule.warmup_fraction", "\"inf\"", "'schedule.warmup_fraction' = inf" },
+        { "schedule.cooldown", "\"-1\"", "'schedule.cooldown' = -1 is out of range" },
+        { "data.task_size", "\"4294967299\"", "'data.task_size' = 4294967299 is out of range" },
+        { "data.msd_first", "\"2\"", "'data.msd_first' is '2', not 0 or 1" },
+        { "data.task", "\"add\\u0000x\"", "escapes a NUL character" },
+        { "train.step", "\"4294967296000\"", "'train.step' = 4294967296000 is out of range" },
+        { "train.seed", "\"4611686018427387905\"", "'train.seed' = 4611686018427387905" },
+        { "train.clip", "\"nan\"", "'train.clip' = nan is out of range [0, 1e+06]" },
+        { "optim.beta1", "\"1.5\"", "'optim.beta1' = 1.5 is out of range [0, 0.9999]" },
+        { "optim.eps", "\"-1\"", "'optim.eps' = -1 is out of range" },
+        { "model.n_layer", "\"2147483647\"", "'model.n_layer' is 2147483647, not in 1..64" },
+        { "model.n_layer", "\"100000\"", "'model.n_layer' is 100000, not in 1..64" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        edit_meta(good, bad, cases[i].key, cases[i].value);
+        snprintf(args, sizeof args, "--load %s --steps 3", bad);
+        expect_refused(1, args, cases[i].needle);
+    }
+}
+
 int main(void)
 {
-    if (!mkdtemp(dir))
-        return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_products_of_flags),
         cmocka_unit_test(test_outputs_checked_before_training),
         cmocka_unit_test(test_non_finite_model_refused),
+        cmocka_unit_test(test_wrong_program_metadata),
     };
-    int failed = cmocka_run_group_tests(tests, NULL, NULL);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        failed++;
-    return failed;
+    return cmocka_run_group_tests(tests, make_dir, remove_dir);
 }

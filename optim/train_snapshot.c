@@ -1,6 +1,7 @@
 #include "optim/train_snapshot.h"
 
 #include "nn/gpt_snapshot.h"
+#include "nn/lora_snapshot.h"
 
 #include <inttypes.h>
 #include <limits.h>
@@ -42,6 +43,13 @@ static bool is_master(const Optim *o, const OptimBuffer *b)
     return false;
 }
 
+/* What the optimizer trains, and a snapshot stores as parameters: the model's, or a LoRA run's
+ * adapters (its base is not in the file: the program rebuilds it, train_snapshot_restore). */
+static Tensor *const *trained_params(const Trainer *t, int *n)
+{
+    return t->lora ? gpt_lora_params(t->lora, n) : gpt_params(t->model, n);
+}
+
 static void tensor_shape64(const Tensor *t, int64_t *shape)
 {
     for (int d = 0; d < t->ndim; d++)
@@ -65,7 +73,7 @@ static void add_param(SnapshotWriter *w, const Trainer *t, const Tensor *p, Snap
 static void add_tensors(SnapshotWriter *w, const Trainer *t, SnapshotError *err)
 {
     int n;
-    Tensor *const *params = gpt_params(t->model, &n);
+    Tensor *const *params = trained_params(t, &n);
     for (int i = 0; i < n; i++)
         add_param(w, t, params[i], err);
     char name[KEY_LEN];
@@ -187,6 +195,8 @@ bool train_snapshot_save(const Trainer *t, const char *path, const char *const *
     add_precision(w, &t->cfg.policy, err);
     add_loss_scale(w, &t->scaler, err);
     add_amax_history(w, t, err);
+    if (t->lora)
+        lora_snapshot_add_config(w, &t->lora->cfg, err);
     for (int i = 0; i < n; i++)
         snapshot_add_meta(w, keys[i], values[i], err);
     bool ok = snapshot_write(w, path, err);
@@ -408,7 +418,7 @@ static bool history_slots(const SnapshotReader *r, const char *path, const Train
 static char (*expected_names(const Trainer *t, bool with_history, int *n))[KEY_LEN]
 {
     int n_params;
-    Tensor *const *params = gpt_params(t->model, &n_params);
+    Tensor *const *params = trained_params(t, &n_params);
     int n_state = optim_state_count(t->optim), n_bufs = optim_buffer_count(t->optim);
     int total = n_params + n_state + n_bufs + 1;
     char (*names)[KEY_LEN] = malloc((size_t)total * sizeof *names);
@@ -460,7 +470,7 @@ static bool read_tensors(SnapshotReader *r, const char *path, Trainer *t, Snapsh
         list[i] = names[i];
     bool ok = snapshot_check_names(r, list, n, err);
     int n_params;
-    Tensor *const *params = gpt_params(t->model, &n_params);
+    Tensor *const *params = trained_params(t, &n_params);
     for (int i = 0; ok && i < n_params; i++)
         ok = read_param(r, path, t, params[i], err);
     for (int i = 0; ok && i < optim_state_count(t->optim); i++)
@@ -559,16 +569,45 @@ static bool read_amax_history(SnapshotReader *r, const char *path, Trainer *t,
     return true;
 }
 
+static bool read_state(SnapshotReader *r, const char *path, Trainer *t, SnapshotError *err)
+{
+    return read_tensors(r, path, t, err) && read_counters(r, path, t, err) &&
+           read_amax_history(r, path, t, err);
+}
+
 Trainer *train_snapshot_load(SnapshotReader *r, const char *path, SnapshotError *err)
 {
     TrainerConfig cfg;
     if (!train_snapshot_config(r, path, &cfg, err))
         return NULL;
+    if (snapshot_meta(r, "lora.rank"))
+        return gpt_snapshot_fail(err, path, "a LoRA run's snapshot holds its adapters, not its "
+                                 "base: rebuild the run, then train_snapshot_restore"), NULL;
     Trainer *t = trainer_new(&cfg);
-    if (!read_tensors(r, path, t, err) || !read_counters(r, path, t, err) ||
-        !read_amax_history(r, path, t, err)) {
+    if (!read_state(r, path, t, err)) {
         trainer_free(t);
         return NULL;
     }
     return t;
+}
+
+bool train_snapshot_lora(const SnapshotReader *r, const char *path, const GptConfig *base,
+                         LoraConfig *cfg, bool *has, SnapshotError *err)
+{
+    *has = snapshot_meta(r, "lora.rank") != NULL;
+    return !*has || lora_snapshot_read_config(r, path, base, cfg, err);
+}
+
+bool train_snapshot_restore(Trainer *t, SnapshotReader *r, const char *path, SnapshotError *err)
+{
+    LoraConfig lc;
+    bool has;
+    if (!train_snapshot_lora(r, path, &t->cfg.model, &lc, &has, err))
+        return false;
+    const LoraConfig *mine = t->lora ? &t->lora->cfg : NULL;
+    if (has != (mine != NULL) || (has && (lc.rank != mine->rank || lc.alpha != mine->alpha ||
+                                          lc.targets != mine->targets ||
+                                          lc.qlora != mine->qlora)))
+        return gpt_snapshot_fail(err, path, "its LoRA settings are not the trainer's");
+    return read_state(r, path, t, err);
 }

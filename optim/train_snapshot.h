@@ -74,7 +74,22 @@ bool     train_snapshot_save(const Trainer *t, const char *path, const char *con
 bool     train_snapshot_config(const SnapshotReader *r, const char *path, TrainerConfig *cfg,
                                SnapshotError *err);
 
-/* A new trainer built from r's config and holding r's state; NULL with the reason in err. */
+/* A new trainer built from r's config and holding r's state; NULL with the reason in err. A
+ * LoRA run's snapshot is refused: it does not hold the base (below). */
 Trainer *train_snapshot_load(SnapshotReader *r, const char *path, SnapshotError *err);
+
+/* A LoRA run (trainer_use_lora): the snapshot stores the adapters as the parameters (fp32, the
+ * masters under a policy), the optimizer's state over them, and the adapters' config under
+ * "lora." (rank, alpha, targets, qlora: nn/lora_snapshot.h's keys); the frozen base is not in
+ * it, since it is a file of its own or drawn from the seed. To resume, the caller rebuilds the
+ * run as it began: trainer_new with train_snapshot_config's config, the base's weights,
+ * trainer_use_lora with the config train_snapshot_lora reads (*has false for a snapshot of
+ * a run without LoRA), then train_snapshot_restore reads the adapters, their state and the
+ * counters into it. restore checks the LoRA config against the trainer's and works for a run
+ * without LoRA too; on failure the trainer is partly overwritten (free it). */
+bool     train_snapshot_lora(const SnapshotReader *r, const char *path, const GptConfig *base,
+                             LoraConfig *cfg, bool *has, SnapshotError *err);
+bool     train_snapshot_restore(Trainer *t, SnapshotReader *r, const char *path,
+                                SnapshotError *err);
 
 #endif

@@ -184,6 +184,95 @@ static void test_wrong_program_metadata(void **state)
     }
 }
 
+/* The loss and grad_norm cells of a log's rows from step `from` on, one row a line. */
+static void log_rows(const char *path, long from, char *out, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[4096];
+    size_t used = 0;
+    out[0] = '\0';
+    while (fgets(line, sizeof line, f)) {
+        char *cells[4] = { line }, *p = line;
+        for (int c = 1; c < 4 && (p = strchr(p, '\t')); c++) {
+            *p++ = '\0';
+            cells[c] = p;
+        }
+        if (!p || atol(cells[0]) < from)
+            continue;       /* the header, or an earlier step */
+        char *end = strchr(cells[3], '\t');
+        if (end)
+            *end = '\0';
+        used += (size_t)snprintf(out + used, len - used, "%s %s %s\n", cells[0], cells[1],
+                                 cells[3]);
+        assert_true(used < len);
+    }
+    fclose(f);
+}
+
+static void run_ok(const char *args)
+{
+    RunResult *r = malloc(sizeof *r);
+    run(r, 300, args);
+    if (r->status != 0) {
+        print_error("train_gpt %s failed:\n%s\n", args, r->out);
+        fail();
+    }
+    free(r);
+}
+
+/* A LoRA run resumed from --save and --load: 6 steps straight and 3 + save + load + 3 log the
+ * same loss and gradient norm, to the last digit, on a base file and on the seed's random
+ * base, in fp32 and under bf16 with QLoRA. A base replaced between the runs is refused. */
+static void check_lora_resume(const char *base, const char *extra)
+{
+    char args[2048], straight[512], second[512], half[512], a[8192], b[8192];
+    const char *common = "--eval-every 0 --eval-examples 64 --decay constant --warmup 0 --lora 2";
+    char base_flag[600] = "";
+    if (base)
+        snprintf(base_flag, sizeof base_flag, "--load-base %s", base);
+    in_dir(straight, sizeof straight, "straight.tsv");
+    in_dir(second, sizeof second, "second.tsv");
+    in_dir(half, sizeof half, "half.safetensors");
+    snprintf(args, sizeof args, "%s %s %s --steps 6 --log %s", common, extra, base_flag,
+             straight);
+    run_ok(args);
+    snprintf(args, sizeof args, "%s %s %s --steps 3 --save %s", common, extra, base_flag, half);
+    run_ok(args);
+    snprintf(args, sizeof args, "--eval-every 0 --eval-examples 64 --load %s --steps 6 --log %s",
+             half, second);
+    run_ok(args);
+    log_rows(straight, 4, a, sizeof a);
+    log_rows(second, 4, b, sizeof b);
+    print_message("%s %s, steps 4-6 straight and resumed:\n%s", base ? "base file" : "seed's base",
+                  extra, b);
+    assert_int_equal(strlen(a) > 20, true);
+    assert_string_equal(a, b);
+}
+
+static void test_lora_resume(void **state)
+{
+    (void)state;
+    char base[512], args[1024], half[512];
+    in_dir(base, sizeof base, "lora_base.safetensors");
+    snprintf(args, sizeof args, "--steps 4 --separate-qkv --eval-every 0 --eval-examples 64 "
+             "--save %s", base);
+    run_ok(args);
+    check_lora_resume(base, "");
+    check_lora_resume(base, "--precision bf16 --qlora --lora-targets all");
+    check_lora_resume(NULL, "--optimizer adam8bit --adam8bit-rounding stochastic");
+    /* the base replaced since */
+    check_lora_resume(base, "");
+    snprintf(args, sizeof args, "--steps 4 --separate-qkv --seed 9 --eval-every 0 "
+             "--eval-examples 64 --save %s", base);
+    run_ok(args);
+    in_dir(half, sizeof half, "half.safetensors");
+    snprintf(args, sizeof args, "--load %s --steps 6", half);
+    expect_refused(1, args, "is not the file the run began with");
+    snprintf(args, sizeof args, "--load %s --steps 6 --lora 2", half);
+    expect_refused(2, args, "--load takes the LoRA settings and the base from the snapshot");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -191,6 +280,7 @@ int main(void)
         cmocka_unit_test(test_outputs_checked_before_training),
         cmocka_unit_test(test_non_finite_model_refused),
         cmocka_unit_test(test_wrong_program_metadata),
+        cmocka_unit_test(test_lora_resume),
     };
     return cmocka_run_group_tests(tests, make_dir, remove_dir);
 }

@@ -637,6 +637,7 @@ void options_merge_snapshot(Options *o, const TrainerConfig *s, const SnapshotRe
     else if (o->steps < saved_step)
         cli_usage_error("--steps %ld is before the snapshot's step %ld (--steps counts from "
                         "the start of the first run)", o->steps, saved_step);
+    lora_merge_snapshot(o, r, path, m);
     check_combinations(o);
 }
 
@@ -701,6 +702,11 @@ int options_snapshot_meta(const Options *o, char keys[][OPTIONS_META_KEY],
     put(keys, values, &n, "schedule.cooldown", "%ld", o->cooldown);
     put(keys, values, &n, "schedule.cooldown_shape", "%s",
         SCHED_COOLDOWN_NAMES[o->cooldown_shape]);
+    if (o->lora_rank > 0) {     /* the base a resumed LoRA run reads again (lora.c) */
+        put(keys, values, &n, "lora.base", "%s", o->load_base_path ? o->load_base_path : "");
+        put(keys, values, &n, "lora.base_fnv1a", "%016llx",
+            (unsigned long long)lora_base_hash(o));
+    }
     return n;
 }
 

@@ -133,7 +133,8 @@ static Trainer *make_trainer(Run *run)
     options_merge_snapshot(o, &saved, r, o->load_path, (long)step);
     run->ds = open_data(o);
     check_fit(o, run->ds, &saved.model);
-    Trainer *tr = train_snapshot_load(r, o->load_path, &err);
+    Trainer *tr = o->lora_rank > 0 ? lora_resume(o, &saved, r)
+                                   : train_snapshot_load(r, o->load_path, &err);
     if (!tr)
         cli_die(1, "%s", err.message);
     tr->cfg.checkpoint = o->checkpoint;     /* not in the snapshot: it changes no number */

@@ -110,7 +110,8 @@ bool lora_snapshot_read_config(const SnapshotReader *r, const char *path,
 
 /* Names first (a missing or unknown tensor is the clearer message), then each tensor, whose
  * exact shape snapshot_read_tensor checks before it copies a byte. */
-static bool read_adapters(SnapshotReader *r, GptLora *lora, SnapshotError *err)
+static bool read_adapters(SnapshotReader *r, const char *path, GptLora *lora,
+                          SnapshotError *err)
 {
     int n;
     Tensor *const *params = gpt_lora_params(lora, &n);
@@ -121,7 +122,10 @@ static bool read_adapters(SnapshotReader *r, GptLora *lora, SnapshotError *err)
         names[i] = params[i]->name;
     bool ok = snapshot_check_names(r, names, n, err);
     for (int i = 0; ok && i < n; i++)
-        ok = snapshot_read_tensor(r, NULL, params[i], err);
+        ok = snapshot_read_tensor(r, NULL, params[i], err) &&
+             (!params[i]->data || gpt_snapshot_check_finite(path, params[i]->name,
+                                                            params[i]->data, params[i]->size,
+                                                            err));
     free(names);
     return ok;
 }
@@ -148,7 +152,7 @@ GptLora *lora_snapshot_load(Gpt *model, const char *path, SnapshotError *err)
         bool qlora = cfg.qlora;
         cfg.qlora = false;
         lora = gpt_lora_new(model, &cfg, 0);
-        if (!read_adapters(r, lora, err)) {
+        if (!read_adapters(r, path, lora, err)) {
             gpt_lora_free(lora);
             lora = NULL;
         } else if (qlora) {

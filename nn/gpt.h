@@ -90,6 +90,8 @@ Tensor     *const *gpt_params(const Gpt *model, int *n);
 Tensor     *gpt_param(const Gpt *model, const char *name);
 /* Number of trainable scalars (a tied head is counted once, as wte). */
 size_t      gpt_n_params(const Gpt *model);
+/* The same from a config, without building the model (to refuse one too large to build). */
+size_t      gpt_config_n_params(const GptConfig *cfg);
 void        gpt_zero_grad(Gpt *model);
 /* Standard (false, the default) or tiled attention in every block. A run-time choice, not part
  * of the model: it changes activation memory, not the function (within fp32 rounding). */

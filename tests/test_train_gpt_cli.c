@@ -182,6 +182,13 @@ static void test_wrong_program_metadata(void **state)
         snprintf(args, sizeof args, "--load %s --steps 3", bad);
         expect_refused(1, args, cases[i].needle);
     }
+    /* Each count within its range, the model 2e11 parameters: refused before it is built (the
+     * allocator aborted, or the kernel's OOM killer ended the run), as the same flags are. */
+    edit_meta(good, bad, "model.n_layer", "\"64\"");
+    edit_meta(bad, bad, "model.n_embd", "\"16384\"");
+    snprintf(args, sizeof args, "--load %s --steps 3", bad);
+    expect_refused(1, args, "of memory this machine has");
+    expect_refused(1, "--layers 64 --embd 16384", "has 2.062e+11 parameters");
 }
 
 /* The loss and grad_norm cells of a log's rows from step `from` on, one row a line. */

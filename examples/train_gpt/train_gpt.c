@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "autograd/outfile.h"
 #include "autograd/parallel.h"
@@ -107,6 +108,19 @@ static void check_fit(const Options *o, const Dataset *ds, const GptConfig *m)
         cli_die(1, "rows of %d tokens are longer than the model's T = %d", o->seq, m->max_seq);
 }
 
+/* A model whose fp32 weights alone exceed the machine's memory is refused before it is built
+ * (building it would end in an allocator's abort or the kernel's OOM killer): from flags or
+ * from a snapshot's model.* keys alike. */
+static void check_model_size(const GptConfig *m)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    double params = (double)gpt_config_n_params(m), memory = (double)pages * (double)page;
+    if (pages > 0 && page > 0 && 4.0 * params > memory)
+        cli_die(1, "the model (V=%d T=%d L=%d C=%d) has %.4g parameters: its fp32 weights alone "
+                "need %.3g GB, more than the %.3g GB of memory this machine has", m->vocab_size,
+                m->max_seq, m->n_layer, m->n_embd, params, 4e-9 * params, 1e-9 * memory);
+}
+
 /* A fresh trainer, or the one a snapshot holds (its settings merged into the options). */
 static Trainer *make_trainer(Run *run)
 {
@@ -117,6 +131,7 @@ static Trainer *make_trainer(Run *run)
         if (o->load_base_path)
             lora_base_config(o, &cfg.model);
         check_fit(o, run->ds, &cfg.model);
+        check_model_size(&cfg.model);
         Trainer *tr = trainer_new(&cfg);
         gpt_set_tiled_attention(tr->model, o->tiled_attention);
         lora_setup(tr, o);
@@ -133,6 +148,7 @@ static Trainer *make_trainer(Run *run)
     options_merge_snapshot(o, &saved, r, o->load_path, (long)step);
     run->ds = open_data(o);
     check_fit(o, run->ds, &saved.model);
+    check_model_size(&saved.model);
     Trainer *tr = o->lora_rank > 0 ? lora_resume(o, &saved, r)
                                    : train_snapshot_load(r, o->load_path, &err);
     if (!tr)

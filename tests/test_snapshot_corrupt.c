@@ -233,7 +233,8 @@ static const MetaCase META_CASES[] = {
     { TRAIN_ADAFACTOR, "optim.decay_exponent", "\"2\"", "'optim.decay_exponent' = 2" },
     { TRAIN_ADAFACTOR, "optim.beta1", "\"1\"", "'optim.beta1' = 1 is out of range" },
     { TRAIN_SGD, "optim.nesterov", "\"true\"", NULL },    /* with momentum 0: below */
-    { TRAIN_ADAMW, "model.n_layer", "\"2147483647\"", "'model.n_layer' is 2147483647, not in 1..64" },
+    { TRAIN_ADAMW, "model.n_layer", "\"2147483647\"",
+      "'model.n_layer' is 2147483647, not in 1..64" },
     { TRAIN_ADAMW, "model.n_layer", "\"100000\"", "'model.n_layer' is 100000, not in 1..64" },
     { TRAIN_ADAMW, "model.n_embd", "\"1048576\"", "'model.n_embd' is 1048576, not in 1..16384" },
     { TRAIN_ADAMW, "model.max_seq", "\"65537\"", "'model.max_seq' is 65537" },

@@ -24,7 +24,9 @@ void lora_set_option(Options *o, Flag f, const char *flag, const char *arg)
     char err[256];
     switch (f) {
     case FLAG_LORA: o->lora_rank = (int)cli_long(flag, arg, 0, 1 << 14); break;
-    case FLAG_LORA_ALPHA: o->lora_alpha = cli_double(flag, arg, LORA_ALPHA_MIN, LORA_ALPHA_MAX); break;
+    case FLAG_LORA_ALPHA:
+        o->lora_alpha = cli_double(flag, arg, LORA_ALPHA_MIN, LORA_ALPHA_MAX);
+        break;
     case FLAG_LORA_TARGETS:
         if (!lora_targets_parse(arg, &o->lora_targets, err, sizeof err))
             cli_usage_error("%s: %s", flag, err);

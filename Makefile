@@ -114,6 +114,10 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(EXLIB) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $(filter %.o,$^) $(LINK_MPI) $(EXLIB) $(LIB) $(LDLIBS) -o $@
 
+# A test that runs train_gpt as a user would: the program is built first, and found in $(BUILD).
+$(BUILD)/tests/test_train_gpt_cli: $(BUILD)/bin/train_gpt
+$(BUILD)/obj/tests/test_train_gpt_cli.o: CFLAGS += -DTAPEGRAD_BUILD_DIR='"$(CURDIR)/$(BUILD)"'
+
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(EXLIB) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $(filter %.o,$^) $(LINK_MPI) $(EXLIB) $(LIB) $(LDLIBS) -o $@

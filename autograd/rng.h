@@ -12,7 +12,10 @@ typedef struct {
     uint64_t inc;      /* stream selector; always odd */
 } Rng;
 
-enum { RNG_STREAM_INIT = 1, RNG_STREAM_DATA = 2, RNG_STREAM_DROPOUT = 3, RNG_STREAM_ROUNDING = 4 };
+/* RNG_STREAM_OPTIM: the seed of an optimizer's own randomness (8-bit Adam's stochastic
+ * rounding, optim/train.c), derived from the run's seed. */
+enum { RNG_STREAM_INIT = 1, RNG_STREAM_DATA = 2, RNG_STREAM_DROPOUT = 3, RNG_STREAM_ROUNDING = 4,
+       RNG_STREAM_OPTIM = 5 };
 
 Rng      rng_new(uint64_t seed, uint64_t stream);
 uint32_t rng_u32(Rng *r);

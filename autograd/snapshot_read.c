@@ -212,6 +212,22 @@ static bool parse_meta(SnapshotReader *r, const cJSON *obj, SnapshotError *err)
     return ok;
 }
 
+/* Where the JSON text escapes a NUL character ("\u0000"), or NULL: a name or a value holding
+ * one would read as a shorter C string ("add\u0000x" as "add"), so a file could say one thing
+ * and be taken for another. Backslashes appear only inside strings, where each escapes the
+ * next character. */
+static const char *escaped_nul(const char *text, size_t len)
+{
+    for (size_t i = 0; i + 1 < len; i++) {
+        if (text[i] != '\\')
+            continue;
+        if (text[i + 1] == 'u' && i + 5 < len && strncmp(text + i + 2, "0000", 4) == 0)
+            return text + i;
+        i++;    /* the escaped character */
+    }
+    return NULL;
+}
+
 /* The JSON object of the header: tensors and metadata, each key once. */
 static bool parse_header(SnapshotReader *r, const char *text, uint64_t len, SnapshotError *err)
 {
@@ -221,6 +237,12 @@ static bool parse_header(SnapshotReader *r, const char *text, uint64_t len, Snap
         return snapshot_fail(err, r->path, "header contains a NUL byte");
     if (!snapshot_utf8_valid(text, (size_t)len))
         return snapshot_fail(err, r->path, "header is not valid UTF-8");
+    const char *nul = escaped_nul(text, (size_t)len);
+    if (nul) {
+        const char *from = nul - text > 48 ? nul - 48 : text;
+        return snapshot_fail(err, r->path, "header escapes a NUL character (\\u0000) after "
+                             "'%.*s': no name or value may hold one", (int)(nul - from), from);
+    }
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(text, (size_t)len, &end, false);
     if (!root)

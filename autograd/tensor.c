@@ -104,7 +104,7 @@ void tensor_free(Tensor *t)
         return;
     if (t->owns_data)
         mem_free(t->dtype == DTYPE_F32 ? (void *)t->data : t->packed);
-    if (t->dtype != DTYPE_F32)
+    if (t->dtype != DTYPE_F32 && !t->borrows_data)
         mem_free(t->data);      /* a scratch copy still unpacked */
     mem_free(t->grad);
     free(t);
@@ -203,10 +203,20 @@ float *tensor_unpack(Tensor *t)
 
 void tensor_release(Tensor *t)
 {
-    if (t->dtype == DTYPE_F32)
+    if (t->dtype == DTYPE_F32 || t->borrows_data)
         return;
     mem_free(t->data);
     t->data = NULL;
+}
+
+void tensor_borrow_data(Tensor *t, float *values)
+{
+    if (t->dtype == DTYPE_F32)
+        tensor_fatal("tensor_borrow_data: %s is fp32 and holds its own values", t->name);
+    if (!t->borrows_data)
+        mem_free(t->data);
+    t->data = values;
+    t->borrows_data = values != NULL;
 }
 
 void tensor_store(Tensor *t, const float *src)

@@ -49,6 +49,9 @@ typedef struct Tensor {
     bool        requires_grad;    /* set on leaves by the user, propagated by ops */
     bool        is_param;         /* gradient persists (grad category) rather than temp */
     bool        owns_data;        /* false for views */
+    bool        borrows_data;     /* packed, with data pointing at fp32 storage owned elsewhere
+                                   * (an optimizer's master weights, optim/optim.h):
+                                   * tensor_release and tensor_free leave it alone */
     char        name[TENSOR_NAME_LEN];
 } Tensor;
 
@@ -77,6 +80,9 @@ void    tensor_pack(Tensor *t, Dtype d, float scale);
  * (category temp), made on the first call and kept until tensor_release. */
 float  *tensor_unpack(Tensor *t);
 void    tensor_release(Tensor *t);
+/* A packed tensor's data pointed at values fp32 owned by someone else (NULL: none), which
+ * tensor_release and tensor_free will never free; its own scratch copy is freed first. */
+void    tensor_borrow_data(Tensor *t, float *values);
 /* Encodes n = t->size values from src into t's storage (a packed tensor keeps its scale). */
 void    tensor_store(Tensor *t, const float *src);
 /* y[i] = the value x[i] * scale rounds to in format f, divided by scale again: what storing in

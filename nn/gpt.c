@@ -91,6 +91,15 @@ Tensor *gpt_param(const Gpt *model, const char *name)
 
 size_t gpt_n_params(const Gpt *model) { return nn_params_numel(&model->params); }
 
+/* wte V C, wpe T C, per block two LayerNorms (4C), q/k/v and proj (4C^2 + 4C), the MLP
+ * (8C^2 + 5C); ln_f 2C; an untied head V C. */
+size_t gpt_config_n_params(const GptConfig *cfg)
+{
+    size_t V = (size_t)cfg->vocab_size, T = (size_t)cfg->max_seq, L = (size_t)cfg->n_layer;
+    size_t C = (size_t)cfg->n_embd;
+    return V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C + (cfg->tied ? 0 : V * C);
+}
+
 void gpt_zero_grad(Gpt *model) { nn_params_zero_grad(&model->params); }
 
 Tensor *gpt_embed(const Gpt *model, Tape *tape, const int *tokens, int B, int T)

@@ -70,6 +70,11 @@ typedef struct {
 
 /* The benchmark model: V=65 (characters) T=64 L=4 H=4 C=128, tied, fused q/k/v. */
 GptConfig   gpt_config_default(void);
+/* The largest model a file may describe (nn/gpt_snapshot.c checks every model config it reads)
+ * and train_gpt's flags allow: a corrupt count cannot build a model for minutes or allocate
+ * gigabytes before anything is read. gpt_new itself takes any valid config. */
+enum { GPT_MAX_VOCAB = 1 << 20, GPT_MAX_SEQ = 1 << 16, GPT_MAX_LAYERS = 64,
+       GPT_MAX_WIDTH = 1 << 14 };
 /* True when cfg describes a model; otherwise false, with one sentence naming the offending
  * field and value in err (e.g. "n_embd (C) = 10 is not a multiple of n_head (H) = 4"). */
 bool        gpt_config_check(const GptConfig *cfg, char *err, size_t len);
@@ -85,6 +90,8 @@ Tensor     *const *gpt_params(const Gpt *model, int *n);
 Tensor     *gpt_param(const Gpt *model, const char *name);
 /* Number of trainable scalars (a tied head is counted once, as wte). */
 size_t      gpt_n_params(const Gpt *model);
+/* The same from a config, without building the model (to refuse one too large to build). */
+size_t      gpt_config_n_params(const GptConfig *cfg);
 void        gpt_zero_grad(Gpt *model);
 /* Standard (false, the default) or tiled attention in every block. A run-time choice, not part
  * of the model: it changes activation memory, not the function (within fp32 rounding). */

@@ -85,6 +85,10 @@ typedef struct {
     size_t packed_values, packed_bytes; /* everything stored packed (bf16, fp16: a policy's) */
 } LoraBaseBytes;
 
+/* The alphas a user (train_gpt's --lora-alpha) or a file may give. */
+#define LORA_ALPHA_MIN 1e-6
+#define LORA_ALPHA_MAX 1e6
+
 /* r 8, alpha 16, targets q and v, no quantization. */
 LoraConfig  lora_config_default(void);
 /* "q,v", "q,k,v,o,mlp" or "all" into LORA_TARGET_* bits; false with a message in err for an

@@ -2,6 +2,7 @@
 
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -27,14 +28,15 @@ bool gpt_snapshot_fail(SnapshotError *err, const char *path, const char *fmt, ..
 typedef struct {
     const char *key, *label;
     size_t      offset;
+    int         max;            /* a file's value at most this (nn/gpt.h) */
 } IntField;
 
 static const IntField int_fields[] = {
-    { "vocab_size", "vocab_size (V)", offsetof(GptConfig, vocab_size) },
-    { "max_seq", "max_seq (T)", offsetof(GptConfig, max_seq) },
-    { "n_layer", "n_layer (L)", offsetof(GptConfig, n_layer) },
-    { "n_head", "n_head (H)", offsetof(GptConfig, n_head) },
-    { "n_embd", "n_embd (C)", offsetof(GptConfig, n_embd) },
+    { "vocab_size", "vocab_size (V)", offsetof(GptConfig, vocab_size), GPT_MAX_VOCAB },
+    { "max_seq", "max_seq (T)", offsetof(GptConfig, max_seq), GPT_MAX_SEQ },
+    { "n_layer", "n_layer (L)", offsetof(GptConfig, n_layer), GPT_MAX_LAYERS },
+    { "n_head", "n_head (H)", offsetof(GptConfig, n_head), GPT_MAX_WIDTH },
+    { "n_embd", "n_embd (C)", offsetof(GptConfig, n_embd), GPT_MAX_WIDTH },
 };
 enum { N_INT_FIELDS = sizeof int_fields / sizeof int_fields[0] };
 
@@ -86,9 +88,9 @@ bool gpt_snapshot_read_config(const SnapshotReader *r, const char *path, const c
         uint64_t v;
         if (!snapshot_meta_u64(r, key(k, prefix, int_fields[i].key), &v, err))
             return false;
-        if (v < 1 || v > INT_MAX)
+        if (v < 1 || v > (uint64_t)int_fields[i].max)
             return gpt_snapshot_fail(err, path, "metadata '%s' is %" PRIu64 ", not in 1..%d", k,
-                                     v, INT_MAX);
+                                     v, int_fields[i].max);
         *int_field(&c, i) = (int)v;
     }
     if (!meta_bool(r, path, key(k, prefix, "tied"), &c.tied, err) ||
@@ -160,6 +162,16 @@ bool gpt_snapshot_save(const Gpt *model, const char *path, SnapshotError *err)
     return ok;
 }
 
+bool gpt_snapshot_check_finite(const char *path, const char *name, const float *values,
+                               size_t n, SnapshotError *err)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(values[i]))
+            return gpt_snapshot_fail(err, path, "tensor '%s' holds %g at element %zu: the "
+                                     "weights must be finite numbers", name, values[i], i);
+    return true;
+}
+
 /* Every parameter must be present (a missing one is named before any byte is read); the file
  * may hold more (a training snapshot's optimizer state). */
 static bool read_weights(SnapshotReader *r, const char *path, Gpt *m, SnapshotError *err)
@@ -170,7 +182,9 @@ static bool read_weights(SnapshotReader *r, const char *path, Gpt *m, SnapshotEr
         if (!snapshot_find(r, params[i]->name))
             return gpt_snapshot_fail(err, path, "missing tensor '%s'", params[i]->name);
     for (int i = 0; i < n; i++)
-        if (!snapshot_read_tensor(r, NULL, params[i], err))
+        if (!snapshot_read_tensor(r, NULL, params[i], err) ||
+            !gpt_snapshot_check_finite(path, params[i]->name, params[i]->data, params[i]->size,
+                                       err))
             return false;
     return true;
 }

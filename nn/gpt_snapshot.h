@@ -37,6 +37,12 @@ const char *gpt_config_diff(const GptConfig *a, const GptConfig *b, char *buf, s
 bool gpt_snapshot_fail(SnapshotError *err, const char *path, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Every one of the n values finite, or false with "PATH: tensor 'NAME' holds nan at element
+ * I ..." in err: a model whose weights are NaN or inf computes nothing meaningful, so loading
+ * refuses it (a trainer never writes one: a step with an inf or NaN gradient is skipped). */
+bool gpt_snapshot_check_finite(const char *path, const char *name, const float *values,
+                               size_t n, SnapshotError *err);
+
 /* Writes the weights and the config, atomically. Every parameter must hold fp32 data (a QLoRA
  * model, whose weights are NF4, cannot be saved as a base). */
 bool gpt_snapshot_save(const Gpt *model, const char *path, SnapshotError *err);

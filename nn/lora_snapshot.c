@@ -26,6 +26,17 @@ static void add_adapter(SnapshotWriter *w, Tensor *t, bool *decoded, SnapshotErr
     snapshot_add(w, t->name, SNAPSHOT_F32, t->ndim, shape, tensor_unpack(t), err);
 }
 
+bool lora_snapshot_add_config(SnapshotWriter *w, const LoraConfig *cfg, SnapshotError *err)
+{
+    char targets[64];
+    bool ok = snapshot_add_meta_u64(w, "lora.rank", (uint64_t)cfg->rank, err);
+    ok &= snapshot_add_meta_f64(w, "lora.alpha", (double)cfg->alpha, err);
+    ok &= snapshot_add_meta(w, "lora.targets", lora_targets_str(cfg->targets, targets,
+                                                                sizeof targets), err);
+    ok &= snapshot_add_meta(w, "lora.qlora", cfg->qlora ? "true" : "false", err);
+    return ok;
+}
+
 bool lora_snapshot_save(const GptLora *lora, const char *path, SnapshotError *err)
 {
     SnapshotWriter *w = snapshot_writer_new();
@@ -39,13 +50,8 @@ bool lora_snapshot_save(const GptLora *lora, const char *path, SnapshotError *er
     /* The writer remembers the first failed add and snapshot_write reports it. */
     for (int i = 0; i < n; i++)
         add_adapter(w, params[i], &decoded[i], err);
-    char targets[64];
     snapshot_add_meta(w, "format", FORMAT_TAG, err);
-    snapshot_add_meta_u64(w, "lora.rank", (uint64_t)lora->cfg.rank, err);
-    snapshot_add_meta_f64(w, "lora.alpha", (double)lora->cfg.alpha, err);
-    snapshot_add_meta(w, "lora.targets", lora_targets_str(lora->cfg.targets, targets,
-                                                          sizeof targets), err);
-    snapshot_add_meta(w, "lora.qlora", lora->cfg.qlora ? "true" : "false", err);
+    lora_snapshot_add_config(w, &lora->cfg, err);
     gpt_snapshot_add_config(w, "base", &lora->model->cfg, err);
     bool ok = snapshot_write(w, path, err);
     snapshot_writer_free(w);
@@ -64,8 +70,13 @@ bool lora_snapshot_config(const SnapshotReader *r, const char *path, LoraConfig 
         return gpt_snapshot_fail(err, path, "not a LoRA adapter: metadata 'format' is %s%s%s, "
                                  "expected '%s'", tag ? "'" : "absent", tag ? tag : "",
                                  tag ? "'" : "", FORMAT_TAG);
-    if (!gpt_snapshot_read_config(r, path, "base", base, err))
-        return false;
+    return gpt_snapshot_read_config(r, path, "base", base, err) &&
+           lora_snapshot_read_config(r, path, base, cfg, err);
+}
+
+bool lora_snapshot_read_config(const SnapshotReader *r, const char *path,
+                               const GptConfig *base, LoraConfig *cfg, SnapshotError *err)
+{
     LoraConfig c = lora_config_default();
     uint64_t rank;
     double alpha;
@@ -75,6 +86,9 @@ bool lora_snapshot_config(const SnapshotReader *r, const char *path, LoraConfig 
     if (rank < 1 || rank > INT_MAX)
         return gpt_snapshot_fail(err, path, "metadata 'lora.rank' is %" PRIu64 ", not a rank",
                                  rank);
+    if (!(alpha >= LORA_ALPHA_MIN && alpha <= LORA_ALPHA_MAX))
+        return gpt_snapshot_fail(err, path, "metadata 'lora.alpha' = %g is out of range [%g, %g]",
+                                 alpha, LORA_ALPHA_MIN, LORA_ALPHA_MAX);
     c.rank = (int)rank;
     c.alpha = (float)alpha;
     const char *targets = snapshot_meta(r, "lora.targets"), *qlora = snapshot_meta(r, "lora.qlora");
@@ -96,7 +110,8 @@ bool lora_snapshot_config(const SnapshotReader *r, const char *path, LoraConfig 
 
 /* Names first (a missing or unknown tensor is the clearer message), then each tensor, whose
  * exact shape snapshot_read_tensor checks before it copies a byte. */
-static bool read_adapters(SnapshotReader *r, GptLora *lora, SnapshotError *err)
+static bool read_adapters(SnapshotReader *r, const char *path, GptLora *lora,
+                          SnapshotError *err)
 {
     int n;
     Tensor *const *params = gpt_lora_params(lora, &n);
@@ -107,7 +122,10 @@ static bool read_adapters(SnapshotReader *r, GptLora *lora, SnapshotError *err)
         names[i] = params[i]->name;
     bool ok = snapshot_check_names(r, names, n, err);
     for (int i = 0; ok && i < n; i++)
-        ok = snapshot_read_tensor(r, NULL, params[i], err);
+        ok = snapshot_read_tensor(r, NULL, params[i], err) &&
+             (!params[i]->data || gpt_snapshot_check_finite(path, params[i]->name,
+                                                            params[i]->data, params[i]->size,
+                                                            err));
     free(names);
     return ok;
 }
@@ -134,7 +152,7 @@ GptLora *lora_snapshot_load(Gpt *model, const char *path, SnapshotError *err)
         bool qlora = cfg.qlora;
         cfg.qlora = false;
         lora = gpt_lora_new(model, &cfg, 0);
-        if (!read_adapters(r, lora, err)) {
+        if (!read_adapters(r, path, lora, err)) {
             gpt_lora_free(lora);
             lora = NULL;
         } else if (qlora) {

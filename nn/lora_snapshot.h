@@ -27,6 +27,11 @@
 #include "nn/gpt_lora.h"
 
 bool     lora_snapshot_save(const GptLora *lora, const char *path, SnapshotError *err);
+/* The lora.* keys alone, for a file of another kind that holds a LoRA run (a training snapshot,
+ * optim/train_snapshot.h); and reading them back, checked against the base's shape. */
+bool     lora_snapshot_add_config(SnapshotWriter *w, const LoraConfig *cfg, SnapshotError *err);
+bool     lora_snapshot_read_config(const SnapshotReader *r, const char *path,
+                                   const GptConfig *base, LoraConfig *cfg, SnapshotError *err);
 /* The adapter's config and its base's shape, from r opened from path. */
 bool     lora_snapshot_config(const SnapshotReader *r, const char *path, LoraConfig *cfg,
                               GptConfig *base, SnapshotError *err);

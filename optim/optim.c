@@ -115,12 +115,8 @@ const float *optim_master(const Optim *o, int i) { return o->masters ? o->master
 
 void optim_expose_masters(Optim *o)
 {
-    for (int i = 0; o->masters && i < o->n; i++) {
-        if (o->params[i]->data == o->masters[i])
-            continue;           /* exposed already: releasing would free the master */
-        tensor_release(o->params[i]);
-        o->params[i]->data = o->masters[i];
-    }
+    for (int i = 0; o->masters && i < o->n; i++)
+        tensor_borrow_data(o->params[i], o->masters[i]);   /* never freed through the tensor */
 }
 
 /* An fp8 parameter gets the current scale of its new values (tensor_store keeps the old one,
@@ -131,7 +127,7 @@ void optim_pack_masters(Optim *o)
         Tensor *p = o->params[i];
         p->scale = policy_current_scale(tensor_dtype_format(p->dtype), o->masters[i], p->size);
         tensor_store(p, o->masters[i]);
-        p->data = NULL;
+        tensor_borrow_data(p, NULL);
     }
 }
 

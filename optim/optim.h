@@ -102,7 +102,9 @@ const float *optim_master(const Optim *o, int i);
 void         optim_add_masters(Optim *o);
 /* For code that reads or writes parameters as fp32 (an update, a snapshot): expose points
  * every packed parameter's data at its master; pack encodes the masters back into the packed
- * parameters and hides them again. No-ops without master weights. */
+ * parameters and hides them again. No-ops without master weights. An exposed parameter only
+ * borrows its master (tensor_borrow_data): tensor_release, the tape's release of an op's
+ * inputs and tensor_free leave the master alone. */
 void         optim_expose_masters(Optim *o);
 void         optim_pack_masters(Optim *o);
 

@@ -1,6 +1,7 @@
 #include "optim/train.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +24,90 @@ TrainerConfig trainer_config_default(void)
     return c;
 }
 
+/* Bounds a run can use: the betas short of 1 by at least what a float tells apart at that
+ * length of memory, eps and the factored statistics' epsilons normal floats (the updates round
+ * them to float), the seed within a long (the program keeps it as one). */
+const TrainRange TRAIN_RANGES[TRAIN_RANGE_COUNT] = {
+    [TRAIN_RANGE_SEED] = { "train.seed", 0.0, 4611686018427387904.0 },      /* 2^62 */
+    [TRAIN_RANGE_CLIP] = { "train.clip", 0.0, 1e6 },
+    [TRAIN_RANGE_BETA1] = { "optim.beta1", 0.0, 0.9999 },
+    [TRAIN_RANGE_BETA2] = { "optim.beta2", 0.0, 0.99999 },
+    [TRAIN_RANGE_EPS] = { "optim.eps", 1e-30, 1.0 },
+    [TRAIN_RANGE_WEIGHT_DECAY] = { "optim.weight_decay", 0.0, 10.0 },
+    [TRAIN_RANGE_MOMENTUM] = { "optim.momentum", 0.0, 0.999 },
+    [TRAIN_RANGE_DECAY_EXPONENT] = { "optim.decay_exponent", 1e-6, 1.0 },
+    [TRAIN_RANGE_EPS1] = { "optim.eps1", 1e-30, 1.0 },
+    [TRAIN_RANGE_EPS2] = { "optim.eps2", 1e-30, 1.0 },
+    [TRAIN_RANGE_CLIP_THRESHOLD] = { "optim.clip_threshold", 1e-6, 1e6 },
+};
+
+static bool in_range(TrainRangeId id, double v, char *why, size_t len)
+{
+    const TrainRange *r = &TRAIN_RANGES[id];
+    if (v >= r->lo && v <= r->hi)
+        return true;
+    snprintf(why, len, "'%s' = %.17g is out of range [%g, %g]", r->key, v, r->lo, r->hi);
+    return false;
+}
+
+static bool check_optimizer(const TrainerConfig *c, char *why, size_t len)
+{
+    switch (c->optimizer) {
+    case TRAIN_ADAMW: case TRAIN_ADAM8BIT:
+        if ((unsigned)c->adam8bit_rounding >= ADAM8BIT_ROUND_COUNT) {
+            snprintf(why, len, "'optim.rounding' %d is not nearest or stochastic",
+                     (int)c->adam8bit_rounding);
+            return false;
+        }
+        return in_range(TRAIN_RANGE_BETA1, c->adamw.beta1, why, len) &&
+               in_range(TRAIN_RANGE_BETA2, c->adamw.beta2, why, len) &&
+               in_range(TRAIN_RANGE_EPS, c->adamw.eps, why, len) &&
+               in_range(TRAIN_RANGE_WEIGHT_DECAY, c->adamw.weight_decay, why, len);
+    case TRAIN_ADAFACTOR: {
+        const AdafactorConfig *a = &c->adafactor;
+        return in_range(TRAIN_RANGE_BETA1, a->beta1, why, len) &&
+               in_range(TRAIN_RANGE_DECAY_EXPONENT, a->decay_exponent, why, len) &&
+               in_range(TRAIN_RANGE_EPS1, a->eps1, why, len) &&
+               in_range(TRAIN_RANGE_EPS2, a->eps2, why, len) &&
+               in_range(TRAIN_RANGE_CLIP_THRESHOLD, a->clip_threshold, why, len) &&
+               in_range(TRAIN_RANGE_WEIGHT_DECAY, a->weight_decay, why, len);
+    }
+    case TRAIN_SGD:
+        if (!in_range(TRAIN_RANGE_MOMENTUM, c->sgd.momentum, why, len) ||
+            !in_range(TRAIN_RANGE_WEIGHT_DECAY, c->sgd.weight_decay, why, len))
+            return false;
+        if (c->sgd.nesterov && !(c->sgd.momentum > 0.0)) {
+            snprintf(why, len, "'optim.nesterov' is true with 'optim.momentum' = %g: Nesterov "
+                     "momentum needs momentum > 0", c->sgd.momentum);
+            return false;
+        }
+        return true;
+    }
+    snprintf(why, len, "'optim.kind' %d is not an optimizer", (int)c->optimizer);
+    return false;
+}
+
+bool trainer_config_check(const TrainerConfig *c, char *why, size_t len)
+{
+    char sub[200];
+    if (!gpt_config_check(&c->model, sub, sizeof sub)) {
+        snprintf(why, len, "the model is invalid: %s", sub);
+        return false;
+    }
+    if (c->seed > (uint64_t)TRAIN_RANGES[TRAIN_RANGE_SEED].hi) {    /* exact, not via double */
+        snprintf(why, len, "'train.seed' = %llu is out of range [0, %.0f]",
+                 (unsigned long long)c->seed, TRAIN_RANGES[TRAIN_RANGE_SEED].hi);
+        return false;
+    }
+    if (!in_range(TRAIN_RANGE_CLIP, c->clip, why, len) || !check_optimizer(c, why, len))
+        return false;
+    if (!loss_scale_check(&c->loss_scale, sub, sizeof sub)) {
+        snprintf(why, len, "loss scaling: %s", sub);
+        return false;
+    }
+    return true;
+}
+
 const char *trainer_optimizer_name(TrainOptimizer o)
 {
     return (unsigned)o < N_OPTIMIZERS ? TRAIN_OPTIMIZER_NAMES[o] : "?";
@@ -39,6 +124,16 @@ bool trainer_optimizer_parse(const char *name, TrainOptimizer *out)
     return false;
 }
 
+/* 8-bit Adam's stochastic rounding draws from a hash of its seed (optim/adam8bit.h): a stream
+ * of the run's seed of its own, so two seeds round differently and a snapshot, which keeps
+ * train.seed, resumes with the same bits. */
+static uint64_t adam8bit_seed(uint64_t seed)
+{
+    Rng r = rng_new(seed, RNG_STREAM_OPTIM);
+    uint64_t hi = rng_u32(&r);
+    return hi << 32 | rng_u32(&r);
+}
+
 Optim *trainer_make_optimizer(const TrainerConfig *cfg, Tensor *const *params, int n)
 {
     switch (cfg->optimizer) {
@@ -47,6 +142,7 @@ Optim *trainer_make_optimizer(const TrainerConfig *cfg, Tensor *const *params, i
         Adam8bitConfig c = adam8bit_defaults();
         c.adam = cfg->adamw;
         c.rounding = cfg->adam8bit_rounding;
+        c.seed = adam8bit_seed(cfg->seed);
         return &adam8bit_new(params, n, c)->base;
     }
     case TRAIN_ADAFACTOR: return &adafactor_new(params, n, cfg->adafactor)->base;

@@ -1,6 +1,7 @@
 #include "optim/train_snapshot.h"
 
 #include "nn/gpt_snapshot.h"
+#include "nn/lora_snapshot.h"
 
 #include <inttypes.h>
 #include <limits.h>
@@ -42,6 +43,13 @@ static bool is_master(const Optim *o, const OptimBuffer *b)
     return false;
 }
 
+/* What the optimizer trains, and a snapshot stores as parameters: the model's, or a LoRA run's
+ * adapters (its base is not in the file: the program rebuilds it, train_snapshot_restore). */
+static Tensor *const *trained_params(const Trainer *t, int *n)
+{
+    return t->lora ? gpt_lora_params(t->lora, n) : gpt_params(t->model, n);
+}
+
 static void tensor_shape64(const Tensor *t, int64_t *shape)
 {
     for (int d = 0; d < t->ndim; d++)
@@ -65,7 +73,7 @@ static void add_param(SnapshotWriter *w, const Trainer *t, const Tensor *p, Snap
 static void add_tensors(SnapshotWriter *w, const Trainer *t, SnapshotError *err)
 {
     int n;
-    Tensor *const *params = gpt_params(t->model, &n);
+    Tensor *const *params = trained_params(t, &n);
     for (int i = 0; i < n; i++)
         add_param(w, t, params[i], err);
     char name[KEY_LEN];
@@ -187,6 +195,8 @@ bool train_snapshot_save(const Trainer *t, const char *path, const char *const *
     add_precision(w, &t->cfg.policy, err);
     add_loss_scale(w, &t->scaler, err);
     add_amax_history(w, t, err);
+    if (t->lora)
+        lora_snapshot_add_config(w, &t->lora->cfg, err);
     for (int i = 0; i < n; i++)
         snapshot_add_meta(w, keys[i], values[i], err);
     bool ok = snapshot_write(w, path, err);
@@ -333,11 +343,28 @@ static bool read_loss_scale_config(const SnapshotReader *r, const char *path,
         !snapshot_meta_f64(r, "loss_scale.backoff_factor", &c->backoff_factor, err) ||
         !snapshot_meta_u64(r, "loss_scale.growth_interval", &interval, err))
         return false;
+    if (interval < 1 || interval > LOSS_SCALE_MAX_INTERVAL)
+        return gpt_snapshot_fail(err, path, "metadata 'loss_scale.growth_interval' = %" PRIu64
+                                 " is out of range [1, %ld]", interval,
+                                 (long)LOSS_SCALE_MAX_INTERVAL);
     c->mode = (LossScaleMode)mode;
-    c->growth_interval = interval > LONG_MAX ? 0 : (long)interval;
-    char why[160];
-    if (!loss_scale_check(c, why, sizeof why))
-        return gpt_snapshot_fail(err, path, "loss scaling: %s", why);
+    c->growth_interval = (long)interval;
+    /* Every factor is checked as the dynamic mode (and a --scale-* flag) checks it, whatever
+     * the mode: a file holds no value that is wrong but unused. One key at a time, so that the
+     * message names it. */
+    static const char *const keys[] = { "loss_scale.init_scale", "loss_scale.growth_factor",
+                                        "loss_scale.backoff_factor" };
+    const double values[] = { c->init_scale, c->growth_factor, c->backoff_factor };
+    for (int i = 0; i < 3; i++) {
+        LossScaleConfig one = loss_scale_defaults();
+        one.mode = LOSS_SCALE_DYNAMIC;
+        double *field[] = { &one.init_scale, &one.growth_factor, &one.backoff_factor };
+        *field[i] = values[i];
+        char why[160];
+        if (!loss_scale_check(&one, why, sizeof why))
+            return gpt_snapshot_fail(err, path, "metadata '%s' = %g: %s", keys[i], values[i],
+                                     why);
+    }
     return true;
 }
 
@@ -359,6 +386,9 @@ bool train_snapshot_config(const SnapshotReader *r, const char *path, TrainerCon
         !read_loss_scale_config(r, path, &c.loss_scale, err))
         return false;
     c.seed = seed;
+    char why[256];
+    if (!trainer_config_check(&c, why, sizeof why))    /* what a flag would have refused */
+        return gpt_snapshot_fail(err, path, "metadata %s", why);
     *cfg = c;
     return true;
 }
@@ -388,7 +418,7 @@ static bool history_slots(const SnapshotReader *r, const char *path, const Train
 static char (*expected_names(const Trainer *t, bool with_history, int *n))[KEY_LEN]
 {
     int n_params;
-    Tensor *const *params = gpt_params(t->model, &n_params);
+    Tensor *const *params = trained_params(t, &n_params);
     int n_state = optim_state_count(t->optim), n_bufs = optim_buffer_count(t->optim);
     int total = n_params + n_state + n_bufs + 1;
     char (*names)[KEY_LEN] = malloc((size_t)total * sizeof *names);
@@ -410,14 +440,17 @@ static char (*expected_names(const Trainer *t, bool with_history, int *n))[KEY_L
 
 /* Into the master when the parameter has one (its packed copy is refreshed after every tensor
  * has been read). */
-static bool read_param(SnapshotReader *r, const Trainer *t, Tensor *p, SnapshotError *err)
+static bool read_param(SnapshotReader *r, const char *path, const Trainer *t, Tensor *p,
+                       SnapshotError *err)
 {
     float *master = master_of(t->optim, p);
     if (!master)
-        return snapshot_read_tensor(r, NULL, p, err);
+        return snapshot_read_tensor(r, NULL, p, err) &&
+               (!p->data || gpt_snapshot_check_finite(path, p->name, p->data, p->size, err));
     int64_t shape[TENSOR_MAX_DIMS];
     tensor_shape64(p, shape);
-    return snapshot_read(r, p->name, SNAPSHOT_F32, p->ndim, shape, master, err);
+    return snapshot_read(r, p->name, SNAPSHOT_F32, p->ndim, shape, master, err) &&
+           gpt_snapshot_check_finite(path, p->name, master, p->size, err);
 }
 
 /* Names first (a missing or unknown tensor is the clearer message), then each tensor, whose
@@ -437,9 +470,9 @@ static bool read_tensors(SnapshotReader *r, const char *path, Trainer *t, Snapsh
         list[i] = names[i];
     bool ok = snapshot_check_names(r, list, n, err);
     int n_params;
-    Tensor *const *params = gpt_params(t->model, &n_params);
+    Tensor *const *params = trained_params(t, &n_params);
     for (int i = 0; ok && i < n_params; i++)
-        ok = read_param(r, t, params[i], err);
+        ok = read_param(r, path, t, params[i], err);
     for (int i = 0; ok && i < optim_state_count(t->optim); i++)
         ok = snapshot_read_tensor(r, names[n_params + i], optim_state_tensor(t->optim, i), err);
     for (int i = 0; ok && i < optim_buffer_count(t->optim); i++) {
@@ -536,16 +569,45 @@ static bool read_amax_history(SnapshotReader *r, const char *path, Trainer *t,
     return true;
 }
 
+static bool read_state(SnapshotReader *r, const char *path, Trainer *t, SnapshotError *err)
+{
+    return read_tensors(r, path, t, err) && read_counters(r, path, t, err) &&
+           read_amax_history(r, path, t, err);
+}
+
 Trainer *train_snapshot_load(SnapshotReader *r, const char *path, SnapshotError *err)
 {
     TrainerConfig cfg;
     if (!train_snapshot_config(r, path, &cfg, err))
         return NULL;
+    if (snapshot_meta(r, "lora.rank"))
+        return gpt_snapshot_fail(err, path, "a LoRA run's snapshot holds its adapters, not its "
+                                 "base: rebuild the run, then train_snapshot_restore"), NULL;
     Trainer *t = trainer_new(&cfg);
-    if (!read_tensors(r, path, t, err) || !read_counters(r, path, t, err) ||
-        !read_amax_history(r, path, t, err)) {
+    if (!read_state(r, path, t, err)) {
         trainer_free(t);
         return NULL;
     }
     return t;
+}
+
+bool train_snapshot_lora(const SnapshotReader *r, const char *path, const GptConfig *base,
+                         LoraConfig *cfg, bool *has, SnapshotError *err)
+{
+    *has = snapshot_meta(r, "lora.rank") != NULL;
+    return !*has || lora_snapshot_read_config(r, path, base, cfg, err);
+}
+
+bool train_snapshot_restore(Trainer *t, SnapshotReader *r, const char *path, SnapshotError *err)
+{
+    LoraConfig lc;
+    bool has;
+    if (!train_snapshot_lora(r, path, &t->cfg.model, &lc, &has, err))
+        return false;
+    const LoraConfig *mine = t->lora ? &t->lora->cfg : NULL;
+    if (has != (mine != NULL) || (has && (lc.rank != mine->rank || lc.alpha != mine->alpha ||
+                                          lc.targets != mine->targets ||
+                                          lc.qlora != mine->qlora)))
+        return gpt_snapshot_fail(err, path, "its LoRA settings are not the trainer's");
+    return read_state(r, path, t, err);
 }

@@ -47,10 +47,13 @@
  * it, so a program given --load needs no model flags; checking user flags against the file is
  * the program's job (train_snapshot_config reads the config without building anything). Every
  * check comes before the caller sees a trainer: the format tag, each config entry (present,
- * well-formed, a valid model), the tensor names (none missing, none unknown), each tensor's
- * dtype and exact shape, the counters and the RNG. A failure returns false or NULL with one
- * message "PATH: ..." in err and leaves nothing behind; the file itself is never written by a
- * load, and a save replaces an earlier file only once the new one is complete on disk.
+ * well-formed, a valid model, every number within the range its flag takes:
+ * trainer_config_check with optim/train.h's TRAIN_RANGES and nn/gpt.h's maxima, so that no
+ * library check behind it can abort), no string with an escaped NUL, the tensor names (none
+ * missing, none unknown), each tensor's dtype and exact shape, every weight finite, the
+ * counters and the RNG. A failure returns false or NULL with one message "PATH: ..." in err
+ * and leaves nothing behind; the file itself is never written by a load, and a save replaces
+ * an earlier file only once the new one is complete on disk.
  *
  * Not saved: per-parameter decay flags changed by hand after the optimizer was made (the decay
  * rule is saved and reapplied), and the tape's nodes and tensors (a snapshot is taken between
@@ -71,7 +74,22 @@ bool     train_snapshot_save(const Trainer *t, const char *path, const char *con
 bool     train_snapshot_config(const SnapshotReader *r, const char *path, TrainerConfig *cfg,
                                SnapshotError *err);
 
-/* A new trainer built from r's config and holding r's state; NULL with the reason in err. */
+/* A new trainer built from r's config and holding r's state; NULL with the reason in err. A
+ * LoRA run's snapshot is refused: it does not hold the base (below). */
 Trainer *train_snapshot_load(SnapshotReader *r, const char *path, SnapshotError *err);
+
+/* A LoRA run (trainer_use_lora): the snapshot stores the adapters as the parameters (fp32, the
+ * masters under a policy), the optimizer's state over them, and the adapters' config under
+ * "lora." (rank, alpha, targets, qlora: nn/lora_snapshot.h's keys); the frozen base is not in
+ * it, since it is a file of its own or drawn from the seed. To resume, the caller rebuilds the
+ * run as it began: trainer_new with train_snapshot_config's config, the base's weights,
+ * trainer_use_lora with the config train_snapshot_lora reads (*has false for a snapshot of
+ * a run without LoRA), then train_snapshot_restore reads the adapters, their state and the
+ * counters into it. restore checks the LoRA config against the trainer's and works for a run
+ * without LoRA too; on failure the trainer is partly overwritten (free it). */
+bool     train_snapshot_lora(const SnapshotReader *r, const char *path, const GptConfig *base,
+                             LoraConfig *cfg, bool *has, SnapshotError *err);
+bool     train_snapshot_restore(Trainer *t, SnapshotReader *r, const char *path,
+                                SnapshotError *err);
 
 #endif

@@ -91,6 +91,61 @@ static inline unsigned char *write_small(const char *path, size_t *len)
     return slurp(path, len);
 }
 
+/* Copies src to dst with the first occurrence of `from` in the JSON header replaced by `to`
+ * (raw JSON text, so it may hold what no writer would write: "\u0000", a value out of range);
+ * the header is padded again and its length rewritten, the data kept. */
+static inline void edit_header(const char *src, const char *dst, const char *from, const char *to)
+{
+    size_t len;
+    unsigned char *file = slurp(src, &len);
+    uint64_t n = header_length(file);
+    assert_true(8 + n <= len);
+    char *header = malloc(n + 1);
+    memcpy(header, file + 8, n);
+    header[n] = '\0';
+    char *at = strstr(header, from);
+    if (!at) {
+        print_error("'%s' is not in the header of %s\n", from, src);
+        fail();
+    }
+    size_t head = (size_t)(at - header), tail = n - head - strlen(from);
+    size_t body = head + strlen(to) + tail, padded = (body + 7) & ~(size_t)7;
+    size_t out_len = 8 + padded + (len - 8 - n);
+    unsigned char *out = malloc(out_len);
+    set_header_length(out, padded);
+    memcpy(out + 8, header, head);
+    memcpy(out + 8 + head, to, strlen(to));
+    memcpy(out + 8 + head + strlen(to), at + strlen(from), tail);
+    memset(out + 8 + body, ' ', padded - body);
+    memcpy(out + 8 + padded, file + 8 + n, len - 8 - n);
+    spit(dst, out, out_len);
+    free(out);
+    free(header);
+    free(file);
+}
+
+/* Copies src to dst with metadata `key` set to the raw JSON text `value` (quotes included:
+ * "\"1.5\"", "\"add\\u0000x\""). */
+static inline void edit_meta(const char *src, const char *dst, const char *key, const char *value)
+{
+    SnapshotError err;
+    SnapshotReader *r = snapshot_open(src, &err);
+    assert_non_null(r);
+    const char *old = snapshot_meta(r, key);
+    if (!old) {
+        print_error("%s has no metadata '%s'\n", src, key);
+        fail();
+    }
+    size_t size = strlen(key) + strlen(old) + strlen(value) + 16;
+    char *from = malloc(size), *to = malloc(size);
+    snprintf(from, size, "\"%s\":\"%s\"", key, old);
+    snprintf(to, size, "\"%s\":%s", key, value);
+    snapshot_close(r);
+    edit_header(src, dst, from, to);
+    free(from);
+    free(to);
+}
+
 /* Removes path and everything under it (the test directory). */
 static inline void remove_tree(const char *path)
 {

@@ -136,6 +136,7 @@ static void test_names_order_and_count(void **state)
         size_t formula = V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C + (tied ? 0 : V * C);
         assert_int_equal(gpt_n_params(m), formula);
         assert_int_equal(total, formula);
+        assert_int_equal(gpt_config_n_params(&cfg), formula);
         gpt_free(m);
     }
 }

@@ -396,6 +396,15 @@ static void test_snapshots(void **state)
     assert_non_null(strstr(err.message, "not a LoRA adapter"));
     assert_null(gpt_snapshot_load(ad_path, &err));
     assert_non_null(strstr(err.message, "model.vocab_size"));
+    /* An adapter holding a NaN is refused (issue 18: a NaN model evaluated to a NaN loss). */
+    p[0]->data[3] = NAN;
+    assert_true(lora_snapshot_save(lora, ad_path, &err));
+    Gpt *m4 = gpt_snapshot_load(base_path, &err);
+    assert_non_null(m4);
+    assert_null(lora_snapshot_load(m4, ad_path, &err));
+    printf("NaN adapter: %s\n", err.message);
+    assert_non_null(strstr(err.message, "holds nan at element 3"));
+    gpt_free(m4);
 
     free(want);
     free(got);

@@ -368,6 +368,38 @@ static void test_expose_twice(void **state)
     tensor_free(w);
 }
 
+/* An exposed parameter borrows its master: releasing it (as the tape releases an op's inputs,
+ * or a user would after reading it) used to free the optimizer's buffer, which the next step
+ * then wrote into (use after free) and optim_free freed again; freeing the parameter did too.
+ * Now both leave the master, which keeps its values and is freed once, by optim_free. */
+static void test_release_keeps_master(void **state)
+{
+    (void)state;
+    Tensor *w = tensor_param("w", 1, (int[]){ 8 });
+    tensor_fill(w, 0.5f);
+    Sgd *sgd = sgd_new((Tensor *[]){ w }, 1, sgd_defaults());
+    Optim *o = &sgd->base;
+    optim_use_master_weights(o, DTYPE_BF16);
+    size_t optim_bytes = mem_current(MEM_OPTIM);
+    optim_expose_masters(o);
+    tensor_release(w);
+    assert_true(w->data == optim_master(o, 0));
+    assert_true(w->data[3] == 0.5f);
+    assert_int_equal(mem_current(MEM_OPTIM), optim_bytes);
+    w->grad = mem_calloc(MEM_GRAD, 8 * sizeof(float));
+    w->grad[0] = 1.0f;
+    optim_step(o, 0.25);            /* exposes, updates the master, packs */
+    assert_null(w->data);
+    assert_true(optim_master(o, 0)[0] == 0.25f && optim_master(o, 0)[1] == 0.5f);
+    assert_true(tensor_unpack(w)[0] == 0.25f);
+    tensor_release(w);
+    optim_expose_masters(o);
+    tensor_free(w);                 /* frees the packed storage, not the master */
+    assert_int_equal(mem_current(MEM_OPTIM), optim_bytes);
+    assert_true(optim_master(o, 0)[1] == 0.5f);
+    optim_free(o);
+}
+
 /* Every op under bf16, in one graph: backward decodes what each op's backward reads (and only
  * that), so a missing decode would crash here; the gradients of the three leaves stay within
  * 5% (relative L2) of fp32's. x [2, 8, 16] -> q, k, v by separate products, both attention
@@ -460,6 +492,7 @@ int main(void)
         cmocka_unit_test(test_every_op_bf16),
         cmocka_unit_test(test_scalar_gradient_stays_fp32),
         cmocka_unit_test(test_expose_twice),
+        cmocka_unit_test(test_release_keeps_master),
         cmocka_unit_test(test_presets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -3,6 +3,8 @@
  * problem, and none crashes (run under SANITIZE=1 too). */
 #include "tests/snapshot_test_helpers.h"
 
+#include "optim/train_snapshot.h"
+
 /* A file laid out by hand: the header text as given (padded with spaces to 8 bytes), then data.
  * For headers no JSON library would write. */
 static void write_raw(const char *path, const char *header, size_t header_len, const void *data,
@@ -167,6 +169,151 @@ static void test_open_errors(void **state)
     expect_open_fails(dir, "not a regular file");
 }
 
+/* ---- well-formed files with wrong metadata ------------------------------------------------
+ * Issue 18: header-only files reached the library's own checks from metadata (SIGABRT: an Adam
+ * beta1 of 1.5, Adafactor's decay exponent 0, Nesterov without momentum, 2^31-1 layers), ran for
+ * minutes (100 000 layers) or were accepted silently (NaN clip, eps or decay; momentum 5; a name
+ * cut at an escaped NUL). Each case below edits one key of a valid training snapshot (two for
+ * Nesterov) and must be refused with a message naming the key: the load runs in a child, so an
+ * abort counts as a crash and a minute without an answer as a hang, not as the end of the test. */
+typedef enum { LOAD_CLEAR, LOAD_UNCLEAR, LOAD_ACCEPTED, LOAD_CRASH, LOAD_HANG } LoadOutcome;
+static const char *const OUTCOME_NAMES[] = { "clear error", "unclear error", "silently accepted",
+                                             "crash", "hang" };
+
+static LoadOutcome load_outcome(const char *path, const char *needle)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        par_set_threads(1);
+        alarm(60);
+        SnapshotError err = { { 0 } };
+        SnapshotReader *r = snapshot_open(path, &err);
+        Trainer *t = r ? train_snapshot_load(r, path, &err) : NULL;
+        if (t)
+            _exit(LOAD_ACCEPTED);
+        size_t n = strlen(path);
+        bool clear = strncmp(err.message, path, n) == 0 && strstr(err.message, needle);
+        fprintf(stderr, "    %s\n", err.message);
+        _exit(clear ? LOAD_CLEAR : LOAD_UNCLEAR);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (WIFSIGNALED(status))
+        return WTERMSIG(status) == SIGALRM ? LOAD_HANG : LOAD_CRASH;
+    return (LoadOutcome)WEXITSTATUS(status);
+}
+
+static void save_trainer(const char *path, TrainOptimizer kind)
+{
+    TrainerConfig c = trainer_config_default();
+    c.model = (GptConfig){ .vocab_size = 11, .max_seq = 8, .n_layer = 2, .n_head = 2,
+                           .n_embd = 16, .tied = true, .fused_qkv = true };
+    c.optimizer = kind;
+    c.sgd.momentum = 0.9;
+    Trainer *t = trainer_new(&c);
+    SnapshotError err;
+    assert_true(train_snapshot_save(t, path, NULL, NULL, 0, &err));
+    trainer_free(t);
+}
+
+typedef struct {
+    TrainOptimizer kind;
+    const char    *key, *value;     /* value: raw JSON text */
+    const char    *needle;          /* in the message */
+} MetaCase;
+
+static const MetaCase META_CASES[] = {
+    /* what made the library abort */
+    { TRAIN_ADAMW, "optim.beta1", "\"1.5\"", "'optim.beta1' = 1.5 is out of range [0, 0.9999]" },
+    { TRAIN_ADAMW, "optim.beta2", "\"1\"", "'optim.beta2' = 1 is out of range" },
+    { TRAIN_ADAM8BIT, "optim.beta1", "\"1.5\"", "'optim.beta1' = 1.5" },
+    { TRAIN_ADAM8BIT, "optim.beta2", "\"-0.5\"", "'optim.beta2' = -0.5" },
+    { TRAIN_ADAFACTOR, "optim.decay_exponent", "\"0\"", "'optim.decay_exponent' = 0" },
+    { TRAIN_ADAFACTOR, "optim.decay_exponent", "\"2\"", "'optim.decay_exponent' = 2" },
+    { TRAIN_ADAFACTOR, "optim.beta1", "\"1\"", "'optim.beta1' = 1 is out of range" },
+    { TRAIN_SGD, "optim.nesterov", "\"true\"", NULL },    /* with momentum 0: below */
+    { TRAIN_ADAMW, "model.n_layer", "\"2147483647\"",
+      "'model.n_layer' is 2147483647, not in 1..64" },
+    { TRAIN_ADAMW, "model.n_layer", "\"100000\"", "'model.n_layer' is 100000, not in 1..64" },
+    { TRAIN_ADAMW, "model.n_embd", "\"1048576\"", "'model.n_embd' is 1048576, not in 1..16384" },
+    { TRAIN_ADAMW, "model.max_seq", "\"65537\"", "'model.max_seq' is 65537" },
+    { TRAIN_ADAMW, "model.vocab_size", "\"4294967307\"", "'model.vocab_size' is 4294967307" },
+    /* what was accepted silently */
+    { TRAIN_ADAMW, "train.clip", "\"nan\"", "'train.clip' = nan is out of range" },
+    { TRAIN_ADAMW, "train.clip", "\"-1\"", "'train.clip' = -1" },
+    { TRAIN_ADAMW, "train.clip", "\"inf\"", "'train.clip' = inf" },
+    { TRAIN_ADAMW, "optim.eps", "\"nan\"", "'optim.eps' = nan" },
+    { TRAIN_ADAMW, "optim.eps", "\"-1\"", "'optim.eps' = -1" },
+    { TRAIN_ADAMW, "optim.eps", "\"0\"", "'optim.eps' = 0" },
+    { TRAIN_ADAMW, "optim.eps", "\"inf\"", "'optim.eps' = inf" },
+    { TRAIN_ADAMW, "optim.weight_decay", "\"nan\"", "'optim.weight_decay' = nan" },
+    { TRAIN_ADAMW, "optim.weight_decay", "\"-1\"", "'optim.weight_decay' = -1" },
+    { TRAIN_ADAMW, "optim.weight_decay", "\"inf\"", "'optim.weight_decay' = inf" },
+    { TRAIN_ADAMW, "optim.beta1", "\"nan\"", "'optim.beta1' = nan" },
+    { TRAIN_SGD, "optim.momentum", "\"5\"", "'optim.momentum' = 5 is out of range [0, 0.999]" },
+    { TRAIN_SGD, "optim.momentum", "\"nan\"", "'optim.momentum' = nan" },
+    { TRAIN_SGD, "optim.weight_decay", "\"-1\"", "'optim.weight_decay' = -1" },
+    { TRAIN_ADAFACTOR, "optim.eps1", "\"0\"", "'optim.eps1' = 0" },
+    { TRAIN_ADAFACTOR, "optim.eps2", "\"nan\"", "'optim.eps2' = nan" },
+    { TRAIN_ADAFACTOR, "optim.clip_threshold", "\"-1\"", "'optim.clip_threshold' = -1" },
+    { TRAIN_ADAFACTOR, "optim.weight_decay", "\"inf\"", "'optim.weight_decay' = inf" },
+    { TRAIN_ADAMW, "train.seed", "\"18446744073709551615\"",
+      "'train.seed' = 18446744073709551615 is out of range" },
+    { TRAIN_ADAMW, "loss_scale.init_scale", "\"nan\"", "'loss_scale.init_scale' = nan" },
+    { TRAIN_ADAMW, "loss_scale.growth_factor", "\"0.5\"", "'loss_scale.growth_factor' = 0.5" },
+    { TRAIN_ADAMW, "loss_scale.backoff_factor", "\"inf\"", "'loss_scale.backoff_factor' = inf" },
+    { TRAIN_ADAMW, "loss_scale.growth_interval", "\"18446744073709551615\"",
+      "'loss_scale.growth_interval' = 18446744073709551615 is out of range [1, 1000000000]" },
+    { TRAIN_ADAMW, "loss_scale.growth_interval", "\"4294967296\"",
+      "'loss_scale.growth_interval' = 4294967296" },
+    { TRAIN_ADAMW, "precision.fp8_window", "\"4294967297\"", "'precision.fp8_window'" },
+    { TRAIN_ADAMW, "train.step", "\"18446744073709551615\"", "'train.step'" },
+    { TRAIN_ADAMW, "optim.step", "\"4294967296\"", "'optim.step' = 4294967296" },
+    /* names cut at an escaped NUL */
+    { TRAIN_ADAMW, "optim.kind", "\"adamw\\u0000x\"", "escapes a NUL character" },
+    { TRAIN_ADAM8BIT, "optim.rounding", "\"nearest\\u0000x\"", "escapes a NUL character" },
+    { TRAIN_ADAMW, "format", "\"tapegrad-train-1\\u0000\"", "escapes a NUL character" },
+};
+
+static void test_wrong_metadata(void **state)
+{
+    (void)state;
+    char good[4][512], bad[512];
+    for (int k = 0; k < 4; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "good_%s.safetensors", trainer_optimizer_name(k));
+        save_trainer(in_dir(good[k], sizeof good[k], name), (TrainOptimizer)k);
+        assert_int_equal(load_outcome(good[k], ""), LOAD_ACCEPTED);
+    }
+    in_dir(bad, sizeof bad, "bad_meta.safetensors");
+    int counts[5] = { 0 };
+    size_t n = sizeof META_CASES / sizeof META_CASES[0];
+    for (size_t i = 0; i < n; i++) {
+        const MetaCase *c = &META_CASES[i];
+        const char *needle = c->needle;
+        edit_meta(good[c->kind], bad, c->key, c->value);
+        if (!needle) {          /* Nesterov needs momentum > 0 */
+            edit_meta(bad, bad, "optim.momentum", "\"0\"");
+            needle = "'optim.nesterov' is true with 'optim.momentum' = 0";
+        }
+        LoadOutcome got = load_outcome(bad, needle);
+        counts[got]++;
+        if (got != LOAD_CLEAR)
+            print_error("%s %s = %s: %s (expected a message with \"%s\")\n",
+                        trainer_optimizer_name(c->kind), c->key, c->value, OUTCOME_NAMES[got],
+                        needle);
+    }
+    /* A tensor name with an escaped NUL: "wte.weight\u0000x" would read as "wte.weight". */
+    edit_header(good[TRAIN_ADAMW], bad, "\"wte.weight\"", "\"wte.weight\\u0000x\"");
+    counts[load_outcome(bad, "escapes a NUL character")]++;
+    print_message("%zu well-formed snapshots with wrong metadata or names: %d clear errors, %d "
+                  "unclear, %d accepted, %d crashes, %d hangs\n", n + 1, counts[LOAD_CLEAR],
+                  counts[LOAD_UNCLEAR], counts[LOAD_ACCEPTED], counts[LOAD_CRASH],
+                  counts[LOAD_HANG]);
+    assert_int_equal(counts[LOAD_CLEAR], (int)n + 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -174,6 +321,7 @@ int main(void)
         cmocka_unit_test(test_corrupt_header_length),
         cmocka_unit_test(test_malformed_headers),
         cmocka_unit_test(test_open_errors),
+        cmocka_unit_test(test_wrong_metadata),
     };
     return cmocka_run_group_tests(tests, make_dir, remove_dir);
 }

@@ -64,6 +64,30 @@ double cli_double(const char *flag, const char *s, double lo, double hi)
     return v;
 }
 
+long cli_product(long max, const char *what, int n, const char *const *flags,
+                 const long *values)
+{
+    long product = 1;
+    bool over = false;
+    for (int i = 0; i < n; i++) {
+        if (values[i] > 0 && product > max / values[i])
+            over = true;
+        else
+            product *= values[i];
+    }
+    if (!over)
+        return product;
+    char terms[512] = "";
+    double exact = 1.0;         /* for the message only: close enough past 2^53 */
+    for (int i = 0; i < n; i++) {
+        size_t used = strlen(terms);
+        snprintf(terms + used, sizeof terms - used, "%s%s %ld", i ? " x " : "", flags[i],
+                 values[i]);
+        exact *= (double)values[i];
+    }
+    cli_usage_error("%s = %.0f %s, more than the %ld allowed", terms, exact, what, max);
+}
+
 int cli_choice(const char *flag, const char *s, const char *const *choices)
 {
     char list[512] = "";

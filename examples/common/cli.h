@@ -18,6 +18,11 @@ _Noreturn void cli_usage_error(const char *fmt, ...) __attribute__((format(print
 /* Parse the whole string as a number in [lo, hi]; anything else is a usage error naming flag. */
 long   cli_long(const char *flag, const char *s, long lo, long hi);
 double cli_double(const char *flag, const char *s, double lo, double hi);
+/* The product of n numbers given by flags (flags[i] has values[i] >= 0), checked against max
+ * before it is formed, so it cannot overflow: over max is a usage error naming every flag and
+ * saying what the product counts (what: "rows per step"). Returns the product. */
+long   cli_product(long max, const char *what, int n, const char *const *flags,
+                   const long *values);
 /* Index of s in the NULL-terminated list choices; a usage error listing them otherwise. */
 int    cli_choice(const char *flag, const char *s, const char *const *choices);
 

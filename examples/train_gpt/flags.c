@@ -1,6 +1,8 @@
 /* train_gpt's command line: parsing, the checks that need no data, and agreeing with a
  * snapshot given by --load. */
+#include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +27,50 @@ static const Options DEFAULTS = {
     .lora_alpha = 16.0, .lora_targets = LORA_TARGET_Q | LORA_TARGET_V,
     .precision = "fp32",    /* loss_scale: loss_scale_defaults(), set in options_parse */
 };
-enum { MAX_LAYERS = 64, MAX_WIDTH = 1 << 14 };
+/* The flags a snapshot's data and schedule metadata repeat: one range for the flag and for the
+ * key (options_merge_snapshot), so a file passes exactly the checks the flag does. The trainer's
+ * own numbers (--beta1, --clip, ...) take TRAIN_RANGES (optim/train.h), the model's nn/gpt.h's
+ * maxima, which train_snapshot_config holds a file's values to. */
+static const struct {
+    Flag        flag;
+    const char *key;
+    double      lo, hi;
+} RANGES[] = {
+    { FLAG_TASK_SIZE, "data.task_size", 1, TASK_MAX_SIZE },
+    { FLAG_STEPS, "train.step", 0, 1000000000 },
+    { FLAG_LR, "schedule.lr", 1e-12, 10.0 },
+    { FLAG_WARMUP, "schedule.warmup", 0, 1000000000 },
+    { FLAG_BATCH, "schedule.batch", 1, 1 << 16 },
+    { FLAG_ACCUM, "schedule.accum", 1, 1 << 16 },
+    { FLAG_BASE_BATCH, "schedule.base_batch", 1, 1 << 30 },
+    { FLAG_WARMUP_FRACTION, "schedule.warmup_fraction", 0.0, 1.0 },
+    { FLAG_COOLDOWN, "schedule.cooldown", 1, 1000000000 },
+};
+
+static int range_of(Flag f)
+{
+    for (int i = 0; i < (int)(sizeof RANGES / sizeof RANGES[0]); i++)
+        if (RANGES[i].flag == f)
+            return i;
+    return -1;      /* not reached: every caller names a flag of the table */
+}
+
+static long range_long(Flag f, const char *flag, const char *arg)
+{
+    int i = range_of(f);
+    return cli_long(flag, arg, (long)RANGES[i].lo, (long)RANGES[i].hi);
+}
+
+static double range_double(Flag f, const char *flag, const char *arg)
+{
+    int i = range_of(f);
+    return cli_double(flag, arg, RANGES[i].lo, RANGES[i].hi);
+}
+
+static double train_range(TrainRangeId id, const char *flag, const char *arg)
+{
+    return cli_double(flag, arg, TRAIN_RANGES[id].lo, TRAIN_RANGES[id].hi);
+}
 
 static const struct option LONG_OPTIONS[] = {
     { "task", required_argument, NULL, FLAG_TASK },
@@ -199,26 +244,28 @@ static void set_value(Options *o, Flag f, const char *arg)
     snprintf(flag, sizeof flag, "--%s", options_flag_name(f));
     switch (f) {
     case FLAG_TASK: o->task = task_names[cli_choice(flag, arg, task_names)]; break;
-    case FLAG_TASK_SIZE: o->task_size = (int)cli_long(flag, arg, 1, TASK_MAX_SIZE); break;
+    case FLAG_TASK_SIZE: o->task_size = (int)range_long(f, flag, arg); break;
     case FLAG_MSD_FIRST: o->msd_first = true; break;
     case FLAG_DATA: o->data = arg; break;
-    case FLAG_STEPS: o->steps = cli_long(flag, arg, 0, 1000000000L); break;
-    case FLAG_BATCH: o->batch = (int)cli_long(flag, arg, 1, 1 << 16); break;
-    case FLAG_SEQ: o->seq = (int)cli_long(flag, arg, 1, 1 << 16); break;
-    case FLAG_LAYERS: o->layers = (int)cli_long(flag, arg, 1, MAX_LAYERS); break;
-    case FLAG_HEADS: o->heads = (int)cli_long(flag, arg, 1, MAX_WIDTH); break;
-    case FLAG_EMBD: o->embd = (int)cli_long(flag, arg, 1, MAX_WIDTH); break;
+    case FLAG_STEPS: o->steps = range_long(f, flag, arg); break;
+    case FLAG_BATCH: o->batch = (int)range_long(f, flag, arg); break;
+    case FLAG_SEQ: o->seq = (int)cli_long(flag, arg, 1, GPT_MAX_SEQ); break;
+    case FLAG_LAYERS: o->layers = (int)cli_long(flag, arg, 1, GPT_MAX_LAYERS); break;
+    case FLAG_HEADS: o->heads = (int)cli_long(flag, arg, 1, GPT_MAX_WIDTH); break;
+    case FLAG_EMBD: o->embd = (int)cli_long(flag, arg, 1, GPT_MAX_WIDTH); break;
     case FLAG_UNTIED: o->untied = true; break;
     case FLAG_SEPARATE_QKV: o->separate_qkv = true; break;
-    case FLAG_LR: o->lr = cli_double(flag, arg, 1e-12, 10.0); break;
-    case FLAG_WARMUP: o->warmup = cli_long(flag, arg, 0, 1000000000L); break;
+    case FLAG_LR: o->lr = range_double(f, flag, arg); break;
+    case FLAG_WARMUP: o->warmup = range_long(f, flag, arg); break;
     case FLAG_OPTIMIZER:
         o->optimizer = (TrainOptimizer)cli_choice(flag, arg, TRAIN_OPTIMIZER_NAMES);
         break;
-    case FLAG_MOMENTUM: o->momentum = cli_double(flag, arg, 0.0, 0.999); break;
-    case FLAG_WEIGHT_DECAY: o->weight_decay = cli_double(flag, arg, 0.0, 10.0); break;
-    case FLAG_BETA1: o->beta1 = cli_double(flag, arg, 0.0, 0.9999); break;
-    case FLAG_BETA2: o->beta2 = cli_double(flag, arg, 0.0, 0.99999); break;
+    case FLAG_MOMENTUM: o->momentum = train_range(TRAIN_RANGE_MOMENTUM, flag, arg); break;
+    case FLAG_WEIGHT_DECAY:
+        o->weight_decay = train_range(TRAIN_RANGE_WEIGHT_DECAY, flag, arg);
+        break;
+    case FLAG_BETA1: o->beta1 = train_range(TRAIN_RANGE_BETA1, flag, arg); break;
+    case FLAG_BETA2: o->beta2 = train_range(TRAIN_RANGE_BETA2, flag, arg); break;
     case FLAG_ADAM8BIT_ROUNDING:
         o->adam8bit_rounding = (Adam8bitRounding)cli_choice(flag, arg, ADAM8BIT_ROUNDING_NAMES);
         break;
@@ -231,8 +278,10 @@ static void set_value(Options *o, Flag f, const char *arg)
     case FLAG_MICRO_BATCHES: case FLAG_STAGES: case FLAG_PIPE_EVENTS:
         pipeline_set_option(o, f, flag, arg);
         break;
-    case FLAG_CLIP: o->clip = cli_double(flag, arg, 0.0, 1e6); break;
-    case FLAG_SEED: o->seed = cli_long(flag, arg, 0, (1L << 62)); break;
+    case FLAG_CLIP: o->clip = train_range(TRAIN_RANGE_CLIP, flag, arg); break;
+    case FLAG_SEED:
+        o->seed = cli_long(flag, arg, 0, (long)TRAIN_RANGES[TRAIN_RANGE_SEED].hi);
+        break;
     case FLAG_THREADS: o->threads = (int)cli_long(flag, arg, 0, 1024); break;
     case FLAG_EVAL_EVERY: o->eval_every = cli_long(flag, arg, 0, 1000000000L); break;
     case FLAG_EVAL_EXAMPLES: o->eval_examples = (int)cli_long(flag, arg, 1, 1 << 24); break;
@@ -243,15 +292,15 @@ static void set_value(Options *o, Flag f, const char *arg)
     case FLAG_SAMPLE: o->sample = (int)cli_long(flag, arg, 0, 1 << 20); break;
     case FLAG_TEMPERATURE: o->temperature = cli_double(flag, arg, 0.0, 100.0); break;
     case FLAG_SAMPLE_SEED: o->sample_seed = cli_long(flag, arg, 0, (1L << 62)); break;
-    case FLAG_ACCUM: o->accum = (int)cli_long(flag, arg, 1, 1 << 16); break;
+    case FLAG_ACCUM: o->accum = (int)range_long(f, flag, arg); break;
     case FLAG_LR_RULE: o->lr_rule = (SchedRule)cli_choice(flag, arg, SCHED_RULE_NAMES); break;
-    case FLAG_BASE_BATCH: o->base_batch = (int)cli_long(flag, arg, 1, 1 << 30); break;
+    case FLAG_BASE_BATCH: o->base_batch = (int)range_long(f, flag, arg); break;
     case FLAG_WARMUP_TYPE:
         o->warmup_type = (SchedWarmup)cli_choice(flag, arg, SCHED_WARMUP_NAMES);
         break;
-    case FLAG_WARMUP_FRACTION: o->warmup_fraction = cli_double(flag, arg, 0.0, 1.0); break;
+    case FLAG_WARMUP_FRACTION: o->warmup_fraction = range_double(f, flag, arg); break;
     case FLAG_DECAY: o->decay = (SchedDecay)cli_choice(flag, arg, SCHED_DECAY_NAMES); break;
-    case FLAG_COOLDOWN: o->cooldown = cli_long(flag, arg, 1, 1000000000L); break;
+    case FLAG_COOLDOWN: o->cooldown = range_long(f, flag, arg); break;
     case FLAG_COOLDOWN_SHAPE:
         o->cooldown_shape = (SchedCooldown)cli_choice(flag, arg, SCHED_COOLDOWN_NAMES);
         break;
@@ -298,9 +347,23 @@ static void check_schedule(const Options *o)
         cli_usage_error("the schedule: %s", err);
 }
 
+/* Products of flags, checked before any is formed: the rows a step draws, and its tokens once
+ * --seq is known (a task's row length is known only once the data is open: train_gpt checks
+ * again then). Every count of rows or tokens is an int. */
+void options_check_products(const Options *o)
+{
+    cli_product(INT_MAX, "rows per step", 2, (const char *[]){ "--batch", "--accum" },
+                (long[]){ o->batch, o->accum });
+    if (o->seq > 0)
+        cli_product(INT_MAX, "tokens per step", 3,
+                    (const char *[]){ "--batch", "--accum", "--seq" },
+                    (long[]){ o->batch, o->accum, o->seq });
+}
+
 /* Combinations no single value shows wrong. */
 static void check_combinations(const Options *o)
 {
+    options_check_products(o);
     if (o->data && options_given(o, FLAG_TASK))
         cli_usage_error("--task and --data exclude each other: train on a task or on a text");
     if (o->data && (options_given(o, FLAG_TASK_SIZE) || o->msd_first))
@@ -426,24 +489,31 @@ static const char *meta(const SnapshotReader *r, const char *key)
     return v;
 }
 
-static long meta_long(const SnapshotReader *r, const char *key)
+/* A data or schedule value: a number within its flag's range (RANGES), or 0 when zero_ok (a
+ * flag that was not given), or the run stops with the key, the value and the range. */
+static double meta_in_range(const SnapshotReader *r, Flag f, bool integer, bool zero_ok)
 {
-    const char *v = meta(r, key);
+    int i = range_of(f);
+    const char *key = RANGES[i].key, *v = meta(r, key);
     char *end;
-    long x = strtol(v, &end, 10);
-    if (end == v || *end)
-        cli_die(1, "%s: metadata '%s' is '%s', not an integer", snapshot_path, key, v);
+    errno = 0;
+    double x = integer ? (double)strtoll(v, &end, 10) : strtod(v, &end);
+    if (end == v || *end || errno == ERANGE)
+        cli_die(1, "%s: metadata '%s' is '%s', not %s", snapshot_path, key, v,
+                integer ? "an integer" : "a number");
+    if (!(x >= RANGES[i].lo && x <= RANGES[i].hi) && !(zero_ok && x == 0.0))
+        cli_die(1, "%s: metadata '%s' = %s is out of range [%g, %g], the range of --%s",
+                snapshot_path, key, v, RANGES[i].lo, RANGES[i].hi, options_flag_name(f));
     return x;
 }
 
-static double meta_double(const SnapshotReader *r, const char *key)
+/* A switch saved as 0 or 1. */
+static bool meta_switch(const SnapshotReader *r, const char *key)
 {
     const char *v = meta(r, key);
-    char *end;
-    double x = strtod(v, &end);
-    if (end == v || *end)
-        cli_die(1, "%s: metadata '%s' is '%s', not a number", snapshot_path, key, v);
-    return x;
+    if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+        cli_die(1, "%s: metadata '%s' is '%s', not 0 or 1", snapshot_path, key, v);
+    return v[0] == '1';
 }
 
 static void merge_data(Options *o, const SnapshotReader *r)
@@ -469,9 +539,9 @@ static void merge_data(Options *o, const SnapshotReader *r)
     if (options_given(o, FLAG_TASK) && strcmp(o->task, task) != 0)
         options_disagree(FLAG_TASK, o->task, task);
     o->task = task;
-    o->msd_first = take_switch(o, FLAG_MSD_FIRST, meta_long(r, "data.msd_first") != 0);
+    o->msd_first = take_switch(o, FLAG_MSD_FIRST, meta_switch(r, "data.msd_first"));
     o->task_size = (int)take_long(o, FLAG_TASK_SIZE, o->task_size,
-                                  meta_long(r, "data.task_size"));
+                                  (long)meta_in_range(r, FLAG_TASK_SIZE, true, false));
 }
 
 /* An enum setting saved by name. */
@@ -497,19 +567,21 @@ static void merge_schedule(Options *o, const SnapshotReader *r)
         o->decay = SCHED_DECAY_CONSTANT;
         return;
     }
-    o->accum = (int)take_long(o, FLAG_ACCUM, o->accum, meta_long(r, "schedule.accum"));
+    o->accum = (int)take_long(o, FLAG_ACCUM, o->accum,
+                              (long)meta_in_range(r, FLAG_ACCUM, true, false));
     o->lr_rule = (SchedRule)take_choice(o, FLAG_LR_RULE, o->lr_rule,
                                         meta(r, "schedule.lr_rule"), SCHED_RULE_NAMES);
     o->base_batch = (int)take_long(o, FLAG_BASE_BATCH, o->base_batch,
-                                   meta_long(r, "schedule.base_batch"));
+                                   (long)meta_in_range(r, FLAG_BASE_BATCH, true, true));
     o->warmup_type = (SchedWarmup)take_choice(o, FLAG_WARMUP_TYPE, o->warmup_type,
                                               meta(r, "schedule.warmup_type"),
                                               SCHED_WARMUP_NAMES);
     o->warmup_fraction = options_take_double(o, FLAG_WARMUP_FRACTION, o->warmup_fraction,
-                                     meta_double(r, "schedule.warmup_fraction"));
+                                     meta_in_range(r, FLAG_WARMUP_FRACTION, false, false));
     o->decay = (SchedDecay)take_choice(o, FLAG_DECAY, o->decay, meta(r, "schedule.decay"),
                                        SCHED_DECAY_NAMES);
-    o->cooldown = take_long(o, FLAG_COOLDOWN, o->cooldown, meta_long(r, "schedule.cooldown"));
+    o->cooldown = take_long(o, FLAG_COOLDOWN, o->cooldown,
+                            (long)meta_in_range(r, FLAG_COOLDOWN, true, true));
     o->cooldown_shape = (SchedCooldown)take_choice(o, FLAG_COOLDOWN_SHAPE, o->cooldown_shape,
                                                    meta(r, "schedule.cooldown_shape"),
                                                    SCHED_COOLDOWN_NAMES);
@@ -550,15 +622,22 @@ void options_merge_snapshot(Options *o, const TrainerConfig *s, const SnapshotRe
                                       s->sgd.weight_decay);
     }
     precision_merge_snapshot(o, s);
-    o->lr = options_take_double(o, FLAG_LR, o->lr, meta_double(r, "schedule.lr"));
-    o->warmup = take_long(o, FLAG_WARMUP, o->warmup, meta_long(r, "schedule.warmup"));
-    o->batch = take_long(o, FLAG_BATCH, o->batch, meta_long(r, "schedule.batch"));
+    o->lr = options_take_double(o, FLAG_LR, o->lr, meta_in_range(r, FLAG_LR, false, false));
+    o->warmup = take_long(o, FLAG_WARMUP, o->warmup,
+                          (long)meta_in_range(r, FLAG_WARMUP, true, false));
+    o->batch = take_long(o, FLAG_BATCH, o->batch,
+                         (long)meta_in_range(r, FLAG_BATCH, true, false));
     merge_schedule(o, r);
+    int steps = range_of(FLAG_STEPS);
+    if (saved_step < RANGES[steps].lo || saved_step > RANGES[steps].hi)
+        cli_die(1, "%s: metadata 'train.step' = %ld is out of range [0, %.0f], the range of "
+                "--steps", path, saved_step, RANGES[steps].hi);
     if (!options_given(o, FLAG_STEPS))
         o->steps = saved_step;
     else if (o->steps < saved_step)
         cli_usage_error("--steps %ld is before the snapshot's step %ld (--steps counts from "
                         "the start of the first run)", o->steps, saved_step);
+    lora_merge_snapshot(o, r, path, m);
     check_combinations(o);
 }
 
@@ -623,6 +702,11 @@ int options_snapshot_meta(const Options *o, char keys[][OPTIONS_META_KEY],
     put(keys, values, &n, "schedule.cooldown", "%ld", o->cooldown);
     put(keys, values, &n, "schedule.cooldown_shape", "%s",
         SCHED_COOLDOWN_NAMES[o->cooldown_shape]);
+    if (o->lora_rank > 0) {     /* the base a resumed LoRA run reads again (lora.c) */
+        put(keys, values, &n, "lora.base", "%s", o->load_base_path ? o->load_base_path : "");
+        put(keys, values, &n, "lora.base_fnv1a", "%016llx",
+            (unsigned long long)lora_base_hash(o));
+    }
     return n;
 }
 

@@ -17,13 +17,16 @@
 #include "examples/train_gpt/train_gpt.h"
 #include "nn/gpt_snapshot.h"
 #include "nn/lora_snapshot.h"
+#include "optim/train_snapshot.h"
 
 void lora_set_option(Options *o, Flag f, const char *flag, const char *arg)
 {
     char err[256];
     switch (f) {
     case FLAG_LORA: o->lora_rank = (int)cli_long(flag, arg, 0, 1 << 14); break;
-    case FLAG_LORA_ALPHA: o->lora_alpha = cli_double(flag, arg, 1e-6, 1e6); break;
+    case FLAG_LORA_ALPHA:
+        o->lora_alpha = cli_double(flag, arg, LORA_ALPHA_MIN, LORA_ALPHA_MAX);
+        break;
     case FLAG_LORA_TARGETS:
         if (!lora_targets_parse(arg, &o->lora_targets, err, sizeof err))
             cli_usage_error("%s: %s", flag, err);
@@ -42,15 +45,20 @@ void lora_check_options(Options *o)
     const Flag lora_only[] = { FLAG_LORA_ALPHA, FLAG_LORA_TARGETS, FLAG_QLORA,
                                FLAG_SAVE_ADAPTER };
     const char *names[] = { "lora-alpha", "lora-targets", "qlora", "save-adapter" };
+    /* With --load the snapshot holds the LoRA settings and names the base (lora_merge_snapshot);
+     * --save-adapter is checked against it there. */
+    const Flag from_snapshot[] = { FLAG_LORA, FLAG_LORA_ALPHA, FLAG_LORA_TARGETS, FLAG_QLORA,
+                                   FLAG_LOAD_BASE };
+    for (int i = 0; o->load_path && i < 5; i++)
+        if (options_given(o, from_snapshot[i]))
+            cli_usage_error("--%s: --load takes the LoRA settings and the base from the "
+                            "snapshot %s (leave out --lora, --lora-alpha, --lora-targets, "
+                            "--qlora and --load-base)", options_flag_name(from_snapshot[i]),
+                            o->load_path);
     for (int i = 0; i < 4; i++)
-        if (options_given(o, lora_only[i]) && o->lora_rank == 0)
+        if (options_given(o, lora_only[i]) && o->lora_rank == 0 &&
+            !(o->load_path && lora_only[i] == FLAG_SAVE_ADAPTER))
             cli_usage_error("--%s needs --lora R (R >= 1)", names[i]);
-    if (o->load_path && (o->lora_rank > 0 || o->load_base_path))
-        cli_usage_error("--load resumes a training snapshot; a LoRA run starts from "
-                        "--load-base and keeps its adapter with --save-adapter");
-    if (o->save_path && o->lora_rank > 0)
-        cli_usage_error("--save writes a whole training state; a LoRA run keeps only its "
-                        "adapter: use --save-adapter");
     const Flag model[] = { FLAG_LAYERS, FLAG_HEADS, FLAG_EMBD, FLAG_UNTIED, FLAG_SEPARATE_QKV };
     for (int i = 0; o->load_base_path && i < 5; i++)
         if (options_given(o, model[i]))
@@ -155,6 +163,68 @@ void lora_report(const Trainer *tr)
                "master)\n", rest_bytes, rest, (double)rest_bytes / (double)rest_values);
     else
         printf("frozen base      %zu bytes (fp32)\n", rest_bytes);
+}
+
+/* FNV-1a (64 bits) of the base file's bytes: a resumed run must sit on the very weights it
+ * began with, and a base replaced since would resume silently on others. 0 without a base. */
+uint64_t lora_base_hash(const Options *o)
+{
+    if (!o->load_base_path)
+        return 0;
+    FILE *f = fopen(o->load_base_path, "rb");
+    if (!f)
+        cli_die(1, "%s: cannot read the base again to record it", o->load_base_path);
+    uint64_t h = 14695981039346656037ull;
+    unsigned char buf[1 << 16];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        for (size_t i = 0; i < n; i++)
+            h = (h ^ buf[i]) * 1099511628211ull;
+    bool failed = ferror(f);
+    fclose(f);
+    if (failed)
+        cli_die(1, "%s: read error", o->load_base_path);
+    return h;
+}
+
+void lora_merge_snapshot(Options *o, const SnapshotReader *r, const char *path,
+                         const GptConfig *model)
+{
+    LoraConfig lc;
+    bool has;
+    SnapshotError err;
+    if (!train_snapshot_lora(r, path, model, &lc, &has, &err))
+        cli_die(1, "%s", err.message);
+    if (!has) {
+        if (o->save_adapter_path)
+            cli_usage_error("--save-adapter needs a LoRA run, and the snapshot %s is not one",
+                            path);
+        return;
+    }
+    o->lora_rank = lc.rank;
+    o->lora_alpha = lc.alpha;
+    o->lora_targets = lc.targets;
+    o->qlora = lc.qlora;
+    const char *base = snapshot_meta(r, "lora.base"), *hash = snapshot_meta(r, "lora.base_fnv1a");
+    if (!base || !hash)
+        cli_die(1, "%s: missing metadata '%s' (was it saved by train_gpt?)", path,
+                base ? "lora.base_fnv1a" : "lora.base");
+    o->load_base_path = *base ? base : NULL;
+    char now[32];
+    snprintf(now, sizeof now, "%016llx", (unsigned long long)lora_base_hash(o));
+    if (strcmp(now, hash) != 0)
+        cli_die(1, "%s: the base %s is not the file the run began with (FNV-1a %s, recorded "
+                "%s): the adapters would resume on other weights", path, base, now, hash);
+}
+
+Trainer *lora_resume(const Options *o, const TrainerConfig *saved, SnapshotReader *r)
+{
+    Trainer *tr = trainer_new(saved);
+    lora_setup(tr, o);
+    SnapshotError err;
+    if (!train_snapshot_restore(tr, r, o->load_path, &err))
+        cli_die(1, "%s", err.message);
+    return tr;
 }
 
 void lora_save_adapter(const Trainer *tr, const Options *o)

@@ -58,7 +58,7 @@ static void set_scale_factor(Options *o, Flag f, const char *flag, const char *a
     LossScaleConfig c = o->loss_scale;
     c.mode = LOSS_SCALE_DYNAMIC;
     if (f == FLAG_SCALE_GROWTH_INTERVAL)
-        c.growth_interval = cli_long(flag, arg, 1, 1000000000L);
+        c.growth_interval = cli_long(flag, arg, 1, LOSS_SCALE_MAX_INTERVAL);
     else if (f == FLAG_SCALE_GROWTH_FACTOR)
         c.growth_factor = cli_double(flag, arg, 0.0, FLT_MAX);
     else

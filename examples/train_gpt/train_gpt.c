@@ -24,7 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "autograd/outfile.h"
 #include "autograd/parallel.h"
 #include "examples/common/cli.h"
 #include "examples/common/peak_fma.h"
@@ -106,6 +108,19 @@ static void check_fit(const Options *o, const Dataset *ds, const GptConfig *m)
         cli_die(1, "rows of %d tokens are longer than the model's T = %d", o->seq, m->max_seq);
 }
 
+/* A model whose fp32 weights alone exceed the machine's memory is refused before it is built
+ * (building it would end in an allocator's abort or the kernel's OOM killer): from flags or
+ * from a snapshot's model.* keys alike. */
+static void check_model_size(const GptConfig *m)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    double params = (double)gpt_config_n_params(m), memory = (double)pages * (double)page;
+    if (pages > 0 && page > 0 && 4.0 * params > memory)
+        cli_die(1, "the model (V=%d T=%d L=%d C=%d) has %.4g parameters: its fp32 weights alone "
+                "need %.3g GB, more than the %.3g GB of memory this machine has", m->vocab_size,
+                m->max_seq, m->n_layer, m->n_embd, params, 4e-9 * params, 1e-9 * memory);
+}
+
 /* A fresh trainer, or the one a snapshot holds (its settings merged into the options). */
 static Trainer *make_trainer(Run *run)
 {
@@ -116,6 +131,7 @@ static Trainer *make_trainer(Run *run)
         if (o->load_base_path)
             lora_base_config(o, &cfg.model);
         check_fit(o, run->ds, &cfg.model);
+        check_model_size(&cfg.model);
         Trainer *tr = trainer_new(&cfg);
         gpt_set_tiled_attention(tr->model, o->tiled_attention);
         lora_setup(tr, o);
@@ -132,7 +148,9 @@ static Trainer *make_trainer(Run *run)
     options_merge_snapshot(o, &saved, r, o->load_path, (long)step);
     run->ds = open_data(o);
     check_fit(o, run->ds, &saved.model);
-    Trainer *tr = train_snapshot_load(r, o->load_path, &err);
+    check_model_size(&saved.model);
+    Trainer *tr = o->lora_rank > 0 ? lora_resume(o, &saved, r)
+                                   : train_snapshot_load(r, o->load_path, &err);
     if (!tr)
         cli_die(1, "%s", err.message);
     tr->cfg.checkpoint = o->checkpoint;     /* not in the snapshot: it changes no number */
@@ -193,9 +211,20 @@ static void print_memory(const Run *run)
 
 /* The loop ---------------------------------------------------------------------------------- */
 
-static EvalResult evaluate(Run *run, long step)
+/* A validation loss that is not a number is a model that computes nothing: a failure, not a
+ * result to print (a loaded model with finite but enormous weights can overflow). */
+static EvalResult eval_checked(Run *run, long step)
 {
     EvalResult ev = eval_teacher_forced(run->tr, run->ds, run->B, run->o.eval_examples);
+    if (!isfinite(ev.loss))
+        cli_die(1, "the validation loss is %g at step %ld: the model's outputs are not finite "
+                "numbers%s", ev.loss, step, run->o.load_path ? " (check the --load file)" : "");
+    return ev;
+}
+
+static EvalResult evaluate(Run *run, long step)
+{
+    EvalResult ev = eval_checked(run, step);
     end_phase(run, NULL);
     run->last_eval = ev;
     run->last_eval_step = step;
@@ -372,7 +401,7 @@ static void report(Run *run, double start)
     }
     EvalResult ev = run->last_eval;
     if (run->last_eval_step != run->tr->step || run->steps_run == 0)
-        ev = eval_teacher_forced(run->tr, run->ds, run->B, o->eval_examples);
+        ev = eval_checked(run, run->tr->step);
     printf("validation loss  %.4f over %d examples\n", ev.loss, ev.examples);
     if (dataset_task(run->ds)) {
         double acc = eval_greedy_accuracy(run->tr, run->ds, run->B, o->eval_examples);
@@ -456,6 +485,22 @@ static void finish_outputs(Run *run)
         lora_save_adapter(run->tr, o);
 }
 
+/* Outputs written only at the end are checked now: a run must not train for an hour and then
+ * find that it cannot save (a missing folder, a folder given as the file). The check leaves
+ * nothing behind. */
+static void check_outputs(const Options *o)
+{
+    const struct { const char *flag, *path; } outputs[] = {
+        { "--save", o->save_path }, { "--save-adapter", o->save_adapter_path },
+        { "--plot", o->plot_path }, { "--log", o->log_path },
+    };
+    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++) {
+        char err[512];
+        if (outputs[i].path && !outfile_check_writable(outputs[i].path, err, sizeof err))
+            cli_die(1, "%s %s", outputs[i].flag, err);
+    }
+}
+
 int main(int argc, char **argv)
 {
     cli_init(argv[0]);
@@ -464,6 +509,7 @@ int main(int argc, char **argv)
     Run run = { .o = options_parse(argc, argv) };
     parallel_parsed();
     par_set_threads(run.o.threads);
+    check_outputs(&run.o);      /* every rank: each stops alike, none is left waiting */
     if (pipeline_requested(&run.o))         /* under mpirun: pipeline.c's own loop */
         return pipeline_main(&run.o, open_data(&run.o));
     run.tr = make_trainer(&run);
@@ -476,6 +522,7 @@ int main(int argc, char **argv)
     if (run.par)
         run.o.accum = parallel_ranks(run.par) * parallel_micro_batches(run.par);
     run.K = run.o.accum;
+    options_check_products(&run.o);     /* --seq is known now, and accum under ddp */
     run.peak_flops = measure_peak();
     describe(&run);
 

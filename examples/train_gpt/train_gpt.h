@@ -94,6 +94,8 @@ typedef struct {
  * a message (cli_usage_error). */
 Options options_parse(int argc, char **argv);
 bool    options_given(const Options *o, Flag f);
+/* --batch x --accum (and x --seq once known) within an int, or a usage error naming them. */
+void    options_check_products(const Options *o);
 /* Settings a snapshot holds become the run's; a flag given explicitly must agree with the
  * snapshot (one message naming the flag, both values and the file otherwise). */
 void    options_merge_snapshot(Options *o, const TrainerConfig *saved_cfg,
@@ -108,7 +110,7 @@ const char *options_flag_name(Flag f);
 TrainerConfig options_trainer_config(const Options *o, int V);
 /* The metadata train_gpt adds to a snapshot, the data and the schedule: returns the number of
  * pairs (at most OPTIONS_META_MAX). */
-enum { OPTIONS_META_MAX = 16, OPTIONS_META_KEY = 32, OPTIONS_META_VALUE = 4096 };
+enum { OPTIONS_META_MAX = 20, OPTIONS_META_KEY = 32, OPTIONS_META_VALUE = 4096 };
 int     options_snapshot_meta(const Options *o, char keys[][OPTIONS_META_KEY],
                               char values[][OPTIONS_META_VALUE]);
 /* The schedule the options describe (checked when the options were parsed), and the learning
@@ -176,6 +178,13 @@ void lora_setup(Trainer *tr, const Options *o);
 void lora_describe(const Trainer *tr, const Options *o);
 void lora_report(const Trainer *tr);
 void lora_save_adapter(const Trainer *tr, const Options *o);
+/* --load of a LoRA run's snapshot (optim/train_snapshot.h): its settings and its base become the
+ * run's (the base must be the file the run began with, by its hash); the run rebuilt as it
+ * began, then the snapshot's adapters, optimizer state and counters read into it. */
+void     lora_merge_snapshot(Options *o, const SnapshotReader *r, const char *path,
+                             const GptConfig *model);
+Trainer *lora_resume(const Options *o, const TrainerConfig *saved, SnapshotReader *r);
+uint64_t lora_base_hash(const Options *o);
 
 /* parallel.c: --parallel ddp, zero1, zero2, zero3 under mpirun. parallel_begin (first thing in
  * main) starts MPI only when --parallel is on the command line; parallel_start returns NULL

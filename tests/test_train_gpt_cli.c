@@ -1,0 +1,293 @@
+/* train_gpt run as a user runs it, with bad input: each case must end with one clear message
+ * naming the flag or the key, a non-zero exit status, and no crash (a signal), no hang (a time
+ * limit) and no step run. The program is built beside this test (the Makefile makes it a
+ * prerequisite) and found through TAPEGRAD_BUILD_DIR. */
+#include "tests/snapshot_test_helpers.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#ifndef TAPEGRAD_BUILD_DIR
+#define TAPEGRAD_BUILD_DIR "build"
+#endif
+
+typedef struct {
+    int  status;        /* the exit status, or -1 for a signal or a timeout */
+    char out[16384];    /* stdout and stderr together */
+} RunResult;
+
+/* train_gpt ARGS (a shell fragment) on one thread, stopped after `seconds`. */
+static void run(RunResult *r, int seconds, const char *args)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 timeout -s KILL %d %s/bin/train_gpt --threads 1 "
+             "%s 2>&1", seconds, TAPEGRAD_BUILD_DIR, args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(r->out, 1, sizeof r->out - 1, p);
+    r->out[n] = '\0';
+    while (fgetc(p) != EOF) {}
+    int st = pclose(p);
+    r->status = WIFEXITED(st) && WEXITSTATUS(st) < 128 ? WEXITSTATUS(st) : -1;
+}
+
+/* The run must exit with status `code` (1 or 2, never a crash), print needle, and run no step. */
+static void expect_refused(int code, const char *args, const char *needle)
+{
+    RunResult *r = malloc(sizeof *r);
+    run(r, 120, args);
+    if (r->status != code || !strstr(r->out, needle) || strstr(r->out, "step 1")) {
+        print_error("train_gpt %s\nexpected status %d and \"%s\", got status %d:\n%s\n", args,
+                    code, needle, r->status, r->out);
+        fail();
+    }
+    free(r);
+}
+
+/* Issue 18: 65536 x 65536 overflowed an int (undefined behaviour, then a misleading message). */
+static void test_products_of_flags(void **state)
+{
+    (void)state;
+    expect_refused(2, "--batch 65536 --accum 65536",
+                   "--batch 65536 x --accum 65536 = 4294967296 rows per step");
+    expect_refused(2, "--batch 65536 --accum 32768", "= 2147483648 rows per step");
+    expect_refused(2, "--data /dev/null --batch 65536 --accum 16384 --seq 4",
+                   "--batch 65536 x --accum 16384 x --seq 4 = 4294967296 tokens per step");
+}
+
+/* Issue 18: --save's folder was found missing only after the last step. */
+static void test_outputs_checked_before_training(void **state)
+{
+    (void)state;
+    char args[1024], file[512];
+    snprintf(file, sizeof file, "%s/a_file", dir);
+    FILE *f = fopen(file, "w");
+    assert_non_null(f);
+    fclose(f);
+    snprintf(args, sizeof args, "--steps 3 --save %s/no/such/folder/s.safetensors", dir);
+    expect_refused(1, args, "No such file or directory");
+    snprintf(args, sizeof args, "--steps 3 --save %s", dir);
+    expect_refused(1, args, "--save");
+    snprintf(args, sizeof args, "--steps 3 --save %s/a_file/s.safetensors", dir);
+    expect_refused(1, args, "Not a directory");
+    snprintf(args, sizeof args, "--steps 3 --eval-every 0 --log %s/log.tsv --plot %s/no/p.png",
+             dir, dir);
+    expect_refused(1, args, "--plot");
+    snprintf(args, sizeof args, "--steps 3 --lora 2 --save-adapter %s/no/a.safetensors", dir);
+    expect_refused(1, args, "--save-adapter");
+    /* the checks leave no file behind */
+    snprintf(args, sizeof args, "ls -A '%s'", dir);
+    FILE *p = popen(args, "r");
+    char listing[256] = "";
+    size_t n = fread(listing, 1, sizeof listing - 1, p);
+    listing[n] = '\0';
+    pclose(p);
+    assert_string_equal(listing, "a_file\n");
+}
+
+/* The file's bytes with the first float of its data (a weight: parameters come first) set to v. */
+static void poison_first_value(const char *src, const char *dst, float v)
+{
+    FILE *f = fopen(src, "rb");
+    assert_non_null(f);
+    unsigned char buf[1 << 16];
+    size_t len = fread(buf, 1, sizeof buf, f);
+    assert_true(len < sizeof buf || !feof(f));
+    unsigned char *all = NULL;
+    size_t total = 0;
+    while (len > 0) {
+        all = realloc(all, total + len);
+        memcpy(all + total, buf, len);
+        total += len;
+        len = fread(buf, 1, sizeof buf, f);
+    }
+    fclose(f);
+    uint64_t header = 0;
+    for (int i = 0; i < 8; i++)
+        header |= (uint64_t)all[i] << (8 * i);
+    assert_true(8 + header + sizeof v <= total);
+    memcpy(all + 8 + header, &v, sizeof v);
+    f = fopen(dst, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(all, 1, total, f), total);
+    fclose(f);
+    free(all);
+}
+
+/* A snapshot of train_gpt's at path: 2 steps of the default task. */
+static void save_good(const char *path)
+{
+    char args[1024];
+    snprintf(args, sizeof args, "--steps 2 --eval-every 0 --eval-examples 64 --save %s", path);
+    RunResult *r = malloc(sizeof *r);
+    run(r, 300, args);
+    if (r->status != 0) {
+        print_error("train_gpt %s failed:\n%s\n", args, r->out);
+        fail();
+    }
+    free(r);
+}
+
+/* Issue 18: a snapshot of NaN weights evaluated to "validation loss nan" and status 0. */
+static void test_non_finite_model_refused(void **state)
+{
+    (void)state;
+    char args[1024], good[512], bad[512];
+    snprintf(good, sizeof good, "%s/good.safetensors", dir);
+    snprintf(bad, sizeof bad, "%s/nan.safetensors", dir);
+    save_good(good);
+    poison_first_value(good, bad, NAN);
+    snprintf(args, sizeof args, "--load %s --eval-examples 64", bad);
+    expect_refused(1, args, "holds nan at element 0");
+    poison_first_value(good, bad, -INFINITY);
+    expect_refused(1, args, "holds -inf at element 0");
+    snprintf(args, sizeof args, "--load-base %s --lora 2 --steps 2", bad);
+    expect_refused(1, args, "holds -inf at element 0");
+}
+
+/* Issue 18: the data and schedule metadata train_gpt adds skipped the flags' range checks (a
+ * schedule batch of 1e8 allocated at 250 MB/s, 64-bit counts were cut to 32 bits); the
+ * trainer's own metadata reaches the library's checks through the program as well. Each must
+ * stop the run with status 1, the key and the range named, before any step. */
+static void test_wrong_program_metadata(void **state)
+{
+    (void)state;
+    char good[512], bad[512], args[1024];
+    in_dir(good, sizeof good, "program.safetensors");
+    in_dir(bad, sizeof bad, "program_bad.safetensors");
+    save_good(good);
+    static const struct { const char *key, *value, *needle; } cases[] = {
+        { "schedule.batch", "\"100000000\"",
+          "'schedule.batch' = 100000000 is out of range [1, 65536], the range of --batch" },
+        { "schedule.accum", "\"4294967297\"", "'schedule.accum' = 4294967297 is out of range" },
+        { "schedule.base_batch", "\"1e9\"", "'schedule.base_batch' is '1e9', not an integer" },
+        { "schedule.lr", "\"nan\"", "'schedule.lr' = nan is out of range" },
+        { "schedule.lr", "\"100\"", "'schedule.lr' = 100 is out of range [1e-12, 10]" },
+        { "schedule.warmup", "\"-5\"", "'schedule.warmup' = -5 is out of range" },
+        { "schedule.warmup_fraction", "\"inf\"", "'schedule.warmup_fraction' = inf" },
+        { "schedule.cooldown", "\"-1\"", "'schedule.cooldown' = -1 is out of range" },
+        { "data.task_size", "\"4294967299\"", "'data.task_size' = 4294967299 is out of range" },
+        { "data.msd_first", "\"2\"", "'data.msd_first' is '2', not 0 or 1" },
+        { "data.task", "\"add\\u0000x\"", "escapes a NUL character" },
+        { "train.step", "\"4294967296000\"", "'train.step' = 4294967296000 is out of range" },
+        { "train.seed", "\"4611686018427387905\"", "'train.seed' = 4611686018427387905" },
+        { "train.clip", "\"nan\"", "'train.clip' = nan is out of range [0, 1e+06]" },
+        { "optim.beta1", "\"1.5\"", "'optim.beta1' = 1.5 is out of range [0, 0.9999]" },
+        { "optim.eps", "\"-1\"", "'optim.eps' = -1 is out of range" },
+        { "model.n_layer", "\"2147483647\"", "'model.n_layer' is 2147483647, not in 1..64" },
+        { "model.n_layer", "\"100000\"", "'model.n_layer' is 100000, not in 1..64" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        edit_meta(good, bad, cases[i].key, cases[i].value);
+        snprintf(args, sizeof args, "--load %s --steps 3", bad);
+        expect_refused(1, args, cases[i].needle);
+    }
+    /* Each count within its range, the model 2e11 parameters: refused before it is built (the
+     * allocator aborted, or the kernel's OOM killer ended the run), as the same flags are. */
+    edit_meta(good, bad, "model.n_layer", "\"64\"");
+    edit_meta(bad, bad, "model.n_embd", "\"16384\"");
+    snprintf(args, sizeof args, "--load %s --steps 3", bad);
+    expect_refused(1, args, "of memory this machine has");
+    expect_refused(1, "--layers 64 --embd 16384", "has 2.062e+11 parameters");
+}
+
+/* The loss and grad_norm cells of a log's rows from step `from` on, one row a line. */
+static void log_rows(const char *path, long from, char *out, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[4096];
+    size_t used = 0;
+    out[0] = '\0';
+    while (fgets(line, sizeof line, f)) {
+        char *cells[4] = { line }, *p = line;
+        for (int c = 1; c < 4 && (p = strchr(p, '\t')); c++) {
+            *p++ = '\0';
+            cells[c] = p;
+        }
+        if (!p || atol(cells[0]) < from)
+            continue;       /* the header, or an earlier step */
+        char *end = strchr(cells[3], '\t');
+        if (end)
+            *end = '\0';
+        used += (size_t)snprintf(out + used, len - used, "%s %s %s\n", cells[0], cells[1],
+                                 cells[3]);
+        assert_true(used < len);
+    }
+    fclose(f);
+}
+
+static void run_ok(const char *args)
+{
+    RunResult *r = malloc(sizeof *r);
+    run(r, 300, args);
+    if (r->status != 0) {
+        print_error("train_gpt %s failed:\n%s\n", args, r->out);
+        fail();
+    }
+    free(r);
+}
+
+/* A LoRA run resumed from --save and --load: 6 steps straight and 3 + save + load + 3 log the
+ * same loss and gradient norm, to the last digit, on a base file and on the seed's random
+ * base, in fp32 and under bf16 with QLoRA. A base replaced between the runs is refused. */
+static void check_lora_resume(const char *base, const char *extra)
+{
+    char args[2048], straight[512], second[512], half[512], a[8192], b[8192];
+    const char *common = "--eval-every 0 --eval-examples 64 --decay constant --warmup 0 --lora 2";
+    char base_flag[600] = "";
+    if (base)
+        snprintf(base_flag, sizeof base_flag, "--load-base %s", base);
+    in_dir(straight, sizeof straight, "straight.tsv");
+    in_dir(second, sizeof second, "second.tsv");
+    in_dir(half, sizeof half, "half.safetensors");
+    snprintf(args, sizeof args, "%s %s %s --steps 6 --log %s", common, extra, base_flag,
+             straight);
+    run_ok(args);
+    snprintf(args, sizeof args, "%s %s %s --steps 3 --save %s", common, extra, base_flag, half);
+    run_ok(args);
+    snprintf(args, sizeof args, "--eval-every 0 --eval-examples 64 --load %s --steps 6 --log %s",
+             half, second);
+    run_ok(args);
+    log_rows(straight, 4, a, sizeof a);
+    log_rows(second, 4, b, sizeof b);
+    print_message("%s %s, steps 4-6 straight and resumed:\n%s", base ? "base file" : "seed's base",
+                  extra, b);
+    assert_int_equal(strlen(a) > 20, true);
+    assert_string_equal(a, b);
+}
+
+static void test_lora_resume(void **state)
+{
+    (void)state;
+    char base[512], args[1024], half[512];
+    in_dir(base, sizeof base, "lora_base.safetensors");
+    snprintf(args, sizeof args, "--steps 4 --separate-qkv --eval-every 0 --eval-examples 64 "
+             "--save %s", base);
+    run_ok(args);
+    check_lora_resume(base, "");
+    check_lora_resume(base, "--precision bf16 --qlora --lora-targets all");
+    check_lora_resume(NULL, "--optimizer adam8bit --adam8bit-rounding stochastic");
+    /* the base replaced since */
+    check_lora_resume(base, "");
+    snprintf(args, sizeof args, "--steps 4 --separate-qkv --seed 9 --eval-every 0 "
+             "--eval-examples 64 --save %s", base);
+    run_ok(args);
+    in_dir(half, sizeof half, "half.safetensors");
+    snprintf(args, sizeof args, "--load %s --steps 6", half);
+    expect_refused(1, args, "is not the file the run began with");
+    snprintf(args, sizeof args, "--load %s --steps 6 --lora 2", half);
+    expect_refused(2, args, "--load takes the LoRA settings and the base from the snapshot");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_products_of_flags),
+        cmocka_unit_test(test_outputs_checked_before_training),
+        cmocka_unit_test(test_non_finite_model_refused),
+        cmocka_unit_test(test_wrong_program_metadata),
+        cmocka_unit_test(test_lora_resume),
+    };
+    return cmocka_run_group_tests(tests, make_dir, remove_dir);
+}

@@ -1,0 +1,222 @@
+#!/bin/sh
+# Coursework: writes a student tree from the sources, with the solution regions replaced.
+#
+#   sh scripts/assignment.sh [--parts a,b] [--out DIR] [--solutions DIR]
+#   sh scripts/assignment.sh --list
+#   sh scripts/assignment.sh --restore STUDENT_DIR SOLUTIONS_DIR
+#
+# A solution region is a run of whole lines in a .c or .h file (docs/coursework.md):
+#
+#       /* BEGIN SOLUTION part_name */
+#       ... the code the student writes ...
+#       /* STUDENT
+#       ... optional: what the student tree holds instead, so that it compiles ...
+#       */
+#       /* END SOLUTION part_name */
+#
+# In the student tree the region becomes
+#
+#       /* YOUR CODE HERE (part part_name) */
+#       ... the STUDENT lines ...
+#       /* END OF YOUR CODE (part part_name) */
+#
+# --solutions DIR writes the regions taken out (the original lines, one file per source file)
+# and --restore puts them back between those two lines, giving the sources byte for byte.
+# Regions of parts not in --parts stay as they are. Hidden tests (tests/parts.tsv, visibility
+# other than "visible") and the instructors' pages are left out of the student tree.
+set -eu
+cd "$(dirname "$0")/.."
+
+die() { echo "assignment: $*" >&2; exit 1; }
+
+# Where regions may be: the library, the programs and the benchmarks (not docs, not tests).
+marked_files() {
+    grep -rlE --include='*.c' --include='*.h' '^[[:space:]]*/\* BEGIN SOLUTION ' \
+        precision autograd nn optim dist examples bench 2>/dev/null | sort
+}
+
+# The lines of every region's begin marker, as "part<TAB>file:line".
+list_parts() {
+    for f in $(marked_files); do
+        awk -v f="$f" '/^[ \t]*\/\* BEGIN SOLUTION [A-Za-z0-9_]+ \*\/[ \t]*$/ {
+            print $4 "\t" f ":" NR }' "$f"
+    done
+}
+
+# The state machine of one file: strips the regions of the parts in `parts` (a list ",a,b,"),
+# checks every region's shape (even those kept), writes the student file to stdout and the
+# regions taken out to `sol`.
+STRIP_AWK='
+function fail(msg) { printf "assignment: %s:%d: %s\n", FILENAME, NR, msg > "/dev/stderr"; bad = 1; exit 1 }
+function marker(kind,   re) {
+    re = "^[ \t]*/\\* " kind " SOLUTION [A-Za-z0-9_]+ \\*/[ \t]*$"
+    return $0 ~ re
+}
+BEGIN { state = 0 }
+{
+    if (state == 0) {
+        if (marker("END")) fail("END SOLUTION without a BEGIN")
+        if ($0 ~ /^[ \t]*\/\* STUDENT[ \t]*$/) fail("STUDENT block outside a region")
+        if (!marker("BEGIN")) { print; next }
+        part = $4; strip = index(parts, "," part ",") > 0
+        indent = $0; sub(/[^ \t].*$/, "", indent)
+        nstudent = 0; state = 1
+        if (strip) print $0 > sol; else print
+        next
+    }
+    if (marker("BEGIN")) fail("BEGIN SOLUTION " $4 " inside the region of part " part)
+    if (state == 2) {
+        if ($0 ~ /^[ \t]*\*\/[ \t]*$/) state = 3
+        else student[++nstudent] = $0
+    } else if (marker("END")) {
+        if ($4 != part) fail("END SOLUTION " $4 " closes the region of part " part)
+        state = 0
+        if (strip) {
+            print $0 > sol
+            print indent "/* YOUR CODE HERE (part " part ") */"
+            for (i = 1; i <= nstudent; i++) print student[i]
+            print indent "/* END OF YOUR CODE (part " part ") */"
+        } else print
+        next
+    } else if (state == 3) {
+        fail("only the END SOLUTION line may follow a STUDENT block")
+    } else if ($0 ~ /^[ \t]*\/\* STUDENT[ \t]*$/) {
+        state = 2
+    }
+    if (strip) print $0 > sol; else print
+}
+END { if (!bad && state != 0) { printf "assignment: %s: the region of part %s never ends\n", FILENAME, part > "/dev/stderr"; exit 1 } }
+'
+
+# Puts the regions of `sol` back into a student file, in order.
+RESTORE_AWK='
+function fail(msg) { printf "assignment: %s:%d: %s\n", FILENAME, NR, msg > "/dev/stderr"; exit 1 }
+/^[ \t]*\/\* YOUR CODE HERE \(part [A-Za-z0-9_]+\) \*\/[ \t]*$/ {
+    part = $6; inside = 1
+    while ((getline line < sol) > 0) {
+        print line
+        if (line ~ /^[ \t]*\/\* END SOLUTION [A-Za-z0-9_]+ \*\/[ \t]*$/) break
+    }
+    next
+}
+inside && /^[ \t]*\/\* END OF YOUR CODE \(part [A-Za-z0-9_]+\) \*\/[ \t]*$/ { inside = 0; next }
+inside { next }
+{ print }
+END { if (inside) fail("the region of part " part " never ends") }
+'
+
+# The student's guide, written into the student tree as ASSIGNMENT.md.
+student_readme() {
+    cat <<'EOT'
+# Your assignment
+
+Some functions of this tree have lost their body: each gap sits between
+
+    /* YOUR CODE HERE (part NAME) */
+    ...
+    /* END OF YOUR CODE (part NAME) */
+
+and what stands between those lines now is only there so that the tree compiles. Write the
+code in its place; keep the two marker lines. The comment above each function states the math
+it has to compute, and the docs/ page of its topic explains why.
+
+    make            # must build with zero warnings (-Wall -Wextra)
+    make test       # the cmocka suite; a failing test prints its reference numbers
+    make grade      # runs the graded tests as the grader will (hidden tests excepted)
+
+The grader runs the tests of tests/parts.tsv, each with a time limit: a test that crashes or
+hangs scores 0 for its part and nothing else. Some tests are hidden: only the grader has them.
+A test may also fail because a part it builds on is still missing (a GPT's gradient needs every
+op's backward): start with the parts that come first in the table below.
+
+## The parts
+
+| part | where | points (visible tests) |
+|---|---|---|
+EOT
+    for p in $(echo "$1" | tr ',' ' '); do
+        where=$(list_parts | awk -F'\t' -v p="$p" '$1 == p { printf "%s%s", sep, $2; sep = ", " }')
+        pts=$(awk -F'\t' -v p="$p" '!/^#/ && $3 == p && $5 == "visible" { s += $4 } END { print s + 0 }' \
+              tests/parts.tsv)
+        echo "| $p | $where | $pts |"
+    done
+}
+
+parts=""; out="build/assignment"; sols=""; mode=strip
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --parts) [ $# -ge 2 ] || die "--parts needs a value"; parts="$2"; shift 2 ;;
+        --out) [ $# -ge 2 ] || die "--out needs a value"; out="$2"; shift 2 ;;
+        --solutions) [ $# -ge 2 ] || die "--solutions needs a value"; sols="$2"; shift 2 ;;
+        --list) mode=list; shift ;;
+        --restore) [ $# -eq 3 ] || die "--restore needs STUDENT_DIR SOLUTIONS_DIR"
+                   mode=restore; out="$2"; sols="$3"; shift 3 ;;
+        -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) die "unknown argument '$1' (see --help)" ;;
+    esac
+done
+
+if [ "$mode" = list ]; then
+    list_parts
+    exit 0
+fi
+
+if [ "$mode" = restore ]; then
+    [ -d "$sols" ] || die "no solutions directory '$sols'"
+    (cd "$sols" && find . -type f ! -name .tapegrad-solutions | sort) | while read -r f; do
+        f=${f#./}
+        [ -f "$out/$f" ] || die "$out/$f is missing"
+        awk -v sol="$sols/$f" "$RESTORE_AWK" "$out/$f" > "$out/$f.restore.tmp"
+        mv "$out/$f.restore.tmp" "$out/$f"
+    done
+    exit 0
+fi
+
+known=$(list_parts | cut -f1 | sort -u)
+[ -n "$known" ] || die "no solution regions in the sources"
+if [ -z "$parts" ]; then
+    parts=$(echo $known | tr ' ' ',')
+fi
+for p in $(echo "$parts" | tr ',' ' '); do
+    echo "$known" | grep -qx "$p" || die "unknown part '$p' in PARTS (known: $(echo $known))"
+done
+
+# The output directory is rebuilt from nothing, so it must be one this script made (or new).
+if [ -e "$out" ]; then
+    [ -f "$out/.tapegrad-assignment" ] || die "'$out' exists and was not made by this script"
+    rm -rf "$out"
+fi
+if [ -n "$sols" ] && [ -e "$sols" ]; then
+    [ -f "$sols/.tapegrad-solutions" ] || die "'$sols' exists and was not made by this script"
+    rm -rf "$sols"
+fi
+mkdir -p "$out"
+: > "$out/.tapegrad-assignment"
+if [ -n "$sols" ]; then
+    mkdir -p "$sols"
+    : > "$sols/.tapegrad-solutions"
+fi
+
+# Hidden tests: every test binary with a row whose visibility is not "visible".
+hidden=$(awk -F'\t' '!/^#/ && NF >= 5 && $5 != "visible" { print "tests/" $1 ".c" }' \
+         tests/parts.tsv 2>/dev/null | sort -u)
+find . \( -path ./.git -o -path './build*' \) -prune -o -type f -print | sed 's|^\./||' |
+    grep -vxF -e docs/coursework.md -e tests/parts.tsv $(for h in $hidden; do printf ' -e %s' "$h"; done) |
+    sort > "$out/.files"
+tar cf - -T "$out/.files" | (cd "$out" && tar xf -)
+rm "$out/.files"
+# The table without its hidden rows: the student sees the points of what is graded visibly.
+awk -F'\t' '/^#/ || NF < 5 || $5 == "visible"' tests/parts.tsv > "$out/tests/parts.tsv"
+
+for f in $(marked_files); do
+    sol=/dev/null
+    if [ -n "$sols" ]; then
+        mkdir -p "$sols/$(dirname "$f")"
+        sol="$sols/$f"
+    fi
+    awk -v parts=",$parts," -v sol="$sol" "$STRIP_AWK" "$f" > "$out/$f"
+    # A file whose regions were all kept leaves no (empty) solution file behind.
+    [ "$sol" = /dev/null ] || [ -s "$sol" ] || rm -f "$sol"
+done
+student_readme "$parts" > "$out/ASSIGNMENT.md"
+echo "assignment: wrote $out (parts: $(echo "$parts" | tr ',' ' '))"

@@ -2,7 +2,8 @@
 # Coursework: writes a student tree from the sources, with the solution regions replaced.
 #
 #   sh scripts/assignment.sh [--parts a,b] [--out DIR] [--solutions DIR]
-#   sh scripts/assignment.sh --list
+#   sh scripts/assignment.sh --list                 the parts and where their regions are
+#   sh scripts/assignment.sh --instructor-only      the files the student tree leaves out
 #   sh scripts/assignment.sh --restore STUDENT_DIR SOLUTIONS_DIR
 #
 # A solution region is a run of whole lines in a .c or .h file (docs/coursework.md):
@@ -22,8 +23,8 @@
 #
 # --solutions DIR writes the regions taken out (the original lines, one file per source file)
 # and --restore puts them back between those two lines, giving the sources byte for byte.
-# Regions of parts not in --parts stay as they are. Hidden tests (tests/parts.tsv, visibility
-# other than "visible") and the instructors' pages are left out of the student tree.
+# Regions of parts not in --parts stay as they are. What only instructors hold (the hidden tests
+# of tests/parts.tsv, this script and its test, docs/coursework.md) is left out.
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -41,6 +42,19 @@ list_parts() {
         awk -v f="$f" '/^[ \t]*\/\* BEGIN SOLUTION [A-Za-z0-9_]+ \*\/[ \t]*$/ {
             print $4 "\t" f ":" NR }' "$f"
     done
+}
+
+# What only the instructor tree holds: the hidden tests (every test binary with a row of
+# tests/parts.tsv whose visibility is not "visible"), this script and its test (which need the
+# regions), and the instructors' page.
+instructor_only() {
+    awk -F'\t' '!/^#/ && NF >= 5 && $5 != "visible" { print "tests/" $1 ".c" }' tests/parts.tsv |
+        sort -u
+    echo scripts/assignment.sh
+    echo tests/test_coursework.c
+    echo tests/coursework_check.sh
+    find tests/grader_fixture -type f | sort
+    echo docs/coursework.md
 }
 
 # The state machine of one file: strips the regions of the parts in `parts` (a list ",a,b,"),
@@ -134,8 +148,14 @@ op's backward): start with the parts that come first in the table below.
 | part | where | points (visible tests) |
 |---|---|---|
 EOT
-    for p in $(echo "$1" | tr ',' ' '); do
-        where=$(list_parts | awk -F'\t' -v p="$p" '$1 == p { printf "%s%s", sep, $2; sep = ", " }')
+    # In the table's order (the suggested sequence), then any part the table does not grade.
+    ordered=$( (awk -F'\t' '!/^#/ && NF >= 5 && !seen[$3]++ { print $3 }' tests/parts.tsv
+               echo "$1" | tr ',' '\n' | sort) | awk -v want=",$1," 'index(want, "," $0 ",") && !seen[$0]++')
+    for p in $ordered; do
+        where=$(cd "$out" && for f in $(cd "$OLDPWD" && marked_files); do
+                    awk -v f="$f" -v m="/* YOUR CODE HERE (part $p) */" \
+                        'index($0, m) { printf "%s:%d\n", f, FNR }' "$f"
+                done | awk '{ printf "%s%s", sep, $0; sep = ", " }')
         pts=$(awk -F'\t' -v p="$p" '!/^#/ && $3 == p && $5 == "visible" { s += $4 } END { print s + 0 }' \
               tests/parts.tsv)
         echo "| $p | $where | $pts |"
@@ -149,9 +169,10 @@ while [ $# -gt 0 ]; do
         --out) [ $# -ge 2 ] || die "--out needs a value"; out="$2"; shift 2 ;;
         --solutions) [ $# -ge 2 ] || die "--solutions needs a value"; sols="$2"; shift 2 ;;
         --list) mode=list; shift ;;
+        --instructor-only) instructor_only; exit 0 ;;
         --restore) [ $# -eq 3 ] || die "--restore needs STUDENT_DIR SOLUTIONS_DIR"
                    mode=restore; out="$2"; sols="$3"; shift 3 ;;
-        -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         *) die "unknown argument '$1' (see --help)" ;;
     esac
 done
@@ -197,11 +218,8 @@ if [ -n "$sols" ]; then
     : > "$sols/.tapegrad-solutions"
 fi
 
-# Hidden tests: every test binary with a row whose visibility is not "visible".
-hidden=$(awk -F'\t' '!/^#/ && NF >= 5 && $5 != "visible" { print "tests/" $1 ".c" }' \
-         tests/parts.tsv 2>/dev/null | sort -u)
 find . \( -path ./.git -o -path './build*' \) -prune -o -type f -print | sed 's|^\./||' |
-    grep -vxF -e docs/coursework.md -e tests/parts.tsv $(for h in $hidden; do printf ' -e %s' "$h"; done) |
+    grep -vxF -e tests/parts.tsv $(for h in $(instructor_only); do printf ' -e %s' "$h"; done) |
     sort > "$out/.files"
 tar cf - -T "$out/.files" | (cd "$out" && tar xf -)
 rm "$out/.files"

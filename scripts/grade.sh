@@ -22,7 +22,7 @@ while [ $# -gt 0 ]; do
         --out) [ $# -ge 2 ] || die "--out needs a value"; out="$2"; shift 2 ;;
         --work) [ $# -ge 2 ] || die "--work needs a value"; work="$2"; shift 2 ;;
         --instructor) [ $# -ge 2 ] || die "--instructor needs a value"; instructor="$2"; shift 2 ;;
-        -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         *) die "unknown argument '$1' (see --help)" ;;
     esac
 done
@@ -52,8 +52,9 @@ if [ -e "$work" ]; then
     rm -rf "$work"
 fi
 mkdir -p "$work" "$(dirname "$out")" || die "cannot make $work"
-# The student's own build is kept (make then rebuilds only what changed); build-san is not.
-(cd "$student" && tar cf - --exclude=./build-san --exclude=./build/grade .) | (cd "$work" && tar xf -)
+# A fresh build: the student's build/ and build-san/ are not copied (objects made elsewhere carry
+# that tree's TAPEGRAD_SOURCE_DIR).
+(cd "$student" && tar cf - --exclude=./build --exclude=./build-san .) | (cd "$work" && tar xf -)
 : > "$work/.tapegrad-grade"
 for b in $hidden; do
     [ -f "$instructor/tests/$b.c" ] || die "hidden test $b has no source $instructor/tests/$b.c"
@@ -65,7 +66,7 @@ mkdir -p "$res"
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 for b in $binaries; do
     echo "grade: building and running $b" >&2
-    if ! make -C "$work" "build/tests/$b" > "$res/$b.build" 2>&1; then
+    if ! make -C "$work" -j"${GRADE_JOBS:-2}" "build/tests/$b" > "$res/$b.build" 2>&1; then
         echo build > "$res/$b.rc"
         continue
     fi

@@ -9,7 +9,8 @@ set -u
 cd "$(dirname "$0")/.."
 what="$1"; dir="$2"
 fail() { echo "coursework_check $what: $*"; exit 1; }
-hidden=$(awk -F'\t' '!/^#/ && NF >= 5 && $5 != "visible" { print "tests/" $1 ".c" }' tests/parts.tsv | sort -u)
+hidden=$(sh scripts/assignment.sh --instructor-only)
+[ -n "$hidden" ] || fail "no instructor-only files"
 sources() { find . \( -path ./.git -o -path './build*' \) -prune -o -type f -print | sed 's|^\./||' | sort; }
 
 case "$what" in
@@ -23,7 +24,7 @@ roundtrip)
         grep -q 'BEGIN SOLUTION' "$dir/student/$f" && fail "$f keeps a BEGIN SOLUTION line"
         grep -q 'YOUR CODE HERE (part ' "$dir/student/$f" || fail "$f has no YOUR CODE HERE line"
     done
-    for h in $hidden docs/coursework.md; do
+    for h in $hidden; do
         [ -e "$dir/student/$h" ] && fail "$h is in the student tree"
     done
     awk -F'\t' '!/^#/ && NF >= 5 && $5 != "visible"' "$dir/student/tests/parts.tsv" | grep -q . &&
@@ -32,7 +33,7 @@ roundtrip)
         fail "restore failed: $(cat "$dir/log")"
     n=0
     for f in $(sources); do
-        case " $(echo $hidden) docs/coursework.md tests/parts.tsv " in *" $f "*) continue ;; esac
+        case " $(echo $hidden) tests/parts.tsv " in *" $f "*) continue ;; esac
         [ -f "$dir/student/$f" ] || fail "$f is missing from the student tree"
         cmp -s "$f" "$dir/student/$f" || fail "$f differs after the round trip: $(diff "$f" "$dir/student/$f" | head -5)"
         n=$((n + 1))

@@ -52,6 +52,7 @@ if [ -e "$work" ]; then
     rm -rf "$work"
 fi
 mkdir -p "$work" "$(dirname "$out")" || die "cannot make $work"
+work=$(cd "$work" && pwd)
 # A fresh build: the student's build/ and build-san/ are not copied (objects made elsewhere carry
 # that tree's TAPEGRAD_SOURCE_DIR).
 (cd "$student" && tar cf - --exclude=./build --exclude=./build-san .) | (cd "$work" && tar xf -)

@@ -162,7 +162,7 @@ static void head_backward(const AttnHeads *a, int b, int h, const float *p, cons
                              q + (long)c0 * ld, ld, 1.0f, a->dk + off + (long)c0 * ld, ld);
     }
     /* STUDENT
-    (void)p, (void)dout, (void)ds, (void)T, (void)D, (void)ldo, (void)q, (void)k, (void)v;
+    (void)p, (void)dout, (void)ds, (void)T, (void)D, (void)ld, (void)ldo, (void)q, (void)k, (void)v;
     (void)head_ds_rows;
     */
     /* END SOLUTION attention_backward */

@@ -101,6 +101,10 @@ static void matmul_backward(Node *n)
     }
     /* STUDENT
     (void)trans_w, (void)fx, (void)fw, (void)fg;
+    if (x->requires_grad)
+        (void)tensor_grad(x);
+    if (w->requires_grad)
+        (void)tensor_grad(w);
     */
     /* END SOLUTION matmul_backward */
 }

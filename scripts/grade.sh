@@ -75,6 +75,8 @@ for b in $binaries; do
         test_dist_*) set -- sh "$work/scripts/mpirun" -np "${DIST_RANKS:-4}" "$work/build/tests/$b" ;;
         *) set -- "$work/build/tests/$b" ;;
     esac
+    # Line-buffered stdout keeps a test's printed numbers in order with cmocka's messages.
+    command -v stdbuf > /dev/null 2>&1 && set -- stdbuf -oL "$@"
     (cd "$work" && CMOCKA_MESSAGE_OUTPUT=stdout timeout -k 5 "$limit" "$@") > "$res/$b.out" 2>&1
     echo $? > "$res/$b.rc"
 done

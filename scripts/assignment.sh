@@ -138,8 +138,9 @@ it has to compute, and the docs/ page of its topic explains why.
     make test       # the cmocka suite; a failing test prints its reference numbers
     make grade      # runs the graded tests as the grader will (hidden tests excepted)
 
-The grader runs the tests of tests/parts.tsv, each with a time limit: a test that crashes or
-hangs scores 0 for its part and nothing else. Some tests are hidden: only the grader has them.
+The grader runs the tests of tests/parts.tsv, each test program with a time limit: a test
+that crashes or hangs scores 0, and so do the tests of the same program that had not run yet;
+grading goes on. Some tests are hidden: only the grader has them.
 A test may also fail because a part it builds on is still missing (a GPT's gradient needs every
 op's backward): start with the parts that come first in the table below.
 
@@ -203,10 +204,18 @@ for p in $(echo "$parts" | tr ',' ' '); do
 done
 
 # The output directory is rebuilt from nothing, so it must be one this script made (or new).
+# The tree is written beside it and renamed at the end: an error leaves nothing half-written.
 if [ -e "$out" ]; then
     [ -f "$out/.tapegrad-assignment" ] || die "'$out' exists and was not made by this script"
-    rm -rf "$out"
 fi
+final="$out"
+mkdir -p "$(dirname "$final")"
+case "$(cd "$(dirname "$final")" && pwd)/$(basename "$final")/" in
+    "$(pwd)"/build*/*) ;;
+    "$(pwd)"/*) die "'$final' is inside the source tree: put it under build/ or outside" ;;
+esac
+out="$final.partial.$$"
+trap 'rm -rf "$out"' EXIT
 if [ -n "$sols" ] && [ -e "$sols" ]; then
     [ -f "$sols/.tapegrad-solutions" ] || die "'$sols' exists and was not made by this script"
     rm -rf "$sols"
@@ -237,4 +246,7 @@ for f in $(marked_files); do
     [ "$sol" = /dev/null ] || [ -s "$sol" ] || rm -f "$sol"
 done
 student_readme "$parts" > "$out/ASSIGNMENT.md"
-echo "assignment: wrote $out (parts: $(echo "$parts" | tr ',' ' '))"
+rm -rf "$final"
+mv "$out" "$final"
+trap - EXIT
+echo "assignment: wrote $final (parts: $(echo "$parts" | tr ',' ' '))"

@@ -91,6 +91,7 @@ OUT      ?= build/assignment
 STUDENT  ?= $(if $(wildcard .tapegrad-assignment),.,$(OUT))
 TIMEOUT  ?= 300
 assignment:
+	@[ -f scripts/assignment.sh ] || { echo "make assignment: a student tree cannot make one" >&2; exit 1; }
 	@sh scripts/assignment.sh --out $(OUT) $(if $(PARTS),--parts $(PARTS)) \
 	    $(if $(SOLUTIONS),--solutions $(SOLUTIONS))
 

@@ -5,6 +5,8 @@
 #   sh scripts/assignment.sh --list                 the parts and where their regions are
 #   sh scripts/assignment.sh --instructor-only      the files the student tree leaves out
 #   sh scripts/assignment.sh --restore STUDENT_DIR SOLUTIONS_DIR
+# --source DIR (first) works on another tree than the one holding this script; paths are then
+# relative to DIR. tests/coursework_check.sh uses it on small trees with broken regions.
 #
 # A solution region is a run of whole lines in a .c or .h file (docs/coursework.md):
 #
@@ -26,13 +28,14 @@
 # Regions of parts not in --parts stay as they are. What only instructors hold (the hidden tests
 # of tests/parts.tsv, this script and its test, docs/coursework.md) is left out.
 set -eu
+caller=$(pwd)
 cd "$(dirname "$0")/.."
 
 die() { echo "assignment: $*" >&2; exit 1; }
 
 # Where regions may be: the library, the programs and the benchmarks (not docs, not tests).
 marked_files() {
-    grep -rlE --include='*.c' --include='*.h' '^[[:space:]]*/\* BEGIN SOLUTION ' \
+    grep -rlE --include='*.c' --include='*.h' '^[[:space:]]*/\* (BEGIN|END) SOLUTION ' \
         precision autograd nn optim dist examples bench 2>/dev/null | sort
 }
 
@@ -53,7 +56,7 @@ instructor_only() {
     echo scripts/assignment.sh
     echo tests/test_coursework.c
     echo tests/coursework_check.sh
-    find tests/grader_fixture -type f | sort
+    if [ -d tests/grader_fixture ]; then find tests/grader_fixture -type f | sort; fi
     echo docs/coursework.md
 }
 
@@ -169,6 +172,8 @@ while [ $# -gt 0 ]; do
         --parts) [ $# -ge 2 ] || die "--parts needs a value"; parts="$2"; shift 2 ;;
         --out) [ $# -ge 2 ] || die "--out needs a value"; out="$2"; shift 2 ;;
         --solutions) [ $# -ge 2 ] || die "--solutions needs a value"; sols="$2"; shift 2 ;;
+        --source) [ $# -ge 2 ] || die "--source needs a value"
+                  cd "$caller" && cd "$2" || die "no source tree '$2'"; shift 2 ;;
         --list) mode=list; shift ;;
         --instructor-only) instructor_only; exit 0 ;;
         --restore) [ $# -eq 3 ] || die "--restore needs STUDENT_DIR SOLUTIONS_DIR"
@@ -194,6 +199,10 @@ if [ "$mode" = restore ]; then
     exit 0
 fi
 
+# Every region's shape is checked before anything is written.
+for f in $(marked_files); do
+    awk -v parts=, -v sol=/dev/null "$STRIP_AWK" "$f" > /dev/null
+done
 known=$(list_parts | cut -f1 | sort -u)
 [ -n "$known" ] || die "no solution regions in the sources"
 if [ -z "$parts" ]; then
@@ -233,6 +242,7 @@ find . \( -path ./.git -o -path './build*' \) -prune -o -type f -print | sed 's|
 tar cf - -T "$out/.files" | (cd "$out" && tar xf -)
 rm "$out/.files"
 # The table without its hidden rows: the student sees the points of what is graded visibly.
+mkdir -p "$out/tests"
 awk -F'\t' '/^#/ || NF < 5 || $5 == "visible"' tests/parts.tsv > "$out/tests/parts.tsv"
 
 for f in $(marked_files); do

@@ -4,6 +4,7 @@
 #                                                compare with the sources byte for byte
 #   sh tests/coursework_check.sh partial DIR     PARTS=gelu_backward changes one file only
 #   sh tests/coursework_check.sh unknown DIR     an unknown part name is an error naming it
+#   sh tests/coursework_check.sh malformed DIR   broken regions are refused with file and line
 # DIR is an empty scratch directory. Prints what is wrong and exits 1 on the first failure.
 set -u
 cd "$(dirname "$0")/.."
@@ -63,6 +64,29 @@ unknown)
     grep -q "unknown part 'no_such_part'" "$dir/log" || fail "the message does not name the part: $(cat "$dir/log")"
     [ -e "$dir/student" ] && fail "a student tree was written anyway"
     echo "unknown: $(cat "$dir/log")"
+    ;;
+malformed)
+    # A small tree per broken region: each is refused with the file and line, and writes nothing.
+    n=0
+    while IFS='|' read -r body says; do
+        n=$((n + 1))
+        src="$dir/src$n"
+        mkdir -p "$src/precision" "$src/tests"
+        printf '# binary\ttest\tpart\tpoints\tvisibility\n' > "$src/tests/parts.tsv"
+        printf "int f(void)\n{\n$body}\n" > "$src/precision/broken.c"
+        if sh scripts/assignment.sh --source "$src" --out "$dir/out$n" > "$dir/log" 2>&1; then
+            fail "case $n was accepted: $body"
+        fi
+        grep -qF "$says" "$dir/log" || fail "case $n: want '$says', got: $(cat "$dir/log")"
+        ls "$dir" | grep -q "^out$n" && fail "case $n left $(ls "$dir" | grep "^out$n")"
+        echo "malformed $n: $(cat "$dir/log")"
+    done <<'CASES'
+    /* BEGIN SOLUTION p */\n    return 1;\n|precision/broken.c: the region of part p never ends
+    /* BEGIN SOLUTION p */\n    return 1;\n    /* END SOLUTION q */\n|precision/broken.c:5: END SOLUTION q closes the region of part p
+    /* BEGIN SOLUTION p */\n    /* BEGIN SOLUTION q */\n|precision/broken.c:4: BEGIN SOLUTION q inside the region of part p
+    /* BEGIN SOLUTION p */\n    /* STUDENT\n    return 0;\n    */\n    return 1;\n    /* END SOLUTION p */\n|precision/broken.c:7: only the END SOLUTION line may follow a STUDENT block
+    return 1;\n    /* END SOLUTION p */\n|precision/broken.c:4: END SOLUTION without a BEGIN
+CASES
     ;;
 *) fail "unknown check" ;;
 esac

@@ -58,6 +58,12 @@ static void test_unknown_part_is_an_error_naming_it(void **state)
     assert_int_equal(check("unknown"), 0);
 }
 
+static void test_broken_regions_are_refused_with_file_and_line(void **state)
+{
+    (void)state;
+    assert_int_equal(check("malformed"), 0);
+}
+
 static char *slurp(const char *path)
 {
     FILE *f = fopen(path, "rb");
@@ -161,6 +167,7 @@ int main(void)
         cmocka_unit_test(test_strip_then_restore_gives_the_sources),
         cmocka_unit_test(test_parts_strips_only_those),
         cmocka_unit_test(test_unknown_part_is_an_error_naming_it),
+        cmocka_unit_test(test_broken_regions_are_refused_with_file_and_line),
         cmocka_unit_test(test_grader_on_a_fake_tree),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -4,10 +4,10 @@
 #   sh scripts/grade.sh [--student DIR] [--timeout SECONDS] [--out FILE] [--work DIR]
 #                       [--instructor DIR]
 #
-# The student tree is copied to the work directory (default build/grade/work), the hidden tests
-# of the table (visibility other than "visible") are added from the instructor tree, every test
-# binary of the table is built (`make build/tests/NAME` in the copy) and run once under
-# `timeout`. A row passes when its cmocka test reports OK (a row whose test is * needs the whole
+# The student tree is copied to the work directory (default build/grade/work); the graded tests
+# (the hidden ones, visibility other than "visible", included), their headers and the Makefile
+# are taken from the instructor tree; every test binary of the table is built
+# (`make build/tests/NAME` in the copy) and run once under `timeout`. A row passes when its cmocka test reports OK (a row whose test is * needs the whole
 # binary to exit 0); a binary that does not build, crashes, or runs out of time fails its rows
 # that did not report OK, and the grader carries on. Writes a Gradescope results.json (default
 # build/grade/results.json) and prints the table. Exit status 0 whenever grading finished.
@@ -57,10 +57,20 @@ work=$(cd "$work" && pwd)
 # that tree's TAPEGRAD_SOURCE_DIR).
 (cd "$student" && tar cf - --exclude=./build --exclude=./build-san .) | (cd "$work" && tar xf -)
 : > "$work/.tapegrad-grade"
+# The tests are the instructor's: every graded test source the instructor tree holds (the hidden
+# ones must be there), the tests' headers and fixtures, and the Makefile replace the student's
+# copies, so that editing a test or the build flags changes no grade.
+mkdir -p "$work/tests"
 for b in $hidden; do
     [ -f "$instructor/tests/$b.c" ] || die "hidden test $b has no source $instructor/tests/$b.c"
-    cp "$instructor/tests/$b.c" "$work/tests/$b.c"
 done
+for b in $binaries; do
+    [ -f "$instructor/tests/$b.c" ] && cp "$instructor/tests/$b.c" "$work/tests/$b.c"
+done
+for f in "$instructor"/tests/*.h "$instructor"/Makefile; do
+    [ -f "$f" ] && cp "$f" "$work/${f#"$instructor"/}"
+done
+[ -d "$instructor/tests/fixtures" ] && cp -R "$instructor/tests/fixtures" "$work/tests/"
 res="$work/.grade"
 mkdir -p "$res"
 

@@ -1,6 +1,7 @@
 /* Coursework mode (docs/coursework.md): the student tree made by scripts/assignment.sh, and the
  * autograder scripts/grade.sh run on a tiny fake tree (tests/grader_fixture/) with a passing,
- * a failing, a crashing, a hanging, a hidden and a missing test. Both scripts run from the
+ * a failing (edited to pass in the student's copy), a crashing, a hanging, a hidden and a
+ * missing test. Both scripts run from the
  * source tree, in a scratch directory under /tmp. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -143,6 +144,8 @@ static void test_grader_on_a_fake_tree(void **state)
     const cJSON *tests = cJSON_GetObjectItemCaseSensitive(root, "tests");
     assert_int_equal(cJSON_GetArraySize(tests), 8);
     expect(tests, "part_a: test_fake test_passes", 2, 2, "[       OK ] test_passes");
+    /* The student's copy of test_fake.c passes test_fails; the instructor's, which counts,
+     * does not. */
     expect(tests, "part_a: test_fake test_fails", 0, 3, "0x4 != 0x5");
     expect(tests, "part_b: test_crash test_before_crash", 1, 1, "OK");
     expect(tests, "part_b: test_crash test_aborts", 0, 1, "crashed (signal 6)");

@@ -1,4 +1,5 @@
-/* The grader's fixture: one test that passes, one that fails. */
+/* The grader's fixture: a student's edited copy of the instructor's test_fake.c, in which the
+ * failing test passes. The grader must build the instructor's copy, which fails it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -6,7 +7,7 @@
 
 static void test_passes(void **state) { (void)state; assert_int_equal(2 + 2, 4); }
 
-static void test_fails(void **state) { (void)state; assert_int_equal(2 + 2, 5); }
+static void test_fails(void **state) { (void)state; assert_int_equal(2 + 2, 4); }
 
 int main(void)
 {

@@ -6,6 +6,8 @@
 #   make demo     deps + build + run the main program
 #   make bench    deps + build + run the benchmarks (speed and memory targets live here)
 #   make figures  deps + build + regenerate docs/figures/
+#   make assignment [PARTS=a,b] [OUT=dir]   write a student tree (docs/coursework.md)
+#   make grade [STUDENT=dir] [TIMEOUT=s]    grade a student tree by tests/parts.tsv
 #
 # Layout: sources in precision/ autograd/ nn/ optim/ form libtapegrad.a; examples/common/
 # forms libexamples.a; dist/ (training on many ranks, the only MPI code) forms libdist.a; every
@@ -56,7 +58,7 @@ EXLIB    := $(BUILD)/lib/libexamples.a
 DISTLIB  := $(BUILD)/lib/libdist.a
 OBJ       = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
-.PHONY: all deps test demo bench figures clean check-tests
+.PHONY: all deps test demo bench figures clean check-tests assignment grade
 # Object files of tests and benchmarks are built by a chain of pattern rules, which would make
 # them "intermediate" and deleted after linking; keep them so a second build does nothing.
 .SECONDARY:
@@ -83,6 +85,19 @@ bench: deps
 figures: deps
 	@$(MAKE) --no-print-directory all
 	@sh docs/figures.sh $(BUILD)
+
+# Coursework (docs/coursework.md): the student tree, and its grading.
+OUT      ?= build/assignment
+# In a student tree (made by scripts/assignment.sh) `make grade` grades the tree itself.
+STUDENT  ?= $(if $(wildcard .tapegrad-assignment),.,$(OUT))
+TIMEOUT  ?= 300
+assignment:
+	@[ -f scripts/assignment.sh ] || { echo "make assignment: a student tree cannot make one" >&2; exit 1; }
+	@sh scripts/assignment.sh --out $(OUT) $(if $(PARTS),--parts $(PARTS)) \
+	    $(if $(SOLUTIONS),--solutions $(SOLUTIONS))
+
+grade: deps
+	@sh scripts/grade.sh --student $(STUDENT) --timeout $(TIMEOUT)
 
 $(LIB): $(call OBJ,$(LIB_SRC))
 	@mkdir -p $(dir $@)

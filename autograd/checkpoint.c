@@ -72,10 +72,15 @@ const char *ckpt_name(CkptStrategy s, char *buf, size_t len)
 
 static int ceil_sqrt(int n)
 {
+    /* BEGIN SOLUTION sqrt_schedule */
     int k = 1;
     while ((long)k * k < n)
         k++;
     return k;
+    /* STUDENT
+    return n;
+    */
+    /* END SOLUTION sqrt_schedule */
 }
 
 int ckpt_interval(CkptStrategy s, int n)
@@ -150,6 +155,7 @@ static Budget budget_solve(int n, int slots)
             long best = l <= 1 ? l : INFINITE;
             int best_m = 0;
             /* With k = 0 nothing can be kept, and two or more segments cannot be reversed. */
+            /* BEGIN SOLUTION budget_schedule */
             for (int m = 1; l >= 2 && k >= 1 && m < l; m++) {
                 long c = m + b.cost[at(&b, l - m, k - 1)] + b.cost[at(&b, m, k)];
                 if (c < best) {
@@ -157,6 +163,7 @@ static Budget budget_solve(int n, int slots)
                     best_m = m;
                 }
             }
+            /* END SOLUTION budget_schedule */
             b.cost[at(&b, l, k)] = best;
             b.split[at(&b, l, k)] = best_m;
         }
@@ -199,6 +206,7 @@ static void emit(CkptPlan *p, CkptOp op, int j)
  * run is recorded again from its checkpoint just before it is reversed. K >= n is vanilla. */
 static void plan_every(CkptPlan *p, int n, int K)
 {
+    /* BEGIN SOLUTION sqrt_schedule */
     int runs = (n + K - 1) / K, last = K * (runs - 1);
     for (int j = 0; j < last; j++) {
         if (j > 0 && j % K == 0)
@@ -214,6 +222,14 @@ static void plan_every(CkptPlan *p, int n, int K)
         for (int j = end - 1; j >= start; j--)
             emit(p, CKPT_REVERSE, j);
     }
+    /* STUDENT
+    (void)K;
+    for (int j = 0; j < n; j++)
+        emit(p, CKPT_RECORD, j);
+    for (int j = n - 1; j >= 0; j--)
+        emit(p, CKPT_REVERSE, j);
+    */
+    /* END SOLUTION sqrt_schedule */
 }
 
 /* Keep x_0 only: segment i's input is recomputed from x_0 just before segment i is reversed. */
@@ -230,6 +246,7 @@ static void plan_memory_poor(CkptPlan *p, int n)
 /* Reverse segments [a, a + l) from x_a with k slots (x_a's included), as the DP chose. */
 static void plan_budget_part(CkptPlan *p, const Budget *b, int a, int l, int k)
 {
+    /* BEGIN SOLUTION budget_schedule */
     if (l == 1) {
         emit(p, CKPT_RECORD, a);
         emit(p, CKPT_REVERSE, a);
@@ -243,6 +260,16 @@ static void plan_budget_part(CkptPlan *p, const Budget *b, int a, int l, int k)
         emit(p, CKPT_STORE, a + m);
     plan_budget_part(p, b, a + m, l - m, k - 1);
     plan_budget_part(p, b, a, m, k);
+    /* STUDENT
+    (void)b, (void)k;
+    for (int i = a + l - 1; i >= a; i--) {
+        for (int j = a; j < i; j++)
+            emit(p, CKPT_ADVANCE, j);
+        emit(p, CKPT_RECORD, i);
+        emit(p, CKPT_REVERSE, i);
+    }
+    */
+    /* END SOLUTION budget_schedule */
 }
 
 CkptPlan ckpt_plan(CkptStrategy s, int n)

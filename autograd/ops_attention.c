@@ -115,6 +115,7 @@ static void head_forward(const AttnHeads *a, int b, int h, float *p, float *o)
 /* dS for query rows r0..r1-1, in place over dP (columns 0..r1-1; those beyond t set to 0). */
 static void head_ds_rows(const float *p, float *ds, int r0, int r1, int T, float scale)
 {
+    /* BEGIN SOLUTION attention_backward */
     for (int t = r0; t < r1; t++) {
         const float *pt = p + (long)t * T;
         float *dst = ds + (long)t * T;
@@ -125,6 +126,10 @@ static void head_ds_rows(const float *p, float *ds, int r0, int r1, int T, float
         for (int s = t + 1; s < r1; s++)
             dst[s] = 0.0f;
     }
+    /* STUDENT
+    (void)p, (void)ds, (void)r0, (void)r1, (void)T, (void)scale, (void)row_dot;
+    */
+    /* END SOLUTION attention_backward */
 }
 
 static void head_backward(const AttnHeads *a, int b, int h, const float *p, const float *dout,
@@ -133,6 +138,7 @@ static void head_backward(const AttnHeads *a, int b, int h, const float *p, cons
     int T = a->T, D = a->D, ld = a->ld, ldo = a->H * D;
     long off = in_offset(a, b, h);
     const float *q = a->q + off, *k = a->k + off, *v = a->v + off;
+    /* BEGIN SOLUTION attention_backward */
     /* By blocks of query rows t: dP, dS, dQ. */
     for (int r0 = 0; r0 < T; r0 += TILE) {
         int r1 = tile_end(r0, T);
@@ -155,6 +161,11 @@ static void head_backward(const AttnHeads *a, int b, int h, const float *p, cons
             par_sgemm_serial(true, false, c1 - c0, D, T - c0, 1.0f, ds + corner, T,
                              q + (long)c0 * ld, ld, 1.0f, a->dk + off + (long)c0 * ld, ld);
     }
+    /* STUDENT
+    (void)p, (void)dout, (void)ds, (void)T, (void)D, (void)ld, (void)ldo, (void)q, (void)k, (void)v;
+    (void)head_ds_rows;
+    */
+    /* END SOLUTION attention_backward */
 }
 
 /* ---- the heads in parallel ------------------------------------------------------------------

@@ -189,6 +189,7 @@ static void gelu_backward(Node *n)
     const float *x = n->in[0]->data, *dy = n->out->grad;
     float *g = tensor_grad(n->in[0]);
     node_count(n, 0, 19 * (int64_t)n->out->size);
+    /* BEGIN SOLUTION gelu_backward */
     #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n->out->size; i++) {
         float xi = x[i];
@@ -196,6 +197,10 @@ static void gelu_backward(Node *n)
         float du = GELU_C * (1.0f + 3.0f * GELU_A * xi * xi);
         g[i] += dy[i] * (0.5f * (1.0f + t) + 0.5f * xi * (1.0f - t * t) * du);
     }
+    /* STUDENT
+    (void)x, (void)dy, (void)g;
+    */
+    /* END SOLUTION gelu_backward */
 }
 
 Tensor *op_gelu(Tape *tape, Tensor *x)

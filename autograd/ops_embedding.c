@@ -132,6 +132,7 @@ static void cross_entropy_backward(Node *n)
     size_t rows = tensor_rows(x);
     int V = tensor_last_dim(x);
     node_count(n, 0, (int64_t)s->count * (3 * V + 1) + 1);
+    /* BEGIN SOLUTION cross_entropy_backward */
     #pragma omp parallel for schedule(static)
     for (size_t r = 0; r < rows; r++) {
         int t = s->targets[r];
@@ -144,6 +145,10 @@ static void cross_entropy_backward(Node *n)
             dxr[j] += scale * vexp_nonpos(xr[j] - lse);
         dxr[t] -= scale;
     }
+    /* STUDENT
+    (void)x, (void)dx, (void)scale, (void)rows;
+    */
+    /* END SOLUTION cross_entropy_backward */
 }
 
 Tensor *op_cross_entropy(Tape *tape, Tensor *logits, const int *targets)

@@ -87,6 +87,7 @@ static void matmul_backward(Node *n)
     Format fx = policy_operand_format(n->policy, x), fw = policy_operand_format(n->policy, w);
     Format fg = policy_grad_operand_format(n->policy);
     node_count(n, 2 * (int64_t)M * N * K * (x->requires_grad + w->requires_grad), 0);
+    /* BEGIN SOLUTION matmul_backward */
     if (x->requires_grad)
         product(n->policy, fg, fw, false, !trans_w, M, K, N, y->grad, w->data, 1.0f,
                 tensor_grad(x));
@@ -98,6 +99,14 @@ static void matmul_backward(Node *n)
             product(n->policy, fx, fg, true, false, K, N, M, x->data, y->grad, 1.0f,
                     tensor_grad(w));
     }
+    /* STUDENT
+    (void)trans_w, (void)fx, (void)fw, (void)fg;
+    if (x->requires_grad)
+        (void)tensor_grad(x);
+    if (w->requires_grad)
+        (void)tensor_grad(w);
+    */
+    /* END SOLUTION matmul_backward */
 }
 
 Tensor *op_matmul(Tape *tape, Tensor *x, Tensor *w, bool trans_w)

@@ -240,6 +240,7 @@ void dist_allreduce_sum(DistComm *c, float *data, size_t n)
 {
     if (c->size == 1)
         return;
+    /* BEGIN SOLUTION allreduce */
     size_t begin = dist_shard_begin(n, c->size, c->rank);
     size_t count = dist_shard_count(n, c->size, c->rank);
     float *shard = count ? mem_alloc(MEM_TEMP, count * sizeof *shard) : NULL;
@@ -248,6 +249,10 @@ void dist_allreduce_sum(DistComm *c, float *data, size_t n)
         memcpy(data + begin, shard, count * sizeof *shard);
     mem_free(shard);
     dist_allgather(c, data + begin, data, n, sizeof *data);
+    /* STUDENT
+    (void)data, (void)n;
+    */
+    /* END SOLUTION allreduce */
 }
 
 /* Phase 1: every other rank's piece of my shard arrives into pieces (rank k's at position k,

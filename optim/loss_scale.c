@@ -153,6 +153,7 @@ bool loss_scale_update(LossScaler *s, bool found_inf)
         s->skipped++;
     if (c->mode != LOSS_SCALE_DYNAMIC)
         return found_inf;
+    /* BEGIN SOLUTION loss_scale_update */
     if (found_inf) {
         s->scale = (float)((double)s->scale * c->backoff_factor);
         s->growth_tracker = 0;
@@ -165,4 +166,8 @@ bool loss_scale_update(LossScaler *s, bool found_inf)
         s->growth_tracker = 0;
     }
     return false;
+    /* STUDENT
+    return found_inf;
+    */
+    /* END SOLUTION loss_scale_update */
 }

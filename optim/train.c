@@ -271,7 +271,12 @@ double trainer_backward_micro(Trainer *t, const int *tokens, const int *targets,
     Tensor *loss = stage_forward(t, tokens, targets, B, T);
     double l = loss->data[0];
     /* Dividing by K is one more op on the tape; K = 1 records none, as before. */
+    /* BEGIN SOLUTION grad_accumulation */
     stage_backward(t, K > 1 ? op_scale(t->tape, loss, 1.0f / (float)K) : loss, seed);
+    /* STUDENT
+    stage_backward(t, loss, seed);
+    */
+    /* END SOLUTION grad_accumulation */
     return l;
 }
 
@@ -280,6 +285,7 @@ double trainer_accumulate(Trainer *t, const int *tokens, const int *targets, int
 {
     if (K < 1)
         tensor_fatal("trainer_accumulate: %d micro-batches", K);
+    /* BEGIN SOLUTION grad_accumulation */
     bool ckpt = t->cfg.checkpoint.kind != CKPT_VANILLA;
     double sum = 0.0;
     size_t rows = (size_t)B * T;
@@ -291,6 +297,10 @@ double trainer_accumulate(Trainer *t, const int *tokens, const int *targets, int
             tape_reset(t->tape);
     }
     return sum / K;
+    /* STUDENT
+    return trainer_backward_micro(t, tokens, targets, B, T, 1);
+    */
+    /* END SOLUTION grad_accumulation */
 }
 
 void trainer_finish_step(Trainer *t, double lr, TrainStepResult *r)

@@ -70,7 +70,13 @@ static inline uint32_t fmt_round_increment(RoundMode mode, uint32_t sign, uint32
     uint32_t half = 1u << (sh - 1);
     switch (mode) {
     case FMT_ROUND_NEAREST_EVEN:
+        /* BEGIN SOLUTION rounding */
         return (rem + half - 1 + (kept & 1)) >> sh;
+        /* STUDENT
+        (void)kept;
+        return 0;
+        */
+        /* END SOLUTION rounding */
     case FMT_ROUND_NEAREST_AWAY:
         return (rem + half) >> sh;
     case FMT_ROUND_TOWARD_ZERO:
@@ -102,7 +108,12 @@ static inline uint32_t fmt_kernel_encode(uint32_t u, FormatSpec s, RoundMode mod
     /* fp32 subnormals have the same scale as exponent field 1, without the implicit bit */
     uint32_t eff = e32 > 1 ? e32 : 1;
     uint32_t sig = (a & 0x7fffffu) | (e32 ? 0x800000u : 0);
+    /* BEGIN SOLUTION rounding */
     uint32_t under = s.emin32 > eff ? s.emin32 - eff : 0;
+    /* STUDENT
+    uint32_t under = 0;
+    */
+    /* END SOLUTION rounding */
     uint32_t shift = 23 - s.mbits + under;
     /* sig has 24 bits: past 31 every shift drops all of it, and half stays above it */
     uint32_t sh = shift < 31 ? shift : 31;

@@ -46,6 +46,7 @@ static float linspace_f32(float a, float b, int steps, int idx)
  * Everything is divided by the largest level, so the range is [-1, 1]. */
 void quant_nf4_construct(double levels[16])
 {
+    /* BEGIN SOLUTION nf4 */
     const float offset = 0.9677083f;
     double top = normal_quantile(offset);
     for (int i = 0; i < 7; i++)
@@ -53,13 +54,25 @@ void quant_nf4_construct(double levels[16])
     levels[7] = 0.0;
     for (int i = 0; i < 8; i++)
         levels[8 + i] = normal_quantile(linspace_f32(offset, 0.5f, 9, 7 - i)) / top;
+    /* STUDENT
+    (void)normal_quantile, (void)linspace_f32;
+    for (int i = 0; i < 16; i++)
+        levels[i] = 0.0;
+    */
+    /* END SOLUTION nf4 */
 }
 
 int quant_nf4_nearest(float v)
 {
     /* Count the midpoints below v: branch-free, so callers' loops can vectorize. */
+    /* BEGIN SOLUTION nf4 */
     int code = 0;
     for (int i = 0; i < 15; i++)
         code += v > 0.5f * (nf4_levels[i] + nf4_levels[i + 1]);
     return code;
+    /* STUDENT
+    (void)v;
+    return 0;
+    */
+    /* END SOLUTION nf4 */
 }

@@ -33,7 +33,17 @@ for t in "$@"; do
     f=$(printf '%s\n' "$out" | sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' | tail -n 1)
     passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0}))
     if [ $rc -ne 0 ] && [ -z "$f" ]; then crashed="$crashed $(basename "$t")"; failed=$((failed + 1)); fi
+    # Coursework: the failed tests that tests/parts.tsv assigns to a part (docs/coursework.md).
+    if [ "${f:-0}" -gt 0 ] || [ $rc -ne 0 ]; then
+        parts_failed="${parts_failed:-}$(printf '%s\n' "$out" | sed -n 's/^\[  FAILED  \] \([A-Za-z0-9_]*\)$/\1/p' |
+            sort -u | awk -F'\t' -v b="$(basename "$t")" -v crashed=$((rc != 0 && ${f:-0} == 0)) '
+            FILENAME != "-" { if ($1 == b) part[$2] = $3; next }
+            $0 in part { printf "\n  part %s: %s %s failed", part[$0], b, $0 }
+            END { if (crashed && ("*" in part)) printf "\n  part %s: %s crashed or ran out of time", part["*"], b }
+            ' "$here/parts.tsv" - 2>/dev/null)"
+    fi
 done
 [ -n "$crashed" ] && echo "crashed or exited non-zero:$crashed"
+[ -n "${parts_failed:-}" ] && echo "graded tests that failed (tests/parts.tsv):$parts_failed"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -56,15 +56,21 @@ static uint64_t compare_block(const uint32_t *bits, const uint16_t *ours, const 
         diff |= ours[i] ^ want[i];
     if (diff == 0)
         return 0;
+    /* One critical section per block, not per mismatch: a wrong conversion (a coursework
+     * student's, docs/coursework.md) mismatches billions of inputs, and the sweep must still end
+     * in seconds with the count. */
     uint64_t bad = 0;
+    uint32_t block_first = UINT32_MAX;
     for (int i = 0; i < BLOCK; i++) {
         if (same16(ours[i], want[i], exp_mask))
             continue;
         bad++;
-        #pragma omp critical
-        if (bits[i] < *first)
-            *first = bits[i];
+        if (bits[i] < block_first)
+            block_first = bits[i];
     }
+    #pragma omp critical
+    if (block_first < *first)
+        *first = block_first;
     return bad;
 }
 

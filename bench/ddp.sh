@@ -9,6 +9,12 @@
 #     ZeRO-3's step / DDP's step on 2 ranks               target <= 1.3
 # The medians come from steps 2.. of each run; timings on a shared machine are noisy, so only the
 # ratios of this run mean anything. PyTorch is skipped when Debian's python3-torch is missing.
+#
+# Both sides use the same OpenBLAS, whose kernels are chosen when it loads: on a CPU model it does
+# not know it falls back to its SSE3 "Prescott" kernels (seen here: an unnamed Xeon with AVX-512,
+# 3.6x slower at the large case). Unless OPENBLAS_CORETYPE is set already, the kernels are chosen
+# by measurement: one short tapegrad run at the large case with each candidate the CPU supports
+# (the default, SkylakeX with AVX-512, Haswell with AVX2), the fastest exported for both sides.
 # Usage: sh bench/ddp.sh BUILD_DIR [STEPS]
 set -eu
 build=${1:-build}
@@ -26,6 +32,29 @@ cell() {
         NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
         $1 == m && $3 == n { print $col[c] }' "$work/data_parallel.tsv"
 }
+
+# The median step ms of one rank at the large case under OPENBLAS_CORETYPE=$1 (empty: unset).
+probe() {
+    if [ -n "$1" ]; then set -- env OPENBLAS_CORETYPE="$1"; else set -- env -u OPENBLAS_CORETYPE; fi
+    "$@" "$build/bin/data_parallel" --modes ddp --layers 6 --heads 6 --embd 384 --seq 128 \
+        --batch 4 --steps 3 --out "$work/probe" > /dev/null 2>&1 || { echo 1e30; return; }
+    awk -F '\t' 'NR == 2 { print $17 }' "$work/probe/data_parallel.tsv"
+}
+if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
+    best="" best_ms=$(probe "")
+    echo "OpenBLAS kernels, large case, 1 rank: default $best_ms ms"
+    for core in SkylakeX Haswell; do
+        case $core in
+            SkylakeX) grep -qw avx512f /proc/cpuinfo || continue ;;
+            Haswell) grep -qw avx2 /proc/cpuinfo || continue ;;
+        esac
+        ms=$(probe "$core")
+        echo "OpenBLAS kernels, large case, 1 rank: $core $ms ms"
+        if awk -v a="$ms" -v b="$best_ms" 'BEGIN { exit !(a < b) }'; then best=$core best_ms=$ms; fi
+    done
+    [ -n "$best" ] && export OPENBLAS_CORETYPE="$best"
+fi
+echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(unset: OpenBLAS's own choice)} for both sides"
 
 printf '%-6s %12s %12s %12s %10s %10s %10s %12s\n' case "ddp tok/s" "torch tok/s" ratio \
     scaling "zero3/ddp" "ddp 1 ms" "ddp 2 ms"

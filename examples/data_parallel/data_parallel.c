@@ -28,7 +28,7 @@ typedef struct {
     const char *precision;
     const char *out;
     bool        modes[4];       /* ddp, zero1, zero2, zero3 */
-    int         max_ranks;      /* 0: the world's */
+    int         bucket_kb;      /* DDP's buckets */
 } Options;
 
 static const char *const MODES[] = { "ddp", "zero1", "zero2", "zero3", NULL };
@@ -51,6 +51,8 @@ static void usage(void)
            "  --batch B       rows per rank (default 8)\n"
            "  --precision P   fp32 or bf16 (default fp32)\n"
            "  --modes LIST    some of ddp,zero1,zero2,zero3 (default all)\n"
+           "  --bucket-kb N   DDP's gradient buckets, started during backward; 0: one\n"
+           "                  after backward (default 256)\n"
            "  --out DIR       write DIR/data_parallel.tsv (rank 0)\n"
            "  --help          this text\n");
 }
@@ -77,13 +79,14 @@ static void parse_modes(const char *list, bool *modes)
 static Options parse(int argc, char **argv)
 {
     Options o = { .steps = 6, .layers = 4, .embd = 128, .heads = 4, .seq = 64, .batch = 8,
-                  .precision = "fp32", .modes = { true, true, true, true } };
+                  .precision = "fp32", .modes = { true, true, true, true }, .bucket_kb = 256 };
     static const struct option longs[] = {
         { "steps", required_argument, NULL, 's' },  { "layers", required_argument, NULL, 'l' },
         { "embd", required_argument, NULL, 'c' },   { "heads", required_argument, NULL, 'h' },
         { "seq", required_argument, NULL, 't' },    { "batch", required_argument, NULL, 'b' },
         { "precision", required_argument, NULL, 'p' }, { "out", required_argument, NULL, 'o' },
         { "modes", required_argument, NULL, 'm' },
+        { "bucket-kb", required_argument, NULL, 'k' },
         { "help", no_argument, NULL, '?' + 1 },     { NULL, 0, NULL, 0 },
     };
     static const char *const precisions[] = { "fp32", "bf16", NULL };
@@ -100,6 +103,7 @@ static Options parse(int argc, char **argv)
         case 'p': o.precision = precisions[cli_choice("--precision", optarg, precisions)]; break;
         case 'o': o.out = cli_folder("--out", optarg); break;
         case 'm': parse_modes(optarg, o.modes); break;
+        case 'k': o.bucket_kb = (int)cli_long("--bucket-kb", optarg, 0, 1 << 20); break;
         case '?' + 1: usage(); exit(0);
         default: cli_usage_error("unknown or incomplete option '%s'", argv[optind - 1]);
         }
@@ -158,7 +162,7 @@ static Measured run(DistComm *c, const Options *o, int stage)
 {
     TrainerConfig cfg = config(o);
     Trainer *t = trainer_new(&cfg);
-    DdpConfig dc = { .bucket_bytes = 256 * 1024, .overlap = true };
+    DdpConfig dc = { .bucket_bytes = (size_t)o->bucket_kb * 1024, .overlap = o->bucket_kb > 0 };
     Ddp *d = stage == 0 ? ddp_new(c, t, &dc) : NULL;
     Zero *z = stage > 0 ? zero_new(c, t, stage) : NULL;
     int rows = o->batch * o->seq;

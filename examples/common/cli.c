@@ -1,5 +1,7 @@
 #include "examples/common/cli.h"
 
+#include "examples/common/blas_kernels.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -12,6 +14,7 @@ static const char *program = "tapegrad";
 
 void cli_init(const char *argv0)
 {
+    blas_kernels_check();       /* may run the program again, with faster kernels */
     const char *slash = argv0 ? strrchr(argv0, '/') : NULL;
     program = slash ? slash + 1 : (argv0 ? argv0 : program);
 }

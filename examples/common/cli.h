@@ -6,7 +6,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* Set once from main: cli_init(argv[0]). Messages start with the program's base name. */
+/* Set once from main, first: cli_init(argv[0]). Messages start with the program's base name.
+ * It also makes sure OpenBLAS runs kernels this CPU can use (examples/common/blas_kernels.h),
+ * which can mean running the program again from the start. */
 void        cli_init(const char *argv0);
 const char *cli_program(void);
 

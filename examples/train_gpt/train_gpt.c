@@ -33,6 +33,7 @@
 #include "examples/common/plot.h"
 #include "examples/common/progress.h"
 #include "examples/common/tsv.h"
+#include "examples/common/blas_kernels.h"
 #include "examples/train_gpt/train_gpt.h"
 #include "optim/train_snapshot.h"
 
@@ -450,6 +451,8 @@ static void describe(const Run *run)
     printf("peak: %.1f GFLOP/s fp32 FMA (%s, %d threads), measured now: the mfu column's "
            "denominator\n", 1e-9 * run->peak_flops, peak_isa_name[peak_best_isa()],
            par_threads());
+    char blas[160];
+    printf("gemm: %s\n", blas_kernels_note(blas, sizeof blas));
     precision_describe(run->tr);
     lora_describe(run->tr, o);
     parallel_describe(run->par, run->B);

@@ -121,6 +121,28 @@ static const char *own_values(const Zero *z, const Shard *s)
     return weight_bytes(z, s->p) + s->begin * value_bytes(z);
 }
 
+/* Between the whole tensors of a set (weights, or gradients) and the blocked layout of the _v
+ * collectives, where rank k's block is its shard of each tensor of the set, in order. */
+static void blocked_copy(Zero *z, int unit, bool grads, char *blocks, bool to_blocks)
+{
+    int N = z->c->size;
+    size_t vb = grads ? sizeof(float) : value_bytes(z), off = 0;
+    for (int k = 0; k < N; k++) {
+        for (int i = 0; i < z->n; i++) {
+            Shard *s = &z->shards[i];
+            if (!in_set(s, unit))
+                continue;
+            size_t b = dist_shard_begin(s->p->size, N, k), n = dist_shard_count(s->p->size, N, k);
+            char *whole = (grads ? (char *)tensor_grad(s->p) : weight_bytes(z, s->p)) + b * vb;
+            if (to_blocks)
+                memcpy(blocks + off * vb, whole, n * vb);
+            else
+                memcpy(whole, blocks + off * vb, n * vb);
+            off += n;
+        }
+    }
+}
+
 /* Every rank's shards of the set's weights into the whole weights (allocated first for stage 3,
  * gathered in place for stages 1 and 2). */
 static void gather_weights(Zero *z, int unit)
@@ -146,17 +168,7 @@ static void gather_weights(Zero *z, int unit)
     uint64_t s0 = z->c->bytes_sent, r0 = z->c->bytes_recv;
     dist_allgather_v(z->c, mine, all, counts, vb);
     count_since(z, s0, r0, false);
-    off = 0;
-    for (int k = 0; k < N; k++) {
-        for (int i = 0; i < z->n; i++) {
-            Shard *s = &z->shards[i];
-            if (!in_set(s, unit))
-                continue;
-            size_t b = dist_shard_begin(s->p->size, N, k), n = dist_shard_count(s->p->size, N, k);
-            memcpy(weight_bytes(z, s->p) + b * vb, all + off * vb, n * vb);
-            off += n;
-        }
-    }
+    blocked_copy(z, unit, false, all, false);
     mem_free(mine);
     mem_free(all);
     free(counts);
@@ -204,21 +216,11 @@ static void reduce_grads(Zero *z, int unit)
         total += counts[k];
     float *all = mem_alloc(MEM_TEMP, (total + 1) * sizeof *all);
     float *sum = mem_alloc(MEM_TEMP, (counts[me] + 1) * sizeof *sum);
-    size_t off = 0;
-    for (int k = 0; k < N; k++) {
-        for (int i = 0; i < z->n; i++) {
-            Shard *s = &z->shards[i];
-            if (!in_set(s, unit))
-                continue;
-            size_t b = dist_shard_begin(s->p->size, N, k), n = dist_shard_count(s->p->size, N, k);
-            memcpy(all + off, tensor_grad(s->p) + b, n * sizeof *all);
-            off += n;
-        }
-    }
+    blocked_copy(z, unit, true, (char *)all, true);
     uint64_t s0 = z->c->bytes_sent, r0 = z->c->bytes_recv;
     dist_reduce_scatter_sum_v(z->c, all, sum, counts);
     count_since(z, s0, r0, true);
-    off = 0;
+    size_t off = 0;
     for (int i = 0; i < z->n; i++) {
         Shard *s = &z->shards[i];
         if (!in_set(s, unit))

@@ -10,6 +10,7 @@
  * A test that needs fewer ranks than the world has uses a sub-communicator (dist_test_comm). */
 #include <stdio.h>
 
+#include "autograd/rng.h"
 #include "dist/comm.h"
 
 /* True when ok holds on every rank of the world. */
@@ -32,6 +33,16 @@ static inline void dist_test_init(int *argc, char ***argv)
     dist_init(argc, argv);
     if (dist_world()->rank != 0 && !freopen("/dev/null", "w", stdout))
         perror("freopen");
+}
+
+/* rows of T tokens below V drawn from rng, and their targets: (3 x + 1) mod V, the first two
+ * positions of each row not counted (-1), so that some targets are ignored. */
+static inline void dist_test_rows(Rng *rng, int rows, int T, int V, int *tokens, int *targets)
+{
+    for (int i = 0; i < rows * T; i++)
+        tokens[i] = (int)rng_below(rng, V);
+    for (int i = 0; i < rows * T; i++)
+        targets[i] = i % T < 2 ? -1 : (3 * tokens[i] + 1) % V;
 }
 
 #endif

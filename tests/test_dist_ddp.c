@@ -36,10 +36,7 @@ static TrainerConfig tiny_config(bool bf16)
 
 static void draw_rows(Rng *rng, int rows, int *tokens, int *targets)
 {
-    for (int i = 0; i < rows * T; i++)
-        tokens[i] = (int)rng_below(rng, V);
-    for (int i = 0; i < rows * T; i++)
-        targets[i] = i % T < 2 ? -1 : (3 * tokens[i] + 1) % V;
+    dist_test_rows(rng, rows, T, V, tokens, targets);
 }
 
 /* The trained values: the fp32 masters under a low parameter format, else the parameters. */

@@ -57,10 +57,7 @@ static TrainerConfig tiny_config(const Case *k)
 
 static void draw_rows(Rng *rng, int rows, int *tokens, int *targets)
 {
-    for (int i = 0; i < rows * T; i++)
-        tokens[i] = (int)rng_below(rng, V);
-    for (int i = 0; i < rows * T; i++)
-        targets[i] = i % T < 2 ? -1 : (3 * tokens[i] + 1) % V;
+    dist_test_rows(rng, rows, T, V, tokens, targets);
 }
 
 /* The largest difference between the ZeRO trainer's weights and DDP's, over every value (as

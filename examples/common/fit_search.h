@@ -1,0 +1,136 @@
+#ifndef TAPEGRAD_FIT_SEARCH_H
+#define TAPEGRAD_FIT_SEARCH_H
+/* The course's homework, "fit the largest model you can", as a search (examples/fit_largest):
+ *
+ *   1. list the candidates: every model shape (layers, width) with every way of training it
+ *      (micro-batch, checkpointing strategy, precision policy, optimizer);
+ *   2. predict each one's peak bytes with the memory calculator (memcalc_predict) and drop the
+ *      ones over the budget;
+ *   3. keep, per shape, the first survivor in the order of preference below (the cheapest way
+ *      to train that shape), and sort the shapes by parameter count, largest first;
+ *   4. measure the first few: one real training step under the budget (fit_measure).
+ *
+ * Preference within a shape: no recomputation before some (vanilla, then sqrt, then
+ * memory-poor); then the larger micro-batch (fewer accumulation steps); then fp32 before bf16;
+ * then AdamW, 8-bit Adam, Adafactor. Accumulation makes up the rest of the target batch:
+ * accum = target / B, so every candidate updates on the same number of rows; its memory is one
+ * micro-batch's (optim/train.c frees each micro-batch's tape before the next).
+ *
+ * The memory calculator's total is the sum of the categories' peaks, an upper bound (they do
+ * not all peak at once), so a candidate it admits fits; the measurement says by how much. */
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "examples/common/memcalc.h"
+
+/* The precision policies searched: policy_preset names. */
+typedef enum { FIT_FP32, FIT_BF16, FIT_NPRECISIONS } FitPrecision;
+extern const char *const FIT_PRECISION_NAMES[];     /* "fp32", "bf16", NULL */
+
+typedef struct {
+    GptConfig    model;
+    int          B, accum, T;
+    CkptStrategy strategy;
+    FitPrecision precision;
+    McOptimizer  optimizer;     /* MC_ADAMW, MC_ADAM8BIT or MC_ADAFACTOR */
+    size_t       params;
+    double       predicted;     /* memcalc_predict's total, bytes */
+    int          threads;       /* the attention scratch is per thread */
+} FitCandidate;
+
+/* What the search ranges over. fit_space_default fills the lists used by fit_largest. */
+enum { FIT_MAX_LIST = 16 };
+typedef struct {
+    int V, T;                   /* vocabulary and sequence length of the data */
+    int target_batch;           /* rows per update; every batch in batches must divide it */
+    int threads;
+    int layers[FIT_MAX_LIST], n_layers;
+    int widths[FIT_MAX_LIST], n_widths;     /* heads = width / 32 */
+    int batches[FIT_MAX_LIST], n_batches;   /* largest first */
+} FitSpace;
+
+FitSpace fit_space_default(int V, int T, int threads);
+
+/* One candidate's prediction filled in (params, predicted). */
+void   fit_predict(FitCandidate *c);
+/* Every candidate of the space, predicted, in the order of preference within each shape.
+ * Returns the count; *out is malloc'd (free it). */
+int    fit_candidates(const FitSpace *s, FitCandidate **out);
+/* Steps 2 and 3 in place: the survivors, one per shape, largest first; returns their count. */
+int    fit_filter_sort(FitCandidate *c, int n, size_t budget);
+
+/* "L4 C256 H8, B 16 x 2, sqrt, bf16, adam8bit" */
+const char *fit_describe(const FitCandidate *c, char *buf, size_t len);
+/* The train_gpt flags that run it: "--layers 4 --heads 8 ... --optimizer adam8bit". */
+const char *fit_flags(const FitCandidate *c, char *buf, size_t len);
+/* Forward-equivalents of one micro-batch under its strategy over one without recomputation:
+ * (2 + forwards / L) / 3, a backward costing two forwards. */
+double fit_recompute_factor(const FitCandidate *c);
+
+/* One real training step of c (memcalc_measure: model, optimizer, forward, backward, update)
+ * with the allocator's budget set, in a child process.
+ *
+ * Why a child: the library allocates through mem_alloc, which ends the program when the budget
+ * refuses an allocation (every op and module would otherwise have to handle NULL and unwind a
+ * half-built tape). A forked child may die that way; the parent reads the outcome from a pipe
+ * and the child's message from another, and stays clean for the next trial. The parent must not
+ * have started OpenMP threads before (libgomp's pool does not survive fork): the search only
+ * predicts in the parent, and trains by starting train_gpt. */
+typedef struct {
+    bool   fits;
+    double peak[MEM_NCAT + 1];  /* measured peaks of the step (fits only) */
+    double seconds;             /* wall time of a second step (model and optimizer built) */
+    char   error[700];          /* why not (the allocator's message), or "" */
+} FitMeasure;
+
+FitMeasure fit_measure(const FitCandidate *c, size_t budget);
+
+/* The largest micro-batch in [1, max_batch] whose predicted total fits budget (0 if none):
+ * a bisection, the prediction growing with B. */
+int fit_max_batch_predicted(const FitCandidate *c, size_t budget, int max_batch);
+/* The same measured: B doubled from 1 while a step fits, then a bisection between the last
+ * that fit and the first that did not. *trials counts the steps run; *peak gets the measured
+ * total of the largest that fit. 0 if B = 1 does not fit. */
+int fit_max_batch_measured(const FitCandidate *c, size_t budget, int max_batch, int *trials,
+                           double *peak);
+
+/* The whole search for one goal ------------------------------------------------------------ */
+
+/* What must fit: the memory budget, and min_steps updates in train_seconds. */
+typedef struct {
+    size_t budget;
+    double train_seconds;
+    long   min_steps;
+    int    verify;              /* measure at least this many candidates */
+} FitGoal;
+
+/* One surviving candidate (one per shape) and what became of it. */
+typedef struct {
+    FitCandidate c;
+    bool         measured;
+    FitMeasure   m;
+    double       update_seconds;  /* measured step x accum, or predicted from the FLOP rate */
+    long         steps;           /* updates in the goal's time at that rate */
+    const char  *verdict;         /* "winner", "fits", "over budget", "too slow", ... */
+} FitRow;
+
+typedef struct {
+    int     n_candidates;       /* listed */
+    int     n;                  /* predicted to fit, one per shape: rows[0 .. n) */
+    FitRow *rows;
+    int     winner;             /* index into rows, or -1 */
+    int     measured;           /* trials run */
+    double  smallest_predicted; /* the least any candidate needs, bytes */
+} FitSearch;
+
+/* Steps 1 to 4 (above) with the time rule: a candidate is measured (fit_measure) in order; its
+ * step time, times accum, is one update; fewer than min_steps updates in the time is "too
+ * slow". Model FLOPs (6 x parameters per token x the recompute factor) over the last measured
+ * update time give a rate that predicts later candidates' update times, so candidates clearly
+ * too slow are skipped unmeasured. The winner is the first (largest) that fits both; the search
+ * stops once it has one and has measured goal->verify candidates. Progress lines go to log
+ * (may be NULL). Free with fit_search_free. */
+FitSearch fit_search(const FitSpace *space, const FitGoal *goal, FILE *log);
+void      fit_search_free(FitSearch *s);
+
+#endif

@@ -8,7 +8,7 @@
  *      ones over the budget;
  *   3. keep, per shape, the first survivor in the order of preference below (the cheapest way
  *      to train that shape), and sort the shapes by parameter count, largest first;
- *   4. measure the first few: one real training step under the budget (fit_measure).
+ *   4. measure the first few: real training updates under the budget (fit_measure).
  *
  * Preference within a shape: no recomputation before some (vanilla, then sqrt, then
  * memory-poor); then the larger micro-batch (fewer accumulation steps); then fp32 before bf16;
@@ -67,8 +67,9 @@ const char *fit_flags(const FitCandidate *c, char *buf, size_t len);
  * (2 + forwards / L) / 3, a backward costing two forwards. */
 double fit_recompute_factor(const FitCandidate *c);
 
-/* One real training step of c (memcalc_measure: model, optimizer, forward, backward, update)
- * with the allocator's budget set, in a child process.
+/* Two real training updates of c (optim/train.h's trainer, as train_gpt builds it, accum
+ * micro-batches each) with the allocator's budget set before the model exists, in a child
+ * process.
  *
  * Why a child: the library allocates through mem_alloc, which ends the program when the budget
  * refuses an allocation (every op and module would otherwise have to handle NULL and unwind a
@@ -78,8 +79,8 @@ double fit_recompute_factor(const FitCandidate *c);
  * predicts in the parent, and trains by starting train_gpt. */
 typedef struct {
     bool   fits;
-    double peak[MEM_NCAT + 1];  /* measured peaks of the step (fits only) */
-    double seconds;             /* wall time of a second step (model and optimizer built) */
+    double peak[MEM_NCAT + 1];  /* peaks from building the trainer to the end (fits only) */
+    double seconds;             /* wall time of the second update */
     char   error[700];          /* why not (the allocator's message), or "" */
 } FitMeasure;
 
@@ -109,7 +110,7 @@ typedef struct {
     FitCandidate c;
     bool         measured;
     FitMeasure   m;
-    double       update_seconds;  /* measured step x accum, or predicted from the FLOP rate */
+    double       update_seconds;  /* measured, or predicted from the FLOP rate */
     long         steps;           /* updates in the goal's time at that rate */
     const char  *verdict;         /* "winner", "fits", "over budget", "too slow", ... */
 } FitRow;
@@ -124,7 +125,7 @@ typedef struct {
 } FitSearch;
 
 /* Steps 1 to 4 (above) with the time rule: a candidate is measured (fit_measure) in order; its
- * step time, times accum, is one update; fewer than min_steps updates in the time is "too
+ * measured update time says how many updates fit the time; fewer than min_steps is "too
  * slow". Model FLOPs (6 x parameters per token x the recompute factor) over the last measured
  * update time give a rate that predicts later candidates' update times, so candidates clearly
  * too slow are skipped unmeasured. The winner is the first (largest) that fits both; the search

@@ -18,8 +18,8 @@ void fit_print_search(const FitSearch *s, const FitGoal *g, FILE *out)
 {
     fprintf(out, "\n%d candidates listed, %d shapes predicted to fit (the preferred way to "
             "train each), %d measured\n", s->n_candidates, s->n, s->measured);
-    fprintf(out, "%-4s %-50s %10s %10s %10s %9s %7s  %s\n", "rank", "setup", "params",
-            "pred MiB", "meas MiB", "update s", "updates", "verdict");
+    fprintf(out, "%-4s %-50s %9s %9s %9s %9s %9s %7s  %s\n", "rank", "setup", "params",
+            "pred MiB", "meas MiB", "meas-pred", "update s", "updates", "verdict");
     /* Every row up to the last one measured, and three more for context. */
     int last = 0;
     for (int i = 0; i < s->n; i++)
@@ -27,22 +27,25 @@ void fit_print_search(const FitSearch *s, const FitGoal *g, FILE *out)
             last = i;
     for (int i = 0; i < s->n && i <= last + 3; i++) {
         const FitRow *r = &s->rows[i];
-        char d[128], meas[32] = "-", upd[32] = "-", steps[32] = "-";
-        if (r->measured && r->m.fits)
+        char d[128], meas[32] = "-", diff[32] = "-", upd[32] = "-", steps[32] = "-";
+        if (r->measured && r->m.fits) {
             snprintf(meas, sizeof meas, "%.2f", mib(r->m.peak[MEM_ALL]));
+            snprintf(diff, sizeof diff, "%+.0f", r->m.peak[MEM_ALL] - r->c.predicted);
+        }
         if (r->update_seconds > 0) {
             snprintf(upd, sizeof upd, "%.3f", r->update_seconds);
             snprintf(steps, sizeof steps, "%ld", r->steps);
         }
-        fprintf(out, "%-4d %-50s %10zu %10.2f %10s %9s %7s  %s\n", i + 1,
-                fit_describe(&r->c, d, sizeof d), r->c.params, mib(r->c.predicted), meas, upd,
-                steps, r->verdict);
+        fprintf(out, "%-4d %-50s %9zu %9.2f %9s %9s %9s %7s  %s\n", i + 1,
+                fit_describe(&r->c, d, sizeof d), r->c.params, mib(r->c.predicted), meas, diff,
+                upd, steps, r->verdict);
         if (r->measured && !r->m.fits)
             fprintf(out, "     %s\n", r->m.error);
     }
-    fprintf(out, "(pred: the memory calculator's total, the sum of the category peaks; meas: one "
-            "real step's peak under the budget of %zu bytes; updates: in %.0fs)\n", g->budget,
-            g->train_seconds);
+    fprintf(out, "(pred: the memory calculator's total, the sum of the category peaks; meas: the "
+            "peak of the trainer built and run for two updates under the budget of %zu bytes, "
+            "meas-pred in bytes; updates: in %.0fs at the measured update time, or at a FLOP "
+            "rate measured on the last candidate)\n", g->budget, g->train_seconds);
 }
 
 /* "  total  <step peak> <text>  <run peak> <text>" in train_gpt's memory report. */

@@ -171,7 +171,7 @@ static void test_too_small_budget(void **state)
 
     FitCandidate *all;
     fit_candidates(&space, &all);
-    FitMeasure m = fit_measure(&all[0], 4096);
+    FitMeasure m = fit_measure(&all[0], 4096, false);
     free(all);
     printf("refused: %s\n", m.error);
     assert_false(m.fits);
@@ -203,9 +203,9 @@ static void test_max_batch_boundary(void **state)
     assert_true(peak <= (double)budget);
     FitCandidate at = c;
     at.B = B;
-    assert_true(fit_measure(&at, budget).fits);
+    assert_true(fit_measure(&at, budget, false).fits);
     at.B = B + 1;
-    assert_false(fit_measure(&at, budget).fits);
+    assert_false(fit_measure(&at, budget, false).fits);
     assert_true(predicted >= 1 && predicted <= B);
 }
 

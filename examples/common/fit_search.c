@@ -162,10 +162,10 @@ static TrainOptimizer train_optimizer(McOptimizer o)
 /* In the child: the trainer train_gpt would build (optim/train.h: model, optimizer, master
  * weights and packing under the policy, the checkpointing strategy) under the budget, set
  * before the model exists as train_gpt --mem-budget sets it, then two updates of accum
- * micro-batches on random tokens. The peaks cover all of it; the time is the second update's
- * (the first pays for starting the threads and for the pages the system hands out on first
+ * micro-batches on random tokens (one when not timed). The peaks cover all of it; the time is
+ * the second update's (the first pays for starting the threads and for the pages the system hands out on first
  * touch, which a training run pays once). */
-static void child_step(const FitCandidate *c, size_t budget, int result_fd)
+static void child_step(const FitCandidate *c, size_t budget, bool timed, int result_fd)
 {
     mem_set_budget(MEM_ALL, budget);
     mem_reset_peaks();
@@ -187,8 +187,9 @@ static void child_step(const FitCandidate *c, size_t budget, int result_fd)
     }
     trainer_step_accum(tr, tokens, targets, c->B, c->T, c->accum, 1e-3);
     double t0 = progress_now();
-    trainer_step_accum(tr, tokens, targets, c->B, c->T, c->accum, 1e-3);
-    FitMeasure m = { .fits = true, .seconds = progress_now() - t0 };
+    if (timed)
+        trainer_step_accum(tr, tokens, targets, c->B, c->T, c->accum, 1e-3);
+    FitMeasure m = { .fits = true, .seconds = timed ? progress_now() - t0 : 0 };
     for (int k = 0; k <= MEM_NCAT; k++)
         m.peak[k] = (double)mem_peak((MemCategory)k);
     /* A struct under PIPE_BUF bytes is written whole. */
@@ -197,7 +198,7 @@ static void child_step(const FitCandidate *c, size_t budget, int result_fd)
     _exit(0);
 }
 
-FitMeasure fit_measure(const FitCandidate *c, size_t budget)
+FitMeasure fit_measure(const FitCandidate *c, size_t budget, bool timed)
 {
     FitMeasure m = { .fits = false };
     int result[2], message[2];
@@ -214,7 +215,7 @@ FitMeasure fit_measure(const FitCandidate *c, size_t budget)
         close(result[0]);
         close(message[0]);
         dup2(message[1], STDERR_FILENO);
-        child_step(c, budget, result[1]);
+        child_step(c, budget, timed, result[1]);
     }
     close(result[1]);
     close(message[1]);
@@ -276,7 +277,7 @@ int fit_max_batch_measured(const FitCandidate *c, size_t budget, int max_batch, 
     /* Doubling: the first batch that does not fit bounds the search from above. */
     for (int B = 1; B <= max_batch; B *= 2) {
         x.B = B;
-        FitMeasure m = fit_measure(&x, budget);
+        FitMeasure m = fit_measure(&x, budget, false);
         ++*trials;
         if (!m.fits) {
             hi = B;
@@ -287,7 +288,7 @@ int fit_max_batch_measured(const FitCandidate *c, size_t budget, int max_batch, 
     }
     while (hi - lo > 1) {
         x.B = lo + (hi - lo) / 2;
-        FitMeasure m = fit_measure(&x, budget);
+        FitMeasure m = fit_measure(&x, budget, false);
         ++*trials;
         if (m.fits) {
             lo = x.B;
@@ -328,43 +329,59 @@ FitSearch fit_search(const FitSpace *space, const FitGoal *goal, FILE *log)
         s.rows[i] = (FitRow){ .c = all[i], .verdict = "not measured" };
     free(all);
 
-    double rate = 0;        /* model FLOP/s of the last measured update */
-    for (int i = 0; i < s.n; i++) {
-        if (s.winner >= 0 && s.measured >= goal->verify)
-            break;
-        FitRow *r = &s.rows[i];
-        if (rate > 0) {
-            r->update_seconds = update_flops(&r->c) / rate;
-            r->steps = (long)(goal->train_seconds / r->update_seconds);
-            if (r->steps < goal->min_steps) {
-                r->verdict = "too slow (predicted)";
+    /* The rate is the highest measured so far: optimistic, so a candidate is skipped only when
+     * even the best speed seen cannot give it min_steps updates. When a measurement raises it,
+     * the pass starts again from the top, where larger candidates skipped at the old rate may
+     * now qualify. Every pass but the last measures a candidate, and none is measured twice. */
+    double rate = 0;
+    bool again = true;
+    while (again) {
+        again = false;
+        for (int i = 0; i < s.n && !again; i++) {
+            FitRow *r = &s.rows[i];
+            if (r->measured)
+                continue;
+            if (s.winner >= 0 && i > s.winner && s.measured >= goal->verify)
+                break;
+            if (rate > 0) {
+                r->update_seconds = update_flops(&r->c) / rate;
+                r->steps = (long)(goal->train_seconds / r->update_seconds);
+                if (r->steps < goal->min_steps) {
+                    r->verdict = "too slow (predicted)";
+                    continue;
+                }
+            }
+            if (log) {
+                char d[128];
+                fprintf(log, "measuring %s: %zu parameters, %.0f bytes predicted\n",
+                        fit_describe(&r->c, d, sizeof d), r->c.params, r->c.predicted);
+                fflush(log);
+            }
+            r->m = fit_measure(&r->c, goal->budget, true);
+            r->measured = true;
+            s.measured++;
+            if (!r->m.fits) {
+                r->verdict = "over budget (measured)";
                 continue;
             }
+            r->update_seconds = r->m.seconds;
+            r->steps = (long)(goal->train_seconds / r->update_seconds);
+            double measured_rate = update_flops(&r->c) / r->update_seconds;
+            if (measured_rate > rate) {
+                again = rate > 0 && i > 0;      /* rows above i may have been skipped */
+                rate = measured_rate;
+            }
+            if (r->steps < goal->min_steps) {
+                r->verdict = "too slow (measured)";
+                continue;
+            }
+            r->verdict = "fits";
+            if (s.winner < 0 || i < s.winner)
+                s.winner = i;
         }
-        if (log) {
-            char d[128];
-            fprintf(log, "measuring %s: %zu parameters, %.0f bytes predicted\n",
-                    fit_describe(&r->c, d, sizeof d), r->c.params, r->c.predicted);
-            fflush(log);
-        }
-        r->m = fit_measure(&r->c, goal->budget);
-        r->measured = true;
-        s.measured++;
-        if (!r->m.fits) {
-            r->verdict = "over budget (measured)";
-            continue;
-        }
-        r->update_seconds = r->m.seconds;
-        r->steps = (long)(goal->train_seconds / r->update_seconds);
-        rate = update_flops(&r->c) / r->update_seconds;
-        if (r->steps < goal->min_steps) {
-            r->verdict = "too slow (measured)";
-            continue;
-        }
-        r->verdict = s.winner < 0 ? "winner" : "fits";
-        if (s.winner < 0)
-            s.winner = i;
     }
+    if (s.winner >= 0)
+        s.rows[s.winner].verdict = "winner";
     return s;
 }
 

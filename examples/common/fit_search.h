@@ -67,9 +67,9 @@ const char *fit_flags(const FitCandidate *c, char *buf, size_t len);
  * (2 + forwards / L) / 3, a backward costing two forwards. */
 double fit_recompute_factor(const FitCandidate *c);
 
-/* Two real training updates of c (optim/train.h's trainer, as train_gpt builds it, accum
+/* Real training updates of c (optim/train.h's trainer, as train_gpt builds it, accum
  * micro-batches each) with the allocator's budget set before the model exists, in a child
- * process.
+ * process: one for the memory, and a second, timed, when timed is true.
  *
  * Why a child: the library allocates through mem_alloc, which ends the program when the budget
  * refuses an allocation (every op and module would otherwise have to handle NULL and unwind a
@@ -80,11 +80,11 @@ double fit_recompute_factor(const FitCandidate *c);
 typedef struct {
     bool   fits;
     double peak[MEM_NCAT + 1];  /* peaks from building the trainer to the end (fits only) */
-    double seconds;             /* wall time of the second update */
+    double seconds;             /* wall time of the second update (timed only) */
     char   error[700];          /* why not (the allocator's message), or "" */
 } FitMeasure;
 
-FitMeasure fit_measure(const FitCandidate *c, size_t budget);
+FitMeasure fit_measure(const FitCandidate *c, size_t budget, bool timed);
 
 /* The largest micro-batch in [1, max_batch] whose predicted total fits budget (0 if none):
  * a bisection, the prediction growing with B. */
@@ -126,11 +126,12 @@ typedef struct {
 
 /* Steps 1 to 4 (above) with the time rule: a candidate is measured (fit_measure) in order; its
  * measured update time says how many updates fit the time; fewer than min_steps is "too
- * slow". Model FLOPs (6 x parameters per token x the recompute factor) over the last measured
- * update time give a rate that predicts later candidates' update times, so candidates clearly
- * too slow are skipped unmeasured. The winner is the first (largest) that fits both; the search
- * stops once it has one and has measured goal->verify candidates. Progress lines go to log
- * (may be NULL). Free with fit_search_free. */
+ * slow". Model FLOPs (6 x parameters per token x the recompute factor) over the fastest
+ * measured update time give a rate that predicts the others' update times, so candidates too
+ * slow even at that rate are skipped unmeasured (and looked at again when a faster rate is
+ * measured). The winner is the first (largest) that fits both; the search stops once it has
+ * one and has measured goal->verify candidates. Progress lines go to log (may be NULL). Free
+ * with fit_search_free. */
 FitSearch fit_search(const FitSpace *space, const FitGoal *goal, FILE *log);
 void      fit_search_free(FitSearch *s);
 

@@ -67,7 +67,8 @@ int exercise_max_batch(const FitOptions *o, int V)
         }
     }
     printf("(predicted: the calculator's total, the sum of the category peaks, an upper bound; "
-           "measured: one real step under the budget, doubling B from 1, then bisection)\n");
+           "measured: the trainer built and run for one update under the budget, doubling B "
+           "from 1, then bisection)\n");
     if (t) {
         char err[512];
         if (!tsv_close(t, err, sizeof err))

@@ -12,7 +12,7 @@
  * (exercise.c).
  *
  *   fit_largest --budget 64MiB --time 120s
- *   fit_largest --exercise max-batch --budget 64MiB --layers 8 --embd 256 */
+ *   fit_largest --exercise max-batch --budget 64MiB --layers 4 --embd 128 */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,7 +52,7 @@ static void usage(void)
            "  --exercise max-batch  for vanilla, sqrt and memory-poor, the largest micro-batch\n"
            "                     that fits --budget: predicted, and measured by real steps\n"
            "                     (doubling, then bisection); --out writes that table\n"
-           "  --layers N, --embd N  its model (default 8 and 256; heads = embd / 32)\n"
+           "  --layers N, --embd N  its model (default 4 and 128; heads = embd / 32)\n"
            "  --precision P, --optimizer O  its policy and optimizer (default fp32, adamw)\n"
            "  --max-batch N      the largest batch tried (default 4096)\n"
            "  -h, --help         this text\n\n"
@@ -77,7 +77,7 @@ static FitOptions parse(int argc, char **argv)
     FitOptions o = {
         .budget = 64u << 20, .seconds = 120, .data = "data/tinyshakespeare.txt", .seq = 64,
         .target_batch = 32, .verify = 3, .min_steps = 50, .sample = 200, .work = "/tmp",
-        .layers = 8, .embd = 256, .precision = FIT_FP32, .optimizer = MC_ADAMW,
+        .layers = 4, .embd = 128, .precision = FIT_FP32, .optimizer = MC_ADAMW,
         .max_batch = 4096,
     };
     static const struct option longs[] = {

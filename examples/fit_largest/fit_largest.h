@@ -9,7 +9,7 @@
 
 /* The share of --time given to train_gpt's updates: the rest is for its start, the final
  * evaluation and the sample. */
-#define FIT_TRAIN_SHARE 0.8
+#define FIT_TRAIN_SHARE 0.75
 
 typedef struct {
     size_t       budget;

@@ -44,8 +44,8 @@ void fit_print_search(const FitSearch *s, const FitGoal *g, FILE *out)
     }
     fprintf(out, "(pred: the memory calculator's total, the sum of the category peaks; meas: the "
             "peak of the trainer built and run for two updates under the budget of %zu bytes, "
-            "meas-pred in bytes; updates: in %.0fs at the measured update time, or at a FLOP "
-            "rate measured on the last candidate)\n", g->budget, g->train_seconds);
+            "meas-pred in bytes; updates: in %.0fs at the measured update time, or at the "
+            "fastest FLOP rate measured)\n", g->budget, g->train_seconds);
 }
 
 /* "  total  <step peak> <text>  <run peak> <text>" in train_gpt's memory report. */

@@ -171,7 +171,7 @@ static void test_too_small_budget(void **state)
 
     FitCandidate *all;
     fit_candidates(&space, &all);
-    FitMeasure m = fit_measure(&all[0], 4096, false);
+    FitMeasure m = fit_measure(&all[0], 4096, 0);
     free(all);
     printf("refused: %s\n", m.error);
     assert_false(m.fits);
@@ -195,7 +195,7 @@ static void test_max_batch_boundary(void **state)
     size_t budget = (size_t)(c.predicted * 1.3);
     int trials;
     double peak;
-    int B = fit_max_batch_measured(&c, budget, 1024, &trials, &peak);
+    int B = fit_max_batch_measured(&c, budget, 0, 1024, &trials, &peak);
     int predicted = fit_max_batch_predicted(&c, budget, 1024);
     printf("budget %zu: measured B %d (%.0f bytes, %d trials), predicted B %d\n", budget, B,
            peak, trials, predicted);
@@ -203,9 +203,9 @@ static void test_max_batch_boundary(void **state)
     assert_true(peak <= (double)budget);
     FitCandidate at = c;
     at.B = B;
-    assert_true(fit_measure(&at, budget, false).fits);
+    assert_true(fit_measure(&at, budget, 0).fits);
     at.B = B + 1;
-    assert_false(fit_measure(&at, budget, false).fits);
+    assert_false(fit_measure(&at, budget, 0).fits);
     assert_true(predicted >= 1 && predicted <= B);
 }
 

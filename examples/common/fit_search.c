@@ -134,7 +134,7 @@ double fit_recompute_factor(const FitCandidate *c)
 
 /* Measurement in a child ---------------------------------------------------------------------- */
 
-/* Reads up to len - 1 bytes until end of file; returns the count. */
+/* Reads up to len bytes, stopping early at end of file; returns the count. */
 static size_t read_all(int fd, void *buf, size_t len)
 {
     size_t got = 0;
@@ -161,11 +161,11 @@ static TrainOptimizer train_optimizer(McOptimizer o)
 
 /* In the child: the trainer train_gpt would build (optim/train.h: model, optimizer, master
  * weights and packing under the policy, the checkpointing strategy) under the budget, set
- * before the model exists as train_gpt --mem-budget sets it, then two updates of accum
- * micro-batches on random tokens (one when not timed). The peaks cover all of it; the time is
- * the second update's (the first pays for starting the threads and for the pages the system hands out on first
- * touch, which a training run pays once). */
-static void child_step(const FitCandidate *c, size_t budget, bool timed, int result_fd)
+ * before the model exists as train_gpt --mem-budget sets it, then an update of accum
+ * micro-batches on random tokens, a second one timed with FIT_TIMED (the first pays for
+ * starting the threads and for the pages the system hands out on first touch, which a training
+ * run pays once), and with FIT_EVAL an evaluation of B rows. The peaks cover all of it. */
+static void child_step(const FitCandidate *c, size_t budget, unsigned what, int result_fd)
 {
     mem_set_budget(MEM_ALL, budget);
     mem_reset_peaks();
@@ -187,9 +187,18 @@ static void child_step(const FitCandidate *c, size_t budget, bool timed, int res
     }
     trainer_step_accum(tr, tokens, targets, c->B, c->T, c->accum, 1e-3);
     double t0 = progress_now();
+    bool timed = what & FIT_TIMED;
     if (timed)
         trainer_step_accum(tr, tokens, targets, c->B, c->T, c->accum, 1e-3);
     FitMeasure m = { .fits = true, .seconds = timed ? progress_now() - t0 : 0 };
+    /* The evaluation of B rows, as train_gpt's: it runs the model without recording, on
+     * the trainer's tape, which holds every block's output until trainer_eval_done; under
+     * checkpointing that can be more than a training step holds. */
+    if (what & FIT_EVAL) {
+        double loss;
+        trainer_eval(tr, tokens, targets, c->B, c->T, &loss);
+        trainer_eval_done(tr);
+    }
     for (int k = 0; k <= MEM_NCAT; k++)
         m.peak[k] = (double)mem_peak((MemCategory)k);
     /* A struct under PIPE_BUF bytes is written whole. */
@@ -198,7 +207,7 @@ static void child_step(const FitCandidate *c, size_t budget, bool timed, int res
     _exit(0);
 }
 
-FitMeasure fit_measure(const FitCandidate *c, size_t budget, bool timed)
+FitMeasure fit_measure(const FitCandidate *c, size_t budget, unsigned what)
 {
     FitMeasure m = { .fits = false };
     int result[2], message[2];
@@ -215,7 +224,7 @@ FitMeasure fit_measure(const FitCandidate *c, size_t budget, bool timed)
         close(result[0]);
         close(message[0]);
         dup2(message[1], STDERR_FILENO);
-        child_step(c, budget, timed, result[1]);
+        child_step(c, budget, what, result[1]);
     }
     close(result[1]);
     close(message[1]);
@@ -224,11 +233,16 @@ FitMeasure fit_measure(const FitCandidate *c, size_t budget, bool timed)
         close(message[0]);
         return snprintf(m.error, sizeof m.error, "fork: %s", strerror(errno)), m;
     }
-    FitMeasure got;
-    size_t n = read_all(result[0], &got, sizeof got);
-    char text[sizeof m.error];
+    /* The messages first, to the end: a child refused by the budget may write more than a pipe
+     * holds (a sanitizer's leak report at exit), and would wait for us forever. The result
+     * pipe cannot fill: one struct under PIPE_BUF bytes. */
+    char text[sizeof m.error], rest[4096];
     size_t t = read_all(message[0], text, sizeof text - 1);
     text[t] = '\0';
+    while (read_all(message[0], rest, sizeof rest) > 0)
+        ;
+    FitMeasure got;
+    size_t n = read_all(result[0], &got, sizeof got);
     close(result[0]);
     close(message[0]);
     int status = 0;
@@ -267,8 +281,8 @@ int fit_max_batch_predicted(const FitCandidate *c, size_t budget, int max_batch)
     return lo;
 }
 
-int fit_max_batch_measured(const FitCandidate *c, size_t budget, int max_batch, int *trials,
-                           double *peak)
+int fit_max_batch_measured(const FitCandidate *c, size_t budget, unsigned what, int max_batch,
+                           int *trials, double *peak)
 {
     FitCandidate x = *c;
     *trials = 0;
@@ -277,7 +291,7 @@ int fit_max_batch_measured(const FitCandidate *c, size_t budget, int max_batch, 
     /* Doubling: the first batch that does not fit bounds the search from above. */
     for (int B = 1; B <= max_batch; B *= 2) {
         x.B = B;
-        FitMeasure m = fit_measure(&x, budget, false);
+        FitMeasure m = fit_measure(&x, budget, what);
         ++*trials;
         if (!m.fits) {
             hi = B;
@@ -288,7 +302,7 @@ int fit_max_batch_measured(const FitCandidate *c, size_t budget, int max_batch, 
     }
     while (hi - lo > 1) {
         x.B = lo + (hi - lo) / 2;
-        FitMeasure m = fit_measure(&x, budget, false);
+        FitMeasure m = fit_measure(&x, budget, what);
         ++*trials;
         if (m.fits) {
             lo = x.B;
@@ -300,7 +314,7 @@ int fit_max_batch_measured(const FitCandidate *c, size_t budget, int max_batch, 
     return lo;
 }
 
-/* The search ------------------------------------------------------------------------------------ */
+/* The search ----------------------------------------------------------------------------------- */
 
 /* Model FLOPs of one update: 6 per parameter per token (forward 2, backward 4), the recomputed
  * forwards on top; attention's T^2 terms are left out, as the rate absorbs them. */
@@ -357,7 +371,7 @@ FitSearch fit_search(const FitSpace *space, const FitGoal *goal, FILE *log)
                         fit_describe(&r->c, d, sizeof d), r->c.params, r->c.predicted);
                 fflush(log);
             }
-            r->m = fit_measure(&r->c, goal->budget, true);
+            r->m = fit_measure(&r->c, goal->budget, FIT_TIMED | FIT_EVAL);
             r->measured = true;
             s.measured++;
             if (!r->m.fits) {

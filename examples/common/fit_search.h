@@ -69,7 +69,10 @@ double fit_recompute_factor(const FitCandidate *c);
 
 /* Real training updates of c (optim/train.h's trainer, as train_gpt builds it, accum
  * micro-batches each) with the allocator's budget set before the model exists, in a child
- * process: one for the memory, and a second, timed, when timed is true.
+ * process: one for the memory, and a second, timed, with FIT_TIMED; then, with FIT_EVAL, an
+ * evaluation of B rows (train_gpt evaluates at its batch size, and the memory calculator does
+ * not predict it: without recording, it still holds every block's output until done, which
+ * under checkpointing can exceed what the training step holds).
  *
  * Why a child: the library allocates through mem_alloc, which ends the program when the budget
  * refuses an allocation (every op and module would otherwise have to handle NULL and unwind a
@@ -79,21 +82,24 @@ double fit_recompute_factor(const FitCandidate *c);
  * predicts in the parent, and trains by starting train_gpt. */
 typedef struct {
     bool   fits;
-    double peak[MEM_NCAT + 1];  /* peaks from building the trainer to the end (fits only) */
+    double peak[MEM_NCAT + 1];  /* peaks from building the trainer to the end of the
+                                 * evaluation (fits only) */
     double seconds;             /* wall time of the second update (timed only) */
     char   error[700];          /* why not (the allocator's message), or "" */
 } FitMeasure;
 
-FitMeasure fit_measure(const FitCandidate *c, size_t budget, bool timed);
+enum { FIT_TIMED = 1, FIT_EVAL = 2 };
+FitMeasure fit_measure(const FitCandidate *c, size_t budget, unsigned what);
 
 /* The largest micro-batch in [1, max_batch] whose predicted total fits budget (0 if none):
  * a bisection, the prediction growing with B. */
 int fit_max_batch_predicted(const FitCandidate *c, size_t budget, int max_batch);
-/* The same measured: B doubled from 1 while a step fits, then a bisection between the last
+/* The same measured (fit_measure with what: 0 for the update alone, FIT_EVAL to include an
+ * evaluation): B doubled from 1 while a step fits, then a bisection between the last
  * that fit and the first that did not. *trials counts the steps run; *peak gets the measured
  * total of the largest that fit. 0 if B = 1 does not fit. */
-int fit_max_batch_measured(const FitCandidate *c, size_t budget, int max_batch, int *trials,
-                           double *peak);
+int fit_max_batch_measured(const FitCandidate *c, size_t budget, unsigned what, int max_batch,
+                           int *trials, double *peak);
 
 /* The whole search for one goal ------------------------------------------------------------ */
 

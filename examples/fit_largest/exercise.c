@@ -29,29 +29,33 @@ int exercise_max_batch(const FitOptions *o, int V)
     if (o->out) {
         static const char *const cols[] = {
             "budget", "strategy", "predicted_batch", "predicted_bytes", "measured_batch",
-            "measured_bytes", "trials", "seconds", NULL,
+            "measured_bytes", "measured_eval_batch", "measured_eval_bytes", "trials", "seconds",
+            NULL,
         };
         char err[512];
         t = tsv_open(o->out, cols, err, sizeof err);
         if (!t)
             cli_die(1, "--out: %s", err);
     }
-    printf("%-12s %12s %14s %12s %14s %7s %8s\n", "strategy", "predicted B", "pred bytes",
-           "measured B", "meas bytes", "trials", "time s");
+    printf("%-12s %9s %12s %9s %12s %9s %12s %7s %7s\n", "strategy", "pred B", "pred bytes",
+           "meas B", "meas bytes", "+eval B", "+eval bytes", "trials", "time s");
     for (int k = 0; k < 3; k++) {
         c.strategy = (CkptStrategy){ kinds[k], 0 };
         int pred = fit_max_batch_predicted(&c, o->budget, o->max_batch);
         FitCandidate at = c;
         at.B = pred > 0 ? pred : 1;
         fit_predict(&at);
-        int trials;
-        double peak, t0 = progress_now();
-        int meas = fit_max_batch_measured(&c, o->budget, o->max_batch, &trials, &peak);
+        int trials, trials_eval;
+        double peak, peak_eval, t0 = progress_now();
+        int meas = fit_max_batch_measured(&c, o->budget, 0, o->max_batch, &trials, &peak);
+        int meas_eval = fit_max_batch_measured(&c, o->budget, FIT_EVAL, o->max_batch,
+                                               &trials_eval, &peak_eval);
         double secs = progress_now() - t0;
         char name[32];
         ckpt_name(c.strategy, name, sizeof name);
-        printf("%-12s %12d %14.0f %12d %14.0f %7d %8.1f\n", name, pred, pred ? at.predicted : 0,
-               meas, peak, trials, secs);
+        printf("%-12s %9d %12.0f %9d %12.0f %9d %12.0f %7d %7.1f\n", name, pred,
+               pred ? at.predicted : 0, meas, peak, meas_eval, peak_eval, trials + trials_eval,
+               secs);
         fflush(stdout);
         if (t) {
             tsv_int(t, (long long)o->budget);
@@ -60,15 +64,18 @@ int exercise_max_batch(const FitOptions *o, int V)
             tsv_num(t, pred ? at.predicted : 0);
             tsv_int(t, meas);
             tsv_num(t, peak);
-            tsv_int(t, trials);
+            tsv_int(t, meas_eval);
+            tsv_num(t, peak_eval);
+            tsv_int(t, trials + trials_eval);
             tsv_num(t, (double)(long)(secs * 10) / 10);
             if (!tsv_end_row(t))
                 cli_die(1, "--out: cannot write %s", o->out);
         }
     }
-    printf("(predicted: the calculator's total, the sum of the category peaks, an upper bound; "
-           "measured: the trainer built and run for one update under the budget, doubling B "
-           "from 1, then bisection)\n");
+    printf("(pred: the calculator's total, the sum of the category peaks, an upper bound on the "
+           "training step; meas: the trainer built and run for one update under the budget, B "
+           "doubled from 1, then bisected; +eval: the same followed by an evaluation of B rows, "
+           "as train_gpt runs one, which the calculator does not predict)\n");
     if (t) {
         char err[512];
         if (!tsv_close(t, err, sizeof err))

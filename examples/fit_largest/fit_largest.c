@@ -105,6 +105,7 @@ static FitOptions parse(int argc, char **argv)
     };
     opterr = 0;
     int c;
+    const char *search_flag = NULL;     /* a flag of the search, for the exercise's check */
     while ((c = getopt_long(argc, argv, ":h", longs, NULL)) != -1) {
         switch (c) {
         case OPT_BUDGET: o.budget = cli_bytes("--budget", optarg, 1024, (size_t)1 << 40); break;
@@ -145,9 +146,16 @@ static FitOptions parse(int argc, char **argv)
         }
         if (c == OPT_LAYERS || c == OPT_EMBD || c == OPT_MAX_BATCH)
             o.exercise_flag_given = true;
+        if (c == OPT_TIME || c == OPT_TARGET_BATCH || c == OPT_VERIFY || c == OPT_MIN_STEPS ||
+            c == OPT_NO_TRAIN || c == OPT_SAMPLE || c == OPT_WORK || c == OPT_TRAIN_GPT)
+            for (const struct option *l = longs; l->name; l++)
+                if (l->val == c)
+                    search_flag = l->name;
     }
     if (optind < argc)
         cli_usage_error("unexpected argument '%s'", argv[optind]);
+    if (o.exercise && search_flag)
+        cli_usage_error("--%s applies to the search, not to --exercise max-batch", search_flag);
     if (!o.exercise && o.exercise_flag_given)
         cli_usage_error("--layers, --embd, --precision, --optimizer and --max-batch apply to "
                         "--exercise max-batch (the search tries them all)");

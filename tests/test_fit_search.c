@@ -73,6 +73,20 @@ static void test_filter_sort(void **state)
     FitCandidate *all;
     int n = fit_candidates(&space, &all);
     assert_int_equal(n, 2 * 2 * 3 * 2 * 2 * 3);
+    /* Micro-batches that do not make up the target batch exactly are left out: of 8, 4 and 3
+     * rows toward 4, only 4 (accumulation 1). */
+    FitSpace odd = space;
+    odd.batches[0] = 8, odd.batches[1] = 4, odd.batches[2] = 3, odd.n_batches = 3;
+    FitCandidate *some;
+    int n_odd = fit_candidates(&odd, &some);
+    assert_int_equal(n_odd, 2 * 2 * 3 * 1 * 2 * 3);
+    for (int i = 0; i < n_odd; i++)
+        assert_true(some[i].B == 4 && some[i].accum == 1);
+    free(some);
+    /* After the 6 ways at B 4 (2 precisions x 3 optimizers), B 2 accumulates twice. */
+    assert_int_equal(all[6].B, 2);
+    assert_int_equal(all[6].accum, 2);
+    assert_int_equal(all[5].B, 4);
     double cheapest[4] = { INFINITY, INFINITY, INFINITY, INFINITY };
     for (int i = 0; i < n; i++) {
         int k = shape_index(&all[i]);

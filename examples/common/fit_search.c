@@ -41,6 +41,20 @@ void fit_predict(FitCandidate *c)
     c->predicted = memcalc_predict(&c->model, &run, c->optimizer).bytes[MEM_ALL];
 }
 
+static FitCandidate make_candidate(const FitSpace *s, int L, int C, CkptKind k, int B,
+                                   FitPrecision p, McOptimizer o)
+{
+    FitCandidate x = {
+        .model = { .vocab_size = s->V, .max_seq = s->T, .n_layer = L,
+                   .n_head = C >= HEAD_DIM ? C / HEAD_DIM : 1, .n_embd = C, .tied = true,
+                   .fused_qkv = true },
+        .B = B, .T = s->T, .accum = s->target_batch / B, .strategy = { k, 0 },
+        .precision = p, .optimizer = o, .threads = s->threads,
+    };
+    fit_predict(&x);
+    return x;
+}
+
 int fit_candidates(const FitSpace *s, FitCandidate **out)
 {
     int n_max = s->n_layers * s->n_widths * N_STRATEGIES * s->n_batches * FIT_NPRECISIONS *
@@ -53,25 +67,17 @@ int fit_candidates(const FitSpace *s, FitCandidate **out)
     for (int l = 0; l < s->n_layers; l++)
         for (int w = 0; w < s->n_widths; w++)
             for (int k = 0; k < N_STRATEGIES; k++)
-                for (int b = 0; b < s->n_batches; b++)
+                for (int b = 0; b < s->n_batches; b++) {
+                    int B = s->batches[b];
+                    /* Only micro-batches that make up the target batch exactly. */
+                    if (B > s->target_batch || s->target_batch % B != 0)
+                        continue;
                     for (int p = 0; p < FIT_NPRECISIONS; p++)
-                        for (int o = 0; o < N_OPTIMIZERS; o++) {
-                            FitCandidate *x = &c[n++];
-                            int C = s->widths[w];
-                            *x = (FitCandidate){
-                                .model = { .vocab_size = s->V, .max_seq = s->T,
-                                           .n_layer = s->layers[l],
-                                           .n_head = C >= HEAD_DIM ? C / HEAD_DIM : 1,
-                                           .n_embd = C, .tied = true, .fused_qkv = true },
-                                .B = s->batches[b], .T = s->T,
-                                .accum = s->target_batch > s->batches[b]
-                                             ? s->target_batch / s->batches[b] : 1,
-                                .strategy = { STRATEGIES[k], 0 },
-                                .precision = (FitPrecision)p, .optimizer = OPTIMIZERS[o],
-                                .threads = s->threads,
-                            };
-                            fit_predict(x);
-                        }
+                        for (int o = 0; o < N_OPTIMIZERS; o++)
+                            c[n++] = make_candidate(s, s->layers[l], s->widths[w],
+                                                    STRATEGIES[k], B, (FitPrecision)p,
+                                                    OPTIMIZERS[o]);
+                }
     *out = c;
     return n;
 }

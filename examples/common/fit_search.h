@@ -42,7 +42,8 @@ typedef struct {
 enum { FIT_MAX_LIST = 16 };
 typedef struct {
     int V, T;                   /* vocabulary and sequence length of the data */
-    int target_batch;           /* rows per update; every batch in batches must divide it */
+    int target_batch;           /* rows per update; batches that do not divide it are left
+                                 * out */
     int threads;
     int layers[FIT_MAX_LIST], n_layers;
     int widths[FIT_MAX_LIST], n_widths;     /* heads = width / 32 */

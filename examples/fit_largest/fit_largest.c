@@ -38,8 +38,8 @@ static void usage(void)
            "  --time T           training time, e.g. 120s or 2min (default 120s)\n"
            "  --data PATH        the text (default data/tinyshakespeare.txt)\n"
            "  --seq N            tokens per row (default 64)\n"
-           "  --target-batch N   rows per update; accumulation makes up what a micro-batch\n"
-           "                     lacks (default 32)\n"
+           "  --target-batch N   rows per update, a multiple of 4; accumulation makes up\n"
+           "                     what a micro-batch (4, 8, 16 or 32 rows) lacks (default 32)\n"
            "  --verify N         measure at least N candidates (default 3)\n"
            "  --min-steps N      a candidate must fit N updates in the time (default 50)\n"
            "  --no-train         search and verify only\n"
@@ -113,7 +113,10 @@ static FitOptions parse(int argc, char **argv)
         case OPT_DATA: o.data = optarg; break;
         case OPT_SEQ: o.seq = (int)cli_long("--seq", optarg, 2, 4096); break;
         case OPT_TARGET_BATCH:
-            o.target_batch = (int)cli_long("--target-batch", optarg, 1, 1 << 16);
+            o.target_batch = (int)cli_long("--target-batch", optarg, 4, 1 << 16);
+            if (o.target_batch % 4)
+                cli_usage_error("--target-batch %d is not a multiple of 4, the smallest "
+                                "micro-batch searched", o.target_batch);
             break;
         case OPT_VERIFY: o.verify = (int)cli_long("--verify", optarg, 1, 100); break;
         case OPT_MIN_STEPS: o.min_steps = cli_long("--min-steps", optarg, 1, 1000000); break;

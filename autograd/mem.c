@@ -40,7 +40,7 @@ static bool      release_at_exit;
 
 static MemStats stats;
 static size_t   budget[MEM_NCAT + 1];
-static char     last_error[512];
+static char     last_error[640];
 
 static const char *const category_names[MEM_NCAT + 1] = {
     "param", "grad", "optim", "act", "temp", "total",
@@ -62,11 +62,15 @@ static bool over_budget(MemCategory cat, size_t bytes)
         MemCategory c = checked[i];
         if (budget[c] && stats.current[c] + bytes > budget[c]) {
             char want[32], used[32], limit[32];
+            /* The exact byte counts beside the rounded ones: a student comparing the failure
+             * with the calculator's prediction needs the bytes, not "63.9 MiB". */
             snprintf(last_error, sizeof last_error,
-                     "memory budget exceeded: %s allocation of %s with %s of %s in use, budget %s",
-                     mem_category_name(cat), mem_format_bytes(bytes, want, sizeof want),
-                     mem_format_bytes(stats.current[c], used, sizeof used),
-                     mem_category_name(c), mem_format_bytes(budget[c], limit, sizeof limit));
+                     "memory budget exceeded: %s allocation of %s (%zu bytes) with %s (%zu bytes) "
+                     "of %s in use, budget %s (%zu bytes)",
+                     mem_category_name(cat), mem_format_bytes(bytes, want, sizeof want), bytes,
+                     mem_format_bytes(stats.current[c], used, sizeof used), stats.current[c],
+                     mem_category_name(c), mem_format_bytes(budget[c], limit, sizeof limit),
+                     budget[c]);
             return true;
         }
     }

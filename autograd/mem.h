@@ -58,8 +58,9 @@ size_t      mem_peak(MemCategory cat);
 void        mem_reset_peaks(void);
 
 /* An optional limit on one category's current bytes, or on the total with MEM_ALL; 0 removes
- * it. An allocation that would exceed a limit fails with a message naming the category, the
- * request, the bytes in use and the limit. */
+ * it. A budget of N bytes admits allocations up to exactly N bytes in use; one byte more fails
+ * (mem_try_alloc returns NULL, mem_alloc prints the reason and exits 1) with a message naming
+ * the category, the request, the bytes in use and the limit, each also in exact bytes. */
 void        mem_set_budget(MemCategory cat, size_t bytes);
 const char *mem_last_error(void);
 

@@ -73,6 +73,38 @@ static void test_budget(void **state)
     assert_int_equal(mem_current(MEM_ACT), base);
 }
 
+/* The boundary is exact: a budget of N bytes in use admits an allocation that reaches N and
+ * refuses one that would reach N + 1, and the refusal names the category and the exact bytes. */
+static void test_budget_boundary(void **state)
+{
+    (void)state;
+    size_t base = mem_current(MEM_ALL);
+    const size_t N = 1000003;      /* odd on purpose: no rounding to a block size hides here */
+    mem_set_budget(MEM_ALL, base + N);
+    void *over = mem_try_alloc(MEM_OPTIM, N + 1);
+    assert_null(over);
+    const char *msg = mem_last_error();
+    printf("boundary message: %s\n", msg);
+    assert_non_null(strstr(msg, "optim allocation"));
+    assert_non_null(strstr(msg, "(1000004 bytes)"));
+    char want[96], limit[32];
+    snprintf(want, sizeof want, "budget %s (%zu bytes)",
+             mem_format_bytes(base + N, limit, sizeof limit), base + N);
+    assert_non_null(strstr(msg, want));
+    assert_int_equal(mem_current(MEM_ALL), base);      /* a refusal counts nothing */
+    void *fits = mem_try_alloc(MEM_OPTIM, N);
+    assert_non_null(fits);
+    assert_int_equal(mem_current(MEM_ALL), base + N);
+    /* Full: not one more byte, in any category. */
+    assert_null(mem_try_alloc(MEM_TEMP, 1));
+    assert_non_null(strstr(mem_last_error(), "temp allocation of 1 B (1 bytes)"));
+    mem_free(fits);
+    void *again = mem_try_alloc(MEM_TEMP, N);      /* freeing gives the room back */
+    assert_non_null(again);
+    mem_free(again);
+    mem_set_budget(MEM_ALL, 0);
+}
+
 static void test_format_bytes(void **state)
 {
     (void)state;
@@ -190,6 +222,7 @@ int main(void)
         cmocka_unit_test(test_counts_and_peaks),
         cmocka_unit_test(test_alignment_and_calloc),
         cmocka_unit_test(test_budget),
+        cmocka_unit_test(test_budget_boundary),
         cmocka_unit_test(test_format_bytes),
         cmocka_unit_test(test_cache_serves_repeated_sizes),
         cmocka_unit_test(test_device_fragmentation),

@@ -114,3 +114,70 @@ const char *cli_folder(const char *flag, const char *s)
         cli_usage_error("%s: the folder name is empty (files would go into /)", flag);
     return s;
 }
+
+/* A number followed by one of the units, as a multiple of the unit's factor. The number may
+ * have a fraction ("1.5MiB"); the product must be a whole count of the base unit for bytes. */
+typedef struct {
+    const char *name;
+    double      factor;
+} CliUnit;
+
+static bool parse_with_unit(const char *s, const CliUnit *units, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno == ERANGE || !isfinite(v) || v < 0 || *s == '-' || *s == '+')
+        return false;
+    for (int i = 0; units[i].name; i++) {
+        if (strcmp(end, units[i].name) == 0) {
+            *out = v * units[i].factor;
+            return true;
+        }
+    }
+    return false;
+}
+
+static const CliUnit BYTE_UNITS[] = {
+    { "", 1.0 }, { "B", 1.0 }, { "KiB", 1024.0 }, { "MiB", 1048576.0 },
+    { "GiB", 1073741824.0 }, { NULL, 0 },
+};
+static const CliUnit TIME_UNITS[] = {
+    { "", 1.0 }, { "s", 1.0 }, { "min", 60.0 }, { "h", 3600.0 }, { NULL, 0 },
+};
+
+bool cli_parse_bytes(const char *s, size_t *bytes)
+{
+    double v;
+    if (!parse_with_unit(s, BYTE_UNITS, &v) || v != floor(v) || v > 1e18)
+        return false;
+    *bytes = (size_t)v;
+    return true;
+}
+
+bool cli_parse_seconds(const char *s, double *seconds)
+{
+    return parse_with_unit(s, TIME_UNITS, seconds);
+}
+
+size_t cli_bytes(const char *flag, const char *s, size_t lo, size_t hi)
+{
+    size_t v;
+    if (!cli_parse_bytes(s, &v))
+        cli_usage_error("%s: '%s' is not a size (a whole number of bytes, or a number with "
+                        "KiB, MiB or GiB, e.g. 64MiB)", flag, s);
+    if (v < lo || v > hi)
+        cli_usage_error("%s: %zu bytes is out of range [%zu, %zu]", flag, v, lo, hi);
+    return v;
+}
+
+double cli_seconds(const char *flag, const char *s, double lo, double hi)
+{
+    double v;
+    if (!cli_parse_seconds(s, &v))
+        cli_usage_error("%s: '%s' is not a time (a number with s, min or h, e.g. 120s)", flag,
+                        s);
+    if (v < lo || v > hi)
+        cli_usage_error("%s: %gs is out of range [%gs, %gs]", flag, v, lo, hi);
+    return v;
+}

@@ -28,6 +28,15 @@ long   cli_product(long max, const char *what, int n, const char *const *flags,
 /* Index of s in the NULL-terminated list choices; a usage error listing them otherwise. */
 int    cli_choice(const char *flag, const char *s, const char *const *choices);
 
+/* A size: a whole number of bytes, or a number with B, KiB, MiB or GiB ("64MiB", "1.5GiB").
+ * cli_parse_bytes returns false on anything else; cli_bytes makes that a usage error naming
+ * the flag, as it does a value outside [lo, hi]. */
+bool   cli_parse_bytes(const char *s, size_t *bytes);
+size_t cli_bytes(const char *flag, const char *s, size_t lo, size_t hi);
+/* A duration in seconds: a number alone or with s, min or h ("120s", "2min", "1.5min"). */
+bool   cli_parse_seconds(const char *s, double *seconds);
+double cli_seconds(const char *flag, const char *s, double lo, double hi);
+
 /* A folder name given to flag: refused when empty (paths are made as FOLDER/NAME, so an empty
  * one would write into the root folder). Returns s. */
 const char *cli_folder(const char *flag, const char *s);

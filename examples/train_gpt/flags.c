@@ -109,6 +109,7 @@ static const struct option LONG_OPTIONS[] = {
     { "sample", required_argument, NULL, FLAG_SAMPLE },
     { "temperature", required_argument, NULL, FLAG_TEMPERATURE },
     { "sample-seed", required_argument, NULL, FLAG_SAMPLE_SEED },
+    { "mem-budget", required_argument, NULL, FLAG_MEM_BUDGET },
     { "accum", required_argument, NULL, FLAG_ACCUM },
     { "bucket-kb", required_argument, NULL, FLAG_BUCKET_KB },
     { "lr-rule", required_argument, NULL, FLAG_LR_RULE },
@@ -159,6 +160,9 @@ static void usage(void)
            "                      which is the only value a task allows; %d for text)\n"
            "  --seed N            weights and data (default %ld)\n"
            "  --threads N         threads, 0 = one per core (default 0)\n"
+           "  --mem-budget SIZE   the most tracked memory (every category) the run may hold,\n"
+           "                      e.g. 64MiB: an allocation beyond it ends the run with the\n"
+           "                      category and the bytes (default: no limit; fit_largest)\n"
            "  --checkpoint S      gradient checkpointing over the blocks: none, memory-poor,\n"
            "                      sqrt, every:K or budget:S; less activation memory for more\n"
            "                      block forwards, same gradients (docs/checkpointing.md;\n"
@@ -292,6 +296,7 @@ static void set_value(Options *o, Flag f, const char *arg)
     case FLAG_SAMPLE: o->sample = (int)cli_long(flag, arg, 0, 1 << 20); break;
     case FLAG_TEMPERATURE: o->temperature = cli_double(flag, arg, 0.0, 100.0); break;
     case FLAG_SAMPLE_SEED: o->sample_seed = cli_long(flag, arg, 0, (1L << 62)); break;
+    case FLAG_MEM_BUDGET: o->mem_budget = cli_bytes(flag, arg, 1, (size_t)1 << 50); break;
     case FLAG_ACCUM: o->accum = (int)range_long(f, flag, arg); break;
     case FLAG_LR_RULE: o->lr_rule = (SchedRule)cli_choice(flag, arg, SCHED_RULE_NAMES); break;
     case FLAG_BASE_BATCH: o->base_batch = (int)range_long(f, flag, arg); break;

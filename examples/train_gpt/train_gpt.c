@@ -513,6 +513,9 @@ int main(int argc, char **argv)
     parallel_parsed();
     par_set_threads(run.o.threads);
     check_outputs(&run.o);      /* every rank: each stops alike, none is left waiting */
+    /* Before the model exists, so everything the run allocates counts against it. */
+    if (run.o.mem_budget)
+        mem_set_budget(MEM_ALL, run.o.mem_budget);
     if (pipeline_requested(&run.o))         /* under mpirun: pipeline.c's own loop */
         return pipeline_main(&run.o, open_data(&run.o));
     run.tr = make_trainer(&run);

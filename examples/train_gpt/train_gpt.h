@@ -24,7 +24,7 @@ typedef enum {
     FLAG_LORA, FLAG_LORA_ALPHA, FLAG_LORA_TARGETS, FLAG_QLORA, FLAG_LOAD_BASE, FLAG_SAVE_ADAPTER,
     FLAG_PRECISION, FLAG_LOSS_SCALE, FLAG_SCALE_GROWTH_INTERVAL, FLAG_SCALE_GROWTH_FACTOR,
     FLAG_SCALE_BACKOFF_FACTOR, FLAG_FP8_SCALING,
-    FLAG_ADAM8BIT_ROUNDING, FLAG_TEMPERATURE, FLAG_SAMPLE_SEED,
+    FLAG_ADAM8BIT_ROUNDING, FLAG_TEMPERATURE, FLAG_SAMPLE_SEED, FLAG_MEM_BUDGET,
     FLAG_PARALLEL,                                                      /* parallel.c, pipeline.c */
     FLAG_BUCKET_KB,                                                     /* parallel.c */
     FLAG_MICRO_BATCHES, FLAG_STAGES, FLAG_PIPE_EVENTS,                  /* pipeline.c */
@@ -44,6 +44,7 @@ typedef struct {
     int         seq;             /* 0: the task's row length, or 64 for text */
     long        seed;
     int         threads;
+    size_t      mem_budget;      /* bytes of tracked memory the run may hold; 0: no limit */
     CkptStrategy checkpoint;     /* over the blocks: none (vanilla), sqrt, ... */
     bool        tiled_attention; /* --attention tiled */
     const char *precision;       /* a policy_preset name (autograd/policy.h) */

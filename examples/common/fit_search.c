@@ -1,0 +1,413 @@
+/* fit_search: the homework's search (fit_search.h says the steps and the order). */
+#include "examples/common/fit_search.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "autograd/policy.h"
+#include "autograd/rng.h"
+#include "examples/common/progress.h"
+#include "optim/train.h"
+
+const char *const FIT_PRECISION_NAMES[] = { "fp32", "bf16", NULL };
+
+static const CkptKind STRATEGIES[] = { CKPT_VANILLA, CKPT_SQRT, CKPT_MEMORY_POOR };
+static const McOptimizer OPTIMIZERS[] = { MC_ADAMW, MC_ADAM8BIT, MC_ADAFACTOR };
+enum { N_STRATEGIES = 3, N_OPTIMIZERS = 3, HEAD_DIM = 32 };
+
+FitSpace fit_space_default(int V, int T, int threads)
+{
+    FitSpace s = {
+        .V = V, .T = T, .target_batch = 32, .threads = threads,
+        .layers = { 1, 2, 3, 4, 6, 8, 10, 12, 16 }, .n_layers = 9,
+        .widths = { 64, 96, 128, 160, 192, 256, 320, 384, 512, 640, 768, 1024 }, .n_widths = 12,
+        .batches = { 32, 16, 8, 4 }, .n_batches = 4,
+    };
+    return s;
+}
+
+void fit_predict(FitCandidate *c)
+{
+    PrecisionPolicy policy;
+    policy_preset(FIT_PRECISION_NAMES[c->precision], &policy);
+    McRun run = { .B = c->B, .T = c->T, .strategy = c->strategy, .threads = c->threads,
+                  .policy = c->precision == FIT_FP32 ? NULL : &policy };
+    c->params = memcalc_gpt_params(&c->model);
+    c->predicted = memcalc_predict(&c->model, &run, c->optimizer).bytes[MEM_ALL];
+}
+
+static FitCandidate make_candidate(const FitSpace *s, int L, int C, CkptKind k, int B,
+                                   FitPrecision p, McOptimizer o)
+{
+    FitCandidate x = {
+        .model = { .vocab_size = s->V, .max_seq = s->T, .n_layer = L,
+                   .n_head = C >= HEAD_DIM ? C / HEAD_DIM : 1, .n_embd = C, .tied = true,
+                   .fused_qkv = true },
+        .B = B, .T = s->T, .accum = s->target_batch / B, .strategy = { k, 0 },
+        .precision = p, .optimizer = o, .threads = s->threads,
+    };
+    fit_predict(&x);
+    return x;
+}
+
+int fit_candidates(const FitSpace *s, FitCandidate **out)
+{
+    int n_max = s->n_layers * s->n_widths * N_STRATEGIES * s->n_batches * FIT_NPRECISIONS *
+                N_OPTIMIZERS;
+    FitCandidate *c = malloc((size_t)n_max * sizeof *c);
+    if (!c)
+        return *out = NULL, 0;
+    int n = 0;
+    /* The loops nest in the order of preference: within one shape, earlier is preferred. */
+    for (int l = 0; l < s->n_layers; l++)
+        for (int w = 0; w < s->n_widths; w++)
+            for (int k = 0; k < N_STRATEGIES; k++)
+                for (int b = 0; b < s->n_batches; b++) {
+                    int B = s->batches[b];
+                    /* Only micro-batches that make up the target batch exactly. */
+                    if (B > s->target_batch || s->target_batch % B != 0)
+                        continue;
+                    for (int p = 0; p < FIT_NPRECISIONS; p++)
+                        for (int o = 0; o < N_OPTIMIZERS; o++)
+                            c[n++] = make_candidate(s, s->layers[l], s->widths[w],
+                                                    STRATEGIES[k], B, (FitPrecision)p,
+                                                    OPTIMIZERS[o]);
+                }
+    *out = c;
+    return n;
+}
+
+static bool same_shape(const FitCandidate *a, const FitCandidate *b)
+{
+    return a->model.n_layer == b->model.n_layer && a->model.n_embd == b->model.n_embd;
+}
+
+/* Largest first; equal counts (never for different shapes here, but kept total) by depth. */
+static int by_params(const void *pa, const void *pb)
+{
+    const FitCandidate *a = pa, *b = pb;
+    if (a->params != b->params)
+        return a->params > b->params ? -1 : 1;
+    return (a->model.n_layer > b->model.n_layer) - (a->model.n_layer < b->model.n_layer);
+}
+
+int fit_filter_sort(FitCandidate *c, int n, size_t budget)
+{
+    int kept = 0;
+    for (int i = 0; i < n; i++) {
+        if (c[i].predicted > (double)budget)
+            continue;
+        bool seen = false;      /* an earlier (preferred) candidate of this shape fits */
+        for (int j = 0; j < kept && !seen; j++)
+            seen = same_shape(&c[j], &c[i]);
+        if (!seen)
+            c[kept++] = c[i];
+    }
+    qsort(c, (size_t)kept, sizeof *c, by_params);
+    return kept;
+}
+
+const char *fit_describe(const FitCandidate *c, char *buf, size_t len)
+{
+    char s[32];
+    snprintf(buf, len, "L%d C%d H%d, B %d x %d, %s, %s, %s", c->model.n_layer, c->model.n_embd,
+             c->model.n_head, c->B, c->accum, ckpt_name(c->strategy, s, sizeof s),
+             FIT_PRECISION_NAMES[c->precision], MC_OPTIMIZER_NAMES[c->optimizer]);
+    return buf;
+}
+
+const char *fit_flags(const FitCandidate *c, char *buf, size_t len)
+{
+    char s[32];
+    snprintf(buf, len,
+             "--layers %d --heads %d --embd %d --seq %d --batch %d --accum %d --checkpoint %s "
+             "--precision %s --optimizer %s", c->model.n_layer, c->model.n_head,
+             c->model.n_embd, c->T, c->B, c->accum, ckpt_name(c->strategy, s, sizeof s),
+             FIT_PRECISION_NAMES[c->precision], MC_OPTIMIZER_NAMES[c->optimizer]);
+    return buf;
+}
+
+double fit_recompute_factor(const FitCandidate *c)
+{
+    int L = c->model.n_layer;
+    return (2.0 + (double)ckpt_formula_total(c->strategy, L) / L) / 3.0;
+}
+
+/* Measurement in a child ---------------------------------------------------------------------- */
+
+/* Reads up to len bytes, stopping early at end of file; returns the count. */
+static size_t read_all(int fd, void *buf, size_t len)
+{
+    size_t got = 0;
+    while (got < len) {
+        ssize_t r = read(fd, (char *)buf + got, len - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    return got;
+}
+
+/* The optimizer as the trainer names it. */
+static TrainOptimizer train_optimizer(McOptimizer o)
+{
+    switch (o) {
+    case MC_ADAM8BIT: return TRAIN_ADAM8BIT;
+    case MC_ADAFACTOR: return TRAIN_ADAFACTOR;
+    default: return TRAIN_ADAMW;
+    }
+}
+
+/* In the child: the trainer train_gpt would build (optim/train.h: model, optimizer, master
+ * weights and packing under the policy, the checkpointing strategy) under the budget, set
+ * before the model exists as train_gpt --mem-budget sets it, then an update of accum
+ * micro-batches on random tokens, a second one timed with FIT_TIMED (the first pays for
+ * starting the threads and for the pages the system hands out on first touch, which a training
+ * run pays once), and with FIT_EVAL an evaluation of B rows. The peaks cover all of it. */
+static void child_step(const FitCandidate *c, size_t budget, unsigned what, int result_fd)
+{
+    mem_set_budget(MEM_ALL, budget);
+    mem_reset_peaks();
+    TrainerConfig cfg = trainer_config_default();
+    cfg.model = c->model;
+    cfg.optimizer = train_optimizer(c->optimizer);
+    cfg.checkpoint = c->strategy;
+    policy_preset(FIT_PRECISION_NAMES[c->precision], &cfg.policy);
+    Trainer *tr = trainer_new(&cfg);
+    size_t count = (size_t)c->accum * c->B * c->T;
+    /* Token arrays are the program's, not tensor storage: plain malloc, uncounted. */
+    int *tokens = malloc(count * sizeof *tokens), *targets = malloc(count * sizeof *targets);
+    if (!tokens || !targets)
+        _exit(4);
+    Rng rng = rng_new(1, RNG_STREAM_DATA);
+    for (size_t i = 0; i < count; i++) {
+        tokens[i] = (int)rng_below(&rng, (uint32_t)c->model.vocab_size);
+        targets[i] = (int)rng_below(&rng, (uint32_t)c->model.vocab_size);
+    }
+    trainer_step_accum(tr, tokens, targets, c->B, c->T, c->accum, 1e-3);
+    double t0 = progress_now();
+    bool timed = what & FIT_TIMED;
+    if (timed)
+        trainer_step_accum(tr, tokens, targets, c->B, c->T, c->accum, 1e-3);
+    FitMeasure m = { .fits = true, .seconds = timed ? progress_now() - t0 : 0 };
+    /* The evaluation of B rows, as train_gpt's: it runs the model without recording, on
+     * the trainer's tape, which holds every block's output until trainer_eval_done; under
+     * checkpointing that can be more than a training step holds. */
+    if (what & FIT_EVAL) {
+        double loss;
+        trainer_eval(tr, tokens, targets, c->B, c->T, &loss);
+        trainer_eval_done(tr);
+    }
+    for (int k = 0; k <= MEM_NCAT; k++)
+        m.peak[k] = (double)mem_peak((MemCategory)k);
+    /* A struct under PIPE_BUF bytes is written whole. */
+    if (write(result_fd, &m, sizeof m) != (ssize_t)sizeof m)
+        _exit(3);
+    _exit(0);
+}
+
+FitMeasure fit_measure(const FitCandidate *c, size_t budget, unsigned what)
+{
+    FitMeasure m = { .fits = false };
+    int result[2], message[2];
+    if (pipe(result) != 0)
+        return snprintf(m.error, sizeof m.error, "pipe: %s", strerror(errno)), m;
+    if (pipe(message) != 0) {
+        close(result[0]);
+        close(result[1]);
+        return snprintf(m.error, sizeof m.error, "pipe: %s", strerror(errno)), m;
+    }
+    fflush(NULL);       /* nothing buffered is printed twice */
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(result[0]);
+        close(message[0]);
+        dup2(message[1], STDERR_FILENO);
+        child_step(c, budget, what, result[1]);
+    }
+    close(result[1]);
+    close(message[1]);
+    if (pid < 0) {
+        close(result[0]);
+        close(message[0]);
+        return snprintf(m.error, sizeof m.error, "fork: %s", strerror(errno)), m;
+    }
+    /* The messages first, to the end: a child refused by the budget may write more than a pipe
+     * holds (a sanitizer's leak report at exit), and would wait for us forever. The result
+     * pipe cannot fill: one struct under PIPE_BUF bytes. */
+    char text[sizeof m.error], rest[4096];
+    size_t t = read_all(message[0], text, sizeof text - 1);
+    text[t] = '\0';
+    while (read_all(message[0], rest, sizeof rest) > 0)
+        ;
+    FitMeasure got;
+    size_t n = read_all(result[0], &got, sizeof got);
+    close(result[0]);
+    close(message[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (n == sizeof got && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return got;
+    char *nl = strchr(text, '\n');
+    if (nl)
+        *nl = '\0';
+    const char *msg = strncmp(text, "tapegrad: ", 10) == 0 ? text + 10 : text;
+    if (*msg)
+        snprintf(m.error, sizeof m.error, "%s", msg);
+    else if (WIFSIGNALED(status))
+        snprintf(m.error, sizeof m.error, "the step died of signal %d", WTERMSIG(status));
+    else
+        snprintf(m.error, sizeof m.error, "the step exited with status %d",
+                 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    return m;
+}
+
+/* The largest batch ---------------------------------------------------------------------------- */
+
+int fit_max_batch_predicted(const FitCandidate *c, size_t budget, int max_batch)
+{
+    FitCandidate x = *c;
+    int lo = 0, hi = max_batch + 1;     /* lo fits (or is 0), hi does not (or is past the end) */
+    while (hi - lo > 1) {
+        x.B = lo + (hi - lo) / 2;
+        fit_predict(&x);
+        if (x.predicted <= (double)budget)
+            lo = x.B;
+        else
+            hi = x.B;
+    }
+    return lo;
+}
+
+int fit_max_batch_measured(const FitCandidate *c, size_t budget, unsigned what, int max_batch,
+                           int *trials, double *peak)
+{
+    FitCandidate x = *c;
+    *trials = 0;
+    *peak = 0;
+    int lo = 0, hi = max_batch + 1;
+    /* Doubling: the first batch that does not fit bounds the search from above. */
+    for (int B = 1; B <= max_batch; B *= 2) {
+        x.B = B;
+        FitMeasure m = fit_measure(&x, budget, what);
+        ++*trials;
+        if (!m.fits) {
+            hi = B;
+            break;
+        }
+        lo = B;
+        *peak = m.peak[MEM_ALL];
+    }
+    while (hi - lo > 1) {
+        x.B = lo + (hi - lo) / 2;
+        FitMeasure m = fit_measure(&x, budget, what);
+        ++*trials;
+        if (m.fits) {
+            lo = x.B;
+            *peak = m.peak[MEM_ALL];
+        } else {
+            hi = x.B;
+        }
+    }
+    return lo;
+}
+
+/* The search ----------------------------------------------------------------------------------- */
+
+/* Model FLOPs of one update: 6 per parameter per token (forward 2, backward 4), the recomputed
+ * forwards on top; attention's T^2 terms are left out, as the rate absorbs them. */
+static double update_flops(const FitCandidate *c)
+{
+    return 6.0 * (double)c->params * c->B * c->T * c->accum * fit_recompute_factor(c);
+}
+
+FitSearch fit_search(const FitSpace *space, const FitGoal *goal, FILE *log)
+{
+    FitSearch s = { .winner = -1 };
+    FitCandidate *all;
+    s.n_candidates = fit_candidates(space, &all);
+    s.smallest_predicted = INFINITY;
+    for (int i = 0; i < s.n_candidates; i++)
+        if (all[i].predicted < s.smallest_predicted)
+            s.smallest_predicted = all[i].predicted;
+    s.n = fit_filter_sort(all, s.n_candidates, goal->budget);
+    s.rows = calloc(s.n ? (size_t)s.n : 1, sizeof *s.rows);
+    if (!s.rows) {
+        free(all);
+        s.n = 0;
+        return s;
+    }
+    for (int i = 0; i < s.n; i++)
+        s.rows[i] = (FitRow){ .c = all[i], .verdict = "not measured" };
+    free(all);
+
+    /* The rate is the highest measured so far: optimistic, so a candidate is skipped only when
+     * even the best speed seen cannot give it min_steps updates. When a measurement raises it,
+     * the pass starts again from the top, where larger candidates skipped at the old rate may
+     * now qualify. Every pass but the last measures a candidate, and none is measured twice. */
+    double rate = 0;
+    bool again = true;
+    while (again) {
+        again = false;
+        for (int i = 0; i < s.n && !again; i++) {
+            FitRow *r = &s.rows[i];
+            if (r->measured)
+                continue;
+            if (s.winner >= 0 && i > s.winner && s.measured >= goal->verify)
+                break;
+            if (rate > 0) {
+                r->update_seconds = update_flops(&r->c) / rate;
+                r->steps = (long)(goal->train_seconds / r->update_seconds);
+                if (r->steps < goal->min_steps) {
+                    r->verdict = "too slow (predicted)";
+                    continue;
+                }
+            }
+            if (log) {
+                char d[128];
+                fprintf(log, "measuring %s: %zu parameters, %.0f bytes predicted\n",
+                        fit_describe(&r->c, d, sizeof d), r->c.params, r->c.predicted);
+                fflush(log);
+            }
+            r->m = fit_measure(&r->c, goal->budget, FIT_TIMED | FIT_EVAL);
+            r->measured = true;
+            s.measured++;
+            if (!r->m.fits) {
+                r->verdict = "over budget (measured)";
+                continue;
+            }
+            r->update_seconds = r->m.seconds;
+            r->steps = (long)(goal->train_seconds / r->update_seconds);
+            double measured_rate = update_flops(&r->c) / r->update_seconds;
+            if (measured_rate > rate) {
+                again = rate > 0 && i > 0;      /* rows above i may have been skipped */
+                rate = measured_rate;
+            }
+            if (r->steps < goal->min_steps) {
+                r->verdict = "too slow (measured)";
+                continue;
+            }
+            r->verdict = "fits";
+            if (s.winner < 0 || i < s.winner)
+                s.winner = i;
+        }
+    }
+    if (s.winner >= 0)
+        s.rows[s.winner].verdict = "winner";
+    return s;
+}
+
+void fit_search_free(FitSearch *s)
+{
+    free(s->rows);
+    s->rows = NULL;
+    s->n = 0;
+}

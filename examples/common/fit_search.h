@@ -1,0 +1,145 @@
+#ifndef TAPEGRAD_FIT_SEARCH_H
+#define TAPEGRAD_FIT_SEARCH_H
+/* The course's homework, "fit the largest model you can", as a search (examples/fit_largest):
+ *
+ *   1. list the candidates: every model shape (layers, width) with every way of training it
+ *      (micro-batch, checkpointing strategy, precision policy, optimizer);
+ *   2. predict each one's peak bytes with the memory calculator (memcalc_predict) and drop the
+ *      ones over the budget;
+ *   3. keep, per shape, the first survivor in the order of preference below (the cheapest way
+ *      to train that shape), and sort the shapes by parameter count, largest first;
+ *   4. measure the first few: real training updates under the budget (fit_measure).
+ *
+ * Preference within a shape: no recomputation before some (vanilla, then sqrt, then
+ * memory-poor); then the larger micro-batch (fewer accumulation steps); then fp32 before bf16;
+ * then AdamW, 8-bit Adam, Adafactor. Accumulation makes up the rest of the target batch:
+ * accum = target / B, so every candidate updates on the same number of rows; its memory is one
+ * micro-batch's (optim/train.c frees each micro-batch's tape before the next).
+ *
+ * The memory calculator's total is the sum of the categories' peaks, an upper bound (they do
+ * not all peak at once), so a candidate it admits fits; the measurement says by how much. */
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "examples/common/memcalc.h"
+
+/* The precision policies searched: policy_preset names. */
+typedef enum { FIT_FP32, FIT_BF16, FIT_NPRECISIONS } FitPrecision;
+extern const char *const FIT_PRECISION_NAMES[];     /* "fp32", "bf16", NULL */
+
+typedef struct {
+    GptConfig    model;
+    int          B, accum, T;
+    CkptStrategy strategy;
+    FitPrecision precision;
+    McOptimizer  optimizer;     /* MC_ADAMW, MC_ADAM8BIT or MC_ADAFACTOR */
+    size_t       params;
+    double       predicted;     /* memcalc_predict's total, bytes */
+    int          threads;       /* the attention scratch is per thread */
+} FitCandidate;
+
+/* What the search ranges over. fit_space_default fills the lists used by fit_largest. */
+enum { FIT_MAX_LIST = 16 };
+typedef struct {
+    int V, T;                   /* vocabulary and sequence length of the data */
+    int target_batch;           /* rows per update; batches that do not divide it are left
+                                 * out */
+    int threads;
+    int layers[FIT_MAX_LIST], n_layers;
+    int widths[FIT_MAX_LIST], n_widths;     /* heads = width / 32 */
+    int batches[FIT_MAX_LIST], n_batches;   /* largest first */
+} FitSpace;
+
+FitSpace fit_space_default(int V, int T, int threads);
+
+/* One candidate's prediction filled in (params, predicted). */
+void   fit_predict(FitCandidate *c);
+/* Every candidate of the space, predicted, in the order of preference within each shape.
+ * Returns the count; *out is malloc'd (free it). */
+int    fit_candidates(const FitSpace *s, FitCandidate **out);
+/* Steps 2 and 3 in place: the survivors, one per shape, largest first; returns their count. */
+int    fit_filter_sort(FitCandidate *c, int n, size_t budget);
+
+/* "L4 C256 H8, B 16 x 2, sqrt, bf16, adam8bit" */
+const char *fit_describe(const FitCandidate *c, char *buf, size_t len);
+/* The train_gpt flags that run it: "--layers 4 --heads 8 ... --optimizer adam8bit". */
+const char *fit_flags(const FitCandidate *c, char *buf, size_t len);
+/* Forward-equivalents of one micro-batch under its strategy over one without recomputation:
+ * (2 + forwards / L) / 3, a backward costing two forwards. */
+double fit_recompute_factor(const FitCandidate *c);
+
+/* Real training updates of c (optim/train.h's trainer, as train_gpt builds it, accum
+ * micro-batches each) with the allocator's budget set before the model exists, in a child
+ * process: one for the memory, and a second, timed, with FIT_TIMED; then, with FIT_EVAL, an
+ * evaluation of B rows (train_gpt evaluates at its batch size, and the memory calculator does
+ * not predict it: without recording, it still holds every block's output until done, which
+ * under checkpointing can exceed what the training step holds).
+ *
+ * Why a child: the library allocates through mem_alloc, which ends the program when the budget
+ * refuses an allocation (every op and module would otherwise have to handle NULL and unwind a
+ * half-built tape). A forked child may die that way; the parent reads the outcome from a pipe
+ * and the child's message from another, and stays clean for the next trial. The parent must not
+ * have started OpenMP threads before (libgomp's pool does not survive fork): the search only
+ * predicts in the parent, and trains by starting train_gpt. */
+typedef struct {
+    bool   fits;
+    double peak[MEM_NCAT + 1];  /* peaks from building the trainer to the end of the
+                                 * evaluation (fits only) */
+    double seconds;             /* wall time of the second update (timed only) */
+    char   error[700];          /* why not (the allocator's message), or "" */
+} FitMeasure;
+
+enum { FIT_TIMED = 1, FIT_EVAL = 2 };
+FitMeasure fit_measure(const FitCandidate *c, size_t budget, unsigned what);
+
+/* The largest micro-batch in [1, max_batch] whose predicted total fits budget (0 if none):
+ * a bisection, the prediction growing with B. */
+int fit_max_batch_predicted(const FitCandidate *c, size_t budget, int max_batch);
+/* The same measured (fit_measure with what: 0 for the update alone, FIT_EVAL to include an
+ * evaluation): B doubled from 1 while a step fits, then a bisection between the last
+ * that fit and the first that did not. *trials counts the steps run; *peak gets the measured
+ * total of the largest that fit. 0 if B = 1 does not fit. */
+int fit_max_batch_measured(const FitCandidate *c, size_t budget, unsigned what, int max_batch,
+                           int *trials, double *peak);
+
+/* The whole search for one goal ------------------------------------------------------------ */
+
+/* What must fit: the memory budget, and min_steps updates in train_seconds. */
+typedef struct {
+    size_t budget;
+    double train_seconds;
+    long   min_steps;
+    int    verify;              /* measure at least this many candidates */
+} FitGoal;
+
+/* One surviving candidate (one per shape) and what became of it. */
+typedef struct {
+    FitCandidate c;
+    bool         measured;
+    FitMeasure   m;
+    double       update_seconds;  /* measured, or predicted from the FLOP rate */
+    long         steps;           /* updates in the goal's time at that rate */
+    const char  *verdict;         /* "winner", "fits", "over budget", "too slow", ... */
+} FitRow;
+
+typedef struct {
+    int     n_candidates;       /* listed */
+    int     n;                  /* predicted to fit, one per shape: rows[0 .. n) */
+    FitRow *rows;
+    int     winner;             /* index into rows, or -1 */
+    int     measured;           /* trials run */
+    double  smallest_predicted; /* the least any candidate needs, bytes */
+} FitSearch;
+
+/* Steps 1 to 4 (above) with the time rule: a candidate is measured (fit_measure) in order; its
+ * measured update time says how many updates fit the time; fewer than min_steps is "too
+ * slow". Model FLOPs (6 x parameters per token x the recompute factor) over the fastest
+ * measured update time give a rate that predicts the others' update times, so candidates too
+ * slow even at that rate are skipped unmeasured (and looked at again when a faster rate is
+ * measured). The winner is the first (largest) that fits both; the search stops once it has
+ * one and has measured goal->verify candidates. Progress lines go to log (may be NULL). Free
+ * with fit_search_free. */
+FitSearch fit_search(const FitSpace *space, const FitGoal *goal, FILE *log);
+void      fit_search_free(FitSearch *s);
+
+#endif

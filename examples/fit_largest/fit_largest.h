@@ -1,0 +1,51 @@
+#ifndef TAPEGRAD_FIT_LARGEST_H
+#define TAPEGRAD_FIT_LARGEST_H
+/* fit_largest's parts: the options (fit_largest.c), training and reporting the winner
+ * (train.c), and the max-batch exercise (exercise.c). */
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "examples/common/fit_search.h"
+
+/* The share of --time given to train_gpt's updates: the rest is for its start, the final
+ * evaluation and the sample. */
+#define FIT_TRAIN_SHARE 0.75
+
+typedef struct {
+    size_t       budget;
+    double       seconds;
+    const char  *data;
+    int          seq, target_batch, verify, sample, threads;
+    long         min_steps;
+    bool         no_train;
+    const char  *out, *work, *train_gpt;
+    /* --exercise max-batch */
+    int          exercise;       /* 0: the search; 1: max-batch */
+    int          layers, embd, max_batch;
+    FitPrecision precision;
+    McOptimizer  optimizer;
+    bool         exercise_flag_given;
+} FitOptions;
+
+/* What the winner's train_gpt run reports. */
+typedef struct {
+    long   steps;
+    double val_loss;
+    double seconds;             /* wall time of the run */
+    size_t peak_step;           /* total tracked bytes, peak over the training steps */
+    size_t peak_run;            /* the same over the whole run (evaluation and sample too) */
+    char   sample[4096];        /* the prompt and the generated text, newlines kept */
+    char   command[2048];       /* the train_gpt command line */
+} FitResult;
+
+/* train.c */
+void      fit_print_search(const FitSearch *s, const FitGoal *g, FILE *out);
+FitResult fit_train(const FitOptions *o, const FitSearch *s, const FitGoal *g);
+void      fit_print_result(const FitOptions *o, const FitSearch *s, const FitResult *r,
+                           FILE *out);
+void      fit_write_tsv(const FitOptions *o, const FitSearch *s, const FitResult *r);
+
+/* exercise.c */
+int       exercise_max_batch(const FitOptions *o, int V);
+
+#endif

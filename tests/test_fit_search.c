@@ -1,0 +1,236 @@
+/* fit_largest's search (examples/common/fit_search.h) on models small enough to run in
+ * milliseconds: the filter keeps exactly the candidates predicted within the budget, one per
+ * shape, the preferred way first, largest first; a measured trial fits at the bisected batch and
+ * not one row above it; a budget too small for anything fails with the allocator's message; and
+ * the size and time flags parse exactly. */
+#include "tests/test_helpers.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "examples/common/cli.h"
+#include "examples/common/fit_search.h"
+
+/* A space of tiny models: V 16, T 8, L 1..2, C 32..64, B 4 or 2 towards a batch of 4. */
+static FitSpace tiny_space(void)
+{
+    FitSpace s = {
+        .V = 16, .T = 8, .target_batch = 4, .threads = 1,
+        .layers = { 1, 2 }, .n_layers = 2,
+        .widths = { 32, 64 }, .n_widths = 2,
+        .batches = { 4, 2 }, .n_batches = 2,
+    };
+    return s;
+}
+
+static void test_parse_sizes_and_times(void **state)
+{
+    (void)state;
+    size_t b;
+    assert_true(cli_parse_bytes("64MiB", &b));
+    assert_int_equal(b, 67108864);
+    assert_true(cli_parse_bytes("1.5KiB", &b));
+    assert_int_equal(b, 1536);
+    assert_true(cli_parse_bytes("1000", &b));
+    assert_int_equal(b, 1000);
+    assert_true(cli_parse_bytes("2GiB", &b));
+    assert_int_equal(b, (size_t)2 << 30);
+    assert_false(cli_parse_bytes("12x", &b));
+    assert_false(cli_parse_bytes("64MB", &b));      /* binary units only: MiB, not MB */
+    assert_false(cli_parse_bytes("-1MiB", &b));
+    assert_false(cli_parse_bytes("0.5B", &b));      /* not a whole byte */
+    assert_false(cli_parse_bytes("", &b));
+    double s;
+    assert_true(cli_parse_seconds("120s", &s));
+    assert_true(s == 120.0);
+    assert_true(cli_parse_seconds("2min", &s));
+    assert_true(s == 120.0);
+    assert_true(cli_parse_seconds("1.5min", &s));
+    assert_true(s == 90.0);
+    assert_true(cli_parse_seconds("45", &s));
+    assert_true(s == 45.0);
+    assert_false(cli_parse_seconds("3 days", &s));
+    assert_false(cli_parse_seconds("s", &s));
+}
+
+/* The budget lies between the second and third shapes' cheapest predictions, so exactly two
+ * shapes fit. */
+static int shape_index(const FitCandidate *c)
+{
+    return (c->model.n_layer - 1) * 2 + (c->model.n_embd == 64);
+}
+
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void test_filter_sort(void **state)
+{
+    (void)state;
+    FitSpace space = tiny_space();
+    FitCandidate *all;
+    int n = fit_candidates(&space, &all);
+    assert_int_equal(n, 2 * 2 * 3 * 2 * 2 * 3);
+    /* Micro-batches that do not make up the target batch exactly are left out: of 8, 4 and 3
+     * rows toward 4, only 4 (accumulation 1). */
+    FitSpace odd = space;
+    odd.batches[0] = 8, odd.batches[1] = 4, odd.batches[2] = 3, odd.n_batches = 3;
+    FitCandidate *some;
+    int n_odd = fit_candidates(&odd, &some);
+    assert_int_equal(n_odd, 2 * 2 * 3 * 1 * 2 * 3);
+    for (int i = 0; i < n_odd; i++)
+        assert_true(some[i].B == 4 && some[i].accum == 1);
+    free(some);
+    /* After the 6 ways at B 4 (2 precisions x 3 optimizers), B 2 accumulates twice. */
+    assert_int_equal(all[6].B, 2);
+    assert_int_equal(all[6].accum, 2);
+    assert_int_equal(all[5].B, 4);
+    double cheapest[4] = { INFINITY, INFINITY, INFINITY, INFINITY };
+    for (int i = 0; i < n; i++) {
+        int k = shape_index(&all[i]);
+        cheapest[k] = all[i].predicted < cheapest[k] ? all[i].predicted : cheapest[k];
+    }
+    qsort(cheapest, 4, sizeof cheapest[0], by_value);
+    size_t budget = (size_t)((cheapest[1] + cheapest[2]) / 2);
+    /* The expected survivors, worked out independently: per shape, the first candidate in list
+     * order within the budget. */
+    int first_of_shape[4] = { -1, -1, -1, -1 };
+    for (int i = 0; i < n; i++) {
+        int shape = shape_index(&all[i]);
+        if (first_of_shape[shape] < 0 && all[i].predicted <= (double)budget)
+            first_of_shape[shape] = i;
+    }
+    FitCandidate want[4];
+    int n_want = 0;
+    for (int k = 0; k < 4; k++)
+        if (first_of_shape[k] >= 0)
+            want[n_want++] = all[first_of_shape[k]];
+    assert_int_equal(n_want, 2);
+
+    int kept = fit_filter_sort(all, n, budget);
+    assert_int_equal(kept, n_want);
+    for (int i = 0; i < kept; i++) {
+        assert_true(all[i].predicted <= (double)budget);
+        if (i > 0)
+            assert_true(all[i - 1].params >= all[i].params);
+        bool found = false;
+        for (int k = 0; k < n_want; k++)
+            found |= memcmp(&want[k], &all[i], sizeof want[k]) == 0;
+        assert_true(found);
+    }
+    /* With an ample budget every shape is trained the preferred way: vanilla, the largest
+     * batch, fp32, AdamW; the largest model first. */
+    free(all);
+    n = fit_candidates(&space, &all);
+    kept = fit_filter_sort(all, n, (size_t)1 << 40);
+    assert_int_equal(kept, 4);
+    for (int i = 0; i < kept; i++) {
+        assert_int_equal(all[i].strategy.kind, CKPT_VANILLA);
+        assert_int_equal(all[i].B, 4);
+        assert_int_equal(all[i].accum, 1);
+        assert_int_equal(all[i].precision, FIT_FP32);
+        assert_int_equal(all[i].optimizer, MC_ADAMW);
+    }
+    assert_int_equal(all[0].model.n_layer, 2);
+    assert_int_equal(all[0].model.n_embd, 64);
+    free(all);
+}
+
+/* The whole search on a budget that admits some of the tiny models: the winner is predicted
+ * and measured within the budget, and measured is the largest that fits. */
+static void test_search_winner_fits(void **state)
+{
+    (void)state;
+    FitSpace space = tiny_space();
+    FitCandidate *all;
+    int n = fit_candidates(&space, &all);
+    double lo = all[0].predicted;
+    for (int i = 0; i < n; i++)
+        lo = all[i].predicted < lo ? all[i].predicted : lo;
+    free(all);
+    size_t budget = (size_t)(lo * 4);
+    FitGoal goal = { .budget = budget, .train_seconds = 1e6, .min_steps = 1, .verify = 2 };
+    FitSearch s = fit_search(&space, &goal, NULL);
+    assert_true(s.n >= 2);
+    assert_int_equal(s.winner, 0);      /* everything is fast: the largest predicted wins */
+    const FitRow *w = &s.rows[0];
+    printf("winner L%d C%d B %d x %d: %zu parameters, predicted %.0f, measured %.0f, budget "
+           "%zu\n", w->c.model.n_layer, w->c.model.n_embd, w->c.B, w->c.accum, w->c.params,
+           w->c.predicted, w->m.peak[MEM_ALL], budget);
+    assert_true(w->measured && w->m.fits);
+    assert_true(w->c.predicted <= (double)budget);
+    assert_true(w->m.peak[MEM_ALL] <= (double)budget);
+    assert_true(w->m.peak[MEM_PARAM] > 0 && w->m.peak[MEM_ACT] > 0);
+    assert_true(w->steps >= 1);
+    assert_string_equal(w->verdict, "winner");
+    assert_int_equal(s.measured, 2);
+    assert_true(s.rows[1].c.params < w->c.params);
+    fit_search_free(&s);
+}
+
+/* Too small for the smallest model: nothing is predicted to fit, and a real step under that
+ * budget fails with the allocator's message naming a category and the bytes. */
+static void test_too_small_budget(void **state)
+{
+    (void)state;
+    FitSpace space = tiny_space();
+    FitGoal goal = { .budget = 4096, .train_seconds = 1e6, .min_steps = 1, .verify = 1 };
+    FitSearch s = fit_search(&space, &goal, NULL);
+    assert_int_equal(s.n, 0);
+    assert_int_equal(s.winner, -1);
+    assert_true(s.smallest_predicted > 4096);
+    fit_search_free(&s);
+
+    FitCandidate *all;
+    fit_candidates(&space, &all);
+    FitMeasure m = fit_measure(&all[0], 4096, 0);
+    free(all);
+    printf("refused: %s\n", m.error);
+    assert_false(m.fits);
+    assert_non_null(strstr(m.error, "memory budget exceeded"));
+    assert_non_null(strstr(m.error, "param allocation"));
+    assert_non_null(strstr(m.error, "budget 4.0 KiB (4096 bytes)"));
+}
+
+/* The measured largest batch fits and one more row does not: the bisection's boundary is the
+ * budget's, checked by trials of its own. The prediction, an upper bound, is not above it. */
+static void test_max_batch_boundary(void **state)
+{
+    (void)state;
+    FitCandidate c = {
+        .model = { .vocab_size = 16, .max_seq = 8, .n_layer = 2, .n_head = 2, .n_embd = 64,
+                   .tied = true, .fused_qkv = true },
+        .B = 1, .accum = 1, .T = 8, .strategy = { CKPT_VANILLA, 0 }, .precision = FIT_FP32,
+        .optimizer = MC_ADAMW, .threads = 1,
+    };
+    fit_predict(&c);
+    size_t budget = (size_t)(c.predicted * 1.3);
+    int trials;
+    double peak;
+    int B = fit_max_batch_measured(&c, budget, 0, 1024, &trials, &peak);
+    int predicted = fit_max_batch_predicted(&c, budget, 1024);
+    printf("budget %zu: measured B %d (%.0f bytes, %d trials), predicted B %d\n", budget, B,
+           peak, trials, predicted);
+    assert_true(B > 1 && B < 1024);
+    assert_true(peak <= (double)budget);
+    FitCandidate at = c;
+    at.B = B;
+    assert_true(fit_measure(&at, budget, 0).fits);
+    at.B = B + 1;
+    assert_false(fit_measure(&at, budget, 0).fits);
+    assert_true(predicted >= 1 && predicted <= B);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_sizes_and_times),
+        cmocka_unit_test(test_filter_sort),
+        cmocka_unit_test(test_search_winner_fits),
+        cmocka_unit_test(test_too_small_budget),
+        cmocka_unit_test(test_max_batch_boundary),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -164,6 +164,17 @@ EOT
               tests/parts.tsv)
         echo "| $p | $where | $pts |"
     done
+    cat <<'EOT'
+
+## The homework: fit the largest model you can
+
+Under a fixed memory budget, train the largest model you can on `data/tinyshakespeare.txt` and
+fill the table of `docs/fit_largest.md` (setup, parameters, peak memory measured, eval loss,
+batch size, time, a sample). `train_gpt --mem-budget 64MiB` enforces the budget;
+`build/bin/fit_largest --budget 64MiB --time 120s` is the reference search to compare against,
+and `build/bin/fit_largest --exercise max-batch --budget 64MiB` the checkpointing exercise
+(the largest batch with and without checkpointing).
+EOT
 }
 
 parts=""; out="build/assignment"; sols=""; mode=strip
@@ -256,6 +267,16 @@ for f in $(marked_files); do
     [ "$sol" = /dev/null ] || [ -s "$sol" ] || rm -f "$sol"
 done
 student_readme "$parts" > "$out/ASSIGNMENT.md"
+# The README's list of pages names the instructors' page, which the student tree does not hold:
+# that item points to the student's guide instead.
+awk '/^[0-9]+\. `docs\/coursework\.md`/ {
+         n = $1; skip = 1
+         print n " `ASSIGNMENT.md`: your assignment: the parts to write, where they are, how they"
+         print "   are graded, and the homework (`docs/fit_largest.md`)."
+         next
+     }
+     skip && /^   / { next }
+     { skip = 0; gsub(/ \(\[docs\/coursework\.md\]\(docs\/coursework\.md\)\)/, ""); print }' README.md > "$out/README.md"
 rm -rf "$final"
 mv "$out" "$final"
 trap - EXIT

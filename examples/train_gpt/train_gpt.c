@@ -306,6 +306,16 @@ static void log_row(Run *run, long step, double lr, TrainStepResult r, double se
         cli_die(1, "%s: write failed (disk full?)", run->o.log_path);
 }
 
+/* A skipped step is the loss scaler's business (a scale too high for fp16 or fp8 gradients).
+ * With no scaling and gradients in a format with fp32's range (fp32, bf16) nothing but the
+ * numbers themselves overflows: the run has diverged, even while its loss is still finite (an
+ * SGD run at --lr 10 can skip 20 of 30 steps at a loss of 1e17 and exit 0 otherwise). */
+static bool overflow_can_skip(const Trainer *tr)
+{
+    Dtype g = tr->cfg.policy.grad;
+    return tr->cfg.loss_scale.mode != LOSS_SCALE_NONE || (g != DTYPE_F32 && g != DTYPE_BF16);
+}
+
 static void train(Run *run)
 {
     const Options *o = &run->o;
@@ -331,6 +341,10 @@ static void train(Run *run)
         if (!isfinite(r.loss))
             cli_die(1, "the loss is %g at step %ld: training diverged (try a smaller --lr)",
                     r.loss, step);
+        if (r.skipped && !overflow_can_skip(run->tr))
+            cli_die(1, "the gradient is not finite at step %ld (loss %g) with no loss scaling, "
+                    "in a format with fp32's range: training diverged (try a smaller --lr)",
+                    step, r.loss);
 
         bool eval_now = step == o->steps || (o->eval_every > 0 && step % o->eval_every == 0);
         EvalResult ev;

@@ -138,6 +138,6 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(EXLIB) $(LIB)
 	$(CC) $(LDFLAGS) $(filter %.o,$^) $(LINK_MPI) $(EXLIB) $(LIB) $(LDLIBS) -o $@
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-avx2
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -9,12 +9,15 @@ random tokens and the next tokens as targets, all counted.
 
 PyTorch gets its best setting: torch.set_num_threads(THREADS) here, and OMP_WAIT_POLICY=PASSIVE
 in the environment, which bench_gpt sets when it starts this script (OpenMP reads it when the
-runtime starts, too early for this script to set it itself). Gradients are cleared with
-set_to_none, which skips a memset per parameter.
+runtime starts, too early for this script to set it itself; bench_gpt runs it with PASSIVE and
+with the default). The script tries oneDNN (torch.backends.mkldnn) on and off, each on a fresh
+model, and reports the faster. Gradients are cleared with set_to_none, which skips a memset per
+parameter.
 
     OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 bench/gpt_torch_bench.py V T L H C B WARMUP STEPS
 
-prints one line, "ms_per_step <median over STEPS>", after WARMUP untimed steps.
+prints "ms_per_step <median over STEPS>" (after WARMUP untimed steps) of the faster setting and
+"setting onednn" or "setting no-onednn".
 """
 import importlib.util
 import os
@@ -36,13 +39,9 @@ def reference_module():
     return module
 
 
-def main():
-    if len(sys.argv) != 9:
-        sys.exit("usage: gpt_torch_bench.py V T L H C B WARMUP STEPS")
-    V, T, L, H, C, B, warmup, steps = (int(a) for a in sys.argv[1:])
-    torch.set_num_threads(THREADS)
+def median_ms(module, V, T, L, H, C, B, warmup, steps):
     torch.manual_seed(1)
-    model = reference_module().GPT(vocab_size=V, max_seq=T, n_layer=L, n_head=H, n_embd=C)
+    model = module.GPT(vocab_size=V, max_seq=T, n_layer=L, n_head=H, n_embd=C)
     params = list(model.parameters())
     opt = torch.optim.AdamW([{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.01},
                              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}],
@@ -58,7 +57,23 @@ def main():
         opt.zero_grad(set_to_none=True)
         if i >= warmup:
             times.append((time.perf_counter() - t0) * 1e3)
-    print("ms_per_step %.3f" % statistics.median(times))
+    return statistics.median(times)
+
+
+def main():
+    if len(sys.argv) != 9:
+        sys.exit("usage: gpt_torch_bench.py V T L H C B WARMUP STEPS")
+    args = [int(a) for a in sys.argv[1:]]
+    torch.set_num_threads(THREADS)
+    module = reference_module()
+    best = None
+    for onednn in (True, False):
+        torch.backends.mkldnn.enabled = onednn
+        ms = median_ms(module, *args)
+        if best is None or ms < best[0]:
+            best = (ms, "onednn" if onednn else "no-onednn")
+    print("ms_per_step %.3f" % best[0])
+    print("setting %s" % best[1])
 
 
 if __name__ == "__main__":

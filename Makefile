@@ -58,7 +58,7 @@ EXLIB    := $(BUILD)/lib/libexamples.a
 DISTLIB  := $(BUILD)/lib/libdist.a
 OBJ       = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
-.PHONY: all deps test demo bench figures clean check-tests assignment grade
+.PHONY: all deps test demo bench figures clean check-tests assignment grade fuzz
 # Object files of tests and benchmarks are built by a chain of pattern rules, which would make
 # them "intermediate" and deleted after linking; keep them so a second build does nothing.
 .SECONDARY:
@@ -81,6 +81,10 @@ demo: deps
 bench: deps
 	@$(MAKE) --no-print-directory all
 	@sh bench/run.sh $(BUILD)
+
+# The snapshot readers under libFuzzer, FUZZ_SECONDS each (docs/gpt.md, tests/fuzz/).
+fuzz: deps
+	@sh scripts/fuzz.sh
 
 figures: deps
 	@$(MAKE) --no-print-directory all
@@ -133,11 +137,28 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(EXLIB) $(LIB)
 $(BUILD)/tests/test_train_gpt_cli: $(BUILD)/bin/train_gpt
 $(BUILD)/obj/tests/test_train_gpt_cli.o: CFLAGS += -DTAPEGRAD_BUILD_DIR='"$(CURDIR)/$(BUILD)"'
 
+# The fuzz corpora's replay (tests/fuzz/): the train_load harness includes train_gpt.c, so the
+# test links train_gpt's other files and MPI, and turns exit() into a jump back to the harness.
+FUZZ_TG_OBJ := $(call OBJ,$(filter-out examples/train_gpt/train_gpt.c,$(wildcard examples/train_gpt/*.c)))
+$(BUILD)/tests/test_fuzz_replay: $(FUZZ_TG_OBJ) $(DISTLIB)
+$(BUILD)/tests/test_fuzz_replay: LINK_MPI = $(DISTLIB) $(MPI_LIBS)
+$(BUILD)/tests/test_fuzz_replay: LDFLAGS += -Wl,--wrap=exit
+
+# The libFuzzer harnesses themselves, built by `make fuzz` (scripts/fuzz.sh) with clang into
+# build-fuzz: the same sources, LLVMFuzzerTestOneInput switched on.
+$(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(EXLIB) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -fsanitize=fuzzer $(filter %.o,$^) $(LINK_MPI) $(EXLIB) $(LIB) $(LDLIBS) -o $@
+$(BUILD)/obj/tests/fuzz/%.o: CFLAGS += -DTAPEGRAD_LIBFUZZER
+$(BUILD)/fuzz/fuzz_train_load: $(FUZZ_TG_OBJ) $(DISTLIB)
+$(BUILD)/fuzz/fuzz_train_load: LINK_MPI = $(DISTLIB) $(MPI_LIBS)
+$(BUILD)/fuzz/fuzz_train_load: LDFLAGS += -Wl,--wrap=exit
+
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(EXLIB) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $(filter %.o,$^) $(LINK_MPI) $(EXLIB) $(LIB) $(LDLIBS) -o $@
 
 clean:
-	rm -rf build build-san build-avx2
+	rm -rf build build-san build-avx2 build-fuzz
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

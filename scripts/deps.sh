@@ -13,6 +13,14 @@ command -v gnuplot >/dev/null 2>&1 || need="$need gnuplot-nox"
 # Training on many ranks (dist/): OpenMPI's library and headers, and its mpirun.
 have_pc ompi-c   || need="$need libopenmpi-dev"
 command -v mpirun >/dev/null 2>&1 || need="$need openmpi-bin"
+# `make fuzz` only (scripts/fuzz.sh passes "fuzz"): clang, its libFuzzer and its OpenMP.
+if [ "${1:-}" = fuzz ]; then
+    command -v clang >/dev/null 2>&1 || need="$need clang"
+    [ -n "$(find /usr/lib/llvm-* -name 'libclang_rt.fuzzer-x86_64.a' 2>/dev/null | head -n 1)" ] ||
+        need="$need libclang-rt-dev"
+    [ -n "$(find /usr/lib/llvm-* -name 'libomp.so' 2>/dev/null | head -n 1)" ] ||
+        need="$need libomp-dev"
+fi
 [ -z "$need" ] && exit 0
 
 cmd="apt-get install -y --no-install-recommends$need"

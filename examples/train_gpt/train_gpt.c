@@ -122,44 +122,61 @@ static void check_model_size(const GptConfig *m)
                 m->max_seq, m->n_layer, m->n_embd, params, 4e-9 * params, 1e-9 * memory);
 }
 
-/* A fresh trainer, or the one a snapshot holds (its settings merged into the options). */
-static Trainer *make_trainer(Run *run)
+/* --load, first half: the snapshot's settings merged into the options (a flag that disagrees
+ * ends the run with a message), the data opened and the model checked against both. The
+ * reader is kept in run->loaded. Returns the snapshot's trainer config. */
+static TrainerConfig load_settings(Run *run)
 {
     Options *o = &run->o;
-    if (!o->load_path) {
-        run->ds = open_data(o);
-        TrainerConfig cfg = options_trainer_config(o, dataset_vocab_size(run->ds));
-        if (o->load_base_path)
-            lora_base_config(o, &cfg.model);
-        check_fit(o, run->ds, &cfg.model);
-        check_model_size(&cfg.model);
-        Trainer *tr = trainer_new(&cfg);
-        gpt_set_tiled_attention(tr->model, o->tiled_attention);
-        lora_setup(tr, o);
-        return tr;
-    }
     SnapshotError err;
-    SnapshotReader *r = snapshot_open(o->load_path, &err);
     TrainerConfig saved;
-    if (!r || !train_snapshot_config(r, o->load_path, &saved, &err))
+    run->loaded = snapshot_open(o->load_path, &err);
+    if (!run->loaded || !train_snapshot_config(run->loaded, o->load_path, &saved, &err))
         cli_die(1, "%s", err.message);
     uint64_t step;
-    if (!snapshot_meta_u64(r, "train.step", &step, &err))
+    if (!snapshot_meta_u64(run->loaded, "train.step", &step, &err))
         cli_die(1, "%s", err.message);
-    options_merge_snapshot(o, &saved, r, o->load_path, (long)step);
+    options_merge_snapshot(o, &saved, run->loaded, o->load_path, (long)step);
     run->ds = open_data(o);
     check_fit(o, run->ds, &saved.model);
     check_model_size(&saved.model);
-    Trainer *tr = o->lora_rank > 0 ? lora_resume(o, &saved, r)
-                                   : train_snapshot_load(r, o->load_path, &err);
+    return saved;
+}
+
+/* --load, second half: the trainer built from the settings and the snapshot's tensors. */
+static Trainer *load_trainer(Run *run, TrainerConfig *saved)
+{
+    Options *o = &run->o;
+    SnapshotError err;
+    Trainer *tr = o->lora_rank > 0 ? lora_resume(o, saved, run->loaded)
+                                   : train_snapshot_load(run->loaded, o->load_path, &err);
     if (!tr)
         cli_die(1, "%s", err.message);
     tr->cfg.checkpoint = o->checkpoint;     /* not in the snapshot: it changes no number */
     gpt_set_tiled_attention(tr->model, o->tiled_attention);     /* nor does this, beyond fp32 */
-    run->loaded = r;
     /* As lora_setup does for a fresh run: the parameters were made fp32 and then packed (under
      * a policy); that transient copy is not the run's. */
     mem_reset_peaks();
+    return tr;
+}
+
+/* A fresh trainer, or the one a snapshot holds (its settings merged into the options). */
+static Trainer *make_trainer(Run *run)
+{
+    Options *o = &run->o;
+    if (o->load_path) {
+        TrainerConfig saved = load_settings(run);
+        return load_trainer(run, &saved);
+    }
+    run->ds = open_data(o);
+    TrainerConfig cfg = options_trainer_config(o, dataset_vocab_size(run->ds));
+    if (o->load_base_path)
+        lora_base_config(o, &cfg.model);
+    check_fit(o, run->ds, &cfg.model);
+    check_model_size(&cfg.model);
+    Trainer *tr = trainer_new(&cfg);
+    gpt_set_tiled_attention(tr->model, o->tiled_attention);
+    lora_setup(tr, o);
     return tr;
 }
 

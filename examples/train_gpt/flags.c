@@ -72,6 +72,9 @@ static double train_range(TrainRangeId id, const char *flag, const char *arg)
     return cli_double(flag, arg, TRAIN_RANGES[id].lo, TRAIN_RANGES[id].hi);
 }
 
+/* --attention's choices, and the values of the snapshot key run.attention. */
+static const char *const ATTENTION_NAMES[] = { "standard", "tiled", NULL };
+
 static const struct option LONG_OPTIONS[] = {
     { "task", required_argument, NULL, FLAG_TASK },
     { "task-size", required_argument, NULL, FLAG_TASK_SIZE },
@@ -315,11 +318,9 @@ static void set_value(Options *o, Flag f, const char *arg)
             cli_usage_error("%s: %s", flag, err);
         break;
     }
-    case FLAG_ATTENTION: {
-        static const char *const kinds[] = { "standard", "tiled", NULL };
-        o->tiled_attention = cli_choice(flag, arg, kinds) == 1;
+    case FLAG_ATTENTION:
+        o->tiled_attention = cli_choice(flag, arg, ATTENTION_NAMES) == 1;
         break;
-    }
     case FLAG_PRECISION: case FLAG_LOSS_SCALE: case FLAG_SCALE_GROWTH_INTERVAL:
     case FLAG_SCALE_GROWTH_FACTOR: case FLAG_SCALE_BACKOFF_FACTOR: case FLAG_FP8_SCALING:
         precision_set_option(o, f, flag, arg);
@@ -592,6 +593,16 @@ static void merge_schedule(Options *o, const SnapshotReader *r)
                                                    SCHED_COOLDOWN_NAMES);
 }
 
+/* Tiled attention sums a row's exponentials in another order than standard attention does, so
+ * in fp32 the two differ in the last bits: a run resumes with the attention it was trained
+ * with. A snapshot saved before run.attention existed was trained with standard attention. */
+static void merge_attention(Options *o, const SnapshotReader *r)
+{
+    const char *saved = snapshot_meta(r, "run.attention");
+    o->tiled_attention = take_choice(o, FLAG_ATTENTION, o->tiled_attention,
+                                     saved ? saved : "standard", ATTENTION_NAMES) == 1;
+}
+
 void options_merge_snapshot(Options *o, const TrainerConfig *s, const SnapshotReader *r,
                             const char *path, long saved_step)
 {
@@ -633,6 +644,7 @@ void options_merge_snapshot(Options *o, const TrainerConfig *s, const SnapshotRe
     o->batch = take_long(o, FLAG_BATCH, o->batch,
                          (long)meta_in_range(r, FLAG_BATCH, true, false));
     merge_schedule(o, r);
+    merge_attention(o, r);
     int steps = range_of(FLAG_STEPS);
     if (saved_step < RANGES[steps].lo || saved_step > RANGES[steps].hi)
         cli_die(1, "%s: metadata 'train.step' = %ld is out of range [0, %.0f], the range of "
@@ -707,6 +719,7 @@ int options_snapshot_meta(const Options *o, char keys[][OPTIONS_META_KEY],
     put(keys, values, &n, "schedule.cooldown", "%ld", o->cooldown);
     put(keys, values, &n, "schedule.cooldown_shape", "%s",
         SCHED_COOLDOWN_NAMES[o->cooldown_shape]);
+    put(keys, values, &n, "run.attention", "%s", ATTENTION_NAMES[o->tiled_attention ? 1 : 0]);
     if (o->lora_rank > 0) {     /* the base a resumed LoRA run reads again (lora.c) */
         put(keys, values, &n, "lora.base", "%s", o->load_base_path ? o->load_base_path : "");
         put(keys, values, &n, "lora.base_fnv1a", "%016llx",

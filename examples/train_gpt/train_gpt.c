@@ -155,7 +155,7 @@ static Trainer *make_trainer(Run *run)
     if (!tr)
         cli_die(1, "%s", err.message);
     tr->cfg.checkpoint = o->checkpoint;     /* not in the snapshot: it changes no number */
-    gpt_set_tiled_attention(tr->model, o->tiled_attention);     /* nor does this, beyond fp32 */
+    gpt_set_tiled_attention(tr->model, o->tiled_attention);     /* the snapshot's (run.attention) */
     run->loaded = r;
     /* As lora_setup does for a fresh run: the parameters were made fp32 and then packed (under
      * a policy); that transient copy is not the run's. */

@@ -134,7 +134,7 @@ static Trainer *make_trainer(Run *run)
         check_fit(o, run->ds, &cfg.model);
         check_model_size(&cfg.model);
         Trainer *tr = trainer_new(&cfg);
-        gpt_set_tiled_attention(tr->model, o->tiled_attention);
+        gpt_set_tiled_attention(tr->model, o->attention == ATTENTION_TILED);
         lora_setup(tr, o);
         return tr;
     }
@@ -155,7 +155,8 @@ static Trainer *make_trainer(Run *run)
     if (!tr)
         cli_die(1, "%s", err.message);
     tr->cfg.checkpoint = o->checkpoint;     /* not in the snapshot: it changes no number */
-    gpt_set_tiled_attention(tr->model, o->tiled_attention);     /* the snapshot's (run.attention) */
+    /* the snapshot's (run.attention) */
+    gpt_set_tiled_attention(tr->model, o->attention == ATTENTION_TILED);
     run->loaded = r;
     /* As lora_setup does for a fresh run: the parameters were made fp32 and then packed (under
      * a policy); that transient copy is not the run's. */
@@ -447,7 +448,7 @@ static void describe(const Run *run)
     char ckpt[32];
     printf("checkpointing over the blocks: %s (the log's peak_act and ms columns show the "
            "effect)\n", ckpt_name(o->checkpoint, ckpt, sizeof ckpt));
-    printf("attention: %s\n", o->tiled_attention ? "tiled" : "standard");
+    printf("attention: %s\n", o->attention == ATTENTION_TILED ? "tiled" : "standard");
     printf("peak: %.1f GFLOP/s fp32 FMA (%s, %d threads), measured now: the mfu column's "
            "denominator\n", 1e-9 * run->peak_flops, peak_isa_name[peak_best_isa()],
            par_threads());

@@ -133,7 +133,8 @@ void settings_parse(const Setting *t, int n, void *opts, bool *given, int first_
         const Setting *s = settings_find(t, n, c);
         char flag[64];
         snprintf(flag, sizeof flag, "--%s", s->name);
-        given[c - first_id] = true;
+        if (given)
+            given[c - first_id] = true;
         set_from_flag(s, opts, flag, optarg);
     }
     if (optind < argc)

@@ -68,7 +68,8 @@ typedef struct {
 void settings_defaults(const Setting *t, int n, void *opts);
 /* --help's lines for the rows t[0..n-1]. */
 void settings_usage(const Setting *t, int n);
-/* The command line into opts; given[id - first_id] marks each flag seen. -h and --help call
+/* The command line into opts; given[id - first_id] marks each flag seen (given may be NULL for
+ * a program that does not ask). -h and --help call
  * usage() and exit 0. Anything else not in the table is a usage error. */
 void settings_parse(const Setting *t, int n, void *opts, bool *given, int first_id,
                     void (*usage)(void), int argc, char **argv);

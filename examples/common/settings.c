@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "examples/common/cli.h"
+#include "optim/train.h"
 
 enum { HELP_COLUMN = 22, MAX_SETTINGS = 128 };
 

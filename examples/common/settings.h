@@ -19,7 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "optim/train.h"
+struct TrainRange;      /* optim/train.h */
 
 typedef enum {
     SETTING_INT,        /* int field, a whole number in [lo, hi] */
@@ -55,7 +55,7 @@ typedef struct {
     bool        library_key;    /* the key is written by a library's snapshot, not settings_write */
     SettingMerge merge;
     /* A library's range (optim/train.h) instead of lo and hi, and its key instead of key. */
-    const TrainRange *range;
+    const struct TrainRange *range;
     /* CUSTOM: sets the field(s) from the flag's text, a usage error naming flag otherwise. A
      * custom setting is not read from a snapshot by settings_merge. */
     void (*set)(void *opts, int id, const char *flag, const char *text);

@@ -17,8 +17,9 @@
  * backward, not recompute) over its time at the FMA peak measured when the run starts, and the
  * report sets the total beside the 6ND + 12LTCD estimate.
  *
- * Files: flags.c (the command line), evaluate.c (validation and samples), lora.c (LoRA and
- * QLoRA), precision.c (--precision and --loss-scale), loss.gp (the figure).
+ * Files: settings.c (every flag: one table), flags.c (the command line and a snapshot's
+ * settings, from that table), evaluate.c (validation and samples), lora.c (LoRA and QLoRA),
+ * precision.c (--precision and --loss-scale), loss.gp (the figure).
  * docs/gpt.md explains the model, its backward pass and every column of the log. */
 #include <math.h>
 #include <stdio.h>

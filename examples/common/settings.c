@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <getopt.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,8 +110,10 @@ void settings_parse(const Setting *t, int n, void *opts, bool *given, int first_
                     void (*usage)(void), int argc, char **argv)
 {
     static struct option longs[MAX_SETTINGS + 2];
+    if (n > MAX_SETTINGS)       /* a program's own mistake, found at its first run */
+        cli_die(1, "%d settings, more than the %d settings_parse holds", n, MAX_SETTINGS);
     int k = 0;
-    for (int i = 0; i < n && k < MAX_SETTINGS; i++)
+    for (int i = 0; i < n; i++)
         if (t[i].name)
             longs[k++] = (struct option){ t[i].name,
                                           t[i].type == SETTING_SWITCH ? no_argument

@@ -104,7 +104,8 @@ bool    options_given(const Options *o, Flag f);
 /* --batch x --accum (and x --seq once known) within an int, or a usage error naming them. */
 void    options_check_products(const Options *o);
 /* Settings a snapshot holds become the run's; a flag given explicitly must agree with the
- * snapshot (one message naming the flag, both values and the file otherwise). */
+ * snapshot (one message naming the flag, both values and the file otherwise). Every kept key is
+ * read through the settings table, train.step too: saved_step is no longer used. */
 void    options_merge_snapshot(Options *o, const TrainerConfig *saved_cfg,
                                const SnapshotReader *r, const char *path, long saved_step);
 /* During options_merge_snapshot: the usage error for flag f given as mine where the snapshot

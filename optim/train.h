@@ -124,7 +124,7 @@ typedef enum {
     TRAIN_RANGE_WEIGHT_DECAY, TRAIN_RANGE_MOMENTUM, TRAIN_RANGE_DECAY_EXPONENT,
     TRAIN_RANGE_EPS1, TRAIN_RANGE_EPS2, TRAIN_RANGE_CLIP_THRESHOLD, TRAIN_RANGE_COUNT
 } TrainRangeId;
-typedef struct {
+typedef struct TrainRange {
     const char *key;            /* the snapshot's metadata key, "optim.beta1" */
     double      lo, hi;         /* closed */
 } TrainRange;

@@ -236,12 +236,34 @@ static bool meta_choice(const SnapshotReader *r, const char *path, const char *k
                              key, v);
 }
 
-/* 8-bit Adam's rounding; a snapshot saved before the key existed rounded to the nearest level. */
+/* Older layouts ------------------------------------------------------------------------------ */
+
+/* The one place that knows the format's history: the parts a snapshot was saved before, each
+ * recognised by its first key, which the readers then take as the run that saved it had them. */
+typedef struct {
+    bool precision;     /* no "precision." keys: saved before mixed precision; it trained fp32 */
+    bool loss_scale;    /* no "loss_scale." keys: saved before loss scaling; none, scale 1 */
+    bool rounding;      /* no optim.rounding: saved before 8-bit Adam's choice; nearest */
+    bool amax_history;  /* no history keys: current scaling, no step yet, or saved before the
+                         * history was kept; a fresh history */
+} Predates;
+
+static Predates predates(const SnapshotReader *r)
+{
+    return (Predates){
+        .precision = !snapshot_meta(r, "precision.policy"),
+        .loss_scale = !snapshot_meta(r, "loss_scale.mode"),
+        .rounding = !snapshot_meta(r, "optim.rounding"),
+        .amax_history = !snapshot_meta(r, "precision.amax_history_slots"),
+    };
+}
+
+/* 8-bit Adam's rounding (nearest in a snapshot that predates the choice). */
 static bool read_rounding(const SnapshotReader *r, const char *path, TrainerConfig *c,
                           SnapshotError *err)
 {
     int rounding = ADAM8BIT_ROUND_NEAREST;
-    if (snapshot_meta(r, "optim.rounding") &&
+    if (!predates(r).rounding &&
         !meta_choice(r, path, "optim.rounding", ADAM8BIT_ROUNDING_NAMES, ADAM8BIT_ROUND_COUNT,
                      &rounding, err))
         return false;
@@ -288,13 +310,12 @@ static bool read_optim_config(const SnapshotReader *r, const char *path, Trainer
            meta_bool(r, path, "optim.nesterov", &c->sgd.nesterov, err);
 }
 
-/* A snapshot saved before mixed precision has no "precision." keys: it trained in fp32. */
 static bool read_precision(const SnapshotReader *r, const char *path, PrecisionPolicy *p,
                            SnapshotError *err)
 {
+    if (predates(r).precision)
+        return true;        /* the default policy, fp32 */
     const char *name = snapshot_meta(r, "precision.policy");
-    if (!name)
-        return true;
     if (!policy_preset(name, p))
         return gpt_snapshot_fail(err, path, "metadata 'precision.policy' is '%s', not %s", name,
                                  policy_preset_names());
@@ -329,12 +350,11 @@ static bool read_precision(const SnapshotReader *r, const char *path, PrecisionP
     return true;
 }
 
-/* Without "loss_scale." keys (a snapshot saved before loss scaling): none. */
 static bool read_loss_scale_config(const SnapshotReader *r, const char *path,
                                    LossScaleConfig *c, SnapshotError *err)
 {
-    if (!snapshot_meta(r, "loss_scale.mode"))
-        return true;
+    if (predates(r).loss_scale)
+        return true;        /* the default, none */
     int mode = 0;
     uint64_t interval;
     if (!meta_choice(r, path, "loss_scale.mode", LOSS_SCALE_MODE_NAMES, 3, &mode, err) ||
@@ -395,14 +415,12 @@ bool train_snapshot_config(const SnapshotReader *r, const char *path, TrainerCon
 
 /* Loading: the state ------------------------------------------------------------------------ */
 
-/* The rows of amax history a delayed-scaling snapshot says it holds: 0 for none (a snapshot of
- * current scaling, one saved before any step, or one saved before the history was). */
+/* The rows of amax history a delayed-scaling snapshot says it holds: 0 for none. */
 static bool history_slots(const SnapshotReader *r, const char *path, const Trainer *t,
                           uint64_t *slots, SnapshotError *err)
 {
     *slots = 0;
-    if (t->cfg.policy.fp8_scaling != POLICY_FP8_DELAYED ||
-        !snapshot_meta(r, "precision.amax_history_slots"))
+    if (t->cfg.policy.fp8_scaling != POLICY_FP8_DELAYED || predates(r).amax_history)
         return true;
     if (!snapshot_meta_u64(r, "precision.amax_history_slots", slots, err))
         return false;
@@ -488,11 +506,11 @@ static bool read_tensors(SnapshotReader *r, const char *path, Trainer *t, Snapsh
     return ok;
 }
 
-/* The scaler's state; a snapshot without it was saved before loss scaling (scale 1). */
+/* The scaler's state. */
 static bool read_scaler(const SnapshotReader *r, const char *path, Trainer *t,
                         SnapshotError *err)
 {
-    if (!snapshot_meta(r, "loss_scale.mode"))
+    if (predates(r).loss_scale)
         return true;
     LossScaler *s = &t->scaler;
     double scale;
@@ -535,14 +553,14 @@ static bool read_counters(const SnapshotReader *r, const char *path, Trainer *t,
 }
 
 /* Into the trainer's fresh tape, which takes ownership of the buffer (it grows and frees it
- * with realloc and free). A snapshot without the history keys loads with an empty one. */
+ * with realloc and free). */
 static bool read_amax_history(SnapshotReader *r, const char *path, Trainer *t,
                               SnapshotError *err)
 {
     uint64_t slots, steps;
     if (!history_slots(r, path, t, &slots, err))
         return false;
-    if (!snapshot_meta(r, "precision.amax_history_slots"))
+    if (predates(r).amax_history)
         return true;
     if (!snapshot_meta_u64(r, "precision.amax_history_steps", &steps, err))
         return false;

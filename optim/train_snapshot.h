@@ -41,7 +41,7 @@
  * (A snapshot without the precision. or loss_scale. keys was saved before they existed: it
  * loads as fp32 without loss scaling.)
  * plus whatever the caller adds (train_gpt adds its data and schedule settings under "data."
- * and "schedule.").
+ * and "schedule.", and its attention under "run.").
  *
  * Loading builds the model the file describes (its config, not the caller's) and then fills
  * it, so a program given --load needs no model flags; checking user flags against the file is

@@ -10,8 +10,8 @@
  *
  * Output: TSV on stdout (attention, T, peak_act_bytes, ms, peak_temp_bytes); --log writes the
  * same to a file and --plot draws it with attention_memory.gp (docs/attention_memory.md). */
-#include <getopt.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -19,6 +19,7 @@
 #include "examples/attention_memory/attention_measure.h"
 #include "examples/common/cli.h"
 #include "examples/common/plot.h"
+#include "examples/common/settings.h"
 #include "examples/common/tsv.h"
 
 typedef struct {
@@ -26,58 +27,53 @@ typedef struct {
     const char *log_path, *plot_path;
 } Options;
 
+enum { FLAG_TMIN = 256, FLAG_TMAX, FLAG_BATCH, FLAG_HEADS, FLAG_HEAD_DIM, FLAG_REPS,
+       FLAG_THREADS, FLAG_LOG, FLAG_PLOT };
+
+#define FIELD(f) offsetof(Options, f)
+static const Setting SETTINGS[] = {
+    { .name = "tmin", .id = FLAG_TMIN, .type = SETTING_INT, .offset = FIELD(tmin),
+      .lo = 1, .hi = 1 << 20, .def = "64", .arg = "N", .help = "first sequence length" },
+    { .name = "tmax", .id = FLAG_TMAX, .type = SETTING_INT, .offset = FIELD(tmax),
+      .lo = 1, .hi = 1 << 20, .def = "2048", .arg = "N", .help = "last sequence length, at most" },
+    { .name = "batch", .id = FLAG_BATCH, .type = SETTING_INT, .offset = FIELD(batch),
+      .lo = 1, .hi = 1 << 16, .def = "1", .arg = "N", .help = "batch size B" },
+    { .name = "heads", .id = FLAG_HEADS, .type = SETTING_INT, .offset = FIELD(heads),
+      .lo = 1, .hi = 1 << 12, .def = "4", .arg = "N", .help = "heads H" },
+    { .name = "head-dim", .id = FLAG_HEAD_DIM, .type = SETTING_INT, .offset = FIELD(head_dim),
+      .lo = 1, .hi = 1 << 12, .def = "64", .arg = "N", .help = "dimensions per head D" },
+    { .name = "reps", .id = FLAG_REPS, .type = SETTING_INT, .offset = FIELD(reps),
+      .lo = 0, .hi = 10000, .def = "5", .arg = "N",
+      .help = "timed passes per point after the measured one; the median is\n"
+              "printed (0 skips timing)" },
+    { .name = "threads", .id = FLAG_THREADS, .type = SETTING_INT, .offset = FIELD(threads),
+      .lo = 0, .hi = 1024, .def = "0", .arg = "N", .help = "threads, 0 = one per core" },
+    { .name = "log", .id = FLAG_LOG, .type = SETTING_STRING, .offset = FIELD(log_path),
+      .arg = "FILE", .help = "also write the TSV to FILE" },
+    { .name = "plot", .id = FLAG_PLOT, .type = SETTING_STRING, .offset = FIELD(plot_path),
+      .arg = "FILE",
+      .help = "draw peak memory and time against T into FILE (PNG, gnuplot);\nneeds --log" },
+    { .heading = "  -h, --help          this text" },
+};
+#undef FIELD
+enum { N_SETTINGS = sizeof SETTINGS / sizeof SETTINGS[0] };
+
 static void usage(void)
 {
     printf("Usage: attention_memory [OPTION]...\n"
            "Peak activation bytes and time of one forward + backward of causal self-attention,\n"
            "standard (keeps P [B, H, T, T]) against tiled (keeps the output and L [B, H, T]),\n"
-           "for T = tmin, 2 tmin, 4 tmin, ... <= tmax. TSV on stdout.\n\n"
-           "  --tmin N        first sequence length (default 64)\n"
-           "  --tmax N        last sequence length, at most (default 2048)\n"
-           "  --batch N       batch size B (default 1)\n"
-           "  --heads N       heads H (default 4)\n"
-           "  --head-dim N    dimensions per head D (default 64)\n"
-           "  --reps N        timed passes per point after the measured one; the median is\n"
-           "                  printed (default 5; 0 skips timing)\n"
-           "  --threads N     threads, 0 = one per core (default 0)\n"
-           "  --log FILE      also write the TSV to FILE\n"
-           "  --plot FILE     draw peak memory and time against T into FILE (PNG, gnuplot);\n"
-           "                  needs --log\n"
-           "  -h, --help      this text\n\n"
-           "Example (the figure of docs/attention_memory.md):\n"
+           "for T = tmin, 2 tmin, 4 tmin, ... <= tmax. TSV on stdout.\n\n");
+    settings_usage(SETTINGS, N_SETTINGS);
+    printf("\nExample (the figure of docs/attention_memory.md):\n"
            "  attention_memory --log attention_memory.tsv --plot attention_memory.png\n");
 }
 
 static Options parse(int argc, char **argv)
 {
-    Options o = { .tmin = 64, .tmax = 2048, .batch = 1, .heads = 4, .head_dim = 64, .reps = 5 };
-    const struct option options[] = {
-        { "tmin", required_argument, NULL, 'a' }, { "tmax", required_argument, NULL, 'z' },
-        { "batch", required_argument, NULL, 'b' }, { "heads", required_argument, NULL, 'H' },
-        { "head-dim", required_argument, NULL, 'd' }, { "reps", required_argument, NULL, 'r' },
-        { "threads", required_argument, NULL, 't' }, { "log", required_argument, NULL, 'l' },
-        { "plot", required_argument, NULL, 'p' }, { "help", no_argument, NULL, 'h' },
-        { 0, 0, 0, 0 },
-    };
-    int c;
-    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        switch (c) {
-        case 'a': o.tmin = (int)cli_long("--tmin", optarg, 1, 1 << 20); break;
-        case 'z': o.tmax = (int)cli_long("--tmax", optarg, 1, 1 << 20); break;
-        case 'b': o.batch = (int)cli_long("--batch", optarg, 1, 1 << 16); break;
-        case 'H': o.heads = (int)cli_long("--heads", optarg, 1, 1 << 12); break;
-        case 'd': o.head_dim = (int)cli_long("--head-dim", optarg, 1, 1 << 12); break;
-        case 'r': o.reps = (int)cli_long("--reps", optarg, 0, 10000); break;
-        case 't': o.threads = (int)cli_long("--threads", optarg, 0, 1024); break;
-        case 'l': o.log_path = optarg; break;
-        case 'p': o.plot_path = optarg; break;
-        case 'h': usage(); exit(0);
-        case ':': cli_usage_error("%s needs a value", argv[optind - 1]);
-        default: cli_usage_error("unknown option '%s'", argv[optind - 1]);
-        }
-    }
-    if (optind < argc)
-        cli_usage_error("unexpected argument '%s'", argv[optind]);
+    Options o = { 0 };
+    settings_defaults(SETTINGS, N_SETTINGS, &o);
+    settings_parse(SETTINGS, N_SETTINGS, &o, NULL, FLAG_TMIN, usage, argc, argv);
     if (o.tmin > o.tmax)
         cli_usage_error("--tmin %d is larger than --tmax %d", o.tmin, o.tmax);
     if (o.plot_path && !o.log_path)

@@ -9,8 +9,8 @@
  * the same random tokens for --steps steps; the first warms the allocator's cache and is not
  * timed or counted. Rank 0 prints a table and, with --out, writes DIR/data_parallel.tsv (one
  * row per mode and rank count), from which examples/data_parallel/figure.sh draws. */
-#include <getopt.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +21,7 @@
 #include "dist/zero.h"
 #include "examples/common/cli.h"
 #include "examples/common/memcalc.h"
+#include "examples/common/settings.h"
 #include "examples/common/tsv.h"
 
 typedef struct {
@@ -38,28 +39,13 @@ static const char *const COLUMNS[] = {
     "sent_per_step", "pred_sent", "step_ms", "tokens_per_s", NULL
 };
 
-static void usage(void)
-{
-    printf("Usage: scripts/mpirun -np 4 data_parallel [options]\n"
-           "DDP and ZeRO 1-3 on 1, 2, 4 ... ranks (up to mpirun's -np): model states per\n"
-           "rank, bytes on the wire per step and step time, measured beside the formulas.\n"
-           "  --steps N       steps per run, the first not counted (default 6)\n"
-           "  --layers L      blocks (default 4)\n"
-           "  --embd C        width (default 128)\n"
-           "  --heads H       attention heads (default 4)\n"
-           "  --seq T         tokens per row (default 64)\n"
-           "  --batch B       rows per rank (default 8)\n"
-           "  --precision P   fp32 or bf16 (default fp32)\n"
-           "  --modes LIST    some of ddp,zero1,zero2,zero3 (default all)\n"
-           "  --bucket-kb N   DDP's gradient buckets, started during backward; 0: one\n"
-           "                  after backward (default 256)\n"
-           "  --out DIR       write DIR/data_parallel.tsv (rank 0)\n"
-           "  --help          this text\n");
-}
+static const char *const PRECISIONS[] = { "fp32", "bf16", NULL };
 
 /* "ddp,zero3": each name once, at least one. */
-static void parse_modes(const char *list, bool *modes)
+static void set_modes(void *opts, int id, const char *flag, const char *list)
 {
+    (void)id;
+    bool *modes = ((Options *)opts)->modes;
     char buf[64];
     snprintf(buf, sizeof buf, "%s", list);
     for (int k = 0; k < 4; k++)
@@ -67,49 +53,67 @@ static void parse_modes(const char *list, bool *modes)
     bool any = false;
     for (char *save = NULL, *name = strtok_r(buf, ",", &save); name;
          name = strtok_r(NULL, ",", &save)) {
-        int k = cli_choice("--modes", name, MODES);
+        int k = cli_choice(flag, name, MODES);
         if (modes[k])
-            cli_usage_error("--modes '%s': %s twice", list, name);
+            cli_usage_error("%s '%s': %s twice", flag, list, name);
         modes[k] = any = true;
     }
     if (!any || strlen(list) >= sizeof buf)
-        cli_usage_error("--modes '%s': expected a list of ddp, zero1, zero2, zero3", list);
+        cli_usage_error("%s '%s': expected a list of ddp, zero1, zero2, zero3", flag, list);
+}
+
+static void set_out(void *opts, int id, const char *flag, const char *arg)
+{
+    (void)id;
+    ((Options *)opts)->out = cli_folder(flag, arg);
+}
+
+enum { FLAG_STEPS = 256, FLAG_LAYERS, FLAG_EMBD, FLAG_HEADS, FLAG_SEQ, FLAG_BATCH,
+       FLAG_PRECISION, FLAG_MODES, FLAG_BUCKET_KB, FLAG_OUT };
+
+#define FIELD(f) offsetof(Options, f)
+static const Setting SETTINGS[] = {
+    { .name = "steps", .id = FLAG_STEPS, .type = SETTING_INT, .offset = FIELD(steps),
+      .lo = 2, .hi = 100000, .def = "6", .arg = "N",
+      .help = "steps per run, the first not counted" },
+    { .name = "layers", .id = FLAG_LAYERS, .type = SETTING_INT, .offset = FIELD(layers),
+      .lo = 1, .hi = 64, .def = "4", .arg = "L", .help = "blocks" },
+    { .name = "embd", .id = FLAG_EMBD, .type = SETTING_INT, .offset = FIELD(embd),
+      .lo = 1, .hi = 4096, .def = "128", .arg = "C", .help = "width" },
+    { .name = "heads", .id = FLAG_HEADS, .type = SETTING_INT, .offset = FIELD(heads),
+      .lo = 1, .hi = 64, .def = "4", .arg = "H", .help = "attention heads" },
+    { .name = "seq", .id = FLAG_SEQ, .type = SETTING_INT, .offset = FIELD(seq),
+      .lo = 1, .hi = 4096, .def = "64", .arg = "T", .help = "tokens per row" },
+    { .name = "batch", .id = FLAG_BATCH, .type = SETTING_INT, .offset = FIELD(batch),
+      .lo = 1, .hi = 4096, .def = "8", .arg = "B", .help = "rows per rank" },
+    { .name = "precision", .id = FLAG_PRECISION, .type = SETTING_STRING,
+      .offset = FIELD(precision), .choices = PRECISIONS, .def = "fp32", .arg = "P",
+      .help = "fp32 or bf16" },
+    { .name = "modes", .id = FLAG_MODES, .type = SETTING_CUSTOM, .set = set_modes,
+      .def = "ddp,zero1,zero2,zero3", .arg = "LIST", .help = "some of ddp,zero1,zero2,zero3" },
+    { .name = "bucket-kb", .id = FLAG_BUCKET_KB, .type = SETTING_INT, .offset = FIELD(bucket_kb),
+      .lo = 0, .hi = 1 << 20, .def = "256", .arg = "N",
+      .help = "DDP's gradient buckets, started during backward; 0: one\nafter backward" },
+    { .name = "out", .id = FLAG_OUT, .type = SETTING_CUSTOM, .set = set_out, .arg = "DIR",
+      .help = "write DIR/data_parallel.tsv (rank 0)" },
+    { .heading = "  -h, --help          this text" },
+};
+#undef FIELD
+enum { N_SETTINGS = sizeof SETTINGS / sizeof SETTINGS[0] };
+
+static void usage(void)
+{
+    printf("Usage: scripts/mpirun -np 4 data_parallel [options]\n"
+           "DDP and ZeRO 1-3 on 1, 2, 4 ... ranks (up to mpirun's -np): model states per\n"
+           "rank, bytes on the wire per step and step time, measured beside the formulas.\n");
+    settings_usage(SETTINGS, N_SETTINGS);
 }
 
 static Options parse(int argc, char **argv)
 {
-    Options o = { .steps = 6, .layers = 4, .embd = 128, .heads = 4, .seq = 64, .batch = 8,
-                  .precision = "fp32", .modes = { true, true, true, true }, .bucket_kb = 256 };
-    static const struct option longs[] = {
-        { "steps", required_argument, NULL, 's' },  { "layers", required_argument, NULL, 'l' },
-        { "embd", required_argument, NULL, 'c' },   { "heads", required_argument, NULL, 'h' },
-        { "seq", required_argument, NULL, 't' },    { "batch", required_argument, NULL, 'b' },
-        { "precision", required_argument, NULL, 'p' }, { "out", required_argument, NULL, 'o' },
-        { "modes", required_argument, NULL, 'm' },
-        { "bucket-kb", required_argument, NULL, 'k' },
-        { "help", no_argument, NULL, '?' + 1 },     { NULL, 0, NULL, 0 },
-    };
-    static const char *const precisions[] = { "fp32", "bf16", NULL };
-    int ch;
-    opterr = 0;
-    while ((ch = getopt_long(argc, argv, "", longs, NULL)) != -1) {
-        switch (ch) {
-        case 's': o.steps = (int)cli_long("--steps", optarg, 2, 100000); break;
-        case 'l': o.layers = (int)cli_long("--layers", optarg, 1, 64); break;
-        case 'c': o.embd = (int)cli_long("--embd", optarg, 1, 4096); break;
-        case 'h': o.heads = (int)cli_long("--heads", optarg, 1, 64); break;
-        case 't': o.seq = (int)cli_long("--seq", optarg, 1, 4096); break;
-        case 'b': o.batch = (int)cli_long("--batch", optarg, 1, 4096); break;
-        case 'p': o.precision = precisions[cli_choice("--precision", optarg, precisions)]; break;
-        case 'o': o.out = cli_folder("--out", optarg); break;
-        case 'm': parse_modes(optarg, o.modes); break;
-        case 'k': o.bucket_kb = (int)cli_long("--bucket-kb", optarg, 0, 1 << 20); break;
-        case '?' + 1: usage(); exit(0);
-        default: cli_usage_error("unknown or incomplete option '%s'", argv[optind - 1]);
-        }
-    }
-    if (optind < argc)
-        cli_usage_error("unexpected argument '%s'", argv[optind]);
+    Options o = { 0 };
+    settings_defaults(SETTINGS, N_SETTINGS, &o);
+    settings_parse(SETTINGS, N_SETTINGS, &o, NULL, FLAG_STEPS, usage, argc, argv);
     if (o.embd % o.heads != 0)
         cli_usage_error("--embd %d is not a multiple of --heads %d", o.embd, o.heads);
     return o;

@@ -20,7 +20,7 @@
  * memory_savers_curves.png drawn from it by curves.gp, commands.txt (the train_gpt command of
  * every run); the table in markdown on stdout. docs/mixed_precision.md and docs/memory.md
  * discuss the numbers. */
-#include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +30,7 @@
 #include "examples/common/cli.h"
 #include "examples/common/plot.h"
 #include "examples/common/quality.h"
+#include "examples/common/settings.h"
 #include "examples/common/train_run.h"
 
 /* The configurations, fp32 first: the file stem, the flags beyond the shared ones, the target.
@@ -56,6 +57,58 @@ typedef struct {
     bool        quick;
 } Options;
 
+static void set_seeds(void *opts, int id, const char *flag, const char *arg)
+{
+    (void)id;
+    Options *o = opts;
+    o->n_seeds = seed_list_parse(arg, o->seeds, SEED_MAX);
+    if (o->n_seeds < 0)
+        cli_usage_error("%s '%s': not a list of distinct seeds like 1-3 or 1,2,5 (at most %d)",
+                        flag, arg, SEED_MAX);
+}
+
+enum { FLAG_OUT = 256, FLAG_FROM_LOGS, FLAG_QUICK, FLAG_SEEDS, FLAG_STEPS, FLAG_EVAL_EVERY,
+       FLAG_EVAL_EXAMPLES, FLAG_DATA, FLAG_THREADS, FLAG_JOBS, FLAG_TRAIN_GPT, FLAG_END };
+
+#define FIELD(f) offsetof(Options, f)
+static const Setting SETTINGS[] = {
+    { .name = "out", .id = FLAG_OUT, .type = SETTING_STRING, .offset = FIELD(out),
+      .def = "out/memory_savers", .arg = "DIR",
+      .help = "where the runs' logs (NAME.sSEED.tsv, .out), the tables and\nthe figure go" },
+    { .name = "from-logs", .id = FLAG_FROM_LOGS, .type = SETTING_STRING,
+      .offset = FIELD(from_logs), .arg = "DIR",
+      .help = "start no run: read the logs in DIR (NAME.sSEED.tsv, as\n"
+              "this program names them); runs not finished there are\n"
+              "listed as missing. Tables and figure still go to --out" },
+    { .name = "quick", .id = FLAG_QUICK, .type = SETTING_SWITCH, .offset = FIELD(quick),
+      .help = "a trial: seed 1, 200 steps, evaluation every 50 steps on\n"
+              "200 rows (a few minutes; its ratios say nothing)" },
+    { .name = "seeds", .id = FLAG_SEEDS, .type = SETTING_CUSTOM, .set = set_seeds, .def = "1-3",
+      .arg = "LIST", .help = "seeds (1-3, 1,2,5; at most 31, SEED_MAX)" },
+    { .name = "steps", .id = FLAG_STEPS, .type = SETTING_LONG, .offset = FIELD(steps),
+      .lo = 1, .hi = 1000000, .def = "2000", .arg = "N", .help = "steps of every run" },
+    { .name = "eval-every", .id = FLAG_EVAL_EVERY, .type = SETTING_LONG,
+      .offset = FIELD(eval_every), .lo = 1, .hi = 1000000, .def = "250", .arg = "N",
+      .help = "validation every N steps" },
+    { .name = "eval-examples", .id = FLAG_EVAL_EXAMPLES, .type = SETTING_INT,
+      .offset = FIELD(eval_examples), .lo = 1, .hi = 1 << 24, .def = "1000", .arg = "N",
+      .help = "validation rows per evaluation (train_gpt's)" },
+    { .name = "data", .id = FLAG_DATA, .type = SETTING_STRING, .offset = FIELD(data),
+      .def = TAPEGRAD_SOURCE_DIR "/data/tinyshakespeare.txt", .arg = "PATH",
+      .help = "the text" },
+    { .name = "threads", .id = FLAG_THREADS, .type = SETTING_INT, .offset = FIELD(threads),
+      .lo = 0, .hi = 1024, .def = "1", .arg = "N", .help = "threads per run" },
+    { .name = "jobs", .id = FLAG_JOBS, .type = SETTING_INT, .offset = FIELD(jobs),
+      .lo = 1, .hi = MAX_JOBS, .def = "2", .arg = "N",
+      .help = "runs at once; results do not depend on it" },
+    { .name = "train-gpt", .id = FLAG_TRAIN_GPT, .type = SETTING_STRING,
+      .offset = FIELD(train_gpt), .arg = "PATH",
+      .help = "the train_gpt program (default: next to this one)" },
+    { .heading = "  -h, --help          this text" },
+};
+#undef FIELD
+enum { N_SETTINGS = sizeof SETTINGS / sizeof SETTINGS[0] };
+
 static void usage(void)
 {
     printf("Usage: memory_savers [OPTION]...\n"
@@ -63,90 +116,23 @@ static void usage(void)
            "configurations (fp32 AdamW, bf16, fp16 with dynamic loss scaling, fp8 with current\n"
            "and delayed scaling, 8-bit Adam, Adafactor, sqrt checkpointing, 4 accumulated\n"
            "micro-batches of 4) over several seeds; a table of the final validation loss\n"
-           "against fp32's mean and a figure of the validation curves.\n\n"
-           "  --out DIR            where the runs' logs (NAME.sSEED.tsv, .out), the tables and\n"
-           "                       the figure go (default out/memory_savers)\n"
-           "  --from-logs DIR      start no run: read the logs in DIR (NAME.sSEED.tsv, as\n"
-           "                       this program names them); runs not finished there are\n"
-           "                       listed as missing. Tables and figure still go to --out\n"
-           "  --quick              a trial: seed 1, 200 steps, evaluation every 50 steps on\n"
-           "                       200 rows (a few minutes; its ratios say nothing)\n"
-           "  --seeds LIST         seeds (1-3, 1,2,5; at most %d; default 1-3)\n"
-           "  --steps N            steps of every run (default 2000)\n"
-           "  --eval-every N       validation every N steps (default 250)\n"
-           "  --eval-examples N    validation rows per evaluation (default 1000,\n"
-           "                       train_gpt's)\n"
-           "  --data PATH          the text (default data/tinyshakespeare.txt of the source\n"
-           "                       tree)\n"
-           "  --threads N          threads per run (default 1)\n"
-           "  --jobs N             runs at once (default 2); results do not depend on it\n"
-           "  --train-gpt PATH     the train_gpt program (default: next to this one)\n"
-           "  -h, --help           this text\n", SEED_MAX);
+           "against fp32's mean and a figure of the validation curves.\n\n");
+    settings_usage(SETTINGS, N_SETTINGS);
 }
 
 static Options parse(int argc, char **argv)
 {
-    Options o = { .out = "out/memory_savers", .steps = 2000, .eval_every = 250,
-                  .eval_examples = 1000, .threads = 1, .jobs = 2,
-                  .data = TAPEGRAD_SOURCE_DIR "/data/tinyshakespeare.txt" };
-    const struct option options[] = {
-        { "out", required_argument, NULL, 'o' },
-        { "from-logs", required_argument, NULL, 'F' },
-        { "quick", no_argument, NULL, 'q' },
-        { "seeds", required_argument, NULL, 'S' },
-        { "steps", required_argument, NULL, 's' },
-        { "eval-every", required_argument, NULL, 'e' },
-        { "eval-examples", required_argument, NULL, 'v' },
-        { "data", required_argument, NULL, 'd' },
-        { "threads", required_argument, NULL, 't' },
-        { "jobs", required_argument, NULL, 'j' },
-        { "train-gpt", required_argument, NULL, 'g' },
-        { "help", no_argument, NULL, 'h' },
-        { 0, 0, 0, 0 },
-    };
-    bool given_seeds = false, given_steps = false, given_every = false, given_examples = false;
-    int c;
-    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        switch (c) {
-        case 'o': o.out = optarg; break;
-        case 'F': o.from_logs = optarg; break;
-        case 'q': o.quick = true; break;
-        case 'S':
-            o.n_seeds = seed_list_parse(optarg, o.seeds, SEED_MAX);
-            if (o.n_seeds < 0)
-                cli_usage_error("--seeds '%s': not a list of distinct seeds like 1-3 or 1,2,5 "
-                                "(at most %d)", optarg, SEED_MAX);
-            given_seeds = true;
-            break;
-        case 's': o.steps = cli_long("--steps", optarg, 1, 1000000); given_steps = true; break;
-        case 'e':
-            o.eval_every = cli_long("--eval-every", optarg, 1, 1000000);
-            given_every = true;
-            break;
-        case 'v':
-            o.eval_examples = (int)cli_long("--eval-examples", optarg, 1, 1 << 24);
-            given_examples = true;
-            break;
-        case 'd': o.data = optarg; break;
-        case 't': o.threads = (int)cli_long("--threads", optarg, 0, 1024); break;
-        case 'j': o.jobs = (int)cli_long("--jobs", optarg, 1, MAX_JOBS); break;
-        case 'g': o.train_gpt = optarg; break;
-        case 'h': usage(); exit(0);
-        case ':': cli_usage_error("%s needs a value", argv[optind - 1]);
-        default: cli_usage_error("unknown option '%s'", argv[optind - 1]);
-        }
-    }
-    if (optind < argc)
-        cli_usage_error("unexpected argument '%s'", argv[optind]);
-    if (o.quick) {
-        if (!given_seeds)
+    Options o = { 0 };
+    bool given[FLAG_END - FLAG_OUT] = { false };
+    settings_defaults(SETTINGS, N_SETTINGS, &o);
+    settings_parse(SETTINGS, N_SETTINGS, &o, given, FLAG_OUT, usage, argc, argv);
+    if (o.quick) {      /* --quick's own defaults, for the flags not given */
+        if (!given[FLAG_SEEDS - FLAG_OUT])
             o.n_seeds = seed_list_parse("1", o.seeds, SEED_MAX);
-        o.steps = given_steps ? o.steps : 200;
-        o.eval_every = given_every ? o.eval_every : 50;
-        o.eval_examples = given_examples ? o.eval_examples : 200;
+        o.steps = given[FLAG_STEPS - FLAG_OUT] ? o.steps : 200;
+        o.eval_every = given[FLAG_EVAL_EVERY - FLAG_OUT] ? o.eval_every : 50;
+        o.eval_examples = given[FLAG_EVAL_EXAMPLES - FLAG_OUT] ? o.eval_examples : 200;
     }
-    if (o.n_seeds == 0)
-        o.n_seeds = seed_list_parse("1-3", o.seeds, SEED_MAX);
     if (!o.train_gpt)
         o.train_gpt = run_find_train_gpt(argv[0]);
     return o;

@@ -13,8 +13,8 @@
  * Output, in --out DIR: scaling_runs.tsv (one row per run, written as each finishes), the TSV
  * files the figure is drawn from, scaling_fit.tsv (every fitted number) and scaling_laws.png.
  * --from-results FILE refits and redraws from a saved scaling_runs.tsv without training. */
-#include <getopt.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +24,7 @@
 #include "examples/common/dataset.h"
 #include "examples/common/progress.h"
 #include "examples/common/scaling_grid.h"
+#include "examples/common/settings.h"
 #include "examples/common/tsv.h"
 #include "examples/scaling_laws/scaling_laws.h"
 
@@ -54,89 +55,75 @@ typedef struct {
     AnalyseOptions analyse;
 } Options;
 
+static void set_seed(void *opts, int id, const char *flag, const char *arg)
+{
+    (void)id;
+    Options *o = opts;      /* one seed for the runs and for the resampling */
+    o->train.seed = o->analyse.seed = (uint64_t)cli_long(flag, arg, 0, 1L << 62);
+}
+
+enum { FLAG_QUICK = 256, FLAG_DATA, FLAG_OUT, FLAG_FROM, FLAG_MIN_STEPS, FLAG_MAX_EPOCHS,
+       FLAG_SEQ, FLAG_BATCH, FLAG_LR, FLAG_EVAL, FLAG_BOOT, FLAG_SEED, FLAG_THREADS };
+
+#define FIELD(f) offsetof(Options, f)
+static const Setting SETTINGS[] = {
+    { .name = "quick", .id = FLAG_QUICK, .type = SETTING_SWITCH, .offset = FIELD(quick),
+      .help = "7 sizes (N 888 to 38k) x 3 budgets (1e10 to 6e10 FLOP),\n"
+              "256 validation windows: about 2 minutes. The default is the\n"
+              "full grid: 10 sizes (to 390k) x 6 budgets (to 1e12), every\n"
+              "validation window (see docs/scaling_laws.md for its time)" },
+    { .name = "data", .id = FLAG_DATA, .type = SETTING_STRING, .offset = FIELD(data),
+      .def = TAPEGRAD_SOURCE_DIR "/data/tinyshakespeare.txt", .arg = "PATH",
+      .help = "the corpus" },
+    { .name = "out", .id = FLAG_OUT, .type = SETTING_STRING, .offset = FIELD(out),
+      .def = "scaling_laws_out", .arg = "DIR",
+      .help = "where the TSV files and the figure go" },
+    { .name = "from-results", .id = FLAG_FROM, .type = SETTING_STRING,
+      .offset = FIELD(from_results), .arg = "FILE",
+      .help = "no training: refit and redraw from a saved scaling_runs.tsv" },
+    { .name = "min-steps", .id = FLAG_MIN_STEPS, .type = SETTING_INT, .offset = FIELD(min_steps),
+      .lo = 1, .hi = 1 << 30, .def = "50", .arg = "N",
+      .help = "skip a (size, budget) pair with fewer steps" },
+    { .name = "max-epochs", .id = FLAG_MAX_EPOCHS, .type = SETTING_DOUBLE,
+      .offset = FIELD(max_epochs), .lo = 1e-6, .hi = 1e9, .def = "10", .arg = "X",
+      .help = "skip a pair whose D is more than X passes over the\ntraining text" },
+    { .name = "seq", .id = FLAG_SEQ, .type = SETTING_INT, .offset = FIELD(train.seq),
+      .lo = 1, .hi = 4096, .def = "64", .arg = "N", .help = "sequence length T" },
+    { .name = "batch", .id = FLAG_BATCH, .type = SETTING_INT, .offset = FIELD(train.batch),
+      .lo = 1, .hi = 1 << 16, .def = "4", .arg = "N", .help = "rows per step" },
+    { .name = "lr", .id = FLAG_LR, .type = SETTING_DOUBLE, .offset = FIELD(train.lr),
+      .lo = 1e-9, .hi = 10.0, .def = "0.02", .arg = "X",
+      .help = "AdamW's peak rate at width 16; width C trains at X 16 / C" },
+    { .name = "eval-windows", .id = FLAG_EVAL, .type = SETTING_INT,
+      .offset = FIELD(train.eval_windows), .lo = 1, .hi = 1 << 30, .arg = "N",
+      .help = "validation windows of T characters (default: all; --quick 256)" },
+    { .name = "bootstrap", .id = FLAG_BOOT, .type = SETTING_INT,
+      .offset = FIELD(analyse.bootstrap), .lo = 0, .hi = 100000, .def = "100", .arg = "N",
+      .help = "resamples of the runs for approach 3's spread" },
+    { .name = "seed", .id = FLAG_SEED, .type = SETTING_CUSTOM, .set = set_seed, .def = "1",
+      .arg = "N", .help = "weights and data of every run, and the resampling" },
+    { .name = "threads", .id = FLAG_THREADS, .type = SETTING_INT, .offset = FIELD(train.threads),
+      .lo = 1, .hi = 1024, .def = "2", .arg = "N", .help = "threads" },
+    { .heading = "  -h, --help          this text" },
+};
+#undef FIELD
+enum { N_SETTINGS = sizeof SETTINGS / sizeof SETTINGS[0] };
+
 static void usage(void)
 {
-    ScalingTrainConfig d = scaling_train_defaults();
     printf("Usage: scaling_laws [OPTION]...\n"
            "Trains GPTs of 7 to 10 sizes at 3 to 6 compute budgets C (each for D = C / 6N tokens)\n"
            "on a text corpus, then fits Chinchilla's approaches 2 and 3 and Kaplan's L(N), and\n"
-           "prints the compute-optimal tokens per parameter beside Chinchilla's ~20.\n\n"
-           "  --quick              7 sizes (N 888 to 38k) x 3 budgets (1e10 to 6e10 FLOP),\n"
-           "                       256 validation windows: about 2 minutes. The default is the\n"
-           "                       full grid: 10 sizes (to 390k) x 6 budgets (to 1e12), every\n"
-           "                       validation window (see docs/scaling_laws.md for its time)\n"
-           "  --data PATH          the corpus (default data/tinyshakespeare.txt in the source\n"
-           "                       tree)\n"
-           "  --out DIR            where the TSV files and the figure go (default\n"
-           "                       scaling_laws_out)\n"
-           "  --from-results FILE  no training: refit and redraw from a saved scaling_runs.tsv\n"
-           "  --min-steps N        skip a (size, budget) pair with fewer steps (default 50)\n"
-           "  --max-epochs X       skip a pair whose D is more than X passes over the\n"
-           "                       training text (default 10)\n"
-           "  --seq N              sequence length T (default %d)\n"
-           "  --batch N            rows per step (default %d)\n"
-           "  --lr X               AdamW's peak rate at width 16; width C trains at X 16 / C\n"
-           "                       (default %g)\n"
-           "  --eval-windows N     validation windows of T characters (default: all; --quick 256)\n"
-           "  --bootstrap N        resamples of the runs for approach 3's spread (default 100)\n"
-           "  --seed N             weights and data of every run, and the resampling (default 1)\n"
-           "  --threads N          threads (default 2)\n"
-           "  -h, --help           this text\n",
-           d.seq, d.batch, d.lr);
+           "prints the compute-optimal tokens per parameter beside Chinchilla's ~20.\n\n");
+    settings_usage(SETTINGS, N_SETTINGS);
 }
 
 static Options parse(int argc, char **argv)
 {
-    Options o = { .data = TAPEGRAD_SOURCE_DIR "/data/tinyshakespeare.txt",
-                  .out = "scaling_laws_out", .min_steps = 50, .max_epochs = 10,
-                  .train = scaling_train_defaults(),
-                  .analyse = { .bootstrap = 100, .seed = 1 } };
-    o.train.threads = 2;
-    o.train.eval_windows = -1;
-    enum { QUICK = 256, DATA, OUT, FROM, MIN_STEPS, MAX_EPOCHS, SEQ, BATCH, LR, EVAL, BOOT, SEED,
-           THREADS };
-    const struct option options[] = {
-        { "quick", no_argument, NULL, QUICK }, { "data", required_argument, NULL, DATA },
-        { "out", required_argument, NULL, OUT },
-        { "from-results", required_argument, NULL, FROM },
-        { "min-steps", required_argument, NULL, MIN_STEPS },
-        { "max-epochs", required_argument, NULL, MAX_EPOCHS },
-        { "seq", required_argument, NULL, SEQ }, { "batch", required_argument, NULL, BATCH },
-        { "lr", required_argument, NULL, LR }, { "eval-windows", required_argument, NULL, EVAL },
-        { "bootstrap", required_argument, NULL, BOOT }, { "seed", required_argument, NULL, SEED },
-        { "threads", required_argument, NULL, THREADS }, { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
-    int c;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        switch (c) {
-        case QUICK: o.quick = true; break;
-        case DATA: o.data = optarg; break;
-        case OUT: o.out = optarg; break;
-        case FROM: o.from_results = optarg; break;
-        case MIN_STEPS: o.min_steps = (int)cli_long("--min-steps", optarg, 1, 1 << 30); break;
-        case MAX_EPOCHS: o.max_epochs = cli_double("--max-epochs", optarg, 1e-6, 1e9); break;
-        case SEQ: o.train.seq = (int)cli_long("--seq", optarg, 1, 4096); break;
-        case BATCH: o.train.batch = (int)cli_long("--batch", optarg, 1, 1 << 16); break;
-        case LR: o.train.lr = cli_double("--lr", optarg, 1e-9, 10.0); break;
-        case EVAL:
-            o.train.eval_windows = (int)cli_long("--eval-windows", optarg, 1, 1 << 30);
-            break;
-        case BOOT: o.analyse.bootstrap = (int)cli_long("--bootstrap", optarg, 0, 100000); break;
-        case SEED:
-            o.train.seed = o.analyse.seed = (uint64_t)cli_long("--seed", optarg, 0, 1L << 62);
-            break;
-        case THREADS:
-            o.train.threads = (int)cli_long("--threads", optarg, 1, 1024);
-            break;
-        case 'h': usage(); exit(0);
-        case ':': cli_usage_error("%s needs a value", argv[optind - 1]);
-        default: cli_usage_error("unknown option '%s'", argv[optind - 1]);
-        }
-    }
-    if (optind < argc)
-        cli_usage_error("unexpected argument '%s'", argv[optind]);
+    Options o = { .train = scaling_train_defaults() };
+    o.train.eval_windows = -1;      /* not given: decided by --quick below */
+    settings_defaults(SETTINGS, N_SETTINGS, &o);
+    settings_parse(SETTINGS, N_SETTINGS, &o, NULL, FLAG_QUICK, usage, argc, argv);
     if (o.train.eval_windows < 0)
         o.train.eval_windows = o.quick ? 256 : 0;
     o.analyse.out = o.out;

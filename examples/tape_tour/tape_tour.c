@@ -5,12 +5,12 @@
  *
  * z is used twice (by relu and by the product), so its gradient has two terms that must be
  * added: dL/dz = a (through p = a * z) + z * relu'(z) (through a). */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "autograd/ops.h"
 #include "examples/common/cli.h"
+#include "examples/common/settings.h"
 
 static void print_values(const char *label, const float *v, size_t n)
 {
@@ -39,17 +39,7 @@ static void usage(void)
 int main(int argc, char **argv)
 {
     cli_init(argv[0]);
-    const struct option options[] = { { "help", no_argument, NULL, 'h' }, { 0, 0, 0, 0 } };
-    int c;
-    while ((c = getopt_long(argc, argv, "h", options, NULL)) != -1) {
-        if (c == 'h') {
-            usage();
-            return 0;
-        }
-        cli_usage_error("unknown option");
-    }
-    if (optind < argc)
-        cli_usage_error("unexpected argument '%s'", argv[optind]);
+    settings_parse(NULL, 0, NULL, NULL, 0, usage, argc, argv);     /* --help, nothing else */
 
     Tensor *x = named_param("x", 1, 2, (const float[]){ 1.0f, -2.0f });
     Tensor *w = named_param("W", 2, 2, (const float[]){ 0.5f, -1.0f, 0.25f, 1.5f });

@@ -19,25 +19,6 @@
 #include "nn/lora_snapshot.h"
 #include "optim/train_snapshot.h"
 
-void lora_set_option(Options *o, Flag f, const char *flag, const char *arg)
-{
-    char err[256];
-    switch (f) {
-    case FLAG_LORA: o->lora_rank = (int)cli_long(flag, arg, 0, 1 << 14); break;
-    case FLAG_LORA_ALPHA:
-        o->lora_alpha = cli_double(flag, arg, LORA_ALPHA_MIN, LORA_ALPHA_MAX);
-        break;
-    case FLAG_LORA_TARGETS:
-        if (!lora_targets_parse(arg, &o->lora_targets, err, sizeof err))
-            cli_usage_error("%s: %s", flag, err);
-        break;
-    case FLAG_QLORA: o->qlora = true; break;
-    case FLAG_LOAD_BASE: o->load_base_path = arg; break;
-    case FLAG_SAVE_ADAPTER: o->save_adapter_path = arg; break;
-    default: break;
-    }
-}
-
 /* Adapters on q, k or v need separate projections: a fresh model gets them without being asked
  * (the two layouts compute the same function); a base must have been trained with them. */
 void lora_check_options(Options *o)

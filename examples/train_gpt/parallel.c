@@ -44,39 +44,20 @@ struct ParallelRun {
 static enum { PAR_OFF, PAR_PARSING, PAR_RUNNING, PAR_DONE } phase = PAR_OFF;
 static int saved_stderr = -1;
 
-void parallel_usage(void)
+/* --parallel other than pipeline:... (that goes to pipeline.c, flags.c). */
+void parallel_set_option(void *opts, int f, const char *flag, const char *arg)
 {
-    printf("Parallel (under scripts/mpirun; docs/distributed.md, docs/pipeline.md):\n"
-           "  --parallel P        none, ddp, zero1, zero2, zero3, or pipeline:S (next part);\n"
-           "                      ddp: each rank trains on --batch rows of a global batch of\n"
-           "                      ranks x --batch, gradients all-reduced in rank order (the\n"
-           "                      bits of one process adding the same micro-batch gradients\n"
-           "                      in order); zero1/2/3: the same numbers with the optimizer\n"
-           "                      state (1), + gradients (2), + weights (3, FSDP) sharded\n"
-           "                      over the ranks; --accum K: K micro-batches per rank\n"
-           "                      (default none)\n"
-           "  --bucket-kb N       ddp: gradients sent in buckets of N KiB, each started while\n"
-           "                      backward still runs; 0 = one bucket after backward\n"
-           "                      (default %d, PyTorch's 25 MB scaled to these models)\n",
-           PARALLEL_DEFAULT_BUCKET_KB);
-}
-
-void parallel_set_option(Options *o, Flag f, const char *flag, const char *arg)
-{
-    if (f == FLAG_PARALLEL) {
-        /* pipeline:... goes to pipeline.c (flags.c) */
-        const char *names[] = { "none", "ddp", "zero1", "zero2", "zero3" };
-        int k = 0;
-        while (k < 5 && strcmp(arg, names[k]) != 0)
-            k++;
-        if (k == 5)
-            cli_usage_error("%s '%s': expected none, ddp, zero1, zero2, zero3, pipeline:naive, "
-                            "pipeline:gpipe or pipeline:1f1b", flag, arg);
-        o->ddp = k == 1;
-        o->zero_stage = k >= 2 ? k - 1 : 0;
-    } else {
-        o->bucket_kb = (int)cli_long(flag, arg, 0, 1 << 20);
-    }
+    (void)f;
+    Options *o = opts;
+    const char *names[] = { "none", "ddp", "zero1", "zero2", "zero3" };
+    int k = 0;
+    while (k < 5 && strcmp(arg, names[k]) != 0)
+        k++;
+    if (k == 5)
+        cli_usage_error("%s '%s': expected none, ddp, zero1, zero2, zero3, pipeline:naive, "
+                        "pipeline:gpipe or pipeline:1f1b", flag, arg);
+    o->ddp = k == 1;
+    o->zero_stage = k >= 2 ? k - 1 : 0;
 }
 
 void parallel_check_options(const Options *o)

@@ -21,16 +21,6 @@
 #include "examples/common/tsv.h"
 #include "examples/train_gpt/train_gpt.h"
 
-void pipeline_usage(void)
-{
-    printf("Pipeline parallelism (docs/pipeline.md; under scripts/mpirun -np P):\n"
-           "  --parallel pipeline:S  split the blocks over the ranks and run schedule S:\n"
-           "                      naive, gpipe or 1f1b (default: one process)\n"
-           "  --micro-batches M   micro-batches of --batch rows per step (default 1)\n"
-           "  --stages LIST       blocks per stage, one count per rank (default: even)\n"
-           "  --pipe-events FILE  TSV, every forward and backward of every stage and step\n");
-}
-
 static PipeSchedKind sched_of(const Options *o)
 {
     PipeSchedKind k = PIPE_GPIPE;
@@ -38,21 +28,14 @@ static PipeSchedKind sched_of(const Options *o)
     return k;
 }
 
-void pipeline_set_option(Options *o, Flag f, const char *flag, const char *arg)
+void pipeline_set_option(void *opts, int f, const char *flag, const char *arg)
 {
+    (void)f;
     PipeSchedKind k;
-    switch (f) {
-    case FLAG_PARALLEL:
-        if (strncmp(arg, "pipeline:", 9) != 0 || !pipe_sched_parse(arg + 9, &k))
-            cli_usage_error("%s '%s': expected pipeline:naive, pipeline:gpipe or "
-                            "pipeline:1f1b", flag, arg);
-        o->parallel = arg;
-        break;
-    case FLAG_MICRO_BATCHES: o->micro_batches = (int)cli_long(flag, arg, 1, 1 << 12); break;
-    case FLAG_STAGES: o->stages = arg; break;
-    case FLAG_PIPE_EVENTS: o->pipe_events = arg; break;
-    default: break;
-    }
+    if (strncmp(arg, "pipeline:", 9) != 0 || !pipe_sched_parse(arg + 9, &k))
+        cli_usage_error("%s '%s': expected pipeline:naive, pipeline:gpipe or pipeline:1f1b",
+                        flag, arg);
+    ((Options *)opts)->parallel = arg;
 }
 
 bool pipeline_requested(const Options *o) { return o->parallel != NULL; }
@@ -167,7 +150,7 @@ int pipeline_main(Options *o, Dataset *ds)
     PipeSchedKind kind = sched_of(o);
     int m = o->micro_batches, B = o->batch, T = o->seq;
     Pipeline *pp = pipe_new(&cfg, w, kind, m, first);
-    gpt_set_tiled_attention(pipe_trainer(pp)->model, o->tiled_attention);
+    gpt_set_tiled_attention(pipe_trainer(pp)->model, o->attention == ATTENTION_TILED);
     PipeSchedule sched = pipe_schedule_new(kind, p, m);
     double busy_units[64];
     double span_units = pipe_simulate(&sched, NULL, NULL, p <= 64 ? busy_units : NULL);

@@ -22,36 +22,6 @@ static const Flag SCALE_FLAGS[] = {
 };
 enum { N_SCALE_FLAGS = 3 };
 
-void precision_usage(void)
-{
-    const LossScaleConfig d = loss_scale_defaults();
-    PrecisionPolicy fp8;
-    policy_preset("fp8", &fp8);
-    printf("Mixed precision (docs/mixed_precision.md):\n"
-           "  --precision P       fp32, tf32 (matmul inputs in tf32), bf16, fp16 (parameters,\n"
-           "                      activations and gradients in 16 bits, fp32 master weights\n"
-           "                      in the optimizer) or fp8 (e4m3 activations, e5m2 gradients,\n"
-           "                      bf16 parameters) (default fp32)\n"
-           "  --fp8-scaling S     fp8: an activation's scale from its own amax (current) or\n"
-           "                      from the largest amax at its place in the last W steps\n"
-           "                      (delayed[:W], W = %d) (default current)\n"
-           "  --loss-scale S      none, static:S (backward seeded with S, gradients divided by\n"
-           "                      S before clipping) or dynamic[:INIT] (S from INIT = %g,\n"
-           "                      shrunk on an inf/NaN gradient, grown after clean steps);\n"
-           "                      a step with an inf/NaN gradient is always skipped\n"
-           "                      (default none)\n"
-           "  --scale-growth-interval N\n"
-           "                      dynamic: clean steps in a row before S grows\n"
-           "                      (default %ld)\n"
-           "  --scale-growth-factor X\n"
-           "                      dynamic: S is multiplied by X > 1 when it grows\n"
-           "                      (default %g)\n"
-           "  --scale-backoff-factor X\n"
-           "                      dynamic: S is multiplied by X in (0, 1) on an inf/NaN\n"
-           "                      gradient (default %g)\n",
-           fp8.fp8_window, d.init_scale, d.growth_interval, d.growth_factor, d.backoff_factor);
-}
-
 /* A --scale-* flag: the value in the range loss_scale_check gives the dynamic mode. */
 static void set_scale_factor(Options *o, Flag f, const char *flag, const char *arg)
 {
@@ -85,8 +55,9 @@ static void set_fp8_scaling(Options *o, const char *flag, const char *arg)
         o->fp8_window = (int)cli_long(flag, arg + 8, 1, FP8_MAX_WINDOW);
 }
 
-void precision_set_option(Options *o, Flag f, const char *flag, const char *arg)
+void precision_set_option(void *opts, int f, const char *flag, const char *arg)
 {
+    Options *o = opts;
     char err[200];
     PrecisionPolicy p;
     LossScaleConfig c;
@@ -107,7 +78,7 @@ void precision_set_option(Options *o, Flag f, const char *flag, const char *arg)
         set_fp8_scaling(o, flag, arg);
         break;
     default:
-        set_scale_factor(o, f, flag, arg);
+        set_scale_factor(o, (Flag)f, flag, arg);
     }
 }
 

@@ -17,8 +17,9 @@
  * backward, not recompute) over its time at the FMA peak measured when the run starts, and the
  * report sets the total beside the 6ND + 12LTCD estimate.
  *
- * Files: flags.c (the command line), evaluate.c (validation and samples), lora.c (LoRA and
- * QLoRA), precision.c (--precision and --loss-scale), loss.gp (the figure).
+ * Files: settings.c (every flag: one table), flags.c (the command line and a snapshot's
+ * settings, from that table), evaluate.c (validation and samples), lora.c (LoRA and QLoRA),
+ * precision.c (--precision and --loss-scale), loss.gp (the figure).
  * docs/gpt.md explains the model, its backward pass and every column of the log. */
 #include <math.h>
 #include <stdio.h>
@@ -153,7 +154,8 @@ static Trainer *load_trainer(Run *run, TrainerConfig *saved)
     if (!tr)
         cli_die(1, "%s", err.message);
     tr->cfg.checkpoint = o->checkpoint;     /* not in the snapshot: it changes no number */
-    gpt_set_tiled_attention(tr->model, o->tiled_attention);     /* nor does this, beyond fp32 */
+    /* the snapshot's (run.attention) */
+    gpt_set_tiled_attention(tr->model, o->attention == ATTENTION_TILED);
     /* As lora_setup does for a fresh run: the parameters were made fp32 and then packed (under
      * a policy); that transient copy is not the run's. */
     mem_reset_peaks();
@@ -175,7 +177,7 @@ static Trainer *make_trainer(Run *run)
     check_fit(o, run->ds, &cfg.model);
     check_model_size(&cfg.model);
     Trainer *tr = trainer_new(&cfg);
-    gpt_set_tiled_attention(tr->model, o->tiled_attention);
+    gpt_set_tiled_attention(tr->model, o->attention == ATTENTION_TILED);
     lora_setup(tr, o);
     return tr;
 }
@@ -478,7 +480,7 @@ static void describe(const Run *run)
     char ckpt[32];
     printf("checkpointing over the blocks: %s (the log's peak_act and ms columns show the "
            "effect)\n", ckpt_name(o->checkpoint, ckpt, sizeof ckpt));
-    printf("attention: %s\n", o->tiled_attention ? "tiled" : "standard");
+    printf("attention: %s\n", o->attention == ATTENTION_TILED ? "tiled" : "standard");
     printf("peak: %.1f GFLOP/s fp32 FMA (%s, %d threads), measured now: the mfu column's "
            "denominator\n", 1e-9 * run->peak_flops, peak_isa_name[peak_best_isa()],
            par_threads());

@@ -6,10 +6,12 @@
 
 #include "autograd/snapshot.h"
 #include "examples/common/dataset.h"
+#include "examples/common/settings.h"
 #include "optim/schedule.h"
 #include "optim/train.h"
 
 enum { TEXT_DEFAULT_SEQ = 64 };   /* --seq for text data when not given */
+enum { ATTENTION_STANDARD, ATTENTION_TILED };
 
 /* One per flag; also getopt_long's return value for it (offset past the characters). */
 typedef enum {
@@ -46,7 +48,7 @@ typedef struct {
     int         threads;
     size_t      mem_budget;      /* bytes of tracked memory the run may hold; 0: no limit */
     CkptStrategy checkpoint;     /* over the blocks: none (vanilla), sqrt, ... */
-    bool        tiled_attention; /* --attention tiled */
+    int         attention;       /* --attention: ATTENTION_STANDARD or ATTENTION_TILED */
     const char *precision;       /* a policy_preset name (autograd/policy.h) */
     PolicyFp8Scaling fp8_scaling;   /* --fp8-scaling: current, or delayed over fp8_window */
     int         fp8_window;
@@ -91,14 +93,19 @@ typedef struct {
     bool        given[FLAG_END - FLAG_TASK];   /* which flags were on the command line */
 } Options;
 
-/* flags.c: the command line, checked completely before anything is done. Bad input exits with
- * a message (cli_usage_error). */
+/* flags.c: the command line, checked completely before anything is done (from the settings
+ * table there). Bad input exits with a message (cli_usage_error). */
 Options options_parse(int argc, char **argv);
+/* settings.c: the table of every flag (examples/common/settings.h), and --help from it. */
+extern const Setting TRAIN_GPT_SETTINGS[];
+extern const int     TRAIN_GPT_N_SETTINGS;
+void    options_usage(void);
 bool    options_given(const Options *o, Flag f);
 /* --batch x --accum (and x --seq once known) within an int, or a usage error naming them. */
 void    options_check_products(const Options *o);
 /* Settings a snapshot holds become the run's; a flag given explicitly must agree with the
- * snapshot (one message naming the flag, both values and the file otherwise). */
+ * snapshot (one message naming the flag, both values and the file otherwise). Every kept key is
+ * read through the settings table, train.step too: saved_step is no longer used. */
 void    options_merge_snapshot(Options *o, const TrainerConfig *saved_cfg,
                                const SnapshotReader *r, const char *path, long saved_step);
 /* During options_merge_snapshot: the usage error for flag f given as mine where the snapshot
@@ -138,20 +145,18 @@ void       eval_print_samples(Trainer *tr, const Dataset *ds, int n, double temp
                               uint64_t seed);
 
 /* pipeline.c (dist/pipeline.h) --------------------------------------------------------------- */
-/* The "Pipeline parallelism" part of --help; the value of its flags; their checks (after every
- * flag is read: they set accum to the micro-batch count); the run under mpirun. */
-void pipeline_usage(void);
-void pipeline_set_option(Options *o, Flag f, const char *flag, const char *arg);
+/* The value of --parallel pipeline:S (a custom setting of flags.c); the checks of the pipeline
+ * flags (after every flag is read: they set accum to the micro-batch count); the run under
+ * mpirun. */
+void pipeline_set_option(void *opts, int f, const char *flag, const char *arg);
 void pipeline_check_options(Options *o);
 bool pipeline_requested(const Options *o);
 int  pipeline_main(Options *o, Dataset *ds);
 
 /* precision.c -------------------------------------------------------------------------------- */
-/* The "Mixed precision" part of --help. */
-void precision_usage(void);
-/* The value of --precision, --loss-scale, a --scale-* factor or --fp8-scaling (set_value passes
- * them on). */
-void precision_set_option(Options *o, Flag f, const char *flag, const char *arg);
+/* The value of --precision, --loss-scale, a --scale-* factor or --fp8-scaling (custom settings
+ * of flags.c's table). */
+void precision_set_option(void *opts, int f, const char *flag, const char *arg);
 /* Checkpointing with fp8 delayed scaling (the amax history belongs to one tape): refused. */
 void precision_check_options(const Options *o);
 /* The --scale-* flags need dynamic loss scaling, --fp8-scaling the fp8 preset: refused
@@ -167,8 +172,6 @@ void precision_describe(const Trainer *tr);
 void precision_report(const Trainer *tr);
 
 /* lora.c ------------------------------------------------------------------------------------- */
-/* One LoRA flag's value (set_value passes them on). */
-void lora_set_option(Options *o, Flag f, const char *flag, const char *arg);
 /* The LoRA flags together and against the others; switches on separate q/k/v for a fresh model
  * whose q, k or v get adapters. */
 void lora_check_options(Options *o);
@@ -192,10 +195,8 @@ uint64_t lora_base_hash(const Options *o);
  * without one of those. Under zero3 the weights are sharded between steps:
  * parallel_whole_weights(p, true) gathers them (for an evaluation), false shards them again;
  * after the last step parallel_training_done gathers everything (the optimizer state too). */
-enum { PARALLEL_DEFAULT_BUCKET_KB = 256 };
 typedef struct ParallelRun ParallelRun;
-void         parallel_usage(void);
-void         parallel_set_option(Options *o, Flag f, const char *flag, const char *arg);
+void         parallel_set_option(void *opts, int f, const char *flag, const char *arg);
 void         parallel_check_options(const Options *o);
 void         parallel_begin(int *argc, char ***argv);
 void         parallel_parsed(void);          /* after options_parse */

@@ -7,8 +7,8 @@
  *
  *     x [B, 2] -> (matmul, bias, gelu) x (layers-1) -> matmul, bias -> logits [B, 3]
  */
-#include <getopt.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +19,7 @@
 #include "examples/common/cli.h"
 #include "examples/common/plot.h"
 #include "examples/common/progress.h"
+#include "examples/common/settings.h"
 #include "examples/common/tsv.h"
 #include "optim/sgd.h"
 
@@ -106,56 +107,51 @@ static double accuracy(const Mlp *m, Tensor *x, const int *labels)
     return (double)right / x->shape[0];
 }
 
+enum { FLAG_STEPS = 256, FLAG_BATCH, FLAG_HIDDEN, FLAG_LAYERS, FLAG_LR, FLAG_MOMENTUM,
+       FLAG_SEED, FLAG_THREADS, FLAG_LOG, FLAG_PLOT };
+
+#define FIELD(f) offsetof(Options, f)
+static const Setting SETTINGS[] = {
+    { .name = "steps", .id = FLAG_STEPS, .type = SETTING_LONG, .offset = FIELD(steps),
+      .lo = 1, .hi = 100000000, .def = "600", .arg = "N", .help = "optimizer steps" },
+    { .name = "batch", .id = FLAG_BATCH, .type = SETTING_INT, .offset = FIELD(batch),
+      .lo = 1, .hi = 1 << 20, .def = "128", .arg = "N", .help = "points per step" },
+    { .name = "hidden", .id = FLAG_HIDDEN, .type = SETTING_INT, .offset = FIELD(hidden),
+      .lo = 1, .hi = 1 << 16, .def = "64", .arg = "N", .help = "width of the hidden layers" },
+    { .name = "layers", .id = FLAG_LAYERS, .type = SETTING_INT, .offset = FIELD(layers),
+      .lo = 2, .hi = MAX_LAYERS, .def = "3", .arg = "N",
+      .help = "linear layers, 2 to MAX_LAYERS (16)" },
+    { .name = "lr", .id = FLAG_LR, .type = SETTING_DOUBLE, .offset = FIELD(lr),
+      .lo = 0.0, .hi = 100.0, .def = "0.1", .arg = "X", .help = "learning rate" },
+    { .name = "momentum", .id = FLAG_MOMENTUM, .type = SETTING_DOUBLE, .offset = FIELD(momentum),
+      .lo = 0.0, .hi = 0.999, .def = "0.9", .arg = "X", .help = "SGD momentum" },
+    { .name = "seed", .id = FLAG_SEED, .type = SETTING_LONG, .offset = FIELD(seed),
+      .lo = 0, .hi = (double)(1L << 62), .def = "1", .arg = "N",
+      .help = "seed for the weights and the data" },
+    { .name = "threads", .id = FLAG_THREADS, .type = SETTING_INT, .offset = FIELD(threads),
+      .lo = 0, .hi = 1024, .def = "0", .arg = "N", .help = "threads, 0 = one per core" },
+    { .name = "log", .id = FLAG_LOG, .type = SETTING_STRING, .offset = FIELD(log_path),
+      .def = "train_mlp.tsv", .arg = "FILE", .help = "TSV log: step, loss" },
+    { .name = "plot", .id = FLAG_PLOT, .type = SETTING_STRING, .offset = FIELD(plot_path),
+      .def = "train_mlp.png", .arg = "FILE", .help = "loss-curve PNG, drawn by gnuplot" },
+    { .heading = "  -h, --help          this text" },
+};
+#undef FIELD
+enum { N_SETTINGS = sizeof SETTINGS / sizeof SETTINGS[0] };
+
 static void usage(void)
 {
     printf("Usage: train_mlp [OPTION]...\n"
            "Train a multilayer perceptron to classify the three arms of a spiral; print the loss,\n"
-           "the held-out accuracy and the memory used; write a TSV log and a loss-curve PNG.\n\n"
-           "  --steps N        optimizer steps (default 600)\n"
-           "  --batch N        points per step (default 128)\n"
-           "  --hidden N       width of the hidden layers (default 64)\n"
-           "  --layers N       linear layers, 2 to %d (default 3)\n"
-           "  --lr X           learning rate (default 0.1)\n"
-           "  --momentum X     SGD momentum (default 0.9)\n"
-           "  --seed N         seed for the weights and the data (default 1)\n"
-           "  --threads N      threads, 0 = one per core (default 0)\n"
-           "  --log FILE       TSV log: step, loss (default train_mlp.tsv)\n"
-           "  --plot FILE      loss-curve PNG, drawn by gnuplot (default train_mlp.png)\n"
-           "  -h, --help       this text\n", MAX_LAYERS);
+           "the held-out accuracy and the memory used; write a TSV log and a loss-curve PNG.\n\n");
+    settings_usage(SETTINGS, N_SETTINGS);
 }
 
 static Options parse(int argc, char **argv)
 {
-    Options o = { .steps = 600, .batch = 128, .hidden = 64, .layers = 3, .lr = 0.1,
-                  .momentum = 0.9, .seed = 1, .threads = 0, .log_path = "train_mlp.tsv",
-                  .plot_path = "train_mlp.png" };
-    const struct option options[] = {
-        { "steps", required_argument, NULL, 's' }, { "batch", required_argument, NULL, 'b' },
-        { "hidden", required_argument, NULL, 'H' }, { "layers", required_argument, NULL, 'L' },
-        { "lr", required_argument, NULL, 'r' }, { "momentum", required_argument, NULL, 'm' },
-        { "seed", required_argument, NULL, 'S' }, { "threads", required_argument, NULL, 't' },
-        { "log", required_argument, NULL, 'l' }, { "plot", required_argument, NULL, 'p' },
-        { "help", no_argument, NULL, 'h' }, { 0, 0, 0, 0 },
-    };
-    int c;
-    while ((c = getopt_long(argc, argv, "h", options, NULL)) != -1) {
-        switch (c) {
-        case 's': o.steps = cli_long("--steps", optarg, 1, 100000000); break;
-        case 'b': o.batch = (int)cli_long("--batch", optarg, 1, 1 << 20); break;
-        case 'H': o.hidden = (int)cli_long("--hidden", optarg, 1, 1 << 16); break;
-        case 'L': o.layers = (int)cli_long("--layers", optarg, 2, MAX_LAYERS); break;
-        case 'r': o.lr = cli_double("--lr", optarg, 0.0, 100.0); break;
-        case 'm': o.momentum = cli_double("--momentum", optarg, 0.0, 0.999); break;
-        case 'S': o.seed = cli_long("--seed", optarg, 0, 1L << 62); break;
-        case 't': o.threads = (int)cli_long("--threads", optarg, 0, 1024); break;
-        case 'l': o.log_path = optarg; break;
-        case 'p': o.plot_path = optarg; break;
-        case 'h': usage(); exit(0);
-        default: cli_usage_error("unknown option");
-        }
-    }
-    if (optind < argc)
-        cli_usage_error("unexpected argument '%s'", argv[optind]);
+    Options o = { 0 };
+    settings_defaults(SETTINGS, N_SETTINGS, &o);
+    settings_parse(SETTINGS, N_SETTINGS, &o, NULL, FLAG_STEPS, usage, argc, argv);
     return o;
 }
 

@@ -1,0 +1,245 @@
+#include "examples/common/settings.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "examples/common/cli.h"
+#include "optim/train.h"
+
+enum { HELP_COLUMN = 22, MAX_SETTINGS = 128 };
+
+static double lo(const Setting *s) { return s->range ? s->range->lo : s->lo; }
+static double hi(const Setting *s) { return s->range ? s->range->hi : s->hi; }
+const char *settings_key(const Setting *s) { return s->range ? s->range->key : s->key; }
+
+static void *field(const Setting *s, void *opts) { return (char *)opts + s->offset; }
+static const void *cfield(const Setting *s, const void *opts)
+{
+    return (const char *)opts + s->offset;
+}
+
+/* Setting from text --------------------------------------------------------------------------- */
+
+/* The value of a flag (flag is "--name"): a usage error naming it when it is not in range. */
+static void set_from_flag(const Setting *s, void *opts, const char *flag, const char *text)
+{
+    void *f = field(s, opts);
+    switch (s->type) {
+    case SETTING_INT: *(int *)f = (int)cli_long(flag, text, (long)lo(s), (long)hi(s)); break;
+    case SETTING_LONG: *(long *)f = cli_long(flag, text, (long)lo(s), (long)hi(s)); break;
+    case SETTING_DOUBLE: *(double *)f = cli_double(flag, text, lo(s), hi(s)); break;
+    case SETTING_BYTES:
+        *(size_t *)f = cli_bytes(flag, text, (size_t)lo(s), (size_t)hi(s));
+        break;
+    case SETTING_SWITCH: *(bool *)f = true; break;
+    case SETTING_CHOICE: *(int *)f = cli_choice(flag, text, s->choices); break;
+    case SETTING_STRING:     /* one of the choices when there are */
+        *(const char **)f = s->choices ? s->choices[cli_choice(flag, text, s->choices)] : text;
+        break;
+    case SETTING_CUSTOM: s->set(opts, s->id, flag, text); break;
+    }
+}
+
+void settings_defaults(const Setting *t, int n, void *opts)
+{
+    char flag[64];
+    for (int i = 0; i < n; i++)
+        if (t[i].name && t[i].def) {
+            snprintf(flag, sizeof flag, "--%s", t[i].name);
+            set_from_flag(&t[i], opts, flag, t[i].def);
+        }
+}
+
+/* The value of a snapshot key, with the flag's checks: exit 1 naming the file and the key. */
+static void set_from_key(const Setting *s, void *opts, const char *text, const char *path)
+{
+    void *f = field(s, opts);
+    const char *key = settings_key(s);
+    char *end;
+    double x;
+    switch (s->type) {
+    case SETTING_INT: case SETTING_LONG: case SETTING_DOUBLE: case SETTING_BYTES: {
+        bool integer = s->type != SETTING_DOUBLE;
+        errno = 0;
+        x = integer ? (double)strtoll(text, &end, 10) : strtod(text, &end);
+        if (end == text || *end || errno == ERANGE)
+            cli_die(1, "%s: metadata '%s' is '%s', not %s", path, key, text,
+                    integer ? "an integer" : "a number");
+        if (!(x >= lo(s) && x <= hi(s)) && !(s->zero_unset && x == 0.0))
+            cli_die(1, "%s: metadata '%s' = %s is out of range [%g, %g], the range of --%s",
+                    path, key, text, lo(s), hi(s), s->name);
+        if (s->type == SETTING_INT)
+            *(int *)f = (int)x;
+        else if (s->type == SETTING_LONG)
+            *(long *)f = (long)x;
+        else if (s->type == SETTING_BYTES)
+            *(size_t *)f = (size_t)x;
+        else
+            *(double *)f = x;
+        break;
+    }
+    case SETTING_SWITCH:
+        if (strcmp(text, "0") != 0 && strcmp(text, "1") != 0)
+            cli_die(1, "%s: metadata '%s' is '%s', not 0 or 1", path, key, text);
+        *(bool *)f = text[0] == '1';
+        break;
+    case SETTING_CHOICE: case SETTING_STRING: {
+        int i = 0;
+        while (s->choices && s->choices[i] && strcmp(s->choices[i], text) != 0)
+            i++;
+        if (s->choices && !s->choices[i])
+            cli_die(1, "%s: --%s '%s' in the snapshot is not one this version knows", path,
+                    s->name, text);
+        if (s->type == SETTING_CHOICE)
+            *(int *)f = i;
+        else
+            *(const char **)f = s->choices ? s->choices[i] : text;
+        break;
+    }
+    case SETTING_CUSTOM:      /* not reached: settings_merge takes no custom setting */
+        cli_die(1, "%s: metadata '%s': --%s is not read from a snapshot", path, key, s->name);
+    }
+}
+
+/* The command line ---------------------------------------------------------------------------- */
+
+void settings_parse(const Setting *t, int n, void *opts, bool *given, int first_id,
+                    void (*usage)(void), int argc, char **argv)
+{
+    static struct option longs[MAX_SETTINGS + 2];
+    if (n > MAX_SETTINGS)       /* a program's own mistake, found at its first run */
+        cli_die(1, "%d settings, more than the %d settings_parse holds", n, MAX_SETTINGS);
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (t[i].name)
+            longs[k++] = (struct option){ t[i].name,
+                                          t[i].type == SETTING_SWITCH ? no_argument
+                                                                      : required_argument,
+                                          NULL, t[i].id };
+    longs[k++] = (struct option){ "help", no_argument, NULL, 'h' };
+    longs[k] = (struct option){ 0, 0, 0, 0 };
+    opterr = 0;     /* our own messages: one line naming the option */
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", longs, NULL)) != -1) {
+        if (c == 'h') {
+            usage();
+            exit(0);
+        }
+        if (c == ':')
+            cli_usage_error("option '%s' needs a value", argv[optind - 1]);
+        if (c == '?')
+            cli_usage_error("unknown option '%s'", argv[optind - 1]);
+        const Setting *s = settings_find(t, n, c);
+        char flag[64];
+        snprintf(flag, sizeof flag, "--%s", s->name);
+        if (given)
+            given[c - first_id] = true;
+        set_from_flag(s, opts, flag, optarg);
+    }
+    if (optind < argc)
+        cli_usage_error("unexpected argument '%s'", argv[optind]);
+}
+
+const Setting *settings_find(const Setting *t, int n, int id)
+{
+    for (int i = 0; i < n; i++)
+        if (t[i].name && t[i].id == id)
+            return &t[i];
+    return NULL;
+}
+
+/* "  --name ARG" then the help lines from column HELP_COLUMN (on a line of their own when the
+ * flag is too wide), the default after the last. */
+static void usage_row(const Setting *s)
+{
+    char head[80];
+    snprintf(head, sizeof head, "  --%s%s%s", s->name, s->arg ? " " : "", s->arg ? s->arg : "");
+    printf("%s", head);
+    int col = (int)strlen(head);
+    if (col >= HELP_COLUMN) {
+        printf("\n");
+        col = 0;
+    }
+    const char *line = s->help;
+    while (line) {
+        const char *nl = strchr(line, '\n');
+        int len = nl ? (int)(nl - line) : (int)strlen(line);
+        printf("%*s%.*s", HELP_COLUMN - col, "", len, line);
+        col = 0;
+        if (!nl && s->def)
+            printf(" (default %s)", s->def);
+        printf("\n");
+        line = nl ? nl + 1 : NULL;
+    }
+}
+
+void settings_usage(const Setting *t, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (t[i].heading)
+            printf("%s\n", t[i].heading);
+        else
+            usage_row(&t[i]);
+    }
+}
+
+/* Snapshots ----------------------------------------------------------------------------------- */
+
+void settings_format(const Setting *s, const void *opts, char *buf, size_t len)
+{
+    const void *f = cfield(s, opts);
+    switch (s->type) {
+    case SETTING_INT: snprintf(buf, len, "%d", *(const int *)f); break;
+    case SETTING_LONG: snprintf(buf, len, "%ld", *(const long *)f); break;
+    case SETTING_DOUBLE: snprintf(buf, len, "%.17g", *(const double *)f); break;
+    case SETTING_BYTES: snprintf(buf, len, "%zu", *(const size_t *)f); break;
+    case SETTING_SWITCH: snprintf(buf, len, "%d", *(const bool *)f ? 1 : 0); break;
+    case SETTING_CHOICE: snprintf(buf, len, "%s", s->choices[*(const int *)f]); break;
+    case SETTING_STRING: {
+        const char *v = *(const char *const *)f;
+        snprintf(buf, len, "%s", v ? v : "");
+        break;
+    }
+    case SETTING_CUSTOM: snprintf(buf, len, "?"); break;     /* never kept */
+    }
+}
+
+void settings_write(const Setting *t, int n, const void *opts,
+                    void (*put)(void *ctx, const char *key, const char *value), void *ctx)
+{
+    char value[4096];
+    for (int i = 0; i < n; i++)
+        if (t[i].name && settings_key(&t[i]) && !t[i].library_key &&
+            (!t[i].applies || t[i].applies(opts))) {
+            settings_format(&t[i], opts, value, sizeof value);
+            put(ctx, settings_key(&t[i]), value);
+        }
+}
+
+/* Compared as the snapshot stores them, so "0.1" typed and 0.1 saved agree. */
+void settings_merge(const Setting *s, void *opts, bool given, const char *saved,
+                    const char *path)
+{
+    char mine[4096], theirs[4096];
+    settings_format(s, opts, mine, sizeof mine);
+    set_from_key(s, opts, saved, path);
+    settings_format(s, opts, theirs, sizeof theirs);
+    if (!given || strcmp(mine, theirs) == 0)
+        return;
+    if (s->type == SETTING_SWITCH)
+        cli_usage_error("--%s was given, but the snapshot %s was trained without it", s->name,
+                        path);
+    if (s->merge == SETTING_ONWARD) {
+        /* the flag's value stays, if it is not before the snapshot's */
+        set_from_key(s, opts, mine, path);
+        if (atof(mine) >= atof(theirs))
+            return;
+        cli_usage_error("--%s %s is before the snapshot's %s (it counts from the start of the "
+                        "first run)", s->name, mine, theirs);
+    }
+    cli_usage_error("--%s %s does not match the snapshot %s, which has %s", s->name, mine,
+                    path, theirs);
+}

@@ -1,0 +1,93 @@
+#ifndef TAPEGRAD_SETTINGS_H
+#define TAPEGRAD_SETTINGS_H
+/* A program's settings as one table: each row says a flag's name, the field of the program's
+ * options struct it sets (by offsetof), its type and range or choices, its default, its help
+ * lines, the snapshot key that keeps it and whether a resumed run may change it. The getopt
+ * list, --help, parsing with range checks, writing the keys into a snapshot, reading them back
+ * with the same checks (the key named in the error) and the merge rule all come from it, so a
+ * new flag is one row (and its field).
+ *
+ *     static const Setting SETTINGS[] = {
+ *         { .heading = "Run:" },
+ *         { .name = "steps", .id = FLAG_STEPS, .type = SETTING_LONG,
+ *           .offset = offsetof(Options, steps), .lo = 0, .hi = 1e9, .def = "2000",
+ *           .arg = "N", .help = "train until step N", .key = "train.step" },
+ *     };
+ *
+ * Errors: a bad flag is a usage error (exit 2) naming the flag, a bad snapshot value exits 1
+ * naming the file, the key and the flag's range. */
+#include <stdbool.h>
+#include <stddef.h>
+
+struct TrainRange;      /* optim/train.h */
+
+typedef enum {
+    SETTING_INT,        /* int field, a whole number in [lo, hi] */
+    SETTING_LONG,       /* long field, the same */
+    SETTING_DOUBLE,     /* double field, a number in [lo, hi] */
+    SETTING_BYTES,      /* size_t field, a size in [lo, hi] (cli_bytes: "64MiB") */
+    SETTING_SWITCH,     /* bool field; the flag takes no value: given means true */
+    SETTING_CHOICE,     /* int-sized enum field: the index of the value in choices */
+    SETTING_STRING,     /* const char * field: the value itself (a path, a name) */
+    SETTING_CUSTOM,     /* set() reads the value into the field(s); offset unused */
+} SettingType;
+
+/* What a resumed run (a loaded snapshot) does with the setting. */
+typedef enum {
+    SETTING_FREE,       /* not kept: the flag, or its default, applies to the resumed run */
+    SETTING_KEPT,       /* kept: the snapshot's value is the run's; a flag given must agree */
+    SETTING_ONWARD,     /* kept, but a flag given may go past it (--steps extends a run) */
+} SettingMerge;
+
+typedef struct {
+    const char *heading;        /* a line of --help between groups; the rest of the row unused */
+    const char *name;           /* the long flag, without its dashes */
+    int         id;             /* what getopt_long returns for it (the program's flag enum) */
+    SettingType type;
+    size_t      offset;         /* offsetof(the program's options, the field) */
+    double      lo, hi;         /* INT, LONG, DOUBLE, BYTES: the range, the same for the key */
+    bool        zero_unset;     /* a saved 0 means "not given" (the flag itself takes lo..hi) */
+    const char *const *choices; /* CHOICE: the names, NULL-terminated */
+    const char *def;            /* the default as one would type it; NULL: the field's zero */
+    const char *arg;            /* the value's name in --help ("N", "FILE"); NULL for a switch */
+    const char *help;           /* --help lines, '\n' between them; "(default DEF)" is added */
+    const char *key;            /* the snapshot metadata key; NULL: not in a snapshot */
+    bool        library_key;    /* the key is written by a library's snapshot, not settings_write */
+    SettingMerge merge;
+    /* A library's range (optim/train.h) instead of lo and hi, and its key instead of key. */
+    const struct TrainRange *range;
+    /* CUSTOM: sets the field(s) from the flag's text, a usage error naming flag otherwise. A
+     * custom setting is not read from a snapshot by settings_merge. */
+    void (*set)(void *opts, int id, const char *flag, const char *text);
+    /* Whether the key holds this flag's value in a snapshot made with these options (NULL:
+     * always); a key that does not apply is neither written nor merged. */
+    bool (*applies)(const void *opts);
+} Setting;
+
+/* Every row with a default sets its field from it (as a flag would, not marked given). */
+void settings_defaults(const Setting *t, int n, void *opts);
+/* --help's lines for the rows t[0..n-1]. */
+void settings_usage(const Setting *t, int n);
+/* The command line into opts; given[id - first_id] marks each flag seen (given may be NULL for
+ * a program that does not ask). -h and --help call
+ * usage() and exit 0. Anything else not in the table is a usage error. */
+void settings_parse(const Setting *t, int n, void *opts, bool *given, int first_id,
+                    void (*usage)(void), int argc, char **argv);
+/* The row of flag id, or NULL. */
+const Setting *settings_find(const Setting *t, int n, int id);
+
+/* The row's key, and the value of its field as a snapshot stores it ("%.17g" for a double). */
+const char *settings_key(const Setting *s);
+void settings_format(const Setting *s, const void *opts, char *buf, size_t len);
+
+/* Writing: calls put(ctx, key, value) for every row with a key that applies to opts. */
+void settings_write(const Setting *t, int n, const void *opts,
+                    void (*put)(void *ctx, const char *key, const char *value), void *ctx);
+
+/* The merge rule for one kept row: saved (a snapshot's value, text) is read with the flag's
+ * checks (exit 1 naming path and key otherwise), compared with the flag when given (a usage
+ * error naming the flag, both values and path when they differ), then becomes the field's. */
+void settings_merge(const Setting *s, void *opts, bool given, const char *saved,
+                    const char *path);
+
+#endif

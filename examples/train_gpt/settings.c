@@ -1,0 +1,339 @@
+/* train_gpt's settings: one table (examples/common/settings.h) from which come the flags,
+ * --help, the checks of each value, the snapshot's data, schedule and run keys and the merge
+ * with a snapshot given by --load (flags.c). A new flag is a row here, its field in Options
+ * and its Flag (train_gpt.h). */
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "examples/common/cli.h"
+#include "examples/common/settings.h"
+#include "examples/train_gpt/train_gpt.h"
+#include "nn/gpt_lora.h"
+#include "optim/adam8bit.h"
+
+/* --attention's choices, and the values of the snapshot key run.attention. */
+static const char *const ATTENTION_NAMES[] = { "standard", "tiled", NULL };
+
+static bool is_task(const void *o) { return !((const Options *)o)->data; }
+static bool is_text(const void *o) { return ((const Options *)o)->data != NULL; }
+static bool is_sgd(const void *o) { return ((const Options *)o)->optimizer == TRAIN_SGD; }
+static bool is_adam8bit(const void *o)
+{
+    return ((const Options *)o)->optimizer == TRAIN_ADAM8BIT;
+}
+static bool is_adam(const void *o)
+{
+    return ((const Options *)o)->optimizer == TRAIN_ADAMW || is_adam8bit(o);
+}
+
+static void set_checkpoint(void *opts, int id, const char *flag, const char *arg)
+{
+    (void)id;
+    char err[200];
+    if (!ckpt_parse(arg, &((Options *)opts)->checkpoint, err, sizeof err))
+        cli_usage_error("%s: %s", flag, err);
+}
+
+static void set_lora_targets(void *opts, int id, const char *flag, const char *arg)
+{
+    (void)id;
+    char err[256];
+    if (!lora_targets_parse(arg, &((Options *)opts)->lora_targets, err, sizeof err))
+        cli_usage_error("%s: %s", flag, err);
+}
+
+/* One flag, two kinds of parallelism. */
+static void set_parallel(void *opts, int id, const char *flag, const char *arg)
+{
+    if (strncmp(arg, "pipeline:", 9) == 0)
+        pipeline_set_option(opts, id, flag, arg);
+    else
+        parallel_set_option(opts, id, flag, arg);
+}
+
+#define FIELD(f) offsetof(Options, f)
+
+/* Defaults: the demo. `train_gpt` with no flags learns 3-digit addition in under a minute on
+ * two idle cores, a few minutes on a busy machine (docs/gpt.md has the measured numbers).
+ * A key marks a setting the snapshot keeps (data, schedule and run keys written here; model,
+ * train and optim keys by optim/train_snapshot.h, library_key); its value is read back with
+ * the flag's checks, and with --load a flag given must agree with it (merge). */
+const Setting TRAIN_GPT_SETTINGS[] = {
+    { .heading = "Data (one of):" },
+    { .name = "task", .id = FLAG_TASK, .type = SETTING_STRING, .offset = FIELD(task),
+      .choices = task_names, .def = "add", .arg = "NAME", .help = "add, sub, reverse or sort",
+      .key = "data.task", .merge = SETTING_KEPT, .applies = is_task },
+    { .name = "task-size", .id = FLAG_TASK_SIZE, .type = SETTING_INT, .offset = FIELD(task_size),
+      .lo = 1, .hi = TASK_MAX_SIZE, .zero_unset = false, .arg = "N",
+      .help = "digits or letters of a task (default: add, sub 3; others 5)",
+      .key = "data.task_size", .merge = SETTING_KEPT, .applies = is_task },
+    { .name = "msd-first", .id = FLAG_MSD_FIRST, .type = SETTING_SWITCH,
+      .offset = FIELD(msd_first),
+      .help = "add, sub: answer most significant digit first (harder; the\n"
+              "default writes it backwards, see examples/common/tasks.h)",
+      .key = "data.msd_first", .merge = SETTING_KEPT, .applies = is_task },
+    { .name = "data", .id = FLAG_DATA, .type = SETTING_STRING, .offset = FIELD(data),
+      .arg = "PATH", .help = "a text file: a character-level language model",
+      .key = "data.path", .merge = SETTING_KEPT, .applies = is_text },
+
+    { .heading = "Run:" },
+    { .name = "steps", .id = FLAG_STEPS, .type = SETTING_LONG, .offset = FIELD(steps),
+      .lo = 0, .hi = 1000000000, .def = "2000", .arg = "N",
+      .help = "train until step N (with --load, default the snapshot's\n"
+              "step: evaluate and sample only)",
+      .key = "train.step", .library_key = true, .merge = SETTING_ONWARD },
+    { .name = "batch", .id = FLAG_BATCH, .type = SETTING_INT, .offset = FIELD(batch),
+      .lo = 1, .hi = 1 << 16, .def = "64", .arg = "N", .help = "rows per micro-batch",
+      .key = "schedule.batch", .merge = SETTING_KEPT },
+    { .name = "accum", .id = FLAG_ACCUM, .type = SETTING_INT, .offset = FIELD(accum),
+      .lo = 1, .hi = 1 << 16, .def = "1", .arg = "K",
+      .help = "micro-batches per update: gradients accumulated over K\n"
+              "batches of --batch rows, each loss divided by K; memory is\n"
+              "that of one micro-batch",
+      .key = "schedule.accum", .merge = SETTING_KEPT },
+    { .name = "seq", .id = FLAG_SEQ, .type = SETTING_INT, .offset = FIELD(seq),
+      .lo = 1, .hi = GPT_MAX_SEQ, .arg = "N",
+      .help = "tokens per row = the model's T (default: a task's row length,\n"
+              "which is the only value a task allows; 64 for text)",
+      .key = "model.max_seq", .library_key = true, .merge = SETTING_KEPT },
+    { .name = "seed", .id = FLAG_SEED, .type = SETTING_LONG, .offset = FIELD(seed),
+      .range = &TRAIN_RANGES[TRAIN_RANGE_SEED], .def = "1", .arg = "N",
+      .help = "weights and data", .library_key = true, .merge = SETTING_KEPT },
+    { .name = "threads", .id = FLAG_THREADS, .type = SETTING_INT, .offset = FIELD(threads),
+      .lo = 0, .hi = 1024, .def = "0", .arg = "N", .help = "threads, 0 = one per core" },
+    { .name = "mem-budget", .id = FLAG_MEM_BUDGET, .type = SETTING_BYTES,
+      .offset = FIELD(mem_budget), .lo = 1, .hi = (double)((size_t)1 << 50), .arg = "SIZE",
+      .help = "the most tracked memory (every category) the run may hold,\n"
+              "e.g. 64MiB: an allocation beyond it ends the run with the\n"
+              "category and the bytes (default: no limit; fit_largest)" },
+    { .name = "checkpoint", .id = FLAG_CHECKPOINT, .type = SETTING_CUSTOM,
+      .set = set_checkpoint, .def = "none", .arg = "S",
+      .help = "gradient checkpointing over the blocks: none, memory-poor,\n"
+              "sqrt, every:K or budget:S; less activation memory for more\n"
+              "block forwards, same gradients\n(docs/checkpointing.md)" },
+    /* Tiled attention sums a row's exponentials in another order than standard attention
+     * does, so in fp32 the two differ in the last bits: the snapshot keeps it. */
+    { .name = "attention", .id = FLAG_ATTENTION, .type = SETTING_CHOICE,
+      .offset = FIELD(attention), .choices = ATTENTION_NAMES, .def = "standard", .arg = "A",
+      .help = "standard (keeps the [T, T] probabilities) or tiled (keeps\n"
+              "a statistic per row, recomputes; docs/attention_memory.md;\n"
+              "kept in a snapshot)",
+      .key = "run.attention", .merge = SETTING_KEPT },
+
+    { .heading = "Mixed precision (docs/mixed_precision.md):" },
+    { .name = "precision", .id = FLAG_PRECISION, .type = SETTING_CUSTOM,
+      .set = precision_set_option, .def = "fp32", .arg = "P",
+      .help = "fp32, tf32 (matmul inputs in tf32), bf16, fp16 (parameters,\n"
+              "activations and gradients in 16 bits, fp32 master weights\n"
+              "in the optimizer) or fp8 (e4m3 activations, e5m2 gradients,\n"
+              "bf16 parameters)" },
+    { .name = "fp8-scaling", .id = FLAG_FP8_SCALING, .type = SETTING_CUSTOM,
+      .set = precision_set_option, .arg = "S",
+      .help = "fp8: an activation's scale from its own amax (current) or\n"
+              "from the largest amax at its place in the last W steps\n"
+              "(delayed[:W], W = 16) (default current)" },
+    { .name = "loss-scale", .id = FLAG_LOSS_SCALE, .type = SETTING_CUSTOM,
+      .set = precision_set_option, .arg = "S",
+      .help = "none, static:S (backward seeded with S, gradients divided by\n"
+              "S before clipping) or dynamic[:INIT] (S from INIT = 65536,\n"
+              "shrunk on an inf/NaN gradient, grown after clean steps);\n"
+              "a step with an inf/NaN gradient is always skipped\n"
+              "(default none)" },
+    { .name = "scale-growth-interval", .id = FLAG_SCALE_GROWTH_INTERVAL,
+      .type = SETTING_CUSTOM, .set = precision_set_option, .arg = "N",
+      .help = "dynamic: clean steps in a row before S grows\n(default 2000)" },
+    { .name = "scale-growth-factor", .id = FLAG_SCALE_GROWTH_FACTOR, .type = SETTING_CUSTOM,
+      .set = precision_set_option, .arg = "X",
+      .help = "dynamic: S is multiplied by X > 1 when it grows\n(default 2)" },
+    { .name = "scale-backoff-factor", .id = FLAG_SCALE_BACKOFF_FACTOR, .type = SETTING_CUSTOM,
+      .set = precision_set_option, .arg = "X",
+      .help = "dynamic: S is multiplied by X in (0, 1) on an inf/NaN\n"
+              "gradient (default 0.5)" },
+
+    { .heading = "Parallel (under scripts/mpirun; docs/distributed.md, docs/pipeline.md):" },
+    { .name = "parallel", .id = FLAG_PARALLEL, .type = SETTING_CUSTOM, .set = set_parallel,
+      .arg = "P",
+      .help = "none, ddp, zero1, zero2, zero3, or pipeline:S (next part);\n"
+              "ddp: each rank trains on --batch rows of a global batch of\n"
+              "ranks x --batch, gradients all-reduced in rank order (the\n"
+              "bits of one process adding the same micro-batch gradients\n"
+              "in order); zero1/2/3: the same numbers with the optimizer\n"
+              "state (1), + gradients (2), + weights (3, FSDP) sharded\n"
+              "over the ranks; --accum K: K micro-batches per rank\n"
+              "(default none)" },
+    { .name = "bucket-kb", .id = FLAG_BUCKET_KB, .type = SETTING_INT, .offset = FIELD(bucket_kb),
+      .lo = 0, .hi = 1 << 20, .def = "256", .arg = "N",
+      .help = "ddp: gradients sent in buckets of N KiB, each started while\n"
+              "backward still runs; 0 = one bucket after backward\n"
+              "(PyTorch's 25 MB scaled to these models)" },
+    { .heading = "Pipeline parallelism (docs/pipeline.md; under scripts/mpirun -np P):\n"
+                 "  --parallel pipeline:S  split the blocks over the ranks and run schedule S:\n"
+                 "                      naive, gpipe or 1f1b (default: one process)" },
+    { .name = "micro-batches", .id = FLAG_MICRO_BATCHES, .type = SETTING_INT,
+      .offset = FIELD(micro_batches), .lo = 1, .hi = 1 << 12, .arg = "M",
+      .help = "micro-batches of --batch rows per step (default 1)" },
+    { .name = "stages", .id = FLAG_STAGES, .type = SETTING_STRING, .offset = FIELD(stages),
+      .arg = "LIST", .help = "blocks per stage, one count per rank (default: even)" },
+    { .name = "pipe-events", .id = FLAG_PIPE_EVENTS, .type = SETTING_STRING,
+      .offset = FIELD(pipe_events), .arg = "FILE",
+      .help = "TSV, every forward and backward of every stage and step" },
+
+    { .heading = "Model:" },
+    { .name = "layers", .id = FLAG_LAYERS, .type = SETTING_INT, .offset = FIELD(layers),
+      .lo = 1, .hi = GPT_MAX_LAYERS, .def = "2", .arg = "N", .help = "transformer blocks",
+      .key = "model.n_layer", .library_key = true, .merge = SETTING_KEPT },
+    { .name = "heads", .id = FLAG_HEADS, .type = SETTING_INT, .offset = FIELD(heads),
+      .lo = 1, .hi = GPT_MAX_WIDTH, .def = "4", .arg = "N",
+      .help = "attention heads; must divide --embd",
+      .key = "model.n_head", .library_key = true, .merge = SETTING_KEPT },
+    { .name = "embd", .id = FLAG_EMBD, .type = SETTING_INT, .offset = FIELD(embd),
+      .lo = 1, .hi = GPT_MAX_WIDTH, .def = "128", .arg = "N",
+      .help = "width C of the residual stream",
+      .key = "model.n_embd", .library_key = true, .merge = SETTING_KEPT },
+    /* Kept as model.tied and model.fused_qkv, the opposites: merged by options_merge_snapshot */
+    { .name = "untied", .id = FLAG_UNTIED, .type = SETTING_SWITCH, .offset = FIELD(untied),
+      .help = "a separate output head instead of the token embedding" },
+    { .name = "separate-qkv", .id = FLAG_SEPARATE_QKV, .type = SETTING_SWITCH,
+      .offset = FIELD(separate_qkv), .help = "three q, k, v projections instead of one fused" },
+
+    { .heading = "Optimizer:" },
+    { .name = "optimizer", .id = FLAG_OPTIMIZER, .type = SETTING_CHOICE,
+      .offset = FIELD(optimizer), .choices = TRAIN_OPTIMIZER_NAMES, .def = "adamw",
+      .arg = "NAME",
+      .help = "adamw, sgd, adam8bit (adamw with 8-bit moments) or adafactor\n"
+              "(factored second moment, absolute --lr)",
+      .key = "optim.kind", .library_key = true, .merge = SETTING_KEPT },
+    { .name = "lr", .id = FLAG_LR, .type = SETTING_DOUBLE, .offset = FIELD(lr),
+      .lo = 1e-12, .hi = 10.0, .def = "0.001", .arg = "X",
+      .help = "base learning rate, right for --base-batch",
+      .key = "schedule.lr", .merge = SETTING_KEPT },
+    { .heading = "Schedule (docs/batch_and_lr.md; the log's lr column shows the result):" },
+    { .name = "lr-rule", .id = FLAG_LR_RULE, .type = SETTING_CHOICE, .offset = FIELD(lr_rule),
+      .choices = SCHED_RULE_NAMES, .def = "none", .arg = "R",
+      .help = "none, linear or sqrt: scale --lr by the effective batch\n"
+              "(batch x accum) over --base-batch",
+      .key = "schedule.lr_rule", .merge = SETTING_KEPT },
+    { .name = "base-batch", .id = FLAG_BASE_BATCH, .type = SETTING_INT,
+      .offset = FIELD(base_batch), .lo = 1, .hi = 1 << 30, .zero_unset = true, .arg = "N",
+      .help = "the batch --lr is meant for (default: the effective batch)",
+      .key = "schedule.base_batch", .merge = SETTING_KEPT },
+    { .name = "warmup-type", .id = FLAG_WARMUP_TYPE, .type = SETTING_CHOICE,
+      .offset = FIELD(warmup_type), .choices = SCHED_WARMUP_NAMES, .def = "gradual",
+      .arg = "W",
+      .help = "none, constant (a fixed --warmup-fraction of the peak) or\n"
+              "gradual (a linear ramp to the peak)",
+      .key = "schedule.warmup_type", .merge = SETTING_KEPT },
+    { .name = "warmup", .id = FLAG_WARMUP, .type = SETTING_LONG, .offset = FIELD(warmup),
+      .lo = 0, .hi = 1000000000, .def = "100", .arg = "N",
+      .help = "warmup steps (without the flag at most --steps / 10)",
+      .key = "schedule.warmup", .merge = SETTING_KEPT },
+    { .name = "warmup-fraction", .id = FLAG_WARMUP_FRACTION, .type = SETTING_DOUBLE,
+      .offset = FIELD(warmup_fraction), .lo = 0.0, .hi = 1.0, .def = "0.1", .arg = "X",
+      .help = "constant warmup's rate, as a fraction of the peak",
+      .key = "schedule.warmup_fraction", .merge = SETTING_KEPT },
+    { .name = "decay", .id = FLAG_DECAY, .type = SETTING_CHOICE, .offset = FIELD(decay),
+      .choices = SCHED_DECAY_NAMES, .def = "cosine", .arg = "D",
+      .help = "after warmup: constant, cosine (to 0 at --steps) or wsd\n"
+              "(constant, then a cooldown to 0)",
+      .key = "schedule.decay", .merge = SETTING_KEPT },
+    { .name = "cooldown", .id = FLAG_COOLDOWN, .type = SETTING_LONG, .offset = FIELD(cooldown),
+      .lo = 1, .hi = 1000000000, .zero_unset = true, .arg = "N",
+      .help = "wsd: cooldown steps at the end (default: --steps / 5)",
+      .key = "schedule.cooldown", .merge = SETTING_KEPT },
+    { .name = "cooldown-shape", .id = FLAG_COOLDOWN_SHAPE, .type = SETTING_CHOICE,
+      .offset = FIELD(cooldown_shape), .choices = SCHED_COOLDOWN_NAMES, .def = "linear",
+      .arg = "S", .help = "wsd: linear or 1-sqrt",
+      .key = "schedule.cooldown_shape", .merge = SETTING_KEPT },
+    { .name = "weight-decay", .id = FLAG_WEIGHT_DECAY, .type = SETTING_DOUBLE,
+      .offset = FIELD(weight_decay), .range = &TRAIN_RANGES[TRAIN_RANGE_WEIGHT_DECAY],
+      .def = "0.1", .arg = "X",
+      .help = "decoupled for adamw, L2 for sgd; matrices only",
+      .library_key = true, .merge = SETTING_KEPT },
+    { .name = "beta1", .id = FLAG_BETA1, .type = SETTING_DOUBLE, .offset = FIELD(beta1),
+      .range = &TRAIN_RANGES[TRAIN_RANGE_BETA1], .def = "0.9", .arg = "X",
+      .help = "adamw's first moment", .library_key = true, .merge = SETTING_KEPT,
+      .applies = is_adam },
+    { .name = "beta2", .id = FLAG_BETA2, .type = SETTING_DOUBLE, .offset = FIELD(beta2),
+      .range = &TRAIN_RANGES[TRAIN_RANGE_BETA2], .def = "0.99", .arg = "X",
+      .help = "adamw's second moment", .library_key = true, .merge = SETTING_KEPT,
+      .applies = is_adam },
+    { .name = "adam8bit-rounding", .id = FLAG_ADAM8BIT_ROUNDING, .type = SETTING_CHOICE,
+      .offset = FIELD(adam8bit_rounding), .choices = ADAM8BIT_ROUNDING_NAMES, .def = "nearest",
+      .arg = "R",
+      .help = "adam8bit's moments re-encoded to the nearest level or to\n"
+              "a neighbour at random (stochastic)\n(docs/memory.md)",
+      .key = "optim.rounding", .library_key = true, .merge = SETTING_KEPT,
+      .applies = is_adam8bit },
+    { .name = "momentum", .id = FLAG_MOMENTUM, .type = SETTING_DOUBLE, .offset = FIELD(momentum),
+      .range = &TRAIN_RANGES[TRAIN_RANGE_MOMENTUM], .def = "0.9", .arg = "X",
+      .help = "sgd momentum", .library_key = true, .merge = SETTING_KEPT, .applies = is_sgd },
+    { .name = "clip", .id = FLAG_CLIP, .type = SETTING_DOUBLE, .offset = FIELD(clip),
+      .range = &TRAIN_RANGES[TRAIN_RANGE_CLIP], .def = "1", .arg = "X",
+      .help = "largest global gradient norm, 0 = off", .library_key = true,
+      .merge = SETTING_KEPT },
+
+    { .heading = "Fine-tuning (docs/lora.md):" },
+    { .name = "load-base", .id = FLAG_LOAD_BASE, .type = SETTING_STRING,
+      .offset = FIELD(load_base_path), .arg = "FILE",
+      .help = "start from this model (a --save snapshot or a base file);\n"
+              "without --lora every parameter is fine-tuned" },
+    { .name = "lora", .id = FLAG_LORA, .type = SETTING_INT, .offset = FIELD(lora_rank),
+      .lo = 0, .hi = 1 << 14, .arg = "R",
+      .help = "freeze the model, train rank-R adapters (default 0: off)" },
+    { .name = "lora-alpha", .id = FLAG_LORA_ALPHA, .type = SETTING_DOUBLE,
+      .offset = FIELD(lora_alpha), .lo = LORA_ALPHA_MIN, .hi = LORA_ALPHA_MAX, .def = "16",
+      .arg = "X", .help = "the adapters are scaled by X / R" },
+    { .name = "lora-targets", .id = FLAG_LORA_TARGETS, .type = SETTING_CUSTOM,
+      .set = set_lora_targets, .def = "q,v", .arg = "L",
+      .help = "among q, k, v, o, mlp, or all (q, k, v need\n"
+              "separate projections, switched on for a fresh model)" },
+    { .name = "qlora", .id = FLAG_QLORA, .type = SETTING_SWITCH, .offset = FIELD(qlora),
+      .help = "keep the frozen weights as NF4 (4.127 bits each)" },
+    { .name = "save-adapter", .id = FLAG_SAVE_ADAPTER, .type = SETTING_STRING,
+      .offset = FIELD(save_adapter_path), .arg = "FILE",
+      .help = "the adapters alone at the end (loads on top of the base)" },
+
+    { .heading = "Evaluation and output:" },
+    { .name = "eval-every", .id = FLAG_EVAL_EVERY, .type = SETTING_LONG,
+      .offset = FIELD(eval_every), .lo = 0, .hi = 1000000000, .def = "250", .arg = "N",
+      .help = "validation loss and accuracy every N steps, 0 = only at the\nend" },
+    { .name = "eval-examples", .id = FLAG_EVAL_EXAMPLES, .type = SETTING_INT,
+      .offset = FIELD(eval_examples), .lo = 1, .hi = 1 << 24, .def = "1000", .arg = "N",
+      .help = "validation rows used (or all there are)" },
+    { .name = "log", .id = FLAG_LOG, .type = SETTING_STRING, .offset = FIELD(log_path),
+      .arg = "FILE", .help = "TSV, one row per step (columns in docs/gpt.md)" },
+    { .name = "plot", .id = FLAG_PLOT, .type = SETTING_STRING, .offset = FIELD(plot_path),
+      .arg = "FILE",
+      .help = "loss and accuracy PNG from the log, drawn by gnuplot (needs\n"
+              "--log; script examples/train_gpt/loss.gp)" },
+    { .name = "save", .id = FLAG_SAVE, .type = SETTING_STRING, .offset = FIELD(save_path),
+      .arg = "FILE", .help = "snapshot of the training state at the end (safetensors)" },
+    { .name = "load", .id = FLAG_LOAD, .type = SETTING_STRING, .offset = FIELD(load_path),
+      .arg = "FILE",
+      .help = "resume from a snapshot: its model, optimizer, data, schedule\n"
+              "and attention settings are used; flags given must agree" },
+    { .name = "sample", .id = FLAG_SAMPLE, .type = SETTING_INT, .offset = FIELD(sample),
+      .lo = 0, .hi = 1 << 20, .arg = "N",
+      .help = "after training: N validation prompts with the model's greedy\n"
+              "answers (task), or N generated characters (text)" },
+    { .name = "temperature", .id = FLAG_TEMPERATURE, .type = SETTING_DOUBLE,
+      .offset = FIELD(temperature), .lo = 0.0, .hi = 100.0, .def = "1", .arg = "X",
+      .help = "text samples: each character drawn from softmax(logits / X),\n"
+              "0 = greedy (the likeliest), 0 to 100" },
+    { .name = "sample-seed", .id = FLAG_SAMPLE_SEED, .type = SETTING_LONG,
+      .offset = FIELD(sample_seed), .lo = 0, .hi = (double)(1L << 62), .arg = "N",
+      .help = "text samples: the generator's seed (default: --seed)" },
+    { .heading = "  -h, --help          this text" },
+};
+const int TRAIN_GPT_N_SETTINGS = sizeof TRAIN_GPT_SETTINGS / sizeof TRAIN_GPT_SETTINGS[0];
+
+#undef FIELD
+
+void options_usage(void)
+{
+    printf("Usage: train_gpt [OPTION]...\n"
+           "Train a small GPT on a built-in task or a text file; print the loss, the validation\n"
+           "loss and exact-match accuracy, the speed and the memory used per category.\n\n");
+    settings_usage(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS);
+}

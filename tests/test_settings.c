@@ -1,0 +1,144 @@
+/* examples/common/settings.h on a small table: defaults, parsing a command line, the keys
+ * written and read back, and the merge rule's cases that do not exit. The cases that exit (a
+ * bad value, a disagreeing flag, a key out of range) are train_gpt's, in
+ * test_train_gpt_cli.c. */
+#include "tests/test_helpers.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "examples/common/settings.h"
+
+typedef struct {
+    int         layers;
+    long        steps;
+    double      lr;
+    bool        fast;
+    int         kind;
+    const char *name;
+    bool        given[6];
+} Opts;
+
+enum { F_LAYERS = 300, F_STEPS, F_LR, F_FAST, F_KIND, F_NAME };
+
+static const char *const KINDS[] = { "plain", "fancy", NULL };
+
+static bool is_fancy(const void *o) { return ((const Opts *)o)->kind == 1; }
+
+static const Setting TABLE[] = {
+    { .heading = "Model:" },
+    { .name = "layers", .id = F_LAYERS, .type = SETTING_INT, .offset = offsetof(Opts, layers),
+      .lo = 1, .hi = 8, .def = "2", .arg = "N", .help = "blocks", .key = "m.layers",
+      .merge = SETTING_KEPT },
+    { .name = "steps", .id = F_STEPS, .type = SETTING_LONG, .offset = offsetof(Opts, steps),
+      .lo = 0, .hi = 1000, .def = "10", .arg = "N", .help = "steps", .key = "t.step",
+      .library_key = true, .merge = SETTING_ONWARD },
+    { .name = "lr", .id = F_LR, .type = SETTING_DOUBLE, .offset = offsetof(Opts, lr),
+      .lo = 0, .hi = 1, .def = "0.1", .arg = "X", .help = "rate", .key = "t.lr",
+      .merge = SETTING_KEPT, .applies = is_fancy },
+    { .name = "fast", .id = F_FAST, .type = SETTING_SWITCH, .offset = offsetof(Opts, fast),
+      .help = "go fast" },
+    { .name = "kind", .id = F_KIND, .type = SETTING_CHOICE, .offset = offsetof(Opts, kind),
+      .choices = KINDS, .def = "plain", .arg = "K", .help = "plain or fancy\nsecond line",
+      .key = "m.kind", .merge = SETTING_KEPT },
+    { .name = "name", .id = F_NAME, .type = SETTING_STRING, .offset = offsetof(Opts, name),
+      .arg = "S", .help = "a name" },
+};
+enum { N_TABLE = sizeof TABLE / sizeof TABLE[0] };
+
+static void no_usage(void) {}
+
+static void parse(Opts *o, int argc, char **argv)
+{
+    memset(o, 0, sizeof *o);
+    settings_defaults(TABLE, N_TABLE, o);
+    optind = 0;     /* getopt_long again from the start */
+    settings_parse(TABLE, N_TABLE, o, o->given, F_LAYERS, no_usage, argc, argv);
+}
+
+static void test_defaults_and_flags(void **state)
+{
+    (void)state;
+    Opts o;
+    char *none[] = { "prog", NULL };
+    parse(&o, 1, none);
+    assert_int_equal(o.layers, 2);
+    assert_int_equal(o.steps, 10);
+    assert_true(o.lr == 0.1);
+    assert_false(o.fast);
+    assert_int_equal(o.kind, 0);
+    assert_null(o.name);
+    assert_false(o.given[F_LAYERS - F_LAYERS]);
+    char *args[] = { "prog", "--layers", "5", "--fast", "--kind", "fancy", "--name", "x", NULL };
+    parse(&o, 8, args);
+    assert_int_equal(o.layers, 5);
+    assert_true(o.fast);
+    assert_int_equal(o.kind, 1);
+    assert_string_equal(o.name, "x");
+    assert_true(o.given[F_LAYERS - F_LAYERS]);
+    assert_true(o.given[F_FAST - F_LAYERS]);
+    assert_false(o.given[F_STEPS - F_LAYERS]);
+}
+
+typedef struct {
+    char text[512];
+} Written;
+
+static void put(void *ctx, const char *key, const char *value)
+{
+    Written *w = ctx;
+    size_t n = strlen(w->text);
+    snprintf(w->text + n, sizeof w->text - n, "%s=%s;", key, value);
+}
+
+/* Only the keys the program writes (not a library's), and only those that apply. */
+static void test_write(void **state)
+{
+    (void)state;
+    Opts o;
+    char *args[] = { "prog", "--lr", "0.25", NULL };
+    parse(&o, 3, args);
+    Written w = { "" };
+    settings_write(TABLE, N_TABLE, &o, put, &w);
+    assert_string_equal(w.text, "m.layers=2;m.kind=plain;");
+    o.kind = 1;
+    w.text[0] = '\0';
+    settings_write(TABLE, N_TABLE, &o, put, &w);
+    assert_string_equal(w.text, "m.layers=2;t.lr=0.25;m.kind=fancy;");
+}
+
+/* A saved value becomes the run's; a flag that agrees is fine (compared as the snapshot
+ * writes it); an onward flag may go past the saved value. */
+static void test_merge(void **state)
+{
+    (void)state;
+    Opts o;
+    char *args[] = { "prog", "--lr", "0.25", "--steps", "40", NULL };
+    parse(&o, 5, args);
+    const Setting *layers = settings_find(TABLE, N_TABLE, F_LAYERS);
+    const Setting *lr = settings_find(TABLE, N_TABLE, F_LR);
+    const Setting *steps = settings_find(TABLE, N_TABLE, F_STEPS);
+    const Setting *kind = settings_find(TABLE, N_TABLE, F_KIND);
+    settings_merge(layers, &o, false, "7", "file");
+    assert_int_equal(o.layers, 7);
+    settings_merge(lr, &o, true, "0.25", "file");
+    assert_true(o.lr == 0.25);
+    settings_merge(steps, &o, true, "30", "file");
+    assert_int_equal(o.steps, 40);
+    settings_merge(kind, &o, false, "fancy", "file");
+    assert_int_equal(o.kind, 1);
+    assert_string_equal(settings_key(steps), "t.step");
+    char buf[64];
+    settings_format(lr, &o, buf, sizeof buf);
+    assert_string_equal(buf, "0.25");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults_and_flags),
+        cmocka_unit_test(test_write),
+        cmocka_unit_test(test_merge),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -346,6 +346,7 @@ CkptRun *ckpt_run_new(const CkptChain *chain, CkptStrategy s)
         tensor_fatal("out of memory for a checkpoint runner of %d segments", n);
     run->scratch = tape_new();
     run->scratch->recording = false;
+    run->scratch->packs_unrecorded = true;
     run->scratch->policy = chain->policy;
     run->scratch->flops = &run->stats.flops;
     return run;
@@ -422,28 +423,19 @@ static Tensor *run_segment(CkptRun *run, Tape *tape, Tensor *x, int j)
     return y;
 }
 
-/* x_{j+1} as a recording tape would store it. Under a policy the scratch tape has rounded y
- * in place to the act dtype (a scalar excepted, as tape_record does) and left the scale in
- * y->scale; packing the rounded values with that scale gives back the same codes, so the
- * checkpoint decodes to y bit for bit. The fp32 copy on the way is scratch (temp). */
-static Tensor *checkpoint_copy(const CkptRun *run, const Tensor *y)
+/* x_{j+1} as a recording tape would store it: the scratch tape packs its outputs in the act
+ * dtype as a recording tape does (packs_unrecorded; a scalar stays fp32), so the copy is y's
+ * codes and scale as they are and decodes to y bit for bit. */
+static Tensor *checkpoint_copy(const Tensor *y)
 {
-    const PrecisionPolicy *p = run->chain.policy;
-    bool packed = p && p->act != DTYPE_F32 && y->size >= 2;
-    Tensor *copy = tensor_new(packed ? MEM_TEMP : MEM_ACT, y->ndim, y->shape);
-    tensor_copy_data(copy, y);
-    if (packed) {
-        copy->cat = MEM_ACT;
-        tensor_pack(copy, p->act, y->scale);
-    }
-    return copy;
+    return tensor_clone(MEM_ACT, y);
 }
 
 static void advance(CkptRun *run, int j)
 {
     Tensor *y = run_segment(run, run->scratch, held(run, j, "ADVANCE"), j);
     /* Only x_{j+1} survives: the segment's other activations go with the scratch tape. */
-    Tensor *copy = checkpoint_copy(run, y);
+    Tensor *copy = checkpoint_copy(y);
     tape_reset(run->scratch);
     if (run->owner[j] == NODE_COPY && !run->kept[j])
         release(run, j);

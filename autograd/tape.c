@@ -75,11 +75,17 @@ Tensor *tape_own(Tape *tape, Tensor *t)
     return t;
 }
 
+/* Whether outputs are packed when stored (else only rounded in place). */
+static bool packs(const Tape *tape)
+{
+    return tape->recording || tape->packs_unrecorded;
+}
+
 Tensor *tape_tensor(Tape *tape, int ndim, const int *shape)
 {
     /* Under a policy that stores activations packed, the fp32 result is only where the op
      * computes (a real kernel's registers): scratch until tape_record packs it into act. */
-    if (tape->policy && tape->policy->act != DTYPE_F32 && tape->recording) {
+    if (tape->policy && tape->policy->act != DTYPE_F32 && packs(tape)) {
         Tensor *t = tensor_new(MEM_TEMP, ndim, shape);
         t->cat = MEM_ACT;
         return tape_own(tape, t);
@@ -151,7 +157,7 @@ static void store(Tape *tape, Tensor *t)
         return;
     Format f = tensor_dtype_format(p->act);
     float scale = stored_scale(tape, f, t->data, t->size);
-    if (tape->recording) {
+    if (packs(tape)) {
         tensor_pack(t, p->act, scale);
     } else {
         /* Kept so that a copy packed with the same scale holds the same codes: gradient

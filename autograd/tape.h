@@ -70,6 +70,11 @@ struct Tape {
     char    *owned_kind;
     int      n_owned, cap_owned;
     bool     recording;
+    /* Store outputs packed in the act dtype even when not recording, as a recording tape does
+     * (the checkpoint runner's ADVANCE tape: what it recomputes is kept until the next reset,
+     * so fp32 outputs there would outweigh the recorded blocks they are meant to save). Other
+     * inference tapes leave it off: their callers read outputs' data directly. */
+    bool     packs_unrecorded;
     bool     keep_grads;   /* keep activation gradients after backward (for tests, debugging) */
     /* Mixed precision (autograd/policy.h); NULL is fp32. Set it before the forward pass. */
     const PrecisionPolicy *policy;
@@ -114,8 +119,9 @@ bool    tape_wants_grad(const Tape *tape, int n_in, Tensor *const *in);
 /* Sets out->requires_grad to tape_wants_grad(...) and, if set, appends a node and returns
  * it (the op then fills saved/ctx/f/i); returns NULL otherwise. The last call of an op's
  * forward: it releases the inputs' scratch copies and, under a policy, stores the output in
- * the activation dtype (packed when recording; rounded in place otherwise, with the scale it
- * was rounded with left in out->scale; a scalar stays fp32), and the previous node's saved
+ * the activation dtype (packed when recording or packs_unrecorded; rounded in place
+ * otherwise, with the scale it was rounded with left in out->scale; a scalar stays fp32), and
+ * the previous node's saved
  * tensors likewise. */
 Node   *tape_record(Tape *tape, const char *op, NodeBackward backward, Tensor *out,
                     int n_in, Tensor *const *in);

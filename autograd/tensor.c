@@ -52,6 +52,25 @@ Tensor *tensor_new(MemCategory cat, int ndim, const int *shape)
     return t;
 }
 
+Tensor *tensor_clone(MemCategory cat, const Tensor *src)
+{
+    if (src->dtype == DTYPE_F32) {
+        Tensor *t = tensor_new(cat, src->ndim, src->shape);
+        memcpy(t->data, src->data, src->size * sizeof(float));
+        return t;
+    }
+    /* Packed: the codes and the scale, byte for byte; no fp32 copy on the way. */
+    Tensor *t = tensor_header(src->ndim, src->shape);
+    size_t bytes = fmt_packed_bytes(tensor_dtype_format(src->dtype), src->size);
+    t->cat = cat;
+    t->packed = mem_alloc(cat, bytes);
+    memcpy(t->packed, src->packed, bytes);
+    t->dtype = src->dtype;
+    t->scale = src->scale;
+    t->owns_data = true;
+    return t;
+}
+
 Tensor *tensor_new1(MemCategory cat, int d0) { return tensor_new(cat, 1, (int[]){ d0 }); }
 
 Tensor *tensor_new2(MemCategory cat, int d0, int d1)

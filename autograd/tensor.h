@@ -57,6 +57,9 @@ typedef struct Tensor {
 
 /* A new tensor with uninitialised data in category cat. ndim in 1..4, every dimension >= 1. */
 Tensor *tensor_new(MemCategory cat, int ndim, const int *shape);
+/* A new tensor in category cat holding src's values in src's dtype (a packed tensor's codes
+ * and scale are copied as they are). */
+Tensor *tensor_clone(MemCategory cat, const Tensor *src);
 Tensor *tensor_new1(MemCategory cat, int d0);
 Tensor *tensor_new2(MemCategory cat, int d0, int d1);
 Tensor *tensor_new3(MemCategory cat, int d0, int d1, int d2);

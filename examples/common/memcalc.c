@@ -160,9 +160,10 @@ static McActParts act_parts(const GptConfig *cfg, int B, int T, const PrecisionP
      * each linear counted LINEAR_KEEPS times; op_attention_qkv's P [B, H, T, T] (a tape tensor,
      * packed); op_layernorm's mean and rstd per row, twice (a raw buffer: fp32). */
     double per_token = 9.0 + 9.0 * LINEAR_KEEPS;
-    /* A block on a tape that does not record (ADVANCE's scratch tape) keeps its outputs fp32:
-     * store() only rounds them in place. */
-    a.block_bare = F32 * per_token * N * C;
+    /* A block on a tape that does not record (ADVANCE's scratch tape) keeps its outputs, packed
+     * in the act dtype as a recording tape packs them (packs_unrecorded), but saves no P and no
+     * layernorm statistics. */
+    a.block_bare = s * per_token * N * C;
     a.block = s * (per_token * N * C + (double)B * H * T * T) + F32 * 4.0 * N;
     /* Tiled attention (ops_attention_tiled.c) keeps no P: its output, and the logsumexp of
      * every query row, L [B, H, T], a raw tape buffer (fp32). */

@@ -158,6 +158,6 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(EXLIB) $(LIB)
 	$(CC) $(LDFLAGS) $(filter %.o,$^) $(LINK_MPI) $(EXLIB) $(LIB) $(LDLIBS) -o $@
 
 clean:
-	rm -rf build build-san build-avx2
+	rm -rf build build-san build-avx2 build-onednn
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -27,6 +27,13 @@ endif
 # their throughput. Override with ARCH= (empty) for a portable build.
 ARCH     ?= -march=native
 
+# The GEMM library behind every product (autograd/gemm.h; measured by bench/bench_gemm.c, the
+# table in docs/performance.md): openblas, or onednn (Debian's libdnnl-dev, no pkg-config file).
+GEMM     ?= openblas
+ifeq ($(filter $(GEMM),openblas onednn),)
+$(error GEMM=$(GEMM): choose openblas or onednn)
+endif
+
 PKGS     := openblas cmocka libcjson
 CC       ?= cc
 CFLAGS   += -std=c11 -D_POSIX_C_SOURCE=200809L $(OPT) $(ARCH) -fopenmp -Wall -Wextra \
@@ -35,6 +42,10 @@ CFLAGS   += -std=c11 -D_POSIX_C_SOURCE=200809L $(OPT) $(ARCH) -fopenmp -Wall -We
 # TAPEGRAD_SOURCE_DIR lets a program find the gnuplot script kept next to its source, from any
 # working directory.
 LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
+ifeq ($(GEMM),onednn)
+CFLAGS   += -DTAPEGRAD_GEMM_ONEDNN
+LDLIBS   += -ldnnl
+endif
 # MPI's headers are on every compile's path (harmless: only dist/ includes mpi.h); its library
 # is linked only into the binaries that use dist/ (MPI_BINS below).
 CFLAGS   += $(shell pkg-config --cflags ompi-c 2>/dev/null)
@@ -65,7 +76,7 @@ OBJ       = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 all: $(BINS) $(TESTS) $(BENCHES)
 
 deps:
-	@sh scripts/deps.sh
+	@GEMM=$(GEMM) sh scripts/deps.sh
 
 test: deps
 	@$(MAKE) --no-print-directory check-tests
@@ -119,6 +130,15 @@ $(DISTLIB): $(call OBJ,$(DIST_SRC))
 $(MPI_BINS): $(DISTLIB)
 $(MPI_BINS): LINK_MPI = $(DISTLIB) $(MPI_LIBS)
 
+# gemm.o is compiled for one GEMM library: a build folder remembers which, and a different
+# GEMM= recompiles it (and relinks everything).
+GEMM_STAMP := $(BUILD)/gemm-$(GEMM).stamp
+$(GEMM_STAMP):
+	@mkdir -p $(BUILD)
+	@rm -f $(BUILD)/gemm-*.stamp
+	@touch $@
+$(BUILD)/obj/autograd/gemm.o: $(GEMM_STAMP)
+
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
@@ -159,6 +179,6 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(EXLIB) $(LIB)
 	$(CC) $(LDFLAGS) $(filter %.o,$^) $(LINK_MPI) $(EXLIB) $(LIB) $(LDLIBS) -o $@
 
 clean:
-	rm -rf build build-san build-avx2 build-fuzz
+	rm -rf build build-san build-avx2 build-fuzz build-onednn build-avx2-onednn
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

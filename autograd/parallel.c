@@ -1,6 +1,7 @@
 #include "autograd/parallel.h"
 
-#include <cblas.h>
+#include "autograd/gemm.h"
+
 #include <omp.h>
 
 static int n_threads = 1;
@@ -11,7 +12,7 @@ void par_set_threads(int n)
         n = omp_get_num_procs();
     n_threads = n;
     omp_set_num_threads(n);
-    openblas_set_num_threads(1);
+    gemm_single_thread();
 }
 
 int par_threads(void) { return n_threads; }
@@ -25,10 +26,8 @@ void par_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
     int parts = n_threads;
     if ((double)M * N * K < SPLIT_MIN_FLOPS || M < 2 * parts)
         parts = 1;
-    enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
-    enum CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
     if (parts == 1) {
-        cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        gemm_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
     /* Row i of op(A) starts at A + i*lda, or at column i (A + i) when A is transposed. */
@@ -36,8 +35,8 @@ void par_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
     for (int p = 0; p < parts; p++) {
         int m0 = (int)((long)M * p / parts), m1 = (int)((long)M * (p + 1) / parts);
         const float *a = trans_a ? A + m0 : A + (long)m0 * lda;
-        cblas_sgemm(CblasRowMajor, ta, tb, m1 - m0, N, K, alpha, a, lda, B, ldb, beta,
-                    C + (long)m0 * ldc, ldc);
+        gemm_sgemm(trans_a, trans_b, m1 - m0, N, K, alpha, a, lda, B, ldb, beta,
+                   C + (long)m0 * ldc, ldc);
     }
 }
 
@@ -45,8 +44,7 @@ void par_sgemm_serial(bool trans_a, bool trans_b, int M, int N, int K, float alp
                       const float *A, int lda, const float *B, int ldb, float beta, float *C,
                       int ldc)
 {
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    gemm_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* A block of SUM_BLOCK columns is 1 KiB of running sums: they stay in L1 while the rows stream

@@ -1,8 +1,8 @@
 #ifndef TAPEGRAD_PARALLEL_H
 #define TAPEGRAD_PARALLEL_H
 /* Who owns the cores. One pool of threads, OpenMP's, does all parallel work: our loops and our
- * matrix products. OpenBLAS runs single-threaded, called once per OpenMP thread on a block of
- * rows (par_sgemm). Two pools on the same cores fight: OpenMP threads that keep spinning after
+ * matrix products. The GEMM library (OpenBLAS, or oneDNN: autograd/gemm.h) runs
+ * single-threaded, called once per OpenMP thread on a block of rows (par_sgemm). Two pools on the same cores fight: OpenMP threads that keep spinning after
  * a loop steal the cores OpenBLAS's own threads need (measured by bench/bench_threads.c; see
  * docs/autograd.md), and with one pool that cannot happen. */
 #include <stdbool.h>
@@ -14,7 +14,7 @@ void par_set_threads(int n);
 int  par_threads(void);
 
 /* C = alpha op(A) op(B) + beta C, row-major, op(X) = X or X^T, like cblas_sgemm, with the rows of
- * C split across the threads (each calls single-threaded BLAS on its block). M, N, K >= 1. The
+ * C split across the threads (each calls the single-threaded GEMM on its block). M, N, K >= 1. The
  * split depends only on M and the thread count, so results are reproducible. */
 void par_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);

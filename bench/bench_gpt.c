@@ -42,7 +42,6 @@
  * Arguments: a case name (small, large, gpt2) runs only that case; --no-torch skips PyTorch;
  * --isa avx2 as above; --child NAME is how the PASSIVE run is started (it prints
  * "ms_per_step X" and "ckpt_ms_per_step Y"). */
-#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +49,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "autograd/gemm.h"
 #include "autograd/parallel.h"
 #include "autograd/rng.h"
 #include "bench/bench_util.h"
@@ -328,21 +328,13 @@ static double load_average(void)
     return load;
 }
 
-/* The vector width of OpenBLAS's sgemm kernels, from their name: the AVX-512 kernel sets, the
- * AVX2 ones; anything else (Prescott's SSE3, Sandybridge's AVX without FMA) is held to the
- * portable loop's peak, which only says how far from any FMA peak it is. */
+/* The vector width of the sgemm kernels (autograd/gemm.h); anything else (OpenBLAS's
+ * Prescott SSE3, Sandybridge's AVX without FMA) is held to the portable loop's peak, which
+ * only says how far from any FMA peak it is. */
 static PeakIsa gemm_isa(void)
 {
-    const char *core = openblas_get_corename();
-    static const char *const wide[] = { "skylakex", "cooperlake", "sapphirerapids", NULL };
-    static const char *const avx2[] = { "haswell", "zen", "skylake", "broadwell", NULL };
-    for (int i = 0; wide[i]; i++)
-        if (strcasecmp(core, wide[i]) == 0)
-            return PEAK_AVX512;
-    for (int i = 0; avx2[i]; i++)
-        if (strcasecmp(core, avx2[i]) == 0)
-            return PEAK_AVX2;
-    return PEAK_PORTABLE;
+    int bits = gemm_vector_bits();
+    return bits == 512 ? PEAK_AVX512 : bits == 256 ? PEAK_AVX2 : PEAK_PORTABLE;
 }
 
 /* Per-core GFLOP/s of every vector width the CPU has (AVX-512 left out under --isa avx2), and

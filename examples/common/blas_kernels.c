@@ -1,6 +1,8 @@
 /* OpenBLAS's kernel choice (examples/common/blas_kernels.h). */
 #include "examples/common/blas_kernels.h"
 
+#include "autograd/gemm.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +59,8 @@ void blas_kernels_check(void)
 
 const char *blas_kernels_note(char *buf, size_t len)
 {
+    if (strcmp(gemm_backend(), "openblas") != 0)
+        return gemm_describe(buf, len);     /* OpenBLAS is linked but runs no product */
     const char *fallback = getenv(MARK);
     if (fallback)
         snprintf(buf, len, "OpenBLAS %s kernels (OPENBLAS_CORETYPE set by tapegrad: OpenBLAS "

@@ -7,7 +7,8 @@ RANKS processes of one thread each, every process taking GLOBAL_B / RANKS rows o
 batch; DDP all-reduces the gradients in buckets during backward (its default 25 MB buckets,
 which at these model sizes is one bucket). Rank 0 prints one line, "ms_per_step <median over
 STEPS>", after WARMUP untimed steps; each step is timed between two barriers so the slowest
-rank sets it.
+rank sets it. The step clips the global gradient norm to 1.0, as tapegrad's trainer does by
+default (optim/train.h: cfg.clip), so both sides do the same work.
 
     OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 bench/ddp_torch_bench.py RANKS V T L H C GLOBAL_B WARMUP STEPS
 
@@ -56,6 +57,7 @@ def worker(rank, ranks, port, V, T, L, H, C, B, warmup, steps):
         t0 = time.perf_counter()
         _, loss = model(tokens, targets)
         loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
         dist.barrier()

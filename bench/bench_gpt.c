@@ -234,18 +234,19 @@ static double run_torch(const BenchCase *c, const char *isa, char *setting, size
 {
     const GptConfig *g = &c->cfg;
     const char *hold = isa ? "ATEN_CPU_CAPABILITY=avx2 DNNL_MAX_CPU_ISA=AVX2 " : "";
-    static const char *const policies[] = { "PASSIVE", NULL };
+    static const struct { const char *name, *env; } policies[] = {
+        { "PASSIVE", "env OMP_WAIT_POLICY=PASSIVE" }, { "default", "env -u OMP_WAIT_POLICY" },
+    };
     double best = NAN;
     for (int i = 0; i < 2; i++) {
         char cmd[1024], which[64] = "?";
-        snprintf(cmd, sizeof cmd, "%s %s%s '%s' %d %d %d %d %d %d %d %d 2>&1",
-                 policies[i] ? "env OMP_WAIT_POLICY=PASSIVE" : "env -u OMP_WAIT_POLICY", hold,
-                 PYTHON, TORCH_SCRIPT, g->vocab_size, g->max_seq, g->n_layer, g->n_head,
+        snprintf(cmd, sizeof cmd, "%s %s%s '%s' %d %d %d %d %d %d %d %d 2>&1", policies[i].env,
+                 hold, PYTHON, TORCH_SCRIPT, g->vocab_size, g->max_seq, g->n_layer, g->n_head,
                  g->n_embd, c->B, c->warmup, c->steps);
         double ms = ms_from_child("torch", cmd, NULL, which, sizeof which);
         if (!isnan(ms) && (isnan(best) || ms < best)) {
             best = ms;
-            snprintf(setting, len, "%s,%s", policies[i] ? "PASSIVE" : "default", which);
+            snprintf(setting, len, "%s,%s", policies[i].name, which);
         }
     }
     return best;

@@ -326,13 +326,14 @@ static void log_row(Run *run, long step, double lr, TrainStepResult r, double se
 }
 
 /* A skipped step is the loss scaler's business (a scale too high for fp16 or fp8 gradients).
- * With no scaling and gradients in a format with fp32's range (fp32, bf16) nothing but the
- * numbers themselves overflows: the run has diverged, even while its loss is still finite (an
- * SGD run at --lr 10 can skip 20 of 30 steps at a loss of 1e17 and exit 0 otherwise). */
+ * With no scaling and gradients in a format with fp32's range (its 8 exponent bits: fp32,
+ * bf16) nothing but the numbers themselves overflows: the run has diverged, even while its
+ * loss is still finite (an SGD run at --lr 10 can skip 20 of 30 steps at a loss of 1e17 and
+ * exit 0 otherwise). */
 static bool overflow_can_skip(const Trainer *tr)
 {
-    Dtype g = tr->cfg.policy.grad;
-    return tr->cfg.loss_scale.mode != LOSS_SCALE_NONE || (g != DTYPE_F32 && g != DTYPE_BF16);
+    const FormatInfo *grad = fmt_info(tensor_dtype_format(tr->cfg.policy.grad));
+    return tr->cfg.loss_scale.mode != LOSS_SCALE_NONE || grad->exponent_bits < 8;
 }
 
 static void train(Run *run)

@@ -24,7 +24,7 @@
  * result to the act dtype), as mixed-precision training does.
  *
  * fp8 (e4m3, e5m2) has too little range to store a tensor as is: it is stored as
- * round(x * s) with a per-tensor scale s = max_finite / amax (autograd/fp8_scale.h), the amax
+ * round(x * s) with a per-tensor scale s = max_finite / amax (policy_fp8_scale below), the amax
  * of the tensor itself (current scaling) or the largest of the last `fp8_window` steps' amaxes
  * at the same place in the tape (delayed scaling; a step is a recorded forward: a pass that does
  * not record, like an evaluation, uses current scaling and leaves the history alone). */

@@ -210,11 +210,11 @@ static void plan_every(CkptPlan *p, int n, int K)
     int runs = (n + K - 1) / K, last = K * (runs - 1);
     for (int j = 0; j < last; j++) {
         if (j > 0 && j % K == 0)
-            emit(p, CKPT_STORE, j);
+            emit(p, CKPT_KEEP, j);
         emit(p, CKPT_ADVANCE, j);
     }
     if (last > 0)
-        emit(p, CKPT_STORE, last);
+        emit(p, CKPT_KEEP, last);
     for (int r = runs - 1; r >= 0; r--) {
         int start = r * K, end = r == runs - 1 ? n : start + K;
         for (int j = start; j < end; j++)
@@ -257,7 +257,7 @@ static void plan_budget_part(CkptPlan *p, const Budget *b, int a, int l, int k)
         emit(p, CKPT_ADVANCE, j);
     /* A single segment on the right is recorded straight from the working copy. */
     if (l - m >= 2)
-        emit(p, CKPT_STORE, a + m);
+        emit(p, CKPT_KEEP, a + m);
     plan_budget_part(p, b, a + m, l - m, k - 1);
     plan_budget_part(p, b, a, m, k);
     /* STUDENT
@@ -301,14 +301,14 @@ void ckpt_plan_free(CkptPlan *plan)
 
 /* Who holds x_j: nobody, the caller (x_0), the runner (a copy made by ADVANCE), or the tape of
  * segment j - 1 (its output, made by RECORD). */
-typedef enum { NODE_FREE, NODE_INPUT, NODE_COPY, NODE_TAPE } NodeOwner;
+typedef enum { HELD_BY_NOBODY, HELD_BY_CALLER, HELD_BY_RUNNER, HELD_BY_TAPE } Holder;
 
 struct CkptRun {
     CkptChain    chain;
     CkptPlan     plan;
     int          next;          /* next plan step; 0 between passes */
-    Tensor     **node;          /* [n + 1] x_j while held */
-    NodeOwner   *owner;         /* [n + 1] */
+    Tensor     **x;             /* [n + 1] the boundary x_j while held */
+    Holder      *holder;        /* [n + 1] */
     bool        *kept;          /* [n + 1] x_j is a checkpoint */
     Tape       **tape;          /* [n] segment j's recording tape, made on first use */
     Tape        *scratch;       /* for ADVANCE: never records */
@@ -323,8 +323,8 @@ CkptRun *ckpt_run_new(const CkptChain *chain, CkptStrategy s)
 {
     if (!chain->fn)
         tensor_fatal("ckpt_run_new: the chain has no segment function");
-    /* Delayed scaling keys its amax history on the k-th store of one tape over the last
-     * steps; fresh segment tapes, and recomputed segments storing twice, would lose or shift
+    /* Delayed scaling keys its amax history on the k-th packed tensor of one tape over the last
+     * steps; fresh segment tapes, and recomputed segments packing twice, would lose or shift
      * it. */
     if (policy_delays_fp8(chain->policy))
         tensor_fatal("checkpointing under fp8 delayed scaling is not built: its amax history "
@@ -336,13 +336,13 @@ CkptRun *ckpt_run_new(const CkptChain *chain, CkptStrategy s)
         tensor_fatal("out of memory for a checkpoint runner");
     run->chain = *chain;
     run->plan = ckpt_plan(s, n);
-    run->node = calloc((size_t)n + 1, sizeof *run->node);
-    run->owner = calloc((size_t)n + 1, sizeof *run->owner);
+    run->x = calloc((size_t)n + 1, sizeof *run->x);
+    run->holder = calloc((size_t)n + 1, sizeof *run->holder);
     run->kept = calloc((size_t)n + 1, sizeof *run->kept);
     run->tape = calloc((size_t)n, sizeof *run->tape);
     run->forwards = calloc((size_t)n, sizeof *run->forwards);
     run->marks = calloc((size_t)n + 2, 1);
-    if (!run->node || !run->owner || !run->kept || !run->tape || !run->forwards || !run->marks)
+    if (!run->x || !run->holder || !run->kept || !run->tape || !run->forwards || !run->marks)
         tensor_fatal("out of memory for a checkpoint runner of %d segments", n);
     run->scratch = tape_new();
     run->scratch->recording = false;
@@ -354,12 +354,12 @@ CkptRun *ckpt_run_new(const CkptChain *chain, CkptStrategy s)
 
 static void release(CkptRun *run, int j)
 {
-    if (run->owner[j] == NODE_COPY)
-        tensor_free(run->node[j]);
+    if (run->holder[j] == HELD_BY_RUNNER)
+        tensor_free(run->x[j]);
     if (run->kept[j])
         run->kept_now--;
-    run->node[j] = NULL;
-    run->owner[j] = NODE_FREE;
+    run->x[j] = NULL;
+    run->holder[j] = HELD_BY_NOBODY;
     run->kept[j] = false;
 }
 
@@ -369,8 +369,8 @@ static void abandon(CkptRun *run)
     for (int j = 0; j <= run->chain.n; j++) {
         if (j < run->chain.n && run->tape[j])
             tape_reset(run->tape[j]);
-        if (run->owner[j] == NODE_TAPE)
-            run->owner[j] = NODE_FREE;     /* freed with its tape */
+        if (run->holder[j] == HELD_BY_TAPE)
+            run->holder[j] = HELD_BY_NOBODY;     /* freed with its tape */
         release(run, j);
     }
     mem_free(run->pending);
@@ -388,8 +388,8 @@ void ckpt_run_free(CkptRun *run)
         tape_free(run->tape[j]);
     tape_free(run->scratch);
     ckpt_plan_free(&run->plan);
-    free(run->node);
-    free(run->owner);
+    free(run->x);
+    free(run->holder);
     free(run->kept);
     free(run->tape);
     free(run->forwards);
@@ -399,17 +399,17 @@ void ckpt_run_free(CkptRun *run)
 
 static Tensor *held(const CkptRun *run, int j, const char *step)
 {
-    if (!run->node[j])
+    if (!run->x[j])
         tensor_fatal("checkpoint plan: %s of segment %d needs x_%d, which is not held", step, j, j);
-    return run->node[j];
+    return run->x[j];
 }
 
-static void place(CkptRun *run, int j, Tensor *t, NodeOwner owner)
+static void place(CkptRun *run, int j, Tensor *t, Holder holder)
 {
-    if (run->node[j])
+    if (run->x[j])
         tensor_fatal("checkpoint plan: x_%d computed while already held", j);
-    run->node[j] = t;
-    run->owner[j] = owner;
+    run->x[j] = t;
+    run->holder[j] = holder;
 }
 
 static Tensor *run_segment(CkptRun *run, Tape *tape, Tensor *x, int j)
@@ -423,7 +423,7 @@ static Tensor *run_segment(CkptRun *run, Tape *tape, Tensor *x, int j)
     return y;
 }
 
-/* x_{j+1} as a recording tape would store it: the scratch tape packs its outputs in the act
+/* x_{j+1} as a recording tape would pack it: the scratch tape packs its outputs in the act
  * dtype as a recording tape does (packs_unrecorded; a scalar stays fp32), so the copy is y's
  * codes and scale as they are and decodes to y bit for bit. */
 static Tensor *checkpoint_copy(const Tensor *y)
@@ -437,14 +437,14 @@ static void advance(CkptRun *run, int j)
     /* Only x_{j+1} survives: the segment's other activations go with the scratch tape. */
     Tensor *copy = checkpoint_copy(y);
     tape_reset(run->scratch);
-    if (run->owner[j] == NODE_COPY && !run->kept[j])
+    if (run->holder[j] == HELD_BY_RUNNER && !run->kept[j])
         release(run, j);
-    place(run, j + 1, copy, NODE_COPY);
+    place(run, j + 1, copy, HELD_BY_RUNNER);
 }
 
-static void store(CkptRun *run, int j)
+static void keep(CkptRun *run, int j)
 {
-    held(run, j, "STORE");
+    held(run, j, "KEEP");
     if (run->kept[j])
         return;
     run->kept[j] = true;
@@ -456,14 +456,14 @@ static void record(CkptRun *run, int j)
 {
     Tensor *x = held(run, j, "RECORD");
     /* A copy is a leaf of this tape: it must ask for its gradient, dx_j. */
-    if (run->owner[j] == NODE_COPY)
+    if (run->holder[j] == HELD_BY_RUNNER)
         x->requires_grad = true;
     if (!run->tape[j]) {
         run->tape[j] = tape_new();
         run->tape[j]->policy = run->chain.policy;
         run->tape[j]->flops = &run->stats.flops;
     }
-    place(run, j + 1, run_segment(run, run->tape[j], x, j), NODE_TAPE);
+    place(run, j + 1, run_segment(run, run->tape[j], x, j), HELD_BY_TAPE);
     run->stats.recorded++;
     if (++run->recorded_now > run->stats.max_recorded)
         run->stats.max_recorded = run->recorded_now;
@@ -473,7 +473,7 @@ static void observe(CkptRun *run, int segment)
 {
     for (int j = 0; j <= run->chain.n; j++) {
         char m = '.';
-        if (run->node[j])
+        if (run->x[j])
             m = run->kept[j] ? 'C' : run->forwards[j - 1] > 1 ? '+' : 'o';
         run->marks[j] = m;
     }
@@ -483,21 +483,21 @@ static void observe(CkptRun *run, int segment)
 
 static void reverse(CkptRun *run, int j)
 {
-    if (run->owner[j + 1] != NODE_TAPE)
+    if (run->holder[j + 1] != HELD_BY_TAPE)
         tensor_fatal("checkpoint plan: segment %d reversed without being recorded", j);
     if (run->chain.observe)
         observe(run, j);
     if (run->chain.on_reverse)
         run->chain.on_reverse(j, false, run->chain.on_reverse_ctx);
-    Tensor *y = run->node[j + 1];
+    Tensor *y = run->x[j + 1];
     /* 0 + seed is exactly seed: handing dx_{j+1} from tape to tape changes no bit. */
     if (run->pending)
         tape_backward_seeded(run->tape[j], y, run->pending);
     mem_free(run->pending);
     run->pending = NULL;
     tape_reset(run->tape[j]);
-    run->node[j + 1] = NULL;
-    run->owner[j + 1] = NODE_FREE;
+    run->x[j + 1] = NULL;
+    run->holder[j + 1] = HELD_BY_NOBODY;
     run->recorded_now--;
     if (run->chain.on_reverse)
         run->chain.on_reverse(j, true, run->chain.on_reverse_ctx);
@@ -507,7 +507,7 @@ static void reverse(CkptRun *run, int j)
         run->pending = x->grad;     /* dx_j: the seed of segment j - 1 */
         x->grad = NULL;
     }
-    if (run->owner[j] == NODE_COPY)
+    if (run->holder[j] == HELD_BY_RUNNER)
         release(run, j);
 }
 
@@ -515,7 +515,7 @@ static void run_step(CkptRun *run, CkptStep step)
 {
     switch (step.op) {
     case CKPT_ADVANCE: advance(run, step.j); break;
-    case CKPT_STORE:   store(run, step.j); break;
+    case CKPT_KEEP:    keep(run, step.j); break;
     case CKPT_RECORD:  record(run, step.j); break;
     case CKPT_REVERSE: reverse(run, step.j); break;
     }
@@ -528,8 +528,8 @@ Tensor *ckpt_forward(CkptRun *run, Tensor *x)
     int n = run->chain.n;
     memset(run->forwards, 0, (size_t)n * sizeof *run->forwards);
     run->stats = (CkptStats){ .max_checkpoints = 1 };
-    run->node[0] = x;
-    run->owner[0] = NODE_INPUT;
+    run->x[0] = x;
+    run->holder[0] = HELD_BY_CALLER;
     run->kept[0] = true;
     run->kept_now = 1;
     while (run->plan.steps[run->next].op != CKPT_REVERSE)
@@ -542,7 +542,7 @@ void ckpt_backward(CkptRun *run)
     int n = run->chain.n;
     if (run->next == 0)
         tensor_fatal("ckpt_backward: no forward pass to backpropagate");
-    Tensor *y = run->node[n];
+    Tensor *y = run->x[n];
     if (!y->grad)
         tensor_fatal("ckpt_backward: the chain output has no gradient (backprop the loss first)");
     run->pending = y->grad;
@@ -551,7 +551,7 @@ void ckpt_backward(CkptRun *run)
         run_step(run, run->plan.steps[run->next++]);
     run->next = 0;
     for (int j = 1; j <= n; j++)
-        if (run->node[j])
+        if (run->x[j])
             tensor_fatal("checkpoint plan: x_%d still held after the backward pass", j);
     release(run, 0);    /* the caller's: forgotten, not freed */
 }
@@ -560,7 +560,7 @@ void ckpt_backward_seeded(CkptRun *run, const float *seed)
 {
     if (run->next == 0)
         tensor_fatal("ckpt_backward_seeded: no forward pass to backpropagate");
-    Tensor *y = run->node[run->chain.n];
+    Tensor *y = run->x[run->chain.n];
     float *g = tensor_grad(y);
     for (size_t i = 0; i < y->size; i++)
         g[i] += seed[i];

@@ -73,7 +73,7 @@
  * packed too, in the act dtype with the scale the scratch tape rounded it with (so it holds
  * the same codes the one tape would). Loss, gradients and the act bytes of the recorded
  * segments are then those of one tape under the policy; only fp8's delayed scaling is
- * refused: its amax history is indexed by the order of stores on one tape across steps, which
+ * refused: its amax history is indexed by the order of packed tensors on one tape across steps, which
  * recomputation on fresh tapes cannot keep (tape.h).
  *
  * Use, in two phases:
@@ -144,11 +144,11 @@ long        ckpt_revolve_forwards(int n, int slots);
 long        ckpt_budget_forwards(int n, int slots);
 
 /* The plan a strategy compiles to, for tests and pictures. */
-typedef enum { CKPT_ADVANCE, CKPT_STORE, CKPT_RECORD, CKPT_REVERSE } CkptOp;
+typedef enum { CKPT_ADVANCE, CKPT_KEEP, CKPT_RECORD, CKPT_REVERSE } CkptOp;
 
 typedef struct {
     CkptOp op;
-    int    j;          /* the segment (ADVANCE, RECORD, REVERSE) or node (STORE) */
+    int    j;          /* the segment (ADVANCE, RECORD, REVERSE) or boundary x_j (KEEP) */
 } CkptStep;
 
 typedef struct {

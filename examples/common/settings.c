@@ -9,7 +9,7 @@
 #include "examples/common/cli.h"
 #include "optim/train.h"
 
-enum { HELP_COLUMN = 22, MAX_SETTINGS = 128 };
+enum { HELP_COLUMN = 22, HELP_WIDTH = 100, MAX_SETTINGS = 128 };
 
 static double lo(const Setting *s) { return s->range ? s->range->lo : s->lo; }
 static double hi(const Setting *s) { return s->range ? s->range->hi : s->hi; }
@@ -152,7 +152,7 @@ const Setting *settings_find(const Setting *t, int n, int id)
 }
 
 /* "  --name ARG" then the help lines from column HELP_COLUMN (on a line of their own when the
- * flag is too wide), the default after the last. */
+ * flag is too wide), the default after the last (or under it, past HELP_WIDTH columns). */
 static void usage_row(const Setting *s)
 {
     char head[80];
@@ -169,8 +169,11 @@ static void usage_row(const Setting *s)
         int len = nl ? (int)(nl - line) : (int)strlen(line);
         printf("%*s%.*s", HELP_COLUMN - col, "", len, line);
         col = 0;
-        if (!nl && s->def)
-            printf(" (default %s)", s->def);
+        if (!nl && s->def) {
+            /* a long default (a list) goes on a line of its own */
+            bool wrap = HELP_COLUMN + len + (int)strlen(s->def) + 11 > HELP_WIDTH;
+            printf("%s%*s(default %s)", wrap ? "\n" : " ", wrap ? HELP_COLUMN : 0, "", s->def);
+        }
         printf("\n");
         line = nl ? nl + 1 : NULL;
     }

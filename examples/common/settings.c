@@ -106,6 +106,12 @@ static void set_from_key(const Setting *s, void *opts, const char *text, const c
 
 /* The command line ---------------------------------------------------------------------------- */
 
+/* A switch takes no value, nor does a custom setting without an argument name (an action). */
+static bool takes_value(const Setting *s)
+{
+    return s->type != SETTING_SWITCH && !(s->type == SETTING_CUSTOM && !s->arg);
+}
+
 void settings_parse(const Setting *t, int n, void *opts, bool *given, int first_id,
                     void (*usage)(void), int argc, char **argv)
 {
@@ -115,9 +121,8 @@ void settings_parse(const Setting *t, int n, void *opts, bool *given, int first_
     int k = 0;
     for (int i = 0; i < n; i++)
         if (t[i].name)
-            longs[k++] = (struct option){ t[i].name,
-                                          t[i].type == SETTING_SWITCH ? no_argument
-                                                                      : required_argument,
+            longs[k++] = (struct option){ t[i].name, takes_value(&t[i]) ? required_argument
+                                                                         : no_argument,
                                           NULL, t[i].id };
     longs[k++] = (struct option){ "help", no_argument, NULL, 'h' };
     longs[k] = (struct option){ 0, 0, 0, 0 };

@@ -42,7 +42,7 @@ typedef enum {
 typedef struct {
     const char *heading;        /* a line of --help between groups; the rest of the row unused */
     const char *name;           /* the long flag, without its dashes */
-    int         id;             /* what getopt_long returns for it (the program's flag enum) */
+    int         id;             /* the option parser returns it for the flag (the program's flag enum) */
     SettingType type;
     size_t      offset;         /* offsetof(the program's options, the field) */
     double      lo, hi;         /* INT, LONG, DOUBLE, BYTES: the range, the same for the key */
@@ -57,7 +57,8 @@ typedef struct {
     /* A library's range (optim/train.h) instead of lo and hi, and its key instead of key. */
     const struct TrainRange *range;
     /* CUSTOM: sets the field(s) from the flag's text, a usage error naming flag otherwise. A
-     * custom setting is not read from a snapshot by settings_merge. */
+     * custom setting without arg takes no value (text is NULL). A custom setting is not read
+     * from a snapshot by settings_merge. */
     void (*set)(void *opts, int id, const char *flag, const char *text);
     /* Whether the key holds this flag's value in a snapshot made with these options (NULL:
      * always); a key that does not apply is neither written nor merged. */

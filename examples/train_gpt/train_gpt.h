@@ -13,7 +13,7 @@
 enum { TEXT_DEFAULT_SEQ = 64 };   /* --seq for text data when not given */
 enum { ATTENTION_STANDARD, ATTENTION_TILED };
 
-/* One per flag; also getopt_long's return value for it (offset past the characters). */
+/* One per flag; also the option parser's value for it (offset past the characters). */
 typedef enum {
     FLAG_TASK = 256, FLAG_TASK_SIZE, FLAG_MSD_FIRST, FLAG_DATA,
     FLAG_STEPS, FLAG_BATCH, FLAG_SEQ, FLAG_LAYERS, FLAG_HEADS, FLAG_EMBD, FLAG_UNTIED,

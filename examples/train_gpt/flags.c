@@ -198,9 +198,8 @@ static bool take_switch(const Options *o, Flag f, bool saved)
 }
 
 void options_merge_snapshot(Options *o, const TrainerConfig *s, const SnapshotReader *r,
-                            const char *path, long saved_step)
+                            const char *path)
 {
-    (void)saved_step;       /* read again below, as its key, with --steps' checks */
     snapshot_path = path;
     merge_data_kind(o, r);
     for (int i = 0; i < TRAIN_GPT_N_SETTINGS; i++) {

@@ -134,10 +134,7 @@ static TrainerConfig load_settings(Run *run)
     run->loaded = snapshot_open(o->load_path, &err);
     if (!run->loaded || !train_snapshot_config(run->loaded, o->load_path, &saved, &err))
         cli_die(1, "%s", err.message);
-    uint64_t step;
-    if (!snapshot_meta_u64(run->loaded, "train.step", &step, &err))
-        cli_die(1, "%s", err.message);
-    options_merge_snapshot(o, &saved, run->loaded, o->load_path, (long)step);
+    options_merge_snapshot(o, &saved, run->loaded, o->load_path);
     run->ds = open_data(o);
     check_fit(o, run->ds, &saved.model);
     check_model_size(&saved.model);

@@ -105,9 +105,9 @@ bool    options_given(const Options *o, Flag f);
 void    options_check_products(const Options *o);
 /* Settings a snapshot holds become the run's; a flag given explicitly must agree with the
  * snapshot (one message naming the flag, both values and the file otherwise). Every kept key is
- * read through the settings table, train.step too: saved_step is no longer used. */
+ * read through the settings table, with its flag's checks (train.step with --steps'). */
 void    options_merge_snapshot(Options *o, const TrainerConfig *saved_cfg,
-                               const SnapshotReader *r, const char *path, long saved_step);
+                               const SnapshotReader *r, const char *path);
 /* During options_merge_snapshot: the usage error for flag f given as mine where the snapshot
  * has saved; and the saved value of a number, once a flag given has been found to agree. */
 _Noreturn void options_disagree(Flag f, const char *mine, const char *saved);

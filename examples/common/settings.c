@@ -215,15 +215,24 @@ void settings_format(const Setting *s, const void *opts, char *buf, size_t len)
     }
 }
 
-void settings_write(const Setting *t, int n, const void *opts,
-                    void (*put)(void *ctx, const char *key, const char *value), void *ctx)
+void settings_meta_put(SettingsMeta *m, const char *key, const char *value)
 {
-    char value[4096];
+    if (m->n == SETTINGS_META_MAX)      /* a program's own mistake, found at its first save */
+        cli_die(1, "more than %d metadata keys for a snapshot", SETTINGS_META_MAX);
+    snprintf(m->text[m->n], SETTINGS_META_VALUE, "%s", value);
+    m->keys[m->n] = key;
+    m->values[m->n] = m->text[m->n];
+    m->n++;
+}
+
+void settings_write(const Setting *t, int n, const void *opts, SettingsMeta *m)
+{
+    char value[SETTINGS_META_VALUE];
     for (int i = 0; i < n; i++)
         if (t[i].name && settings_key(&t[i]) && !t[i].library_key &&
             (!t[i].applies || t[i].applies(opts))) {
             settings_format(&t[i], opts, value, sizeof value);
-            put(ctx, settings_key(&t[i]), value);
+            settings_meta_put(m, settings_key(&t[i]), value);
         }
 }
 

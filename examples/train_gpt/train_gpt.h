@@ -116,11 +116,9 @@ double  options_take_double(const Options *o, Flag f, double mine, double saved)
 const char *options_flag_name(Flag f);
 /* The trainer config the options describe, for a model over vocabulary V. */
 TrainerConfig options_trainer_config(const Options *o, int V);
-/* The metadata train_gpt adds to a snapshot, the data and the schedule: returns the number of
- * pairs (at most OPTIONS_META_MAX). */
-enum { OPTIONS_META_MAX = 20, OPTIONS_META_KEY = 32, OPTIONS_META_VALUE = 4096 };
-int     options_snapshot_meta(const Options *o, char keys[][OPTIONS_META_KEY],
-                              char values[][OPTIONS_META_VALUE]);
+/* The metadata train_gpt adds to a snapshot: the data, the schedule, the run's keys (the
+ * settings table's) and a LoRA run's base. */
+void    options_snapshot_meta(const Options *o, SettingsMeta *m);
 /* The schedule the options describe (checked when the options were parsed), and the learning
  * rate of step (1-based) under it. */
 SchedConfig options_schedule(const Options *o);

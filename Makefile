@@ -157,6 +157,12 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(EXLIB) $(LIB)
 $(BUILD)/tests/test_train_gpt_cli: $(BUILD)/bin/train_gpt
 $(BUILD)/obj/tests/test_train_gpt_cli.o: CFLAGS += -DTAPEGRAD_BUILD_DIR='"$(CURDIR)/$(BUILD)"'
 
+# The programs whose flags come from a settings table, run as a user would (the same way).
+SETTINGS_CLI_PROGS := backprop_strategies lora_finetune loss_scaling lr_scaling memory_calculator \
+                      number_formats
+$(BUILD)/tests/test_settings_cli: $(addprefix $(BUILD)/bin/,$(SETTINGS_CLI_PROGS))
+$(BUILD)/obj/tests/test_settings_cli.o: CFLAGS += -DTAPEGRAD_BUILD_DIR='"$(CURDIR)/$(BUILD)"'
+
 # The fuzz corpora's replay (tests/fuzz/): the train_load harness includes train_gpt.c, so the
 # test links train_gpt's other files and MPI, and turns exit() into a jump back to the harness.
 FUZZ_TG_OBJ := $(call OBJ,$(filter-out examples/train_gpt/train_gpt.c,$(wildcard examples/train_gpt/*.c)))

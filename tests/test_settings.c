@@ -80,31 +80,34 @@ static void test_defaults_and_flags(void **state)
     assert_false(o.given[F_STEPS - F_LAYERS]);
 }
 
-typedef struct {
-    char text[512];
-} Written;
-
-static void put(void *ctx, const char *key, const char *value)
+/* The pairs of m as "key=value;key=value;". */
+static const char *pairs(const SettingsMeta *m)
 {
-    Written *w = ctx;
-    size_t n = strlen(w->text);
-    snprintf(w->text + n, sizeof w->text - n, "%s=%s;", key, value);
+    static char text[512];
+    text[0] = '\0';
+    for (int i = 0; i < m->n; i++) {
+        size_t n = strlen(text);
+        snprintf(text + n, sizeof text - n, "%s=%s;", m->keys[i], m->values[i]);
+    }
+    return text;
 }
 
-/* Only the keys the program writes (not a library's), and only those that apply. */
+/* Only the keys the program writes (not a library's), and only those that apply, after the
+ * program's own. */
 static void test_write(void **state)
 {
     (void)state;
     Opts o;
     char *args[] = { "prog", "--lr", "0.25", NULL };
     parse(&o, 3, args);
-    Written w = { "" };
-    settings_write(TABLE, N_TABLE, &o, put, &w);
-    assert_string_equal(w.text, "m.layers=2;m.kind=plain;");
+    static SettingsMeta m;
+    settings_write(TABLE, N_TABLE, &o, &m);
+    assert_string_equal(pairs(&m), "m.layers=2;m.kind=plain;");
     o.kind = 1;
-    w.text[0] = '\0';
-    settings_write(TABLE, N_TABLE, &o, put, &w);
-    assert_string_equal(w.text, "m.layers=2;t.lr=0.25;m.kind=fancy;");
+    m.n = 0;
+    settings_meta_put(&m, "own.key", "x");
+    settings_write(TABLE, N_TABLE, &o, &m);
+    assert_string_equal(pairs(&m), "own.key=x;m.layers=2;t.lr=0.25;m.kind=fancy;");
 }
 
 /* A saved value becomes the run's; a flag that agrees is fine (compared as the snapshot
@@ -133,12 +136,47 @@ static void test_merge(void **state)
     assert_string_equal(buf, "0.25");
 }
 
+/* A custom setting without an argument name takes no value (number_formats' actions): the
+ * next word is the next flag, and set() sees NULL. */
+typedef struct {
+    int         calls;
+    const char *seen;
+    int         layers;
+} Actions;
+
+static void act(void *opts, int id, const char *flag, const char *text)
+{
+    Actions *a = opts;
+    assert_int_equal(id, F_FAST);
+    assert_string_equal(flag, "--act");
+    a->calls++;
+    a->seen = text;
+}
+
+static void test_custom_without_value(void **state)
+{
+    (void)state;
+    static const Setting t[] = {
+        { .name = "act", .id = F_FAST, .type = SETTING_CUSTOM, .set = act, .help = "an action" },
+        { .name = "layers", .id = F_LAYERS, .type = SETTING_INT,
+          .offset = offsetof(Actions, layers), .lo = 1, .hi = 8, .arg = "N", .help = "blocks" },
+    };
+    Actions a = { 0, "unset", 0 };
+    char *args[] = { "prog", "--act", "--layers", "3", NULL };
+    optind = 0;
+    settings_parse(t, 2, &a, NULL, F_LAYERS, no_usage, 4, args);
+    assert_int_equal(a.calls, 1);
+    assert_null(a.seen);
+    assert_int_equal(a.layers, 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults_and_flags),
         cmocka_unit_test(test_write),
         cmocka_unit_test(test_merge),
+        cmocka_unit_test(test_custom_without_value),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

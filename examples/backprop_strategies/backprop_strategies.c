@@ -15,8 +15,8 @@
  *                  over N layers (the lecture's purple nodes), one line per step
  *
  * docs/checkpointing.md shows the figures and explains the numbers. */
-#include <getopt.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +26,7 @@
 #include "examples/backprop_strategies/mlp_chain.h"
 #include "examples/common/cli.h"
 #include "examples/common/plot.h"
+#include "examples/common/settings.h"
 #include "examples/common/tsv.h"
 
 enum { MAX_LIST = 64, NAME_LEN = 32 };
@@ -37,6 +38,7 @@ typedef struct {
     int          n_strategies;
     int          budgets[MAX_LIST], n_budgets;
     int          intervals[MAX_LIST], n_intervals;
+    const char  *strategies_text, *budgets_text, *intervals_text;    /* the flags' lists */
     const char  *log_path, *frontier_path, *memory_plot, *forwards_plot, *frontier_plot;
 } Options;
 
@@ -51,39 +53,77 @@ typedef struct {
     bool        pareto;       /* no other frontier point has both fewer forwards and fewer bytes */
 } Row;
 
+enum { FLAG_N_FROM = 256, FLAG_N_TO, FLAG_N_STEP, FLAG_WIDTH, FLAG_BATCH, FLAG_STRATEGIES,
+       FLAG_FRONTIER_N, FLAG_BUDGETS, FLAG_INTERVALS, FLAG_REPS, FLAG_SEED, FLAG_THREADS,
+       FLAG_PICTURE, FLAG_LOG, FLAG_FRONTIER_LOG, FLAG_PLOT_MEMORY, FLAG_PLOT_FORWARDS,
+       FLAG_PLOT_FRONTIER };
+
+/* The lists are kept as text by the table and split once every flag is read (parse). */
+#define FIELD(f) offsetof(Options, f)
+static const Setting SETTINGS[] = {
+    { .name = "n-from", .id = FLAG_N_FROM, .type = SETTING_INT, .offset = FIELD(n_from),
+      .lo = 1, .hi = 1024, .def = "4", .arg = "N", .help = "shortest chain of the sweep" },
+    { .name = "n-to", .id = FLAG_N_TO, .type = SETTING_INT, .offset = FIELD(n_to),
+      .lo = 1, .hi = 1024, .def = "64", .arg = "N", .help = "longest chain of the sweep" },
+    { .name = "n-step", .id = FLAG_N_STEP, .type = SETTING_INT, .offset = FIELD(n_step),
+      .lo = 1, .hi = 1024, .def = "4", .arg = "N", .help = "step between chain lengths" },
+    { .name = "width", .id = FLAG_WIDTH, .type = SETTING_INT, .offset = FIELD(width),
+      .lo = 1, .hi = 1 << 14, .def = "256", .arg = "W", .help = "layer width" },
+    { .name = "batch", .id = FLAG_BATCH, .type = SETTING_INT, .offset = FIELD(batch),
+      .lo = 1, .hi = 1 << 16, .def = "32", .arg = "B", .help = "rows per batch" },
+    { .name = "strategies", .id = FLAG_STRATEGIES, .type = SETTING_STRING,
+      .offset = FIELD(strategies_text),
+      .def = "vanilla,memory-poor,sqrt,every:4,budget:2,budget:4,budget:8", .arg = "LIST",
+      .help = "comma-separated strategies for the sweep and the picture:\n"
+              "vanilla, memory-poor, sqrt, every:K, budget:S" },
+    { .name = "frontier-n", .id = FLAG_FRONTIER_N, .type = SETTING_INT,
+      .offset = FIELD(frontier_n), .lo = 0, .hi = 1024, .def = "64", .arg = "N",
+      .help = "chain length of the memory-vs-recompute frontier; 0 skips it" },
+    { .name = "budgets", .id = FLAG_BUDGETS, .type = SETTING_STRING,
+      .offset = FIELD(budgets_text), .def = "1,2,3,4,5,6,8,10,12,16,24,32,48,64", .arg = "LIST",
+      .help = "slots S of the budget:S points on the frontier" },
+    { .name = "intervals", .id = FLAG_INTERVALS, .type = SETTING_STRING,
+      .offset = FIELD(intervals_text), .def = "1,2,4,8,16,32,64", .arg = "LIST",
+      .help = "intervals K of the every:K points on the frontier" },
+    { .name = "reps", .id = FLAG_REPS, .type = SETTING_INT, .offset = FIELD(reps),
+      .lo = 1, .hi = 1000, .def = "2", .arg = "N",
+      .help = "timed passes per run, the fastest is reported" },
+    { .name = "seed", .id = FLAG_SEED, .type = SETTING_LONG, .offset = FIELD(seed),
+      .lo = 0, .hi = (double)(1L << 62), .def = "1", .arg = "N",
+      .help = "seed of the weights and the data" },
+    { .name = "threads", .id = FLAG_THREADS, .type = SETTING_INT, .offset = FIELD(threads),
+      .lo = 0, .hi = 1024, .def = "0", .arg = "N", .help = "threads, 0 = one per core" },
+    { .name = "picture", .id = FLAG_PICTURE, .type = SETTING_INT, .offset = FIELD(picture),
+      .lo = 1, .hi = 64, .arg = "N",
+      .help = "print which f nodes each strategy holds at every backward\n"
+              "step of a chain of N layers (1 to 64), and nothing else" },
+    { .name = "log", .id = FLAG_LOG, .type = SETTING_STRING, .offset = FIELD(log_path),
+      .def = "backprop_strategies.tsv", .arg = "FILE", .help = "sweep TSV" },
+    { .name = "frontier-log", .id = FLAG_FRONTIER_LOG, .type = SETTING_STRING,
+      .offset = FIELD(frontier_path), .def = "backprop_frontier.tsv", .arg = "FILE",
+      .help = "frontier TSV" },
+    { .name = "plot-memory", .id = FLAG_PLOT_MEMORY, .type = SETTING_STRING,
+      .offset = FIELD(memory_plot), .def = "backprop_memory.png", .arg = "FILE",
+      .help = "peak activation memory vs n, PNG" },
+    { .name = "plot-forwards", .id = FLAG_PLOT_FORWARDS, .type = SETTING_STRING,
+      .offset = FIELD(forwards_plot), .def = "backprop_forwards.png", .arg = "FILE",
+      .help = "forward evaluations vs n, PNG" },
+    { .name = "plot-frontier", .id = FLAG_PLOT_FRONTIER, .type = SETTING_STRING,
+      .offset = FIELD(frontier_plot), .def = "backprop_frontier.png", .arg = "FILE",
+      .help = "memory vs recompute, PNG" },
+    { .heading = "  -h, --help          this text" },
+};
+#undef FIELD
+enum { N_SETTINGS = sizeof SETTINGS / sizeof SETTINGS[0] };
+
 static void usage(void)
 {
     printf("Usage: backprop_strategies [OPTION]...\n"
            "Backprop through a chain of n MLP layers with each checkpoint strategy: peak\n"
            "activation bytes, forward evaluations and time, measured. TSV on stdout and in\n"
-           "files; gnuplot figures.\n\n"
-           "  --n-from N         shortest chain of the sweep (default 4)\n"
-           "  --n-to N           longest chain of the sweep (default 64)\n"
-           "  --n-step N         step between chain lengths (default 4)\n"
-           "  --width W          layer width (default 256)\n"
-           "  --batch B          rows per batch (default 32)\n"
-           "  --strategies LIST  comma-separated strategies for the sweep and the picture:\n"
-           "                     vanilla, memory-poor, sqrt, every:K, budget:S\n"
-           "                     (default vanilla,memory-poor,sqrt,every:4,budget:2,budget:4,\n"
-           "                     budget:8)\n"
-           "  --frontier-n N     chain length of the memory-vs-recompute frontier; 0 skips it\n"
-           "                     (default 64)\n"
-           "  --budgets LIST     slots S of the budget:S points on the frontier\n"
-           "                     (default 1,2,3,4,5,6,8,10,12,16,24,32,48,64)\n"
-           "  --intervals LIST   intervals K of the every:K points on the frontier\n"
-           "                     (default 1,2,4,8,16,32,64)\n"
-           "  --reps N           timed passes per run, the fastest is reported (default 2)\n"
-           "  --seed N           seed of the weights and the data (default 1)\n"
-           "  --threads N        threads, 0 = one per core (default 0)\n"
-           "  --picture N        print which f nodes each strategy holds at every backward\n"
-           "                     step of a chain of N layers (1 to 64), and nothing else\n"
-           "  --log FILE         sweep TSV (default backprop_strategies.tsv)\n"
-           "  --frontier-log FILE  frontier TSV (default backprop_frontier.tsv)\n"
-           "  --plot-memory FILE   peak activation memory vs n, PNG (default backprop_memory.png)\n"
-           "  --plot-forwards FILE forward evaluations vs n, PNG (default backprop_forwards.png)\n"
-           "  --plot-frontier FILE memory vs recompute, PNG (default backprop_frontier.png)\n"
-           "  -h, --help         this text\n\n"
-           "Examples:\n"
+           "files; gnuplot figures.\n\n");
+    settings_usage(SETTINGS, N_SETTINGS);
+    printf("\nExamples:\n"
            "  backprop_strategies --picture 9\n"
            "  backprop_strategies --n-to 32 --strategies vanilla,sqrt,budget:3\n");
 }
@@ -123,61 +163,14 @@ static void add_count(Options *o, const char *flag, const char *item)
 
 static Options parse(int argc, char **argv)
 {
-    Options o = { .n_from = 4, .n_to = 64, .n_step = 4, .width = 256, .batch = 32, .reps = 2,
-                  .frontier_n = 64, .seed = 1, .log_path = "backprop_strategies.tsv",
-                  .frontier_path = "backprop_frontier.tsv",
-                  .memory_plot = "backprop_memory.png", .forwards_plot = "backprop_forwards.png",
-                  .frontier_plot = "backprop_frontier.png" };
-    const char *strategies = "vanilla,memory-poor,sqrt,every:4,budget:2,budget:4,budget:8";
-    const char *budgets = "1,2,3,4,5,6,8,10,12,16,24,32,48,64", *intervals = "1,2,4,8,16,32,64";
-    const struct option options[] = {
-        { "n-from", required_argument, NULL, 'a' }, { "n-to", required_argument, NULL, 'z' },
-        { "n-step", required_argument, NULL, 's' }, { "width", required_argument, NULL, 'W' },
-        { "batch", required_argument, NULL, 'B' },
-        { "strategies", required_argument, NULL, 'S' },
-        { "frontier-n", required_argument, NULL, 'f' },
-        { "budgets", required_argument, NULL, 'g' }, { "intervals", required_argument, NULL, 'k' },
-        { "reps", required_argument, NULL, 'r' }, { "seed", required_argument, NULL, 'e' },
-        { "threads", required_argument, NULL, 't' }, { "picture", required_argument, NULL, 'P' },
-        { "log", required_argument, NULL, 'l' }, { "frontier-log", required_argument, NULL, 'L' },
-        { "plot-memory", required_argument, NULL, 'm' },
-        { "plot-forwards", required_argument, NULL, 'F' },
-        { "plot-frontier", required_argument, NULL, 'R' }, { "help", no_argument, NULL, 'h' },
-        { 0, 0, 0, 0 },
-    };
-    int c;
-    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        switch (c) {
-        case 'a': o.n_from = (int)cli_long("--n-from", optarg, 1, 1024); break;
-        case 'z': o.n_to = (int)cli_long("--n-to", optarg, 1, 1024); break;
-        case 's': o.n_step = (int)cli_long("--n-step", optarg, 1, 1024); break;
-        case 'W': o.width = (int)cli_long("--width", optarg, 1, 1 << 14); break;
-        case 'B': o.batch = (int)cli_long("--batch", optarg, 1, 1 << 16); break;
-        case 'S': strategies = optarg; break;
-        case 'f': o.frontier_n = (int)cli_long("--frontier-n", optarg, 0, 1024); break;
-        case 'g': budgets = optarg; break;
-        case 'k': intervals = optarg; break;
-        case 'r': o.reps = (int)cli_long("--reps", optarg, 1, 1000); break;
-        case 'e': o.seed = cli_long("--seed", optarg, 0, 1L << 62); break;
-        case 't': o.threads = (int)cli_long("--threads", optarg, 0, 1024); break;
-        case 'P': o.picture = (int)cli_long("--picture", optarg, 1, 64); break;
-        case 'l': o.log_path = optarg; break;
-        case 'L': o.frontier_path = optarg; break;
-        case 'm': o.memory_plot = optarg; break;
-        case 'F': o.forwards_plot = optarg; break;
-        case 'R': o.frontier_plot = optarg; break;
-        case 'h': usage(); exit(0);
-        case ':': cli_usage_error("%s needs a value", argv[optind - 1]);
-        default: cli_usage_error("unknown option '%s'", argv[optind - 1]);
-        }
-    }
-    if (optind < argc)
-        cli_usage_error("unexpected argument '%s'", argv[optind]);
+    Options o = { 0 };
+    settings_defaults(SETTINGS, N_SETTINGS, &o);
+    settings_parse(SETTINGS, N_SETTINGS, &o, NULL, FLAG_N_FROM, usage, argc, argv);
     if (o.n_from > o.n_to)
         cli_usage_error("--n-from %d is larger than --n-to %d", o.n_from, o.n_to);
-    split_list("--strategies", strategies, add_strategy, &o);
-    split_list("--budgets", budgets, add_count, &o);
-    split_list("--intervals", intervals, add_count, &o);
+    split_list("--strategies", o.strategies_text, add_strategy, &o);
+    split_list("--budgets", o.budgets_text, add_count, &o);
+    split_list("--intervals", o.intervals_text, add_count, &o);
     if (o.n_strategies == 0)
         cli_usage_error("--strategies: no strategy given");
     return o;

@@ -9,7 +9,7 @@
 #include "examples/common/cli.h"
 #include "optim/train.h"
 
-enum { HELP_COLUMN = 22, MAX_SETTINGS = 128 };
+enum { HELP_COLUMN = 22, HELP_WIDTH = 100, MAX_SETTINGS = 128 };
 
 static double lo(const Setting *s) { return s->range ? s->range->lo : s->lo; }
 static double hi(const Setting *s) { return s->range ? s->range->hi : s->hi; }
@@ -106,6 +106,12 @@ static void set_from_key(const Setting *s, void *opts, const char *text, const c
 
 /* The command line ---------------------------------------------------------------------------- */
 
+/* A switch takes no value, nor does a custom setting without an argument name (an action). */
+static bool takes_value(const Setting *s)
+{
+    return s->type != SETTING_SWITCH && !(s->type == SETTING_CUSTOM && !s->arg);
+}
+
 void settings_parse(const Setting *t, int n, void *opts, bool *given, int first_id,
                     void (*usage)(void), int argc, char **argv)
 {
@@ -115,9 +121,8 @@ void settings_parse(const Setting *t, int n, void *opts, bool *given, int first_
     int k = 0;
     for (int i = 0; i < n; i++)
         if (t[i].name)
-            longs[k++] = (struct option){ t[i].name,
-                                          t[i].type == SETTING_SWITCH ? no_argument
-                                                                      : required_argument,
+            longs[k++] = (struct option){ t[i].name, takes_value(&t[i]) ? required_argument
+                                                                         : no_argument,
                                           NULL, t[i].id };
     longs[k++] = (struct option){ "help", no_argument, NULL, 'h' };
     longs[k] = (struct option){ 0, 0, 0, 0 };
@@ -152,7 +157,7 @@ const Setting *settings_find(const Setting *t, int n, int id)
 }
 
 /* "  --name ARG" then the help lines from column HELP_COLUMN (on a line of their own when the
- * flag is too wide), the default after the last. */
+ * flag is too wide), the default after the last (or under it, past HELP_WIDTH columns). */
 static void usage_row(const Setting *s)
 {
     char head[80];
@@ -169,8 +174,11 @@ static void usage_row(const Setting *s)
         int len = nl ? (int)(nl - line) : (int)strlen(line);
         printf("%*s%.*s", HELP_COLUMN - col, "", len, line);
         col = 0;
-        if (!nl && s->def)
-            printf(" (default %s)", s->def);
+        if (!nl && s->def) {
+            /* a long default (a list) goes on a line of its own */
+            bool wrap = HELP_COLUMN + len + (int)strlen(s->def) + 11 > HELP_WIDTH;
+            printf("%s%*s(default %s)", wrap ? "\n" : " ", wrap ? HELP_COLUMN : 0, "", s->def);
+        }
         printf("\n");
         line = nl ? nl + 1 : NULL;
     }
@@ -207,15 +215,24 @@ void settings_format(const Setting *s, const void *opts, char *buf, size_t len)
     }
 }
 
-void settings_write(const Setting *t, int n, const void *opts,
-                    void (*put)(void *ctx, const char *key, const char *value), void *ctx)
+void settings_meta_put(SettingsMeta *m, const char *key, const char *value)
 {
-    char value[4096];
+    if (m->n == SETTINGS_META_MAX)      /* a program's own mistake, found at its first save */
+        cli_die(1, "more than %d metadata keys for a snapshot", SETTINGS_META_MAX);
+    snprintf(m->text[m->n], SETTINGS_META_VALUE, "%s", value);
+    m->keys[m->n] = key;
+    m->values[m->n] = m->text[m->n];
+    m->n++;
+}
+
+void settings_write(const Setting *t, int n, const void *opts, SettingsMeta *m)
+{
+    char value[SETTINGS_META_VALUE];
     for (int i = 0; i < n; i++)
         if (t[i].name && settings_key(&t[i]) && !t[i].library_key &&
             (!t[i].applies || t[i].applies(opts))) {
             settings_format(&t[i], opts, value, sizeof value);
-            put(ctx, settings_key(&t[i]), value);
+            settings_meta_put(m, settings_key(&t[i]), value);
         }
 }
 

@@ -42,7 +42,7 @@ typedef enum {
 typedef struct {
     const char *heading;        /* a line of --help between groups; the rest of the row unused */
     const char *name;           /* the long flag, without its dashes */
-    int         id;             /* what getopt_long returns for it (the program's flag enum) */
+    int         id;             /* the option parser returns it for the flag (the program's flag enum) */
     SettingType type;
     size_t      offset;         /* offsetof(the program's options, the field) */
     double      lo, hi;         /* INT, LONG, DOUBLE, BYTES: the range, the same for the key */
@@ -57,7 +57,8 @@ typedef struct {
     /* A library's range (optim/train.h) instead of lo and hi, and its key instead of key. */
     const struct TrainRange *range;
     /* CUSTOM: sets the field(s) from the flag's text, a usage error naming flag otherwise. A
-     * custom setting is not read from a snapshot by settings_merge. */
+     * custom setting without arg takes no value (text is NULL). A custom setting is not read
+     * from a snapshot by settings_merge. */
     void (*set)(void *opts, int id, const char *flag, const char *text);
     /* Whether the key holds this flag's value in a snapshot made with these options (NULL:
      * always); a key that does not apply is neither written nor merged. */
@@ -80,9 +81,20 @@ const Setting *settings_find(const Setting *t, int n, int id);
 const char *settings_key(const Setting *s);
 void settings_format(const Setting *s, const void *opts, char *buf, size_t len);
 
-/* Writing: calls put(ctx, key, value) for every row with a key that applies to opts. */
-void settings_write(const Setting *t, int n, const void *opts,
-                    void (*put)(void *ctx, const char *key, const char *value), void *ctx);
+/* The metadata a program adds to a snapshot: keys[i] = values[i], i < n, as a snapshot writer
+ * takes them (optim/train_snapshot.h). A key must outlive the list (the table's, a literal). */
+enum { SETTINGS_META_MAX = 32, SETTINGS_META_VALUE = 4096 };
+typedef struct {
+    int         n;
+    const char *keys[SETTINGS_META_MAX];
+    const char *values[SETTINGS_META_MAX];      /* into text */
+    char        text[SETTINGS_META_MAX][SETTINGS_META_VALUE];
+} SettingsMeta;
+
+/* Writing: adds every row with a key that applies to opts, after what m holds already. */
+void settings_write(const Setting *t, int n, const void *opts, SettingsMeta *m);
+/* One pair of the program's own. */
+void settings_meta_put(SettingsMeta *m, const char *key, const char *value);
 
 /* The merge rule for one kept row: saved (a snapshot's value, text) is read with the flag's
  * checks (exit 1 naming path and key otherwise), compared with the flag when given (a usage

@@ -189,7 +189,7 @@ static size_t fp32_bytes(const Gpt *m)
 
 static GptLora *attach(Gpt *m, Method method, int rank, const Options *o)
 {
-    LoraConfig lc = { .rank = rank, .alpha = o->alpha, .targets = o->targets,
+    LoraConfig lc = { .rank = rank, .alpha = (float)o->alpha, .targets = o->targets,
                       .qlora = method == METHOD_QLORA };
     char err[256];
     if (!lora_config_check(&lc, &m->cfg, err, sizeof err))

@@ -12,8 +12,8 @@
  * (another rank, another learning rate) starts from the same base without pretraining again;
  * --base loads any other base (a file of nn/gpt_snapshot.h, or a train_gpt --save snapshot).
  * docs/lora.md explains the method and the numbers. */
-#include <getopt.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +23,7 @@
 #include "autograd/parallel.h"
 #include "examples/common/cli.h"
 #include "examples/common/plot.h"
+#include "examples/common/settings.h"
 #include "examples/common/tsv.h"
 #include "examples/lora_finetune/lora_finetune.h"
 #include "nn/gpt_lora.h"
@@ -33,43 +34,6 @@ static const char *const COLUMNS[] = {
     "peak_optim", "peak_act", "peak_temp", "frozen_bytes", "frozen_ratio", "ms_per_step",
     "final_loss", "acc_new", "acc_old", "loss_old", NULL,
 };
-
-static void usage(void)
-{
-    printf("Usage: lora_finetune [OPTION]...\n"
-           "Pretrain a small GPT on one task, then fine-tune it on another with full\n"
-           "fine-tuning, LoRA at several ranks and QLoRA; measure trainable parameters,\n"
-           "memory per category, step time and accuracy on the new and the old task.\n\n"
-           "Tasks and model:\n"
-           "  --pretrain-task NAME  the base's task (default add)\n"
-           "  --task NAME           the fine-tuning task (default sub)\n"
-           "  --layers N, --heads N, --embd N   the base model (default 2, 4, 144)\n"
-           "  --pretrain-steps N    (default 1500)\n"
-           "  --pretrain-batch N    rows per pretraining step (default 64)\n"
-           "  --base FILE           load this base instead of pretraining one\n"
-           "  --cache-dir DIR       where the pretrained base is kept (default\n"
-           "                        build/lora_finetune)\n"
-           "Fine-tuning:\n"
-           "  --steps N             steps of every fine-tuning run (default 2000)\n"
-           "  --batch N             rows per step (default 64)\n"
-           "  --lr-pretrain X, --lr-full X, --lr-lora X   learning rates (default 1e-3,\n"
-           "                        5e-4, 5e-3); LoRA and QLoRA use --lr-lora\n"
-           "  --lora-alpha X        the adapters' scale is alpha / r (default 16)\n"
-           "  --lora-targets LIST   among q, k, v, o, mlp (default q,v)\n"
-           "  --ranks LIST          LoRA ranks (default 1,2,4,8,16)\n"
-           "  --qlora-rank N        rank of the QLoRA run (default 8)\n"
-           "  --methods LIST        among full, lora, qlora (default all three)\n"
-           "Run and output:\n"
-           "  --seed N              (default 1)\n"
-           "  --threads N           0 = one per core (default 1: the thread count changes\n"
-           "                        the order of sums, and the base's pretraining with it)\n"
-           "  --eval-examples N     validation examples per accuracy (default 1000)\n"
-           "  --log FILE            the table as TSV\n"
-           "  --plot FILE           the figure (PNG, gnuplot; needs --log)\n"
-           "  -h, --help            this text\n\n"
-           "Example (the figure of docs/lora.md; about 5 minutes on one core):\n"
-           "  lora_finetune --log lora_finetune.tsv --plot lora_finetune.png\n");
-}
 
 enum { ITEM_LEN = 16 };
 
@@ -111,88 +75,114 @@ static unsigned parse_methods(const char *list)
 }
 
 enum {
-    OPT_PRETRAIN_TASK = 256, OPT_TASK, OPT_LAYERS, OPT_HEADS, OPT_EMBD, OPT_PRETRAIN_STEPS,
-    OPT_PRETRAIN_BATCH, OPT_BASE, OPT_CACHE, OPT_STEPS, OPT_BATCH, OPT_LR_PRETRAIN, OPT_LR_FULL,
-    OPT_LR_LORA, OPT_ALPHA, OPT_TARGETS, OPT_RANKS, OPT_QLORA_RANK, OPT_METHODS, OPT_SEED,
-    OPT_THREADS, OPT_EVAL, OPT_LOG, OPT_PLOT,
+    FLAG_PRETRAIN_TASK = 256, FLAG_TASK, FLAG_LAYERS, FLAG_HEADS, FLAG_EMBD, FLAG_PRETRAIN_STEPS,
+    FLAG_PRETRAIN_BATCH, FLAG_BASE, FLAG_CACHE_DIR, FLAG_STEPS, FLAG_BATCH, FLAG_LR_PRETRAIN,
+    FLAG_LR_FULL, FLAG_LR_LORA, FLAG_LORA_ALPHA, FLAG_LORA_TARGETS, FLAG_RANKS, FLAG_QLORA_RANK,
+    FLAG_METHODS, FLAG_SEED, FLAG_THREADS, FLAG_EVAL_EXAMPLES, FLAG_LOG, FLAG_PLOT,
 };
 
-static void parse_option(Options *o, int c, const char *arg)
+/* The values that are more than a number or a name: a folder, lists. */
+static void set_value(void *opts, int id, const char *flag, const char *arg)
 {
+    Options *o = opts;
     char err[256];
-    switch (c) {
-    case OPT_PRETRAIN_TASK: o->pretrain_task = task_names[cli_choice("--pretrain-task", arg,
-                                                                     task_names)]; break;
-    case OPT_TASK: o->task = task_names[cli_choice("--task", arg, task_names)]; break;
-    case OPT_LAYERS: o->layers = (int)cli_long("--layers", arg, 1, 64); break;
-    case OPT_HEADS: o->heads = (int)cli_long("--heads", arg, 1, 64); break;
-    case OPT_EMBD: o->embd = (int)cli_long("--embd", arg, 1, 4096); break;
-    case OPT_PRETRAIN_STEPS: o->pretrain_steps = cli_long("--pretrain-steps", arg, 1, 1L << 30);
-        break;
-    case OPT_PRETRAIN_BATCH:
-        o->pretrain_batch = (int)cli_long("--pretrain-batch", arg, 1, 1 << 16);
-        break;
-    case OPT_BASE: o->base_path = arg; break;
-    case OPT_CACHE: o->cache_dir = cli_folder("--cache-dir", arg); break;
-    case OPT_STEPS: o->steps = cli_long("--steps", arg, 1, 1L << 30); break;
-    case OPT_BATCH: o->batch = (int)cli_long("--batch", arg, 1, 1 << 16); break;
-    case OPT_LR_PRETRAIN: o->lr_pretrain = cli_double("--lr-pretrain", arg, 0.0, 10.0); break;
-    case OPT_LR_FULL: o->lr_full = cli_double("--lr-full", arg, 0.0, 10.0); break;
-    case OPT_LR_LORA: o->lr_lora = cli_double("--lr-lora", arg, 0.0, 10.0); break;
-    case OPT_ALPHA: o->alpha = (float)cli_double("--lora-alpha", arg, 1e-6, 1e6); break;
-    case OPT_TARGETS:
+    switch (id) {
+    case FLAG_CACHE_DIR: o->cache_dir = cli_folder(flag, arg); break;
+    case FLAG_LORA_TARGETS:
         if (!lora_targets_parse(arg, &o->targets, err, sizeof err))
-            cli_usage_error("--lora-targets: %s", err);
+            cli_usage_error("%s: %s", flag, err);
         break;
-    case OPT_RANKS: o->n_ranks = parse_ranks(arg, o->ranks); break;
-    case OPT_QLORA_RANK: o->qlora_rank = (int)cli_long("--qlora-rank", arg, 1, 4096); break;
-    case OPT_METHODS: o->methods = parse_methods(arg); break;
-    case OPT_SEED: o->seed = cli_long("--seed", arg, 0, 1L << 40); break;
-    case OPT_THREADS: o->threads = (int)cli_long("--threads", arg, 0, 1024); break;
-    case OPT_EVAL: o->eval_examples = (int)cli_long("--eval-examples", arg, 1, 1 << 20); break;
-    case OPT_LOG: o->log_path = arg; break;
-    case OPT_PLOT: o->plot_path = arg; break;
+    case FLAG_RANKS: o->n_ranks = parse_ranks(arg, o->ranks); break;
+    case FLAG_METHODS: o->methods = parse_methods(arg); break;
     }
+}
+
+#define FIELD(f) offsetof(Options, f)
+static const Setting SETTINGS[] = {
+    { .heading = "Tasks and model:" },
+    { .name = "pretrain-task", .id = FLAG_PRETRAIN_TASK, .type = SETTING_STRING,
+      .offset = FIELD(pretrain_task), .choices = task_names, .def = "add", .arg = "NAME",
+      .help = "the base's task" },
+    { .name = "task", .id = FLAG_TASK, .type = SETTING_STRING, .offset = FIELD(task),
+      .choices = task_names, .def = "sub", .arg = "NAME", .help = "the fine-tuning task" },
+    { .name = "layers", .id = FLAG_LAYERS, .type = SETTING_INT, .offset = FIELD(layers),
+      .lo = 1, .hi = 64, .def = "2", .arg = "N", .help = "the base model's blocks" },
+    { .name = "heads", .id = FLAG_HEADS, .type = SETTING_INT, .offset = FIELD(heads),
+      .lo = 1, .hi = 64, .def = "4", .arg = "N", .help = "the base model's heads" },
+    { .name = "embd", .id = FLAG_EMBD, .type = SETTING_INT, .offset = FIELD(embd),
+      .lo = 1, .hi = 4096, .def = "144", .arg = "N", .help = "the base model's width" },
+    { .name = "pretrain-steps", .id = FLAG_PRETRAIN_STEPS, .type = SETTING_LONG,
+      .offset = FIELD(pretrain_steps), .lo = 1, .hi = (double)(1L << 30), .def = "1500",
+      .arg = "N", .help = "steps of pretraining" },
+    { .name = "pretrain-batch", .id = FLAG_PRETRAIN_BATCH, .type = SETTING_INT,
+      .offset = FIELD(pretrain_batch), .lo = 1, .hi = 1 << 16, .def = "64", .arg = "N",
+      .help = "rows per pretraining step" },
+    { .name = "base", .id = FLAG_BASE, .type = SETTING_STRING, .offset = FIELD(base_path),
+      .arg = "FILE", .help = "load this base instead of pretraining one" },
+    { .name = "cache-dir", .id = FLAG_CACHE_DIR, .type = SETTING_CUSTOM, .set = set_value,
+      .def = "build/lora_finetune", .arg = "DIR", .help = "where the pretrained base is kept" },
+    { .heading = "Fine-tuning:" },
+    { .name = "steps", .id = FLAG_STEPS, .type = SETTING_LONG, .offset = FIELD(steps),
+      .lo = 1, .hi = (double)(1L << 30), .def = "2000", .arg = "N",
+      .help = "steps of every fine-tuning run" },
+    { .name = "batch", .id = FLAG_BATCH, .type = SETTING_INT, .offset = FIELD(batch),
+      .lo = 1, .hi = 1 << 16, .def = "64", .arg = "N", .help = "rows per step" },
+    { .name = "lr-pretrain", .id = FLAG_LR_PRETRAIN, .type = SETTING_DOUBLE,
+      .offset = FIELD(lr_pretrain), .lo = 0.0, .hi = 10.0, .def = "1e-3", .arg = "X",
+      .help = "pretraining's learning rate" },
+    { .name = "lr-full", .id = FLAG_LR_FULL, .type = SETTING_DOUBLE, .offset = FIELD(lr_full),
+      .lo = 0.0, .hi = 10.0, .def = "5e-4", .arg = "X",
+      .help = "full fine-tuning's learning rate" },
+    { .name = "lr-lora", .id = FLAG_LR_LORA, .type = SETTING_DOUBLE, .offset = FIELD(lr_lora),
+      .lo = 0.0, .hi = 10.0, .def = "5e-3", .arg = "X",
+      .help = "LoRA's and QLoRA's learning rate" },
+    { .name = "lora-alpha", .id = FLAG_LORA_ALPHA, .type = SETTING_DOUBLE,
+      .offset = FIELD(alpha), .lo = 1e-6, .hi = 1e6, .def = "16", .arg = "X",
+      .help = "the adapters' scale is alpha / r" },
+    { .name = "lora-targets", .id = FLAG_LORA_TARGETS, .type = SETTING_CUSTOM,
+      .set = set_value, .def = "q,v", .arg = "LIST", .help = "among q, k, v, o, mlp" },
+    { .name = "ranks", .id = FLAG_RANKS, .type = SETTING_CUSTOM, .set = set_value,
+      .def = "1,2,4,8,16", .arg = "LIST", .help = "LoRA ranks" },
+    { .name = "qlora-rank", .id = FLAG_QLORA_RANK, .type = SETTING_INT,
+      .offset = FIELD(qlora_rank), .lo = 1, .hi = 4096, .def = "8", .arg = "N",
+      .help = "rank of the QLoRA run" },
+    { .name = "methods", .id = FLAG_METHODS, .type = SETTING_CUSTOM, .set = set_value,
+      .def = "full,lora,qlora", .arg = "LIST", .help = "among full, lora, qlora" },
+    { .heading = "Run and output:" },
+    { .name = "seed", .id = FLAG_SEED, .type = SETTING_LONG, .offset = FIELD(seed),
+      .lo = 0, .hi = (double)(1L << 40), .def = "1", .arg = "N", .help = "weights and data" },
+    { .name = "threads", .id = FLAG_THREADS, .type = SETTING_INT, .offset = FIELD(threads),
+      .lo = 0, .hi = 1024, .def = "1", .arg = "N",
+      .help = "0 = one per core (the thread count changes the order of\n"
+              "sums, and the base's pretraining with it)" },
+    { .name = "eval-examples", .id = FLAG_EVAL_EXAMPLES, .type = SETTING_INT,
+      .offset = FIELD(eval_examples), .lo = 1, .hi = 1 << 20, .def = "1000", .arg = "N",
+      .help = "validation examples per accuracy" },
+    { .name = "log", .id = FLAG_LOG, .type = SETTING_STRING, .offset = FIELD(log_path),
+      .arg = "FILE", .help = "the table as TSV" },
+    { .name = "plot", .id = FLAG_PLOT, .type = SETTING_STRING, .offset = FIELD(plot_path),
+      .arg = "FILE", .help = "the figure (PNG, gnuplot; needs --log)" },
+    { .heading = "  -h, --help          this text" },
+};
+#undef FIELD
+enum { N_SETTINGS = sizeof SETTINGS / sizeof SETTINGS[0] };
+
+static void usage(void)
+{
+    printf("Usage: lora_finetune [OPTION]...\n"
+           "Pretrain a small GPT on one task, then fine-tune it on another with full\n"
+           "fine-tuning, LoRA at several ranks and QLoRA; measure trainable parameters,\n"
+           "memory per category, step time and accuracy on the new and the old task.\n\n");
+    settings_usage(SETTINGS, N_SETTINGS);
+    printf("\nExample (the figure of docs/lora.md; about 5 minutes on one core):\n"
+           "  lora_finetune --log lora_finetune.tsv --plot lora_finetune.png\n");
 }
 
 static Options parse(int argc, char **argv)
 {
-    Options o = { .pretrain_task = "add", .task = "sub", .layers = 2, .heads = 4, .embd = 144,
-                  .pretrain_steps = 1500, .steps = 2000, .batch = 64,
-                  .pretrain_batch = 64, .lr_pretrain = 1e-3,
-                  .lr_full = 5e-4, .lr_lora = 5e-3, .alpha = 16.0f,
-                  .targets = LORA_TARGET_Q | LORA_TARGET_V, .ranks = { 1, 2, 4, 8, 16 },
-                  .n_ranks = 5, .qlora_rank = 8, .methods = 7, .seed = 1, .threads = 1,
-                  .eval_examples = 1000,
-                  .cache_dir = "build/lora_finetune" };
-    static const char *const long_names[] = {
-        "pretrain-task", "task", "layers", "heads", "embd", "pretrain-steps", "pretrain-batch",
-        "base",
-        "cache-dir", "steps", "batch", "lr-pretrain", "lr-full", "lr-lora", "lora-alpha",
-        "lora-targets", "ranks", "qlora-rank", "methods", "seed", "threads", "eval-examples",
-        "log", "plot",
-    };
-    enum { N_LONG = sizeof long_names / sizeof long_names[0] };
-    struct option options[N_LONG + 2];
-    for (int i = 0; i < N_LONG; i++)
-        options[i] = (struct option){ long_names[i], required_argument, NULL,
-                                      OPT_PRETRAIN_TASK + i };
-    options[N_LONG] = (struct option){ "help", no_argument, NULL, 'h' };
-    options[N_LONG + 1] = (struct option){ 0, 0, 0, 0 };
-    int c;
-    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        if (c == 'h') {
-            usage();
-            exit(0);
-        }
-        if (c == ':')
-            cli_usage_error("%s needs a value", argv[optind - 1]);
-        if (c == '?')
-            cli_usage_error("unknown option '%s'", argv[optind - 1]);
-        parse_option(&o, c, optarg);
-    }
-    if (optind < argc)
-        cli_usage_error("unexpected argument '%s'", argv[optind]);
+    Options o = { 0 };
+    settings_defaults(SETTINGS, N_SETTINGS, &o);
+    settings_parse(SETTINGS, N_SETTINGS, &o, NULL, FLAG_PRETRAIN_TASK, usage, argc, argv);
     if (strcmp(o.task, o.pretrain_task) == 0)
         cli_usage_error("--task and --pretrain-task are both '%s': fine-tuning needs a new task",
                         o.task);
@@ -213,7 +203,7 @@ static Task *open_task(const char *name)
 /* The adapters of every run requested must fit the base: the largest rank can be too large. */
 static void check_adapters(const GptConfig *m, const Options *o, const char *where)
 {
-    LoraConfig lc = { .rank = o->qlora_rank, .alpha = o->alpha, .targets = o->targets };
+    LoraConfig lc = { .rank = o->qlora_rank, .alpha = (float)o->alpha, .targets = o->targets };
     for (int i = 0; i < o->n_ranks; i++)
         lc.rank = o->ranks[i] > lc.rank ? o->ranks[i] : lc.rank;
     char err[160];

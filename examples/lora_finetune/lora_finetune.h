@@ -17,7 +17,7 @@ typedef struct {
     long        pretrain_steps, steps;
     int         batch, pretrain_batch;
     double      lr_pretrain, lr_full, lr_lora;
-    float       alpha;
+    double      alpha;           /* the adapters' alpha: a float in LoraConfig */
     unsigned    targets;
     int         ranks[MAX_RANKS], n_ranks;
     int         qlora_rank;

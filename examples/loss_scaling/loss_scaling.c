@@ -23,16 +23,95 @@
  * and the table in markdown on stdout. figure.sh draws docs/figures/loss_scaling_hist.png and
  * loss_scaling_curves.png from them (histogram.gp, curves.gp). docs/mixed_precision.md
  * discusses the numbers. */
-#include <getopt.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "autograd/parallel.h"
 #include "examples/common/cli.h"
+#include "examples/common/settings.h"
 #include "examples/common/train_run.h"
 #include "examples/loss_scaling/loss_scaling.h"
+
+enum { FLAG_PROBE_ONLY = 256, FLAG_RUNS_ONLY, FLAG_OUT, FLAG_TRAIN_GPT, FLAG_STEPS,
+       FLAG_PROBE_STEP, FLAG_EVAL_EVERY, FLAG_EVAL_EXAMPLES, FLAG_COMPARE_STEP, FLAG_SEED,
+       FLAG_SEEDS, FLAG_FROM_LOGS, FLAG_THREADS, FLAG_JOBS };
+
+static void set_out(void *opts, int id, const char *flag, const char *arg)
+{
+    (void)id;
+    ((Options *)opts)->out = cli_folder(flag, arg);
+}
+
+static void set_seeds(void *opts, int id, const char *flag, const char *arg)
+{
+    (void)id;
+    Options *o = opts;
+    o->n_seeds = seed_list_parse(arg, o->seeds, SEED_MAX);
+    if (o->n_seeds < 0)
+        cli_usage_error("%s '%s': not a list of distinct seeds like 1-8 or 1,2,5 (at most %d)",
+                        flag, arg, SEED_MAX);
+}
+
+_Static_assert(SEED_MAX == 31, "--seeds' help names SEED_MAX");
+_Static_assert(N_RUNS == 6, "--jobs' range is N_RUNS");
+
+#define FIELD(f) offsetof(Options, f)
+static const Setting SETTINGS[] = {
+    { .name = "probe-only", .id = FLAG_PROBE_ONLY, .type = SETTING_SWITCH,
+      .offset = FIELD(probe_only), .help = "part 1 only (no train_gpt runs)" },
+    { .name = "runs-only", .id = FLAG_RUNS_ONLY, .type = SETTING_SWITCH,
+      .offset = FIELD(runs_only), .help = "part 2 only" },
+    { .name = "out", .id = FLAG_OUT, .type = SETTING_CUSTOM, .set = set_out,
+      .def = "loss_scaling_out", .arg = "DIR",
+      .help = "where the TSV files and the runs' logs go" },
+    { .name = "train-gpt", .id = FLAG_TRAIN_GPT, .type = SETTING_STRING,
+      .offset = FIELD(train_gpt), .arg = "PATH",
+      .help = "the train_gpt program (default: next to this one)" },
+    { .name = "steps", .id = FLAG_STEPS, .type = SETTING_LONG, .offset = FIELD(steps),
+      .lo = 20, .hi = 1000000, .def = "2000", .arg = "N",
+      .help = "steps of every run, as train_gpt's default" },
+    { .name = "probe-step", .id = FLAG_PROBE_STEP, .type = SETTING_LONG,
+      .offset = FIELD(probe_step), .lo = 0, .hi = 1000000, .def = "300", .arg = "N",
+      .help = "fp32 steps before the gradients are measured" },
+    { .name = "eval-every", .id = FLAG_EVAL_EVERY, .type = SETTING_LONG,
+      .offset = FIELD(eval_every), .lo = 1, .hi = 1000000, .def = "100", .arg = "N",
+      .help = "validation every N steps" },
+    { .name = "eval-examples", .id = FLAG_EVAL_EXAMPLES, .type = SETTING_INT,
+      .offset = FIELD(eval_examples), .lo = 1, .hi = 1 << 20, .def = "1000", .arg = "N",
+      .help = "validation rows per evaluation" },
+    { .name = "compare-step", .id = FLAG_COMPARE_STEP, .type = SETTING_LONG,
+      .offset = FIELD(compare_step), .lo = 1, .hi = 1000000, .def = "200", .arg = "N",
+      .help = "also compare the validation losses at this step, where\n"
+              "the loss is still large and the runs have not yet\n"
+              "parted (a multiple of --eval-every)" },
+    { .name = "seed", .id = FLAG_SEED, .type = SETTING_LONG, .offset = FIELD(seed),
+      .lo = 0, .hi = (double)(1L << 40), .def = "1", .arg = "N",
+      .help = "weights and data of every run" },
+    { .name = "seeds", .id = FLAG_SEEDS, .type = SETTING_CUSTOM, .set = set_seeds,
+      .arg = "LIST",
+      .help = "part 2 for each seed of LIST (1-8, 1,2,5, at most 31),\n"
+              "each in --out/seed_S, then every run's validation loss\n"
+              "over fp32's of the same seed, summed up over the seeds\n"
+              "(loss_scaling_seeds*.tsv); no part 1" },
+    { .name = "from-logs", .id = FLAG_FROM_LOGS, .type = SETTING_SWITCH,
+      .offset = FIELD(from_logs),
+      .help = "start no run: read the logs an earlier run with the same\n"
+              "options left in --out (to redo the tables)" },
+    { .name = "threads", .id = FLAG_THREADS, .type = SETTING_INT, .offset = FIELD(threads),
+      .lo = 0, .hi = 1024, .def = "1", .arg = "N",
+      .help = "threads per run and for part 1 (the results depend on\n"
+              "the thread count, and one is reproducible); the control\n"
+              "runs on 2 (on 1 if N is not 1)" },
+    { .name = "jobs", .id = FLAG_JOBS, .type = SETTING_INT, .offset = FIELD(jobs),
+      .lo = 1, .hi = N_RUNS, .def = "1", .arg = "N",
+      .help = "runs at once; results do not depend on it" },
+    { .heading = "  -h, --help          this text" },
+};
+#undef FIELD
+enum { N_SETTINGS = sizeof SETTINGS / sizeof SETTINGS[0] };
 
 static void usage(void)
 {
@@ -43,80 +122,17 @@ static void usage(void)
            "bf16, fp16 without loss scaling, fp16 with dynamic loss scaling and fp8, same\n"
            "seed and steps, and fp32 again on another thread count (a control: only the\n"
            "order of the sums differs): the loss curves, the dynamic scale, and a table\n"
-           "against fp32.\n\n"
-           "  --probe-only         part 1 only (no train_gpt runs)\n"
-           "  --runs-only          part 2 only\n"
-           "  --out DIR            where the TSV files and the runs' logs go\n"
-           "                       (default loss_scaling_out)\n"
-           "  --train-gpt PATH     the train_gpt program (default: next to this one)\n"
-           "  --steps N            steps of every run (default 2000, train_gpt's)\n"
-           "  --probe-step N       fp32 steps before the gradients are measured (default 300)\n"
-           "  --eval-every N       validation every N steps (default 100)\n"
-           "  --eval-examples N    validation rows per evaluation (default 1000)\n"
-           "  --compare-step N     also compare the validation losses at this step, where\n"
-           "                       the loss is still large and the runs have not yet\n"
-           "                       parted (default 200; a multiple of --eval-every)\n"
-           "  --seed N             weights and data of every run (default 1)\n"
-           "  --seeds LIST         part 2 for each seed of LIST (1-8, 1,2,5, at most %d),\n"
-           "                       each in --out/seed_S, then every run's validation loss\n"
-           "                       over fp32's of the same seed, summed up over the seeds\n"
-           "                       (loss_scaling_seeds*.tsv); no part 1\n"
-           "  --from-logs          start no run: read the logs an earlier run with the same\n"
-           "                       options left in --out (to redo the tables)\n"
-           "  --threads N          threads per run and for part 1 (default 1: the results\n"
-           "                       depend on the thread count, and one is reproducible);\n"
-           "                       the control runs on 2 (on 1 if N is not 1)\n"
-           "  --jobs N             runs at once (default 1); results do not depend on it\n"
-           "  -h, --help           this text\n", SEED_MAX);
+           "against fp32.\n\n");
+    settings_usage(SETTINGS, N_SETTINGS);
 }
 
 static Options parse(int argc, char **argv)
 {
-    Options o = { .probe = true, .curves = true, .out = "loss_scaling_out", .steps = 2000,
-                  .probe_step = 300, .eval_every = 100, .compare_step = 200,
-                  .eval_examples = 1000, .threads = 1, .jobs = 1, .seed = 1 };
-    const struct option options[] = {
-        { "probe-only", no_argument, NULL, 'P' }, { "runs-only", no_argument, NULL, 'R' },
-        { "out", required_argument, NULL, 'o' }, { "train-gpt", required_argument, NULL, 'g' },
-        { "steps", required_argument, NULL, 's' },
-        { "probe-step", required_argument, NULL, 'p' },
-        { "eval-every", required_argument, NULL, 'e' },
-        { "eval-examples", required_argument, NULL, 'v' },
-        { "compare-step", required_argument, NULL, 'c' },
-        { "seed", required_argument, NULL, 'S' }, { "seeds", required_argument, NULL, 'L' },
-        { "from-logs", no_argument, NULL, 'F' }, { "threads", required_argument, NULL, 't' },
-        { "jobs", required_argument, NULL, 'j' }, { "help", no_argument, NULL, 'h' },
-        { 0, 0, 0, 0 },
-    };
-    int c;
-    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        switch (c) {
-        case 'P': o.curves = false; break;
-        case 'R': o.probe = false; break;
-        case 'o': o.out = cli_folder("--out", optarg); break;
-        case 'g': o.train_gpt = optarg; break;
-        case 's': o.steps = cli_long("--steps", optarg, 20, 1000000); break;
-        case 'p': o.probe_step = cli_long("--probe-step", optarg, 0, 1000000); break;
-        case 'e': o.eval_every = cli_long("--eval-every", optarg, 1, 1000000); break;
-        case 'v': o.eval_examples = (int)cli_long("--eval-examples", optarg, 1, 1 << 20); break;
-        case 'c': o.compare_step = cli_long("--compare-step", optarg, 1, 1000000); break;
-        case 'S': o.seed = cli_long("--seed", optarg, 0, 1L << 40); break;
-        case 'L':
-            o.n_seeds = seed_list_parse(optarg, o.seeds, SEED_MAX);
-            if (o.n_seeds < 0)
-                cli_usage_error("--seeds '%s': not a list of distinct seeds like 1-8 or 1,2,5 "
-                                "(at most %d)", optarg, SEED_MAX);
-            break;
-        case 'F': o.from_logs = true; break;
-        case 't': o.threads = (int)cli_long("--threads", optarg, 0, 1024); break;
-        case 'j': o.jobs = (int)cli_long("--jobs", optarg, 1, N_RUNS); break;
-        case 'h': usage(); exit(0);
-        case ':': cli_usage_error("%s needs a value", argv[optind - 1]);
-        default: cli_usage_error("unknown option '%s'", argv[optind - 1]);
-        }
-    }
-    if (optind < argc)
-        cli_usage_error("unexpected argument '%s'", argv[optind]);
+    Options o = { 0 };
+    settings_defaults(SETTINGS, N_SETTINGS, &o);
+    settings_parse(SETTINGS, N_SETTINGS, &o, NULL, FLAG_PROBE_ONLY, usage, argc, argv);
+    o.probe = !o.runs_only;
+    o.curves = !o.probe_only;
     if (!o.probe && !o.curves)
         cli_usage_error("--probe-only and --runs-only exclude each other");
     if (o.n_seeds > 0 && !o.curves)

@@ -13,6 +13,7 @@
 #include "optim/train.h"
 
 typedef struct {
+    bool        probe_only, runs_only;  /* the flags */
     bool        probe, curves;      /* the two parts; both by default */
     const char *out, *train_gpt;
     long        steps;              /* length of every run (and of the probe's schedule) */

@@ -13,14 +13,15 @@
  * Output, in --out DIR: runs/NAME.tsv (each run's log), lr_scaling_table.tsv, lr_scaling_curves.tsv
  * (validation loss and learning rate against examples seen, for the figure); the table on stdout.
  * figure.sh draws docs/figures/lr_scaling_curves.png and lr_schedules.png. */
-#include <getopt.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "examples/common/cli.h"
+#include "examples/common/settings.h"
 #include "examples/common/tsv.h"
 #include "examples/lr_scaling/lr_scaling.h"
 #include "optim/schedule.h"
@@ -43,84 +44,86 @@ typedef struct {
     const char *warmup;         /* "none", "constant", "gradual" */
 } Cell;
 
+enum { FLAG_SCHEDULES = 256, FLAG_FULL, FLAG_OUT, FLAG_TRAIN_GPT, FLAG_SEEDS, FLAG_EPOCHS,
+       FLAG_EPOCH_EXAMPLES, FLAG_BASE_BATCH, FLAG_MAX_MICRO, FLAG_EMBD, FLAG_LR_SGD,
+       FLAG_LR_ADAMW, FLAG_WARMUP_EPOCHS, FLAG_CLIP, FLAG_EVAL_EXAMPLES, FLAG_THREADS,
+       FLAG_JOBS };
+
+static void set_out(void *opts, int id, const char *flag, const char *arg)
+{
+    (void)id;
+    ((Options *)opts)->out = cli_folder(flag, arg);
+}
+
+#define FIELD(f) offsetof(Options, f)
+static const Setting SETTINGS[] = {
+    { .name = "schedules", .id = FLAG_SCHEDULES, .type = SETTING_SWITCH,
+      .offset = FIELD(schedules),
+      .help = "print the schedule shapes as TSV (no training) and stop" },
+    { .name = "full", .id = FLAG_FULL, .type = SETTING_SWITCH, .offset = FIELD(full),
+      .help = "the whole table: k in 1 4 16 32, rules none linear sqrt,\n"
+              "warmup none and gradual, sgd and adamw, 3 seeds (long: see\n"
+              "docs/batch_and_lr.md); the default is k in 1 32, gradual\n"
+              "warmup, 1 seed (a few minutes)" },
+    { .name = "out", .id = FLAG_OUT, .type = SETTING_CUSTOM, .set = set_out,
+      .def = "lr_scaling_out", .arg = "DIR", .help = "where the logs and TSV files go" },
+    { .name = "train-gpt", .id = FLAG_TRAIN_GPT, .type = SETTING_STRING,
+      .offset = FIELD(train_gpt), .arg = "PATH",
+      .help = "the train_gpt program (default: next to this one)" },
+    { .name = "seeds", .id = FLAG_SEEDS, .type = SETTING_INT, .offset = FIELD(seeds),
+      .lo = 1, .hi = MAX_SEEDS, .arg = "N", .help = "seeds per cell (default 1; --full 3)" },
+    { .name = "epochs", .id = FLAG_EPOCHS, .type = SETTING_INT, .offset = FIELD(epochs),
+      .lo = 1, .hi = 1000, .def = "8", .arg = "N", .help = "epochs per run" },
+    { .name = "epoch-examples", .id = FLAG_EPOCH_EXAMPLES, .type = SETTING_INT,
+      .offset = FIELD(epoch_examples), .lo = 1, .hi = 1 << 24, .def = "16384", .arg = "N",
+      .help = "examples in an epoch" },
+    { .name = "base-batch", .id = FLAG_BASE_BATCH, .type = SETTING_INT,
+      .offset = FIELD(base_batch), .lo = 1, .hi = 1 << 12, .def = "16", .arg = "N",
+      .help = "the base batch b" },
+    { .name = "max-micro", .id = FLAG_MAX_MICRO, .type = SETTING_INT, .offset = FIELD(max_micro),
+      .lo = 1, .hi = 1 << 16, .def = "64", .arg = "N",
+      .help = "larger batches accumulate micro-batches of N" },
+    { .name = "embd", .id = FLAG_EMBD, .type = SETTING_INT, .offset = FIELD(embd),
+      .lo = 4, .hi = 1 << 12, .def = "64", .arg = "N", .help = "model width" },
+    { .name = "lr-sgd", .id = FLAG_LR_SGD, .type = SETTING_DOUBLE, .offset = FIELD(lr_sgd),
+      .lo = 1e-9, .hi = 100.0, .def = "0.1", .arg = "X", .help = "SGD's base rate at b" },
+    { .name = "lr-adamw", .id = FLAG_LR_ADAMW, .type = SETTING_DOUBLE, .offset = FIELD(lr_adamw),
+      .lo = 1e-9, .hi = 100.0, .def = "0.001", .arg = "X", .help = "AdamW's base rate at b" },
+    { .name = "warmup-epochs", .id = FLAG_WARMUP_EPOCHS, .type = SETTING_DOUBLE,
+      .offset = FIELD(warmup_epochs), .lo = 0.0, .hi = 1000.0, .def = "0.5", .arg = "X",
+      .help = "warmup length in epochs" },
+    { .name = "clip", .id = FLAG_CLIP, .type = SETTING_DOUBLE, .offset = FIELD(clip),
+      .lo = 0.0, .hi = 1e6, .def = "1", .arg = "X",
+      .help = "gradient-norm clipping, 0 = off; train_gpt's default" },
+    { .name = "eval-examples", .id = FLAG_EVAL_EXAMPLES, .type = SETTING_INT,
+      .offset = FIELD(eval_examples), .lo = 1, .hi = 1 << 20, .def = "500", .arg = "N",
+      .help = "validation rows per evaluation" },
+    { .name = "threads", .id = FLAG_THREADS, .type = SETTING_INT, .offset = FIELD(threads),
+      .lo = 0, .hi = 1024, .def = "1", .arg = "N",
+      .help = "threads per run (runs are small, and one thread is\n"
+              "reproducible and immune to a busy machine)" },
+    { .name = "jobs", .id = FLAG_JOBS, .type = SETTING_INT, .offset = FIELD(jobs),
+      .lo = 1, .hi = MAX_SEEDS, .def = "1", .arg = "N",
+      .help = "runs at once; results do not depend on it" },
+    { .heading = "  -h, --help          this text" },
+};
+#undef FIELD
+enum { N_SETTINGS = sizeof SETTINGS / sizeof SETTINGS[0] };
+
 static void usage(void)
 {
     printf("Usage: lr_scaling [OPTION]...\n"
            "Final validation loss and accuracy of train_gpt on the add task for batch sizes\n"
            "b x k, learning-rate scaling rules and warmups, SGD and AdamW; and the curves of\n"
-           "no / constant / gradual warmup at the largest batch against the base batch.\n\n"
-           "  --schedules          print the schedule shapes as TSV (no training) and stop\n"
-           "  --full               the whole table: k in 1 4 16 32, rules none linear sqrt,\n"
-           "                       warmup none and gradual, sgd and adamw, 3 seeds (long: see\n"
-           "                       docs/batch_and_lr.md); the default is k in 1 32, gradual\n"
-           "                       warmup, 1 seed (a few minutes)\n"
-           "  --out DIR            where the logs and TSV files go (default lr_scaling_out)\n"
-           "  --train-gpt PATH     the train_gpt program (default: next to this one)\n"
-           "  --seeds N            seeds per cell (default 1; --full 3)\n"
-           "  --epochs N           epochs per run (default 8)\n"
-           "  --epoch-examples N   examples in an epoch (default 16384)\n"
-           "  --base-batch N       the base batch b (default 16)\n"
-           "  --max-micro N        larger batches accumulate micro-batches of N (default 64)\n"
-           "  --embd N             model width (default 64)\n"
-           "  --lr-sgd X           SGD's base rate at b (default 0.1)\n"
-           "  --lr-adamw X         AdamW's base rate at b (default 0.001)\n"
-           "  --warmup-epochs X    warmup length in epochs (default 0.5)\n"
-           "  --clip X             gradient-norm clipping, 0 = off (default 1, train_gpt's)\n"
-           "  --eval-examples N    validation rows per evaluation (default 500)\n"
-           "  --threads N          threads per run (default 1: runs are small, and one thread\n"
-           "                       is reproducible and immune to a busy machine)\n"
-           "  --jobs N             runs at once (default 1); results do not depend on it\n"
-           "  -h, --help           this text\n");
+           "no / constant / gradual warmup at the largest batch against the base batch.\n\n");
+    settings_usage(SETTINGS, N_SETTINGS);
 }
 
 static Options parse(int argc, char **argv)
 {
-    Options o = { .out = "lr_scaling_out", .threads = 1, .jobs = 1, .seeds = 0, .epochs = 8,
-                  .epoch_examples = 16384, .base_batch = 16, .max_micro = 64, .embd = 64,
-                  .eval_examples = 500, .lr_sgd = 0.1, .lr_adamw = 1e-3, .warmup_epochs = 0.5,
-                  .clip = 1.0 };
-    const struct option options[] = {
-        { "full", no_argument, NULL, 'F' }, { "schedules", no_argument, NULL, 'P' }, { "out", required_argument, NULL, 'o' },
-        { "train-gpt", required_argument, NULL, 'g' },
-        { "seeds", required_argument, NULL, 's' }, { "epochs", required_argument, NULL, 'e' },
-        { "epoch-examples", required_argument, NULL, 'E' },
-        { "base-batch", required_argument, NULL, 'b' },
-        { "max-micro", required_argument, NULL, 'm' }, { "embd", required_argument, NULL, 'c' },
-        { "lr-sgd", required_argument, NULL, 'S' }, { "lr-adamw", required_argument, NULL, 'A' },
-        { "warmup-epochs", required_argument, NULL, 'w' },
-        { "clip", required_argument, NULL, 'C' },
-        { "eval-examples", required_argument, NULL, 'v' },
-        { "threads", required_argument, NULL, 't' }, { "jobs", required_argument, NULL, 'j' },
-        { "help", no_argument, NULL, 'h' },
-        { 0, 0, 0, 0 },
-    };
-    int c;
-    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        switch (c) {
-        case 'F': o.full = true; break;
-        case 'P': o.schedules = true; break;
-        case 'o': o.out = cli_folder("--out", optarg); break;
-        case 'g': o.train_gpt = optarg; break;
-        case 's': o.seeds = (int)cli_long("--seeds", optarg, 1, MAX_SEEDS); break;
-        case 'e': o.epochs = (int)cli_long("--epochs", optarg, 1, 1000); break;
-        case 'E': o.epoch_examples = (int)cli_long("--epoch-examples", optarg, 1, 1 << 24); break;
-        case 'b': o.base_batch = (int)cli_long("--base-batch", optarg, 1, 1 << 12); break;
-        case 'm': o.max_micro = (int)cli_long("--max-micro", optarg, 1, 1 << 16); break;
-        case 'c': o.embd = (int)cli_long("--embd", optarg, 4, 1 << 12); break;
-        case 'S': o.lr_sgd = cli_double("--lr-sgd", optarg, 1e-9, 100.0); break;
-        case 'A': o.lr_adamw = cli_double("--lr-adamw", optarg, 1e-9, 100.0); break;
-        case 'w': o.warmup_epochs = cli_double("--warmup-epochs", optarg, 0.0, 1000.0); break;
-        case 'C': o.clip = cli_double("--clip", optarg, 0.0, 1e6); break;
-        case 'v': o.eval_examples = (int)cli_long("--eval-examples", optarg, 1, 1 << 20); break;
-        case 't': o.threads = (int)cli_long("--threads", optarg, 0, 1024); break;
-        case 'j': o.jobs = (int)cli_long("--jobs", optarg, 1, MAX_SEEDS); break;
-        case 'h': usage(); exit(0);
-        case ':': cli_usage_error("%s needs a value", argv[optind - 1]);
-        default: cli_usage_error("unknown option '%s'", argv[optind - 1]);
-        }
-    }
-    if (optind < argc)
-        cli_usage_error("unexpected argument '%s'", argv[optind]);
+    Options o = { 0 };
+    settings_defaults(SETTINGS, N_SETTINGS, &o);
+    settings_parse(SETTINGS, N_SETTINGS, &o, NULL, FLAG_SCHEDULES, usage, argc, argv);
     if (o.seeds == 0)
         o.seeds = o.full ? 3 : 1;
     return o;

@@ -19,14 +19,15 @@
  *                    peak act bytes (figure.sh draws docs/figures/memory_strategies.png)
  *
  * docs/memory.md explains every formula. */
-#include <getopt.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "autograd/parallel.h"
 #include "examples/common/cli.h"
 #include "examples/common/memcalc.h"
+#include "examples/common/settings.h"
 #include "examples/memory_calculator/fragmentation.h"
 
 typedef struct {
@@ -37,125 +38,109 @@ typedef struct {
     McOptimizer  optimizer;
     int          ranks, threads;
     GptConfig    model;
+    bool         untied, separate_qkv, no_measure;  /* the switches, into model and measure */
     McRun        run;
     const char  *strategy_text;
     PrecisionPolicy policy;     /* run.policy points here (set in main: Options is copied) */
 } Options;
 
+enum { FLAG_LECTURE = 256, FLAG_FRAGMENTATION, FLAG_PARAMS, FLAG_SWEEP, FLAG_PRECISION,
+       FLAG_OPTIMIZER, FLAG_RANKS, FLAG_VOCAB, FLAG_SEQ, FLAG_LAYERS, FLAG_HEADS, FLAG_EMBD,
+       FLAG_UNTIED, FLAG_SEPARATE_QKV, FLAG_BATCH, FLAG_STRATEGY, FLAG_POLICY, FLAG_THREADS,
+       FLAG_NO_MEASURE };
+
+static void set_policy(void *opts, int id, const char *flag, const char *arg)
+{
+    (void)id;
+    if (!policy_preset(arg, &((Options *)opts)->policy))
+        cli_usage_error("%s: unknown policy '%s' (%s)", flag, arg, policy_preset_names());
+}
+
+/* The GPT's defaults are train_gpt's on the add task. */
+#define FIELD(f) offsetof(Options, f)
+static const Setting SETTINGS[] = {
+    { .heading = "Modes:" },
+    { .name = "lecture", .id = FLAG_LECTURE, .type = SETTING_SWITCH, .offset = FIELD(lecture),
+      .help = "the lecture's numbers (GPT-2 1.5B's model states, activations\n"
+              "and fused gradient buffer; ZeRO with 7.5B on 64 ranks)" },
+    { .name = "fragmentation", .id = FLAG_FRAGMENTATION, .type = SETTING_SWITCH,
+      .offset = FIELD(fragmentation),
+      .help = "a caching device allocator fails on a scripted training step\n"
+              "with enough free bytes in total; the plain allocator serves it" },
+    { .name = "params", .id = FLAG_PARAMS, .type = SETTING_DOUBLE, .offset = FIELD(params),
+      .lo = 1.0, .hi = 1e15, .arg = "N",
+      .help = "model states and ZeRO stages of a model of N parameters\n(e.g. 1.5e9)" },
+    { .name = "sweep", .id = FLAG_SWEEP, .type = SETTING_INT, .offset = FIELD(sweep),
+      .lo = 1, .hi = 64, .arg = "N",
+      .help = "TSV: layers 1..N x strategies, predicted and measured act peak" },
+    { .heading = "  (none)              our GPT: predicted beside measured, per memory category\n"
+                 "Model states:" },
+    { .name = "precision", .id = FLAG_PRECISION, .type = SETTING_CHOICE,
+      .offset = FIELD(precision), .choices = MC_PRECISION_NAMES, .def = "fp32", .arg = "P",
+      .help = "fp32 or mixed (fp16 weights and gradients, fp32 master weights\n"
+              "in the optimizer state)" },
+    { .name = "optimizer", .id = FLAG_OPTIMIZER, .type = SETTING_CHOICE,
+      .offset = FIELD(optimizer), .choices = MC_OPTIMIZER_NAMES, .def = "adamw", .arg = "NAME",
+      .help = "sgd, momentum, adamw, adam8bit or adafactor" },
+    { .name = "ranks", .id = FLAG_RANKS, .type = SETTING_INT, .offset = FIELD(ranks),
+      .lo = 1, .hi = 1 << 20, .def = "64", .arg = "N",
+      .help = "data-parallel ranks for the ZeRO table" },
+    { .heading = "Our GPT (defaults: train_gpt's on the add task):" },
+    { .name = "vocab", .id = FLAG_VOCAB, .type = SETTING_INT, .offset = FIELD(model.vocab_size),
+      .lo = 1, .hi = 1 << 20, .def = "40", .arg = "N", .help = "vocabulary V" },
+    { .name = "seq", .id = FLAG_SEQ, .type = SETTING_INT, .offset = FIELD(model.max_seq),
+      .lo = 1, .hi = 1 << 16, .def = "12", .arg = "N", .help = "sequence length T" },
+    { .name = "layers", .id = FLAG_LAYERS, .type = SETTING_INT, .offset = FIELD(model.n_layer),
+      .lo = 1, .hi = 256, .def = "2", .arg = "N", .help = "blocks L" },
+    { .name = "heads", .id = FLAG_HEADS, .type = SETTING_INT, .offset = FIELD(model.n_head),
+      .lo = 1, .hi = 1 << 12, .def = "4", .arg = "N", .help = "heads H" },
+    { .name = "embd", .id = FLAG_EMBD, .type = SETTING_INT, .offset = FIELD(model.n_embd),
+      .lo = 1, .hi = 1 << 16, .def = "128", .arg = "N", .help = "width C" },
+    { .name = "untied", .id = FLAG_UNTIED, .type = SETTING_SWITCH, .offset = FIELD(untied),
+      .help = "a separate output head, as train_gpt" },
+    { .name = "separate-qkv", .id = FLAG_SEPARATE_QKV, .type = SETTING_SWITCH,
+      .offset = FIELD(separate_qkv), .help = "three q, k, v projections, as train_gpt" },
+    { .name = "batch", .id = FLAG_BATCH, .type = SETTING_INT, .offset = FIELD(run.B),
+      .lo = 1, .hi = 1 << 16, .def = "64", .arg = "N", .help = "rows per step B" },
+    { .name = "strategy", .id = FLAG_STRATEGY, .type = SETTING_STRING,
+      .offset = FIELD(strategy_text), .def = "vanilla", .arg = "S",
+      .help = "vanilla, memory-poor, sqrt or every:K" },
+    { .name = "policy", .id = FLAG_POLICY, .type = SETTING_CUSTOM, .set = set_policy,
+      .def = "fp32", .arg = "P",
+      .help = "the step under train_gpt's precision policy P (Policies\n"
+              "below; also for --sweep)" },
+    { .name = "threads", .id = FLAG_THREADS, .type = SETTING_INT, .offset = FIELD(threads),
+      .lo = 0, .hi = 1024, .def = "0", .arg = "N",
+      .help = "threads, 0 = one per core; the attention backward takes a\n"
+              "T x T scratch per thread" },
+    { .name = "no-measure", .id = FLAG_NO_MEASURE, .type = SETTING_SWITCH,
+      .offset = FIELD(no_measure), .help = "formulas only" },
+    { .heading = "  -h, --help          this text" },
+};
+#undef FIELD
+enum { N_SETTINGS = sizeof SETTINGS / sizeof SETTINGS[0] };
+
 static void usage(void)
 {
     printf("Usage: memory_calculator [OPTION]...\n"
            "Model-state, activation and scratch memory of training, by formula; for our GPT,\n"
-           "also measured in one real training step, category by category.\n\n"
-           "Modes:\n"
-           "  --lecture          the lecture's numbers (GPT-2 1.5B's model states, activations\n"
-           "                     and fused gradient buffer; ZeRO with 7.5B on 64 ranks)\n"
-           "  --fragmentation    a caching device allocator fails on a scripted training step\n"
-           "                     with enough free bytes in total; the plain allocator serves it\n"
-           "  --params N         model states and ZeRO stages of a model of N parameters\n"
-           "                     (e.g. 1.5e9)\n"
-           "  --sweep N          TSV: layers 1..N x strategies, predicted and measured act peak\n"
-           "  (none)             our GPT: predicted beside measured, per memory category\n"
-           "Model states:\n"
-           "  --precision P      fp32 or mixed (fp16 weights and gradients, fp32 master weights\n"
-           "                     in the optimizer state; default fp32)\n"
-           "  --optimizer NAME   sgd, momentum, adamw, adam8bit or adafactor (default adamw)\n"
-           "  --ranks N          data-parallel ranks for the ZeRO table (default 64)\n"
-           "Our GPT (defaults: train_gpt's on the add task):\n"
-           "  --vocab N --seq N --layers N --heads N --embd N   V, T, L, H, C (40 12 2 4 128)\n"
-           "  --untied, --separate-qkv                          as train_gpt\n"
-           "  --batch N          rows per step B (default 64)\n"
-           "  --strategy S       vanilla, memory-poor, sqrt or every:K (default vanilla)\n"
-           "  --policy P         the step under train_gpt's precision policy P: %s\n"
-           "                     (default fp32; also for --sweep)\n"
-           "  --threads N        threads, 0 = one per core (default 0); the attention backward\n"
-           "                     takes a T x T scratch per thread\n"
-           "  --no-measure       formulas only\n"
-           "  -h, --help         this text\n\n"
+           "also measured in one real training step, category by category.\n\n");
+    settings_usage(SETTINGS, N_SETTINGS);
+    printf("\nPolicies: %s\n\n"
            "Examples:\n"
            "  memory_calculator --lecture\n"
            "  memory_calculator --layers 6 --embd 256 --strategy sqrt --optimizer adam8bit\n"
            "  memory_calculator --policy bf16 --strategy sqrt\n", policy_preset_names());
 }
 
-enum { OPT_VOCAB = 256, OPT_SEQ, OPT_LAYERS, OPT_HEADS, OPT_EMBD, OPT_UNTIED, OPT_SEPARATE,
-       OPT_BATCH, OPT_STRATEGY, OPT_THREADS, OPT_NO_MEASURE, OPT_LECTURE, OPT_PARAMS, OPT_SWEEP,
-       OPT_PRECISION, OPT_OPTIMIZER, OPT_RANKS, OPT_POLICY, OPT_FRAGMENTATION };
-
-static void set_option(Options *o, int c, const char *arg)
-{
-    switch (c) {
-    case OPT_VOCAB: o->model.vocab_size = (int)cli_long("--vocab", arg, 1, 1 << 20); break;
-    case OPT_SEQ: o->model.max_seq = (int)cli_long("--seq", arg, 1, 1 << 16); break;
-    case OPT_LAYERS: o->model.n_layer = (int)cli_long("--layers", arg, 1, 256); break;
-    case OPT_HEADS: o->model.n_head = (int)cli_long("--heads", arg, 1, 1 << 12); break;
-    case OPT_EMBD: o->model.n_embd = (int)cli_long("--embd", arg, 1, 1 << 16); break;
-    case OPT_UNTIED: o->model.tied = false; break;
-    case OPT_SEPARATE: o->model.fused_qkv = false; break;
-    case OPT_BATCH: o->run.B = (int)cli_long("--batch", arg, 1, 1 << 16); break;
-    case OPT_STRATEGY: o->strategy_text = arg; break;
-    case OPT_THREADS: o->threads = (int)cli_long("--threads", arg, 0, 1024); break;
-    case OPT_NO_MEASURE: o->measure = false; break;
-    case OPT_LECTURE: o->lecture = true; break;
-    case OPT_FRAGMENTATION: o->fragmentation = true; break;
-    case OPT_PARAMS: o->params = cli_double("--params", arg, 1.0, 1e15); break;
-    case OPT_SWEEP: o->sweep = (int)cli_long("--sweep", arg, 1, 64); break;
-    case OPT_PRECISION:
-        o->precision = (McPrecision)cli_choice("--precision", arg, MC_PRECISION_NAMES);
-        break;
-    case OPT_OPTIMIZER:
-        o->optimizer = (McOptimizer)cli_choice("--optimizer", arg, MC_OPTIMIZER_NAMES);
-        break;
-    case OPT_RANKS: o->ranks = (int)cli_long("--ranks", arg, 1, 1 << 20); break;
-    case OPT_POLICY:
-        if (!policy_preset(arg, &o->policy))
-            cli_usage_error("--policy: unknown policy '%s' (%s)", arg, policy_preset_names());
-        break;
-    }
-}
-
 static Options parse(int argc, char **argv)
 {
-    Options o = { .measure = true, .precision = MC_FP32, .optimizer = MC_ADAMW, .ranks = 64,
-                  .strategy_text = "vanilla" };
-    o.model = (GptConfig){ .vocab_size = 40, .max_seq = 12, .n_layer = 2, .n_head = 4,
-                           .n_embd = 128, .tied = true, .fused_qkv = true };
-    o.run.B = 64;
-    policy_preset("fp32", &o.policy);
-    const struct option options[] = {
-        { "vocab", required_argument, NULL, OPT_VOCAB }, { "seq", required_argument, NULL, OPT_SEQ },
-        { "layers", required_argument, NULL, OPT_LAYERS },
-        { "heads", required_argument, NULL, OPT_HEADS },
-        { "embd", required_argument, NULL, OPT_EMBD }, { "untied", no_argument, NULL, OPT_UNTIED },
-        { "separate-qkv", no_argument, NULL, OPT_SEPARATE },
-        { "batch", required_argument, NULL, OPT_BATCH },
-        { "strategy", required_argument, NULL, OPT_STRATEGY },
-        { "threads", required_argument, NULL, OPT_THREADS },
-        { "no-measure", no_argument, NULL, OPT_NO_MEASURE },
-        { "lecture", no_argument, NULL, OPT_LECTURE },
-        { "fragmentation", no_argument, NULL, OPT_FRAGMENTATION },
-        { "params", required_argument, NULL, OPT_PARAMS },
-        { "sweep", required_argument, NULL, OPT_SWEEP },
-        { "precision", required_argument, NULL, OPT_PRECISION },
-        { "optimizer", required_argument, NULL, OPT_OPTIMIZER },
-        { "ranks", required_argument, NULL, OPT_RANKS },
-        { "policy", required_argument, NULL, OPT_POLICY }, { "help", no_argument, NULL, 'h' },
-        { 0, 0, 0, 0 },
-    };
-    int c;
-    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        if (c == 'h') {
-            usage();
-            exit(0);
-        }
-        if (c == ':')
-            cli_usage_error("%s needs a value", argv[optind - 1]);
-        if (c == '?')
-            cli_usage_error("unknown option '%s'", argv[optind - 1]);
-        set_option(&o, c, optarg);
-    }
-    if (optind < argc)
-        cli_usage_error("unexpected argument '%s'", argv[optind]);
+    Options o = { 0 };
+    settings_defaults(SETTINGS, N_SETTINGS, &o);
+    settings_parse(SETTINGS, N_SETTINGS, &o, NULL, FLAG_LECTURE, usage, argc, argv);
+    o.model.tied = !o.untied;
+    o.model.fused_qkv = !o.separate_qkv;
+    o.measure = !o.no_measure;
     char err[160];
     if (!gpt_config_check(&o.model, err, sizeof err))
         cli_usage_error("%s", err);

@@ -8,12 +8,13 @@
  *                                               data behind the figure)
  * Tables are TSV with a header line. */
 #include "examples/common/cli.h"
+#include "examples/common/settings.h"
 #include "precision/format.h"
 #include "precision/quant.h"
 
 #include <ctype.h>
-#include <getopt.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,39 +27,14 @@ typedef struct {
     Format      format;
     QuantConfig quant;
     Rounding    rounding;
+    long        seed;           /* --seed and --block, copied into rounding and quant */
+    int         block;
 } Options;
 
-static void usage(void)
-{
-    printf("Usage: %s ACTION [OPTIONS]\n"
-           "Emulated number formats (fp32 tf32 bf16 fp16 e4m3 e5m2 e2m1) and quantization.\n"
-           "\n"
-           "Actions (exactly one):\n"
-           "  --table               sign/exponent/mantissa bits, bias, max, min normal, min\n"
-           "                        subnormal, epsilon, inf and NaN of every format (TSV)\n"
-           "  --layout VALUE        VALUE's bit fields in every format and the value stored\n"
-           "  --convert FORMAT      read one fp32 value per line on stdin (decimal, or 0x and\n"
-           "                        8 hex digits: an exact bit pattern); print\n"
-           "                        0xINPUT<TAB>0xENCODED<TAB>0xDECODED per line\n"
-           "  --quantize KIND       read numbers on stdin (int8, int4, nf4); print codes,\n"
-           "                        block constants, dequantized values and the error\n"
-           "  --spacing             gap to the next value against magnitude, e4m3 e5m2 fp16\n"
-           "                        bf16 (TSV; figure.sh plots it)\n"
-           "\n"
-           "Options:\n"
-           "  --round MODE          rne (default), rna, rtz, rup, rdown, stochastic\n"
-           "  --saturate            overflow and infinities give +-max\n"
-           "  --seed N              seed of stochastic rounding (default 0); line i uses index i\n"
-           "  --block N             values per block of constants (default: one per tensor)\n"
-           "  --asymmetric          int8/int4 with scale and zero point instead of absmax\n"
-           "  --double-quant        quantize the block scales to e4m3 in blocks of 256\n"
-           "  -h, --help            this help\n"
-           "\n"
-           "Example: printf '0.1\\n0x7f800000\\n500\\n' | %s --convert e4m3 --saturate\n",
-           cli_program(), cli_program());
-}
+enum { FLAG_TABLE = 256, FLAG_LAYOUT, FLAG_CONVERT, FLAG_QUANTIZE, FLAG_SPACING, FLAG_ROUND,
+       FLAG_SATURATE, FLAG_SEED, FLAG_BLOCK, FLAG_ASYMMETRIC, FLAG_DOUBLE_QUANT };
 
-/* The names cli_choice() accepts, in enum order, taken from the library. */
+/* The names cli_choice() accepts, in enum order, taken from the library (fill_names). */
 static const char *format_names[FMT_COUNT + 1];
 static const char *round_names[FMT_ROUND_COUNT + 1];
 static const char *kind_names[QUANT_KIND_COUNT + 1];
@@ -73,64 +49,89 @@ static void fill_names(void)
         kind_names[k] = quant_kind_name(k);
 }
 
-static void set_action(Options *o, Action a)
+/* An action flag (a custom setting: --table and --spacing take no value); one per run. */
+static void set_action(void *opts, int id, const char *flag, const char *arg)
 {
+    Options *o = opts;
     if (o->action != ACT_NONE)
         cli_usage_error("give exactly one of --table, --layout, --convert, --quantize, "
                         "--spacing");
-    o->action = a;
+    switch (id) {
+    case FLAG_TABLE: o->action = ACT_TABLE; break;
+    case FLAG_SPACING: o->action = ACT_SPACING; break;
+    case FLAG_LAYOUT: o->action = ACT_LAYOUT; o->layout_value = arg; break;
+    case FLAG_CONVERT:
+        o->action = ACT_CONVERT;
+        o->format = (Format)cli_choice(flag, arg, format_names);
+        break;
+    case FLAG_QUANTIZE:
+        o->action = ACT_QUANTIZE;
+        o->quant.kind = (QuantKind)cli_choice(flag, arg, kind_names);
+        break;
+    }
+}
+
+#define FIELD(f) offsetof(Options, f)
+static const Setting SETTINGS[] = {
+    { .heading = "Actions (exactly one):" },
+    { .name = "table", .id = FLAG_TABLE, .type = SETTING_CUSTOM, .set = set_action,
+      .help = "sign/exponent/mantissa bits, bias, max, min normal, min\n"
+              "subnormal, epsilon, inf and NaN of every format (TSV)" },
+    { .name = "layout", .id = FLAG_LAYOUT, .type = SETTING_CUSTOM, .set = set_action,
+      .arg = "VALUE", .help = "VALUE's bit fields in every format and the value stored" },
+    { .name = "convert", .id = FLAG_CONVERT, .type = SETTING_CUSTOM, .set = set_action,
+      .arg = "FORMAT",
+      .help = "read one fp32 value per line on stdin (decimal, or 0x and\n"
+              "8 hex digits: an exact bit pattern); print\n"
+              "0xINPUT<TAB>0xENCODED<TAB>0xDECODED per line" },
+    { .name = "quantize", .id = FLAG_QUANTIZE, .type = SETTING_CUSTOM, .set = set_action,
+      .arg = "KIND",
+      .help = "read numbers on stdin (int8, int4, nf4); print codes,\n"
+              "block constants, dequantized values and the error" },
+    { .name = "spacing", .id = FLAG_SPACING, .type = SETTING_CUSTOM, .set = set_action,
+      .help = "gap to the next value against magnitude, e4m3 e5m2 fp16\n"
+              "bf16 (TSV; figure.sh plots it)" },
+    { .heading = "\nOptions:" },
+    { .name = "round", .id = FLAG_ROUND, .type = SETTING_CHOICE, .offset = FIELD(rounding.mode),
+      .choices = round_names, .def = "rne", .arg = "MODE",
+      .help = "rne, rna, rtz, rup, rdown, stochastic" },
+    { .name = "saturate", .id = FLAG_SATURATE, .type = SETTING_SWITCH,
+      .offset = FIELD(rounding.saturate), .help = "overflow and infinities give +-max" },
+    { .name = "seed", .id = FLAG_SEED, .type = SETTING_LONG, .offset = FIELD(seed),
+      .lo = 0, .hi = 0x7fffffffL, .def = "0", .arg = "N",
+      .help = "seed of stochastic rounding; line i uses index i" },
+    { .name = "block", .id = FLAG_BLOCK, .type = SETTING_INT, .offset = FIELD(block),
+      .lo = 1, .hi = 1 << 30, .arg = "N",
+      .help = "values per block of constants (default: one per tensor)" },
+    { .name = "asymmetric", .id = FLAG_ASYMMETRIC, .type = SETTING_SWITCH,
+      .offset = FIELD(quant.asymmetric),
+      .help = "int8/int4 with scale and zero point instead of absmax" },
+    { .name = "double-quant", .id = FLAG_DOUBLE_QUANT, .type = SETTING_SWITCH,
+      .offset = FIELD(quant.double_quant),
+      .help = "quantize the block scales to e4m3 in blocks of 256" },
+    { .heading = "  -h, --help          this help" },
+};
+#undef FIELD
+enum { N_SETTINGS = sizeof SETTINGS / sizeof SETTINGS[0] };
+
+static void usage(void)
+{
+    printf("Usage: %s ACTION [OPTIONS]\n"
+           "Emulated number formats (fp32 tf32 bf16 fp16 e4m3 e5m2 e2m1) and quantization.\n"
+           "\n", cli_program());
+    settings_usage(SETTINGS, N_SETTINGS);
+    printf("\nExample: printf '0.1\\n0x7f800000\\n500\\n' | %s --convert e4m3 --saturate\n",
+           cli_program());
 }
 
 static Options parse_args(int argc, char **argv)
 {
-    enum { OPT_ROUND = 256, OPT_SATURATE, OPT_SEED, OPT_BLOCK, OPT_ASYM, OPT_DQ, OPT_SPACING };
-    static const struct option longopts[] = {
-        {"table", no_argument, NULL, 't'},
-        {"layout", required_argument, NULL, 'l'},
-        {"convert", required_argument, NULL, 'c'},
-        {"quantize", required_argument, NULL, 'q'},
-        {"spacing", no_argument, NULL, OPT_SPACING},
-        {"round", required_argument, NULL, OPT_ROUND},
-        {"saturate", no_argument, NULL, OPT_SATURATE},
-        {"seed", required_argument, NULL, OPT_SEED},
-        {"block", required_argument, NULL, OPT_BLOCK},
-        {"asymmetric", no_argument, NULL, OPT_ASYM},
-        {"double-quant", no_argument, NULL, OPT_DQ},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     Options o = {0};
-    int c;
     fill_names();
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 't': set_action(&o, ACT_TABLE); break;
-        case OPT_SPACING: set_action(&o, ACT_SPACING); break;
-        case 'l': set_action(&o, ACT_LAYOUT); o.layout_value = optarg; break;
-        case 'c':
-            set_action(&o, ACT_CONVERT);
-            o.format = (Format)cli_choice("--convert", optarg, format_names);
-            break;
-        case 'q':
-            set_action(&o, ACT_QUANTIZE);
-            o.quant.kind = (QuantKind)cli_choice("--quantize", optarg, kind_names);
-            break;
-        case OPT_ROUND:
-            o.rounding.mode = (RoundMode)cli_choice("--round", optarg, round_names);
-            break;
-        case OPT_SATURATE: o.rounding.saturate = true; break;
-        case OPT_SEED: o.rounding.seed = (uint64_t)cli_long("--seed", optarg, 0, 0x7fffffffL); break;
-        case OPT_BLOCK: o.quant.block = (size_t)cli_long("--block", optarg, 1, 1L << 30); break;
-        case OPT_ASYM: o.quant.asymmetric = true; break;
-        case OPT_DQ: o.quant.double_quant = true; break;
-        case 'h': usage(); exit(0);
-        case ':': cli_usage_error("%s needs a value", argv[optind - 1]);
-        default: cli_usage_error("unknown option '%s'", argv[optind - 1]);
-        }
-    }
-    if (optind < argc)
-        cli_usage_error("unexpected argument '%s'", argv[optind]);
+    settings_defaults(SETTINGS, N_SETTINGS, &o);
+    settings_parse(SETTINGS, N_SETTINGS, &o, NULL, FLAG_TABLE, usage, argc, argv);
+    o.rounding.seed = (uint64_t)o.seed;
+    o.quant.block = (size_t)o.block;
     if (o.action == ACT_NONE)
         cli_usage_error("give one of --table, --layout, --convert, --quantize, --spacing");
     if (o.action == ACT_QUANTIZE && o.quant.kind == QUANT_NF4 && o.quant.asymmetric)

@@ -198,9 +198,8 @@ static bool take_switch(const Options *o, Flag f, bool saved)
 }
 
 void options_merge_snapshot(Options *o, const TrainerConfig *s, const SnapshotReader *r,
-                            const char *path, long saved_step)
+                            const char *path)
 {
-    (void)saved_step;       /* read again below, as its key, with --steps' checks */
     snapshot_path = path;
     merge_data_kind(o, r);
     for (int i = 0; i < TRAIN_GPT_N_SETTINGS; i++) {
@@ -242,33 +241,17 @@ TrainerConfig options_trainer_config(const Options *o, int V)
     return c;
 }
 
-typedef struct {
-    char (*keys)[OPTIONS_META_KEY];
-    char (*values)[OPTIONS_META_VALUE];
-    int n;
-} MetaList;
-
-static void put(void *ctx, const char *key, const char *value)
+void options_snapshot_meta(const Options *o, SettingsMeta *m)
 {
-    MetaList *m = ctx;
-    snprintf(m->keys[m->n], OPTIONS_META_KEY, "%s", key);
-    snprintf(m->values[m->n], OPTIONS_META_VALUE, "%s", value);
-    m->n++;
-}
-
-int options_snapshot_meta(const Options *o, char keys[][OPTIONS_META_KEY],
-                          char values[][OPTIONS_META_VALUE])
-{
-    MetaList m = { keys, values, 0 };
-    put(&m, "data.kind", o->data ? "text" : "task");
-    settings_write(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, o, put, &m);
+    m->n = 0;
+    settings_meta_put(m, "data.kind", o->data ? "text" : "task");
+    settings_write(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, o, m);
     if (o->lora_rank > 0) {     /* the base a resumed LoRA run reads again (lora.c) */
         char hash[32];
         snprintf(hash, sizeof hash, "%016llx", (unsigned long long)lora_base_hash(o));
-        put(&m, "lora.base", o->load_base_path ? o->load_base_path : "");
-        put(&m, "lora.base_fnv1a", hash);
+        settings_meta_put(m, "lora.base", o->load_base_path ? o->load_base_path : "");
+        settings_meta_put(m, "lora.base_fnv1a", hash);
     }
-    return m.n;
 }
 
 /* optim/schedule.h from the flags. S is --steps for a decaying schedule; a constant one only

@@ -134,10 +134,7 @@ static TrainerConfig load_settings(Run *run)
     run->loaded = snapshot_open(o->load_path, &err);
     if (!run->loaded || !train_snapshot_config(run->loaded, o->load_path, &saved, &err))
         cli_die(1, "%s", err.message);
-    uint64_t step;
-    if (!snapshot_meta_u64(run->loaded, "train.step", &step, &err))
-        cli_die(1, "%s", err.message);
-    options_merge_snapshot(o, &saved, run->loaded, o->load_path, (long)step);
+    options_merge_snapshot(o, &saved, run->loaded, o->load_path);
     run->ds = open_data(o);
     check_fit(o, run->ds, &saved.model);
     check_model_size(&saved.model);
@@ -184,16 +181,10 @@ static Trainer *make_trainer(Run *run)
 
 static void save_snapshot(const Run *run)
 {
-    char keys[OPTIONS_META_MAX][OPTIONS_META_KEY];
-    static char values[OPTIONS_META_MAX][OPTIONS_META_VALUE];
-    const char *key_list[OPTIONS_META_MAX], *value_list[OPTIONS_META_MAX];
-    int n = options_snapshot_meta(&run->o, keys, values);
-    for (int i = 0; i < n; i++) {
-        key_list[i] = keys[i];
-        value_list[i] = values[i];
-    }
+    static SettingsMeta meta;
+    options_snapshot_meta(&run->o, &meta);
     SnapshotError err;
-    if (!train_snapshot_save(run->tr, run->o.save_path, key_list, value_list, n, &err))
+    if (!train_snapshot_save(run->tr, run->o.save_path, meta.keys, meta.values, meta.n, &err))
         cli_die(1, "%s", err.message);
     printf("snapshot: %s (step %ld)\n", run->o.save_path, run->tr->step);
 }

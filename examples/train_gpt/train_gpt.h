@@ -13,7 +13,7 @@
 enum { TEXT_DEFAULT_SEQ = 64 };   /* --seq for text data when not given */
 enum { ATTENTION_STANDARD, ATTENTION_TILED };
 
-/* One per flag; also getopt_long's return value for it (offset past the characters). */
+/* One per flag; also the option parser's value for it (offset past the characters). */
 typedef enum {
     FLAG_TASK = 256, FLAG_TASK_SIZE, FLAG_MSD_FIRST, FLAG_DATA,
     FLAG_STEPS, FLAG_BATCH, FLAG_SEQ, FLAG_LAYERS, FLAG_HEADS, FLAG_EMBD, FLAG_UNTIED,
@@ -105,9 +105,9 @@ bool    options_given(const Options *o, Flag f);
 void    options_check_products(const Options *o);
 /* Settings a snapshot holds become the run's; a flag given explicitly must agree with the
  * snapshot (one message naming the flag, both values and the file otherwise). Every kept key is
- * read through the settings table, train.step too: saved_step is no longer used. */
+ * read through the settings table, with its flag's checks (train.step with --steps'). */
 void    options_merge_snapshot(Options *o, const TrainerConfig *saved_cfg,
-                               const SnapshotReader *r, const char *path, long saved_step);
+                               const SnapshotReader *r, const char *path);
 /* During options_merge_snapshot: the usage error for flag f given as mine where the snapshot
  * has saved; and the saved value of a number, once a flag given has been found to agree. */
 _Noreturn void options_disagree(Flag f, const char *mine, const char *saved);
@@ -116,11 +116,9 @@ double  options_take_double(const Options *o, Flag f, double mine, double saved)
 const char *options_flag_name(Flag f);
 /* The trainer config the options describe, for a model over vocabulary V. */
 TrainerConfig options_trainer_config(const Options *o, int V);
-/* The metadata train_gpt adds to a snapshot, the data and the schedule: returns the number of
- * pairs (at most OPTIONS_META_MAX). */
-enum { OPTIONS_META_MAX = 20, OPTIONS_META_KEY = 32, OPTIONS_META_VALUE = 4096 };
-int     options_snapshot_meta(const Options *o, char keys[][OPTIONS_META_KEY],
-                              char values[][OPTIONS_META_VALUE]);
+/* The metadata train_gpt adds to a snapshot: the data, the schedule, the run's keys (the
+ * settings table's) and a LoRA run's base. */
+void    options_snapshot_meta(const Options *o, SettingsMeta *m);
 /* The schedule the options describe (checked when the options were parsed), and the learning
  * rate of step (1-based) under it. */
 SchedConfig options_schedule(const Options *o);

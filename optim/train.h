@@ -122,16 +122,19 @@ TrainerConfig trainer_config_default(void);
 typedef enum {
     TRAIN_RANGE_SEED, TRAIN_RANGE_CLIP, TRAIN_RANGE_BETA1, TRAIN_RANGE_BETA2, TRAIN_RANGE_EPS,
     TRAIN_RANGE_WEIGHT_DECAY, TRAIN_RANGE_MOMENTUM, TRAIN_RANGE_DECAY_EXPONENT,
-    TRAIN_RANGE_EPS1, TRAIN_RANGE_EPS2, TRAIN_RANGE_CLIP_THRESHOLD, TRAIN_RANGE_COUNT
+    TRAIN_RANGE_EPS1, TRAIN_RANGE_EPS2, TRAIN_RANGE_CLIP_THRESHOLD, TRAIN_RANGE_GROWTH_INTERVAL,
+    TRAIN_RANGE_FP8_WINDOW, TRAIN_RANGE_COUNT
 } TrainRangeId;
 typedef struct TrainRange {
     const char *key;            /* the snapshot's metadata key, "optim.beta1" */
     double      lo, hi;         /* closed */
 } TrainRange;
 extern const TrainRange TRAIN_RANGES[TRAIN_RANGE_COUNT];
-/* Every value of c within its range, the model valid (gpt_config_check), the enums known,
- * Nesterov with momentum > 0, the loss scaling valid (loss_scale_check): true; otherwise false
- * with one sentence naming the key and the value in why. */
+/* The model valid (gpt_config_check), then every value of c a snapshot keeps within its range
+ * and rules (optim/snapshot_keys.h's table: the enums known, Nesterov with momentum > 0, the
+ * loss scaling factors as the dynamic mode takes them), then the loss scaling valid
+ * (loss_scale_check): true; otherwise false with one sentence naming the key and the value in
+ * why. */
 bool          trainer_config_check(const TrainerConfig *c, char *why, size_t len);
 
 /* "adamw", "sgd", "adam8bit", "adafactor" (NULL-terminated in TRAIN_OPTIMIZER_NAMES, indexed by

@@ -115,8 +115,8 @@ typedef struct {
  * step is its step size, as for AdamW), no first moment. */
 TrainerConfig trainer_config_default(void);
 /* The range of every number of a TrainerConfig that a user or a file sets, one place for both:
- * trainer_config_check holds a config read from a file to them, naming the snapshot key
- * (optim/train_snapshot.h), and train_gpt's flags take the same bounds. Each is inside what the
+ * the snapshot's key tables (optim/snapshot_keys.c) hold a value read from a file to them,
+ * naming the key, and train_gpt's flags take the same entries. Each is inside what the
  * library itself requires (AdamW's betas in [0, 1), ...), so a config that passes never makes
  * trainer_new abort. A NaN is in no range. */
 typedef enum {

@@ -62,6 +62,9 @@ bool        policy_is_scaled(Format f);
 /* Whether p (NULL: fp32) stores activations in fp8 with delayed scaling, the one case with an
  * amax history. */
 bool        policy_delays_fp8(const PrecisionPolicy *p);
+/* The longest window of amax history a policy may ask for (Transformer Engine's default is
+ * 1024): --fp8-scaling delayed:W and a snapshot's precision.fp8_window are held to it. */
+#define POLICY_FP8_MAX_WINDOW 4096
 /* Steps of amax history delayed scaling keeps: fp8_window, a window of 0 counting as 1. */
 int         policy_fp8_window(const PrecisionPolicy *p);
 

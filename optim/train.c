@@ -7,6 +7,7 @@
 
 #include "nn/gpt_checkpoint.h"
 #include "optim/clip.h"
+#include "optim/snapshot_keys.h"
 
 const char *const TRAIN_OPTIMIZER_NAMES[] = { "adamw", "sgd", "adam8bit", "adafactor", NULL };
 enum { N_OPTIMIZERS = 4 };
@@ -39,53 +40,11 @@ const TrainRange TRAIN_RANGES[TRAIN_RANGE_COUNT] = {
     [TRAIN_RANGE_EPS1] = { "optim.eps1", 1e-30, 1.0 },
     [TRAIN_RANGE_EPS2] = { "optim.eps2", 1e-30, 1.0 },
     [TRAIN_RANGE_CLIP_THRESHOLD] = { "optim.clip_threshold", 1e-6, 1e6 },
+    [TRAIN_RANGE_GROWTH_INTERVAL] = { "loss_scale.growth_interval", 1.0,
+                                      (double)LOSS_SCALE_MAX_INTERVAL },
+    /* 0: the preset's (no window: current scaling) */
+    [TRAIN_RANGE_FP8_WINDOW] = { "precision.fp8_window", 0.0, POLICY_FP8_MAX_WINDOW },
 };
-
-static bool in_range(TrainRangeId id, double v, char *why, size_t len)
-{
-    const TrainRange *r = &TRAIN_RANGES[id];
-    if (v >= r->lo && v <= r->hi)
-        return true;
-    snprintf(why, len, "'%s' = %.17g is out of range [%g, %g]", r->key, v, r->lo, r->hi);
-    return false;
-}
-
-static bool check_optimizer(const TrainerConfig *c, char *why, size_t len)
-{
-    switch (c->optimizer) {
-    case TRAIN_ADAMW: case TRAIN_ADAM8BIT:
-        if ((unsigned)c->adam8bit_rounding >= ADAM8BIT_ROUND_COUNT) {
-            snprintf(why, len, "'optim.rounding' %d is not nearest or stochastic",
-                     (int)c->adam8bit_rounding);
-            return false;
-        }
-        return in_range(TRAIN_RANGE_BETA1, c->adamw.beta1, why, len) &&
-               in_range(TRAIN_RANGE_BETA2, c->adamw.beta2, why, len) &&
-               in_range(TRAIN_RANGE_EPS, c->adamw.eps, why, len) &&
-               in_range(TRAIN_RANGE_WEIGHT_DECAY, c->adamw.weight_decay, why, len);
-    case TRAIN_ADAFACTOR: {
-        const AdafactorConfig *a = &c->adafactor;
-        return in_range(TRAIN_RANGE_BETA1, a->beta1, why, len) &&
-               in_range(TRAIN_RANGE_DECAY_EXPONENT, a->decay_exponent, why, len) &&
-               in_range(TRAIN_RANGE_EPS1, a->eps1, why, len) &&
-               in_range(TRAIN_RANGE_EPS2, a->eps2, why, len) &&
-               in_range(TRAIN_RANGE_CLIP_THRESHOLD, a->clip_threshold, why, len) &&
-               in_range(TRAIN_RANGE_WEIGHT_DECAY, a->weight_decay, why, len);
-    }
-    case TRAIN_SGD:
-        if (!in_range(TRAIN_RANGE_MOMENTUM, c->sgd.momentum, why, len) ||
-            !in_range(TRAIN_RANGE_WEIGHT_DECAY, c->sgd.weight_decay, why, len))
-            return false;
-        if (c->sgd.nesterov && !(c->sgd.momentum > 0.0)) {
-            snprintf(why, len, "'optim.nesterov' is true with 'optim.momentum' = %g: Nesterov "
-                     "momentum needs momentum > 0", c->sgd.momentum);
-            return false;
-        }
-        return true;
-    }
-    snprintf(why, len, "'optim.kind' %d is not an optimizer", (int)c->optimizer);
-    return false;
-}
 
 bool trainer_config_check(const TrainerConfig *c, char *why, size_t len)
 {
@@ -94,12 +53,7 @@ bool trainer_config_check(const TrainerConfig *c, char *why, size_t len)
         snprintf(why, len, "the model is invalid: %s", sub);
         return false;
     }
-    if (c->seed > (uint64_t)TRAIN_RANGES[TRAIN_RANGE_SEED].hi) {    /* exact, not via double */
-        snprintf(why, len, "'train.seed' = %llu is out of range [0, %.0f]",
-                 (unsigned long long)c->seed, TRAIN_RANGES[TRAIN_RANGE_SEED].hi);
-        return false;
-    }
-    if (!in_range(TRAIN_RANGE_CLIP, c->clip, why, len) || !check_optimizer(c, why, len))
+    if (!snapshot_keys_check(TRAINER_CONFIG_KEYS, N_TRAINER_CONFIG_KEYS, c, why, len))
         return false;
     if (!loss_scale_check(&c->loss_scale, sub, sizeof sub)) {
         snprintf(why, len, "loss scaling: %s", sub);

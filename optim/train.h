@@ -115,23 +115,26 @@ typedef struct {
  * step is its step size, as for AdamW), no first moment. */
 TrainerConfig trainer_config_default(void);
 /* The range of every number of a TrainerConfig that a user or a file sets, one place for both:
- * trainer_config_check holds a config read from a file to them, naming the snapshot key
- * (optim/train_snapshot.h), and train_gpt's flags take the same bounds. Each is inside what the
+ * the snapshot's key tables (optim/snapshot_keys.c) hold a value read from a file to them,
+ * naming the key, and train_gpt's flags take the same entries. Each is inside what the
  * library itself requires (AdamW's betas in [0, 1), ...), so a config that passes never makes
  * trainer_new abort. A NaN is in no range. */
 typedef enum {
     TRAIN_RANGE_SEED, TRAIN_RANGE_CLIP, TRAIN_RANGE_BETA1, TRAIN_RANGE_BETA2, TRAIN_RANGE_EPS,
     TRAIN_RANGE_WEIGHT_DECAY, TRAIN_RANGE_MOMENTUM, TRAIN_RANGE_DECAY_EXPONENT,
-    TRAIN_RANGE_EPS1, TRAIN_RANGE_EPS2, TRAIN_RANGE_CLIP_THRESHOLD, TRAIN_RANGE_COUNT
+    TRAIN_RANGE_EPS1, TRAIN_RANGE_EPS2, TRAIN_RANGE_CLIP_THRESHOLD, TRAIN_RANGE_GROWTH_INTERVAL,
+    TRAIN_RANGE_FP8_WINDOW, TRAIN_RANGE_COUNT
 } TrainRangeId;
 typedef struct TrainRange {
     const char *key;            /* the snapshot's metadata key, "optim.beta1" */
     double      lo, hi;         /* closed */
 } TrainRange;
 extern const TrainRange TRAIN_RANGES[TRAIN_RANGE_COUNT];
-/* Every value of c within its range, the model valid (gpt_config_check), the enums known,
- * Nesterov with momentum > 0, the loss scaling valid (loss_scale_check): true; otherwise false
- * with one sentence naming the key and the value in why. */
+/* The model valid (gpt_config_check), then every value of c a snapshot keeps within its range
+ * and rules (optim/snapshot_keys.h's table: the enums known, Nesterov with momentum > 0, the
+ * loss scaling factors as the dynamic mode takes them), then the loss scaling valid
+ * (loss_scale_check): true; otherwise false with one sentence naming the key and the value in
+ * why. */
 bool          trainer_config_check(const TrainerConfig *c, char *why, size_t len);
 
 /* "adamw", "sgd", "adam8bit", "adafactor" (NULL-terminated in TRAIN_OPTIMIZER_NAMES, indexed by

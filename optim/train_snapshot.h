@@ -21,7 +21,7 @@
  *     optim.kind                                         "adamw", "sgd", "adam8bit", "adafactor"
  *     optim.step, optim.weight_decay, optim.decay_rule   ("matrices", "all", "none")
  *     optim.beta1, optim.beta2, optim.eps                adamw, adam8bit
- *     optim.rounding       adam8bit: "nearest", "stochastic" (absent: saved before it, nearest)
+ *     optim.rounding                                     adam8bit: "nearest", "stochastic"
  *     optim.beta1, optim.decay_exponent, optim.eps1, optim.eps2, optim.clip_threshold,
  *     optim.relative_step, optim.scale_parameter, optim.factored       adafactor
  *     optim.momentum, optim.nesterov                     sgd
@@ -38,8 +38,9 @@
  *     loss_scale.growth_interval                         the scaler's config
  *     loss_scale.scale, loss_scale.growth_tracker        its state: S and the clean-step count
  *     loss_scale.checks, loss_scale.skipped              its counters
- * (A snapshot without the precision. or loss_scale. keys was saved before they existed: it
- * loads as fp32 without loss scaling.)
+ * Each key is one row of optim/snapshot_keys.c's tables, which both save and load walk. A file
+ * saved by an older version, without the keys that came later, loads as the run that saved it
+ * had them (snapshot_keys_migrate, the one place that knows the format's history).
  * plus whatever the caller adds (train_gpt adds its data and schedule settings under "data."
  * and "schedule.", and its attention under "run.").
  *
@@ -47,9 +48,9 @@
  * it, so a program given --load needs no model flags; checking user flags against the file is
  * the program's job (train_snapshot_config reads the config without building anything). Every
  * check comes before the caller sees a trainer: the format tag, each config entry (present,
- * well-formed, a valid model, every number within the range its flag takes:
- * trainer_config_check with optim/train.h's TRAIN_RANGES and nn/gpt.h's maxima, so that no
- * library check behind it can abort), no string with an escaped NUL, the tensor names (none
+ * well-formed, a valid model, every number within the range its flag takes: its row's
+ * TRAIN_RANGES entry (optim/train.h) and nn/gpt.h's maxima, then trainer_config_check, so that
+ * no library check behind it can abort), no string with an escaped NUL, the tensor names (none
  * missing, none unknown), each tensor's dtype and exact shape, every weight finite, the
  * counters and the RNG. A failure returns false or NULL with one message "PATH: ..." in err
  * and leaves nothing behind; the file itself is never written by a load, and a save replaces
@@ -58,8 +59,7 @@
  * Not saved: per-parameter decay flags changed by hand after the optimizer was made (the decay
  * rule is saved and reapplied), and the tape's nodes and tensors (a snapshot is taken between
  * steps, when there are none). Its fp8 amax history is saved, so a run under delayed scaling
- * resumes with the scales the uninterrupted one would use; a delayed-scaling snapshot without
- * the history keys (saved before they existed) resumes with a fresh history. */
+ * resumes with the scales the uninterrupted one would use. */
 #include <stdbool.h>
 
 #include "autograd/snapshot.h"

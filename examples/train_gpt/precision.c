@@ -15,8 +15,6 @@
 #include "examples/common/cli.h"
 #include "examples/train_gpt/train_gpt.h"
 
-enum { FP8_MAX_WINDOW = 4096 };   /* steps of amax history (Transformer Engine's default: 1024) */
-
 static const Flag SCALE_FLAGS[] = {
     FLAG_SCALE_GROWTH_INTERVAL, FLAG_SCALE_GROWTH_FACTOR, FLAG_SCALE_BACKOFF_FACTOR,
 };
@@ -52,7 +50,7 @@ static void set_fp8_scaling(Options *o, const char *flag, const char *arg)
                         "history)", flag, arg);
     o->fp8_scaling = POLICY_FP8_DELAYED;
     if (arg[7] == ':')
-        o->fp8_window = (int)cli_long(flag, arg + 8, 1, FP8_MAX_WINDOW);
+        o->fp8_window = (int)cli_long(flag, arg + 8, 1, POLICY_FP8_MAX_WINDOW);
 }
 
 void precision_set_option(void *opts, int f, const char *flag, const char *arg)

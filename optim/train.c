@@ -155,11 +155,16 @@ Trainer *trainer_new(const TrainerConfig *cfg) { return trainer_new_part(cfg, NU
 
 Trainer *trainer_new_part(const TrainerConfig *cfg, TrainerKeepFn keep, void *ctx)
 {
+    return trainer_new_around(cfg, gpt_new(&cfg->model, cfg->seed), keep, ctx);
+}
+
+Trainer *trainer_new_around(const TrainerConfig *cfg, Gpt *model, TrainerKeepFn keep, void *ctx)
+{
     Trainer *t = calloc(1, sizeof *t);
     if (!t)
         tensor_fatal("out of memory for a trainer");
     t->cfg = *cfg;
-    t->model = gpt_new(&cfg->model, cfg->seed);
+    t->model = model;
     int n;
     Tensor *const *params = gpt_params(t->model, &n);
     Tensor **kept = malloc((size_t)n * sizeof *kept);

@@ -174,14 +174,16 @@ Trainer *trainer_new_around(const TrainerConfig *cfg, Gpt *model, TrainerKeepFn 
     for (int i = 0; i < n; i++)
         if (!keep || keep(params[i]->name, ctx))
             kept[n_kept++] = params[i];
-    t->optim = trainer_make_optimizer(cfg, kept, n_kept);
+    /* Nothing kept: no optimizer yet (trainer_new_lora makes the adapters' own). */
+    t->optim = n_kept > 0 ? trainer_make_optimizer(cfg, kept, n_kept) : NULL;
     free(kept);
     t->tape = tape_new();
     t->tape->flops = &t->flops;
     /* The tape points at the trainer's own copy, which lives as long as the tape. */
     if (!policy_is_fp32(&t->cfg.policy))
         t->tape->policy = &t->cfg.policy;
-    optim_use_master_weights(t->optim, cfg->policy.param);
+    if (t->optim)
+        optim_use_master_weights(t->optim, cfg->policy.param);
     t->scaler = loss_scale_new(&cfg->loss_scale);
     t->data_rng = rng_new(cfg->seed, RNG_STREAM_DATA);
     return t;

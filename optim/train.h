@@ -153,7 +153,8 @@ Trainer      *trainer_new(const TrainerConfig *cfg);
 typedef bool (*TrainerKeepFn)(const char *name, void *ctx);
 Trainer      *trainer_new_part(const TrainerConfig *cfg, TrainerKeepFn keep, void *ctx);
 /* The same around a model made by the caller (of shape cfg->model), which the trainer owns from
- * then on. */
+ * then on. When keep accepts no parameter, t->optim is NULL: the caller must set one before
+ * the first step. */
 Trainer      *trainer_new_around(const TrainerConfig *cfg, Gpt *model, TrainerKeepFn keep,
                                  void *ctx);
 /* The optimizer cfg->optimizer names, with its config, over params (no master weights): what

@@ -7,9 +7,12 @@
 
 #include <omp.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "examples/common/memcalc.h"
 #include "nn/gpt_lora.h"
+#include "nn/gpt_snapshot.h"
+#include "optim/train.h"
 
 static void compare(const GptConfig *cfg, int B, const char *strategy, McOptimizer o,
                     const char *policy_name, int rank, unsigned targets, bool qlora)
@@ -59,10 +62,80 @@ static void test_lora_predicted_matches_measured(void **state)
     compare(&SEPARATE, 2, "memory-poor", MC_ADAM8BIT, "fp32", 64, LORA_TARGET_ALL, false);
 }
 
+/* The long way trainer_new_lora replaces: trainer_new, the base read through the masters,
+ * trainer_use_lora (train_gpt's lora_setup before). */
+static Trainer *long_way(const TrainerConfig *cfg, const LoraConfig *lc, const char *path)
+{
+    Trainer *t = trainer_new(cfg);
+    SnapshotError err;
+    optim_expose_masters(t->optim);
+    assert_true(gpt_snapshot_read_weights(t->model, path, &err));
+    optim_pack_masters(t->optim);
+    trainer_use_lora(t, lc, 9);
+    return t;
+}
+
+/* trainer_new_lora gives the long way's numbers bit for bit (three updates: losses and
+ * gradient norms equal), with a set-up peak under memcalc_lora_setup_peak's bound, and under
+ * QLoRA below the fp32 base's own bytes: the long way holds the optimizer over every
+ * parameter and a second copy of the base. */
+static void test_trainer_new_lora(void **state)
+{
+    (void)state;
+    GptConfig shape = SEPARATE;
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/test_memcalc_lora.%d.safetensors", (int)getpid());
+    Gpt *base = gpt_new(&shape, 11);
+    SnapshotError err;
+    assert_true(gpt_snapshot_save(base, path, &err));
+    gpt_free(base);
+    double fp32_base = 4.0 * (double)memcalc_gpt_params(&shape);
+    const char *policies[] = { "fp32", "bf16" };
+    for (int q = 0; q < 2; q++)
+        for (int p = 0; p < 2; p++) {
+            TrainerConfig cfg = trainer_config_default();
+            cfg.model = shape;
+            assert_true(policy_preset(policies[p], &cfg.policy));
+            LoraConfig lc = lora_config_default();
+            lc.rank = 4;
+            lc.targets = LORA_TARGET_ALL;
+            lc.qlora = q;
+            size_t before = mem_current(MEM_ALL);
+            mem_reset_peaks();
+            Trainer *lean = trainer_new_lora(&cfg, &lc, 9, path, &err);
+            assert_non_null(lean);
+            double setup = (double)(mem_peak(MEM_ALL) - before);
+            McLora ml = { .rank = 4, .targets = LORA_TARGET_ALL, .qlora = q };
+            double bound = memcalc_lora_setup_peak(&shape, policy_is_fp32(&cfg.policy)
+                                                   ? NULL : &cfg.policy, MC_ADAMW, &ml);
+            mem_reset_peaks();
+            Trainer *old = long_way(&cfg, &lc, path);
+            double old_setup = (double)(mem_peak(MEM_ALL) - before);
+            printf("%s %s: set-up %.0f bytes (bound %.0f), the long way %.0f, fp32 base %.0f\n",
+                   q ? "QLoRA" : "LoRA", policies[p], setup, bound, old_setup, fp32_base);
+            assert_true(setup <= bound);
+            assert_true(setup < old_setup);
+            if (q)
+                assert_true(setup < fp32_base);
+            int tokens[2 * 12], targets[2 * 12];
+            for (int i = 0; i < 2 * 12; i++)
+                tokens[i] = (7 * i + 3) % 40, targets[i] = (5 * i + 1) % 40;
+            for (int step = 0; step < 3; step++) {
+                TrainStepResult a = trainer_step(lean, tokens, targets, 2, 12, 1e-2);
+                TrainStepResult b = trainer_step(old, tokens, targets, 2, 12, 1e-2);
+                assert_true(a.loss == b.loss && a.grad_norm == b.grad_norm);
+            }
+            trainer_free(old);
+            trainer_free(lean);
+        }
+    remove(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lora_predicted_matches_measured),
+        cmocka_unit_test(test_trainer_new_lora),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -45,7 +45,7 @@ void fit_predict(FitCandidate *c)
     /* trainer_new_lora's set-up happens under the budget too (before any step). */
     if (c->lora.rank > 0)
         c->predicted = fmax(c->predicted,
-                            memcalc_lora_setup_peak(&c->model, run.policy, &c->lora));
+                            memcalc_lora_setup_peak(&c->model, run.policy, c->optimizer, &c->lora));
 }
 
 /* The LoRA targets a base allows: every Linear with separate q/k/v; o and mlp on a fused qkv

@@ -155,9 +155,10 @@ McPeaks memcalc_predict_lora(const GptConfig *cfg, const McRun *run, McOptimizer
                              const McLora *lora);
 /* An upper bound of the total in use while trainer_new_lora sets the run up (before any step):
  * the model with its fp32 values (under QLoRA without the block weights, which come one at a
- * time), one tensor packed beside its fp32 copy, the adapters. */
+ * time), one tensor packed beside its fp32 copy, the adapters; at the end the run's param
+ * and optim bytes. */
 double  memcalc_lora_setup_peak(const GptConfig *cfg, const PrecisionPolicy *policy,
-                                const McLora *lora);
+                                McOptimizer o, const McLora *lora);
 /* memcalc_measure for a LoRA run on a random base of cfg's shape (the bytes do not depend on
  * the values): the base packed or quantized, the adapters, their optimizer, one step. */
 McPeaks memcalc_measure_lora(const GptConfig *cfg, const McRun *run, McOptimizer o,

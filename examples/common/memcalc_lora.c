@@ -180,7 +180,7 @@ McPeaks memcalc_predict_lora(const GptConfig *cfg, const McRun *run, McOptimizer
  * largest tensor's), the adapters (fp32, then packed with fp32 masters), and under QLoRA one
  * block weight at a time in fp32 beside the NF4 ones done so far. */
 double memcalc_lora_setup_peak(const GptConfig *cfg, const PrecisionPolicy *policy,
-                               const McLora *lora)
+                               McOptimizer o, const McLora *lora)
 {
     double all = (double)memcalc_gpt_params(cfg), quantized = 0.0;
     double base = base_bytes(cfg, policy, lora->qlora, &quantized);
@@ -193,5 +193,10 @@ double memcalc_lora_setup_peak(const GptConfig *cfg, const PrecisionPolicy *poli
     double packing = fp32_model + (policy ? F32 * largest : 0.0);
     double quantizing = lora->qlora ? base + F32 * 4.0 * C * C : 0.0;
     double adapters = F32 * trainable * (policy ? 3.0 : 1.0);
-    return fmax(packing, quantizing) + adapters + F32 * largest;
+    /* At the end: the run's model states, the optimizer's state made last. */
+    McRun one = { .B = 1, .T = 1, .strategy = { CKPT_VANILLA, 0 }, .threads = 1,
+                  .policy = policy };
+    McPeaks states = memcalc_predict_lora(cfg, &one, o, lora);
+    return fmax(fmax(packing, quantizing) + adapters + F32 * largest,
+                states.bytes[MEM_PARAM] + states.bytes[MEM_OPTIM]);
 }

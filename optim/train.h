@@ -176,7 +176,8 @@ void          trainer_use_lora(Trainer *t, const LoraConfig *cfg, uint64_t seed)
  * policy, and under QLoRA each block weight read, quantized and freed before the next (the
  * model is made without storage for them), so the fp32 base never exists whole. The numbers
  * are trainer_new + reading the base + trainer_use_lora's, bit for bit. NULL with err filled
- * when the file cannot be read or does not hold that model; an error while reading a weight
+ * when the file cannot be read or does not hold that model, or lc does not suit it
+ * (lora_config_check); an error while reading a weight
  * after the checks (a failing disk, a non-finite value) ends the program with the message. */
 Trainer      *trainer_new_lora(const TrainerConfig *cfg, const LoraConfig *lc, uint64_t seed,
                                const char *base_path, SnapshotError *err);

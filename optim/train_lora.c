@@ -130,6 +130,15 @@ Trainer *trainer_new_lora(const TrainerConfig *cfg, const LoraConfig *lc, uint64
         }
         pack_frozen(params[i], f.param);
     }
+    /* After the weights, so that a bad file is named before a setting that does not suit it
+     * (train_gpt's order, which its tests hold). */
+    char why[200];
+    if (!lora_config_check(lc, &cfg->model, why, sizeof why)) {
+        gpt_snapshot_fail(err, base_path, "%s", why);
+        trainer_free(t);
+        snapshot_close(r);
+        return NULL;
+    }
     LoraConfig plain = *lc;
     plain.qlora = false;
     t->lora = gpt_lora_new(model, &plain, seed);

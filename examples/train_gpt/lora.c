@@ -77,9 +77,6 @@ Trainer *lora_trainer_new(const TrainerConfig *cfg, const Options *o)
     }
     LoraConfig lc = { .rank = o->lora_rank, .alpha = (float)o->lora_alpha,
                       .targets = o->lora_targets, .qlora = o->qlora };
-    char why[256];
-    if (!lora_config_check(&lc, &cfg->model, why, sizeof why))
-        cli_die(1, "%s: %s", o->load_base_path, why);
     SnapshotError err;
     /* The adapters' seed as lora_setup's. */
     Trainer *tr = trainer_new_lora(cfg, &lc, (uint64_t)o->seed + 1, o->load_base_path, &err);

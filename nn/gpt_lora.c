@@ -246,6 +246,18 @@ GptLora *gpt_lora_new(Gpt *model, const LoraConfig *cfg, uint64_t seed)
     return lora;
 }
 
+void gpt_lora_discard(GptLora *lora)
+{
+    if (!lora)
+        return;
+    for (int i = 0; i < lora->n_quant; i++) {
+        lora->quant_sites[i]->quant = NULL;
+        lora_quant_free(&lora->quant[i]);
+    }
+    lora->n_quant = 0;          /* nothing left for gpt_lora_free to dequantize */
+    gpt_lora_free(lora);
+}
+
 void gpt_lora_free(GptLora *lora)
 {
     if (!lora)

@@ -105,6 +105,9 @@ bool        lora_config_check(const LoraConfig *cfg, const GptConfig *base, char
  * a programming error (check it with lora_config_check first). */
 GptLora    *gpt_lora_new(Gpt *model, const LoraConfig *cfg, uint64_t seed);
 void        gpt_lora_free(GptLora *lora);
+/* gpt_lora_free for a model about to be freed too: a quantized base is not dequantized (its
+ * weights stay without storage), so freeing allocates nothing, under a memory budget as well. */
+void        gpt_lora_discard(GptLora *lora);
 /* QLoRA after the fact: what gpt_lora_new does when cfg.qlora (sets it). Quantizing twice or
  * quantizing a merged model is a programming error. */
 void        gpt_lora_quantize_base(GptLora *lora);

@@ -195,7 +195,7 @@ void trainer_free(Trainer *t)
         return;
     tape_free(t->tape);
     optim_free(t->optim);
-    gpt_lora_free(t->lora);
+    gpt_lora_discard(t->lora);  /* the model goes next: no fp32 base made back for it */
     gpt_free(t->model);
     free(t);
 }

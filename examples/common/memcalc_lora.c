@@ -94,12 +94,14 @@ static double base_bytes(const GptConfig *cfg, const PrecisionPolicy *policy, bo
 static double first_block_peak(const McActParts *a, int L, CkptStrategy strategy, double saved)
 {
     double peak = memcalc_act_peak_parts(a, L, strategy);
-    int K = ckpt_interval(strategy, L), runs = (L + K - 1) / K;
+    int K = 1, runs = 1;
     switch (strategy.kind) {
     case CKPT_VANILLA: return peak - saved;
     case CKPT_MEMORY_POOR: return L == 1 ? peak - saved : peak;
     case CKPT_SQRT:
     case CKPT_EVERY:
+        K = ckpt_interval(strategy, L);         /* >= 1 for these two */
+        runs = (L + K - 1) / K;
         if (runs == 1)
             return peak - saved;
         if (runs == 2) {

@@ -40,7 +40,9 @@ bool gpt_config_check(const GptConfig *cfg, char *err, size_t len)
     return true;
 }
 
-Gpt *gpt_new(const GptConfig *cfg, uint64_t seed)
+Gpt *gpt_new(const GptConfig *cfg, uint64_t seed) { return gpt_new_partly(cfg, seed, NULL); }
+
+Gpt *gpt_new_partly(const GptConfig *cfg, uint64_t seed, NnNoStorageFn no_storage)
 {
     char err[160];
     if (!gpt_config_check(cfg, err, sizeof err))
@@ -55,6 +57,7 @@ Gpt *gpt_new(const GptConfig *cfg, uint64_t seed)
     float proj_std = INIT_STD / sqrtf(2.0f * (float)cfg->n_layer);
 
     NnParams *p = &m->params;
+    p->no_storage = no_storage;
     NnInit normal = { NN_INIT_NORMAL, INIT_STD };
     m->wte = nn_params_add(p, "wte", "weight", 2, (int[]){ V, C }, normal);
     m->wpe = nn_params_add(p, "wpe", "weight", 2, (int[]){ cfg->max_seq, C }, normal);
@@ -65,6 +68,7 @@ Gpt *gpt_new(const GptConfig *cfg, uint64_t seed)
     }
     layernorm_init(&m->ln_f, p, "ln_f", C);
     m->head = cfg->tied ? m->wte : nn_params_add(p, "head", "weight", 2, (int[]){ V, C }, normal);
+    p->no_storage = NULL;
     nn_params_init(p, seed);
     return m;
 }

@@ -82,6 +82,9 @@ bool        gpt_config_check(const GptConfig *cfg, char *err, size_t len);
 /* A new model with GPT-2 initialisation from seed. An invalid config is a programming error
  * (tensor_fatal with gpt_config_check's message): check user input first. */
 Gpt        *gpt_new(const GptConfig *cfg, uint64_t seed);
+/* The same with the parameters no_storage accepts made without storage (data NULL, drawing no
+ * random numbers; nn/params.h): for a base whose weights are filled later, one at a time. */
+Gpt        *gpt_new_partly(const GptConfig *cfg, uint64_t seed, NnNoStorageFn no_storage);
 void        gpt_free(Gpt *model);
 
 /* Every parameter tensor, in the fixed order above; *n receives the count. */

@@ -68,10 +68,12 @@ float gpt_checkpoint_forward_backward_hooked(const Gpt *model, CkptStrategy stra
     ckpt_run_free(run);
 
     /* dL/dx is on the embedding's output: hand it to the embedding tape as its seed (added to
-     * a zero buffer, so exactly the same value). */
+     * a zero buffer, so exactly the same value). A frozen embedding (LoRA) gets none: no
+     * gradient reached x, and there is nothing to run. */
     float *dx = x->grad;
     x->grad = NULL;
-    tape_backward_seeded(embed, x, dx);
+    if (dx)
+        tape_backward_seeded(embed, x, dx);
     mem_free(dx);
     tape_free(embed);
     unit_event(&units, GPT_UNIT_ENDS, GPT_UNIT_GRADS_FINAL);

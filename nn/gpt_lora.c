@@ -184,7 +184,15 @@ static void drop_weight_storage(Tensor *w)
 /* The weights are freed only after their NF4 copy exists, so the param category shows the
  * saving as soon as this returns. A packed weight (a base under a precision policy) is
  * quantized from its packed values, decoded: what QLoRA does with a bf16 checkpoint. */
-void gpt_lora_quantize_base(GptLora *lora)
+void gpt_lora_quantize_base(GptLora *lora) { gpt_lora_quantize_base_from(lora, NULL, NULL); }
+
+/* Every 2-D parameter of a block is a Linear weight (LayerNorms and biases are vectors). */
+bool gpt_lora_quantized_param(const char *name, int ndim)
+{
+    return ndim == 2 && strncmp(name, "blocks.", 7) == 0;
+}
+
+void gpt_lora_quantize_base_from(GptLora *lora, LoraFillFn fill, void *ctx)
 {
     if (lora->n_quant > 0 || lora->merged)
         tensor_fatal("gpt_lora_quantize_base: the base is %s", lora->merged ? "merged"
@@ -196,6 +204,13 @@ void gpt_lora_quantize_base(GptLora *lora)
         tensor_fatal("out of memory for %d quantized weights", lora->n_quant);
     for (int i = 0; i < lora->n_quant; i++) {
         Linear *site = lora->quant_sites[i];
+        if (!site->weight->data && site->weight->dtype == DTYPE_F32) {
+            if (!fill)
+                tensor_fatal("gpt_lora_quantize_base: %s has no storage and nothing fills it",
+                             site->weight->name);
+            site->weight->data = mem_alloc(MEM_PARAM, site->weight->size * sizeof(float));
+            fill(site->weight, ctx);
+        }
         tensor_unpack(site->weight);
         lora_quant_init(&lora->quant[i], site->weight, FMT_BF16);
         drop_weight_storage(site->weight);
@@ -229,6 +244,18 @@ GptLora *gpt_lora_new(Gpt *model, const LoraConfig *cfg, uint64_t seed)
     if (cfg->qlora)
         gpt_lora_quantize_base(lora);
     return lora;
+}
+
+void gpt_lora_discard(GptLora *lora)
+{
+    if (!lora)
+        return;
+    for (int i = 0; i < lora->n_quant; i++) {
+        lora->quant_sites[i]->quant = NULL;
+        lora_quant_free(&lora->quant[i]);
+    }
+    lora->n_quant = 0;          /* nothing left for gpt_lora_free to dequantize */
+    gpt_lora_free(lora);
 }
 
 void gpt_lora_free(GptLora *lora)

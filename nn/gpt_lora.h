@@ -105,9 +105,21 @@ bool        lora_config_check(const LoraConfig *cfg, const GptConfig *base, char
  * a programming error (check it with lora_config_check first). */
 GptLora    *gpt_lora_new(Gpt *model, const LoraConfig *cfg, uint64_t seed);
 void        gpt_lora_free(GptLora *lora);
+/* gpt_lora_free for a model about to be freed too: a quantized base is not dequantized (its
+ * weights stay without storage), so freeing allocates nothing, under a memory budget as well. */
+void        gpt_lora_discard(GptLora *lora);
 /* QLoRA after the fact: what gpt_lora_new does when cfg.qlora (sets it). Quantizing twice or
  * quantizing a merged model is a programming error. */
 void        gpt_lora_quantize_base(GptLora *lora);
+/* The same for a base made without storage for the weights QLoRA quantizes (gpt_new_partly
+ * with gpt_lora_quantized_param): each such weight gets fp32 storage, fill(weight, ctx) writes
+ * its values (and may pack it, as a policy would), and it is quantized and its storage freed
+ * before the next, so the param category never holds more than one of them unquantized. fill
+ * must succeed (end the program if it cannot). */
+typedef void (*LoraFillFn)(Tensor *weight, void *ctx);
+void        gpt_lora_quantize_base_from(GptLora *lora, LoraFillFn fill, void *ctx);
+/* The parameters QLoRA quantizes: the Linear weights of the blocks (2-D, named "blocks."). */
+bool        gpt_lora_quantized_param(const char *name, int ndim);
 
 /* The trainable tensors (pass these, and only these, to the optimizer). */
 Tensor     *const *gpt_lora_params(const GptLora *lora, int *n);

@@ -40,6 +40,10 @@ Tensor *nn_params_add(NnParams *p, const char *prefix, const char *suffix, int n
     if (p->n == p->cap)
         grow(p);
     Tensor *t = tensor_param(name, ndim, shape);
+    if (p->no_storage && p->no_storage(name, ndim)) {
+        mem_free(t->data);      /* one tensor's bytes for a moment, never all of them */
+        t->data = NULL;
+    }
     p->tensors[p->n] = t;
     p->init[p->n] = init;
     p->n++;
@@ -67,6 +71,8 @@ void nn_params_init(NnParams *p, uint64_t seed)
     Rng rng = rng_new(seed, RNG_STREAM_INIT);
     for (int k = 0; k < p->n; k++) {
         Tensor *t = p->tensors[k];
+        if (!t->data)
+            continue;
         switch (p->init[k].kind) {
         case NN_INIT_NORMAL:
             for (size_t i = 0; i < t->size; i++)

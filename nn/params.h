@@ -7,6 +7,7 @@
  * its state in it, a snapshot lists tensors in it, and nn_params_init draws the random initial
  * values in it. Names are unique (adding a second tensor of the same name is a programming
  * error), so a parameter can be found by name, for instance to load it from a file. */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,10 +25,18 @@ typedef struct {
     float      std;     /* NN_INIT_NORMAL and NN_INIT_UNIFORM only */
 } NnInit;
 
+/* Says which parameters are made without storage (see NnParams.no_storage). */
+typedef bool (*NnNoStorageFn)(const char *name, int ndim);
+
 typedef struct {
     Tensor **tensors;
     NnInit  *init;
     int      n, cap;
+    /* NULL, or the parameters to make without storage: their Tensor (name, shape) exists with
+     * data NULL, and nn_params_init leaves them alone. For a model whose weights will be
+     * filled one at a time and quantized (QLoRA, optim/train.h's trainer_new_lora), so that
+     * every fp32 weight never exists at once. */
+    NnNoStorageFn no_storage;
 } NnParams;
 
 /* "prefix.suffix" (just suffix when prefix is empty) into name; a name that does not fit in
@@ -41,7 +50,7 @@ Tensor *nn_params_add(NnParams *p, const char *prefix, const char *suffix, int n
 Tensor *nn_params_find(const NnParams *p, const char *name);
 /* Total number of elements over all parameters. */
 size_t  nn_params_numel(const NnParams *p);
-/* Fills every parameter by its rule. One generator, rng_new(seed, RNG_STREAM_INIT), serves the
+/* Fills every parameter by its rule (one without storage is skipped, drawing nothing). One generator, rng_new(seed, RNG_STREAM_INIT), serves the
  * whole list: the normal and uniform parameters draw their elements in list order, row-major,
  * so a seed fixes every initial value and adding a zero-initialised parameter shifts nothing. */
 void    nn_params_init(NnParams *p, uint64_t seed);

@@ -109,11 +109,16 @@ Trainer *trainer_new(const TrainerConfig *cfg) { return trainer_new_part(cfg, NU
 
 Trainer *trainer_new_part(const TrainerConfig *cfg, TrainerKeepFn keep, void *ctx)
 {
+    return trainer_new_around(cfg, gpt_new(&cfg->model, cfg->seed), keep, ctx);
+}
+
+Trainer *trainer_new_around(const TrainerConfig *cfg, Gpt *model, TrainerKeepFn keep, void *ctx)
+{
     Trainer *t = calloc(1, sizeof *t);
     if (!t)
         tensor_fatal("out of memory for a trainer");
     t->cfg = *cfg;
-    t->model = gpt_new(&cfg->model, cfg->seed);
+    t->model = model;
     int n;
     Tensor *const *params = gpt_params(t->model, &n);
     Tensor **kept = malloc((size_t)n * sizeof *kept);
@@ -123,14 +128,16 @@ Trainer *trainer_new_part(const TrainerConfig *cfg, TrainerKeepFn keep, void *ct
     for (int i = 0; i < n; i++)
         if (!keep || keep(params[i]->name, ctx))
             kept[n_kept++] = params[i];
-    t->optim = trainer_make_optimizer(cfg, kept, n_kept);
+    /* Nothing kept: no optimizer yet (trainer_new_lora makes the adapters' own). */
+    t->optim = n_kept > 0 ? trainer_make_optimizer(cfg, kept, n_kept) : NULL;
     free(kept);
     t->tape = tape_new();
     t->tape->flops = &t->flops;
     /* The tape points at the trainer's own copy, which lives as long as the tape. */
     if (!policy_is_fp32(&t->cfg.policy))
         t->tape->policy = &t->cfg.policy;
-    optim_use_master_weights(t->optim, cfg->policy.param);
+    if (t->optim)
+        optim_use_master_weights(t->optim, cfg->policy.param);
     t->scaler = loss_scale_new(&cfg->loss_scale);
     t->data_rng = rng_new(cfg->seed, RNG_STREAM_DATA);
     return t;
@@ -142,7 +149,7 @@ void trainer_free(Trainer *t)
         return;
     tape_free(t->tape);
     optim_free(t->optim);
-    gpt_lora_free(t->lora);
+    gpt_lora_discard(t->lora);  /* the model goes next: no fp32 base made back for it */
     gpt_free(t->model);
     free(t);
 }

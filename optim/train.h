@@ -56,6 +56,7 @@
 #include "autograd/rng.h"
 #include "autograd/tape.h"
 #include "nn/gpt.h"
+#include "autograd/snapshot.h"
 #include "nn/gpt_lora.h"
 #include "optim/adafactor.h"
 #include "optim/adam8bit.h"
@@ -154,6 +155,11 @@ Trainer      *trainer_new(const TrainerConfig *cfg);
  * (fp32, never updated). keep NULL keeps all: trainer_new. */
 typedef bool (*TrainerKeepFn)(const char *name, void *ctx);
 Trainer      *trainer_new_part(const TrainerConfig *cfg, TrainerKeepFn keep, void *ctx);
+/* The same around a model made by the caller (of shape cfg->model), which the trainer owns from
+ * then on. When keep accepts no parameter, t->optim is NULL: the caller must set one before
+ * the first step. */
+Trainer      *trainer_new_around(const TrainerConfig *cfg, Gpt *model, TrainerKeepFn keep,
+                                 void *ctx);
 /* The optimizer cfg->optimizer names, with its config, over params (no master weights): what
  * trainer_new makes, for code that trains other tensors (dist/zero.h's shards). */
 Optim        *trainer_make_optimizer(const TrainerConfig *cfg, Tensor *const *params, int n);
@@ -166,6 +172,18 @@ void          trainer_free(Trainer *t);
  * base stays packed, without masters, and the adapters get fp32 masters. An invalid cfg is a
  * programming error (check it with lora_config_check). */
 void          trainer_use_lora(Trainer *t, const LoraConfig *cfg, uint64_t seed);
+/* trainer_new then trainer_use_lora on the base in the file base_path (nn/gpt_snapshot.h or a
+ * train_gpt --save snapshot; its shape must be cfg->model), built so that the setting up holds
+ * no more than the run will (optim/train_lora.c): no optimizer over the frozen base (no state,
+ * no masters), the base read straight into the model (no second copy), packed in place under a
+ * policy, and under QLoRA each block weight read, quantized and freed before the next (the
+ * model is made without storage for them), so the fp32 base never exists whole. The numbers
+ * are trainer_new + reading the base + trainer_use_lora's, bit for bit. NULL with err filled
+ * when the file cannot be read or does not hold that model, or lc does not suit it
+ * (lora_config_check); an error while reading a weight
+ * after the checks (a failing disk, a non-finite value) ends the program with the message. */
+Trainer      *trainer_new_lora(const TrainerConfig *cfg, const LoraConfig *lc, uint64_t seed,
+                               const char *base_path, SnapshotError *err);
 
 /* One update on a batch: tokens and targets are [B * T] (targets < 0 are not counted), lr the
  * learning rate of this step. */

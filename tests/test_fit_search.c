@@ -7,9 +7,11 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "examples/common/cli.h"
 #include "examples/common/fit_search.h"
+#include "nn/gpt_snapshot.h"
 
 /* A space of tiny models: V 16, T 8, L 1..2, C 32..64, B 4 or 2 towards a batch of 4. */
 static FitSpace tiny_space(void)
@@ -223,6 +225,86 @@ static void test_max_batch_boundary(void **state)
     assert_true(predicted >= 1 && predicted <= B);
 }
 
+/* Fine-tuning a base (FitSpace.base): a tiny model saved as a file. */
+static FitSpace base_space(char *path, size_t len)
+{
+    FitSpace s = tiny_space();
+    s.T = 8;
+    s.base_model = (GptConfig){ .vocab_size = 16, .max_seq = 8, .n_layer = 2, .n_head = 2,
+                                .n_embd = 64, .tied = true, .fused_qkv = true };
+    snprintf(path, len, "/tmp/test_fit_search_base.%d.safetensors", (int)getpid());
+    Gpt *m = gpt_new(&s.base_model, 5);
+    SnapshotError err;
+    assert_true(gpt_snapshot_save(m, path, &err));
+    gpt_free(m);
+    s.base = path;
+    return s;
+}
+
+/* The least predicted need of the ways of one kind: full (rank -1 here), plain or QLoRA. */
+static double least(const FitCandidate *c, int n, bool full, bool qlora)
+{
+    double lo = INFINITY;
+    for (int i = 0; i < n; i++)
+        if ((c[i].lora.rank == 0) == full && (full || c[i].lora.qlora == qlora))
+            lo = fmin(lo, c[i].predicted);
+    return lo;
+}
+
+/* Full fine-tuning wins when it fits; below its need, LoRA at the largest rank that fits
+ * (plain or QLoRA, plain first at one rank); below every plain LoRA's, QLoRA. Each winner is
+ * measured within the budget. */
+static void test_fine_tuning_preference(void **state)
+{
+    (void)state;
+    char path[128];
+    FitSpace space = base_space(path, sizeof path);
+    FitCandidate *all;
+    int n = fit_candidates(&space, &all);
+    /* ranks 16, 8, 4 (32 and 64 are not below C / 2 = 32): 1 + 3 x 2 ways */
+    assert_int_equal(n, 7 * 3 * 2 * 2 * 3);
+    assert_int_equal(all[0].lora.rank, 0);
+    assert_int_equal(all[n - 1].lora.rank, 4);
+    assert_true(all[n - 1].lora.qlora);
+    assert_int_equal(all[n - 1].trainable, 2 * 4 * (2 * 64 + 10 * 64));  /* o and mlp */
+    double full = least(all, n, true, false), plain = least(all, n, false, false);
+    double qlora = least(all, n, false, true);
+    free(all);
+    printf("least predicted: full %.0f, LoRA %.0f, QLoRA %.0f\n", full, plain, qlora);
+    assert_true(qlora < plain && plain < full);
+    struct { double budget; int kind; } cases[] = {
+        { 1.3 * full, 0 }, { 0.5 * (plain + full), 1 }, { 0.5 * (qlora + plain), 2 },
+    };
+    for (int k = 0; k < 3; k++) {
+        FitGoal goal = { .budget = (size_t)cases[k].budget, .train_seconds = 1e6,
+                         .min_steps = 1, .verify = 1 };
+        FitSearch s = fit_search(&space, &goal, NULL);
+        assert_true(s.winner >= 0);
+        const FitRow *w = &s.rows[s.winner];
+        char d[160];
+        printf("budget %zu: %s, measured %.0f\n", goal.budget,
+               fit_describe(&w->c, d, sizeof d), w->m.peak[MEM_ALL]);
+        assert_true(w->m.fits && w->m.peak[MEM_ALL] <= (double)goal.budget);
+        int kind = w->c.lora.rank == 0 ? 0 : 1 + w->c.lora.qlora;
+        if (cases[k].kind == 1)
+            assert_true(kind >= 1);
+        else
+            assert_int_equal(kind, cases[k].kind);
+        /* Rows are in the order of preference: every earlier row failed its measurement. */
+        for (int i = 0; i < s.winner; i++)
+            assert_false(s.rows[i].m.fits);
+        for (int i = 1; i < s.n; i++) {
+            const McLora *a = &s.rows[i - 1].c.lora, *b = &s.rows[i].c.lora;
+            int ra = a->rank ? a->rank : 1 << 30, rb = b->rank ? b->rank : 1 << 30;
+            assert_true(ra > rb || (ra == rb && !a->qlora && b->qlora));
+        }
+        if (kind == 1 || cases[k].kind == 1)    /* the largest rank predicted to fit */
+            assert_int_equal(w->c.lora.rank, s.rows[0].c.lora.rank);
+        fit_search_free(&s);
+    }
+    remove(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -231,6 +313,7 @@ int main(void)
         cmocka_unit_test(test_search_winner_fits),
         cmocka_unit_test(test_too_small_budget),
         cmocka_unit_test(test_max_batch_boundary),
+        cmocka_unit_test(test_fine_tuning_preference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,9 +12,11 @@
 #include "autograd/policy.h"
 #include "autograd/rng.h"
 #include "examples/common/progress.h"
+#include "nn/gpt_snapshot.h"
 #include "optim/train.h"
 
 const char *const FIT_PRECISION_NAMES[] = { "fp32", "bf16", NULL };
+const int FIT_LORA_RANKS[FIT_N_LORA_RANKS] = { 64, 32, 16, 8, 4 };
 
 static const CkptKind STRATEGIES[] = { CKPT_VANILLA, CKPT_SQRT, CKPT_MEMORY_POOR };
 static const McOptimizer OPTIMIZERS[] = { MC_ADAMW, MC_ADAM8BIT, MC_ADAFACTOR };
@@ -38,7 +40,19 @@ void fit_predict(FitCandidate *c)
     McRun run = { .B = c->B, .T = c->T, .strategy = c->strategy, .threads = c->threads,
                   .policy = c->precision == FIT_FP32 ? NULL : &policy };
     c->params = memcalc_gpt_params(&c->model);
-    c->predicted = memcalc_predict(&c->model, &run, c->optimizer).bytes[MEM_ALL];
+    c->trainable = memcalc_lora_trainable(&c->model, &c->lora);
+    c->predicted = memcalc_predict_lora(&c->model, &run, c->optimizer, &c->lora).bytes[MEM_ALL];
+    /* trainer_new_lora's set-up happens under the budget too (before any step). */
+    if (c->lora.rank > 0)
+        c->predicted = fmax(c->predicted,
+                            memcalc_lora_setup_peak(&c->model, run.policy, c->optimizer, &c->lora));
+}
+
+/* The LoRA targets a base allows: every Linear with separate q/k/v; o and mlp on a fused qkv
+ * (an adapter on a column block of it would need an op of its own: nn/gpt_lora.h). */
+unsigned fit_lora_targets(const GptConfig *base)
+{
+    return base->fused_qkv ? LORA_TARGET_O | LORA_TARGET_MLP : LORA_TARGET_ALL;
 }
 
 static FitCandidate make_candidate(const FitSpace *s, int L, int C, CkptKind k, int B,
@@ -55,8 +69,60 @@ static FitCandidate make_candidate(const FitSpace *s, int L, int C, CkptKind k, 
     return x;
 }
 
+/* The ways of one shape, in the order of preference (the loops nest in it). */
+static int add_ways(const FitSpace *s, const FitCandidate *shape, FitCandidate *c)
+{
+    int n = 0;
+    for (int k = 0; k < N_STRATEGIES; k++)
+        for (int b = 0; b < s->n_batches; b++) {
+            int B = s->batches[b];
+            /* Only micro-batches that make up the target batch exactly. */
+            if (B > s->target_batch || s->target_batch % B != 0)
+                continue;
+            for (int p = 0; p < FIT_NPRECISIONS; p++)
+                for (int o = 0; o < N_OPTIMIZERS; o++) {
+                    FitCandidate x = *shape;
+                    x.B = B;
+                    x.accum = s->target_batch / B;
+                    x.strategy = (CkptStrategy){ STRATEGIES[k], 0 };
+                    x.precision = (FitPrecision)p;
+                    x.optimizer = OPTIMIZERS[o];
+                    fit_predict(&x);
+                    c[n++] = x;
+                }
+        }
+    return n;
+}
+
+bool fit_lora_rank_useful(int rank, const GptConfig *base)
+{
+    return 2 * rank < base->n_embd;
+}
+
+/* On a base: full fine-tuning, then each rank (largest first), plain then QLoRA. */
+static int fine_tuning_candidates(const FitSpace *s, FitCandidate **out)
+{
+    int per_way = N_STRATEGIES * s->n_batches * FIT_NPRECISIONS * N_OPTIMIZERS;
+    FitCandidate *c = malloc((size_t)(1 + 2 * FIT_N_LORA_RANKS) * per_way * sizeof *c);
+    if (!c)
+        return *out = NULL, 0;
+    FitCandidate shape = { .model = s->base_model, .T = s->T, .threads = s->threads,
+                           .base = s->base };
+    int n = add_ways(s, &shape, c);
+    for (int r = 0; r < FIT_N_LORA_RANKS; r++)
+        for (int q = 0; q < 2 && fit_lora_rank_useful(FIT_LORA_RANKS[r], &s->base_model); q++) {
+            shape.lora = (McLora){ .rank = FIT_LORA_RANKS[r],
+                                   .targets = fit_lora_targets(&s->base_model), .qlora = q };
+            n += add_ways(s, &shape, c + n);
+        }
+    *out = c;
+    return n;
+}
+
 int fit_candidates(const FitSpace *s, FitCandidate **out)
 {
+    if (s->base)
+        return fine_tuning_candidates(s, out);
     int n_max = s->n_layers * s->n_widths * N_STRATEGIES * s->n_batches * FIT_NPRECISIONS *
                 N_OPTIMIZERS;
     FitCandidate *c = malloc((size_t)n_max * sizeof *c);
@@ -82,18 +148,30 @@ int fit_candidates(const FitSpace *s, FitCandidate **out)
     return n;
 }
 
+/* One shape trained one way: full, or LoRA at one rank, plain or QLoRA. */
 static bool same_shape(const FitCandidate *a, const FitCandidate *b)
 {
-    return a->model.n_layer == b->model.n_layer && a->model.n_embd == b->model.n_embd;
+    return a->model.n_layer == b->model.n_layer && a->model.n_embd == b->model.n_embd &&
+           a->lora.rank == b->lora.rank && a->lora.qlora == b->lora.qlora;
 }
 
-/* Largest first; equal counts (never for different shapes here, but kept total) by depth. */
+/* The order of preference of the ways to fine-tune (fit_search.h): full (rank 0), then the
+ * larger rank, plain before QLoRA. */
+static int method_order(const FitCandidate *c)
+{
+    return c->lora.rank == 0 ? 0 : 2 * (1 << 20) / c->lora.rank + c->lora.qlora;
+}
+
+/* Largest first; equal counts (never for different shapes here, but kept total) by depth;
+ * one shape's ways of fine-tuning in the order of preference. */
 static int by_params(const void *pa, const void *pb)
 {
     const FitCandidate *a = pa, *b = pb;
     if (a->params != b->params)
         return a->params > b->params ? -1 : 1;
-    return (a->model.n_layer > b->model.n_layer) - (a->model.n_layer < b->model.n_layer);
+    if (a->model.n_layer != b->model.n_layer)
+        return (a->model.n_layer > b->model.n_layer) - (a->model.n_layer < b->model.n_layer);
+    return (method_order(a) > method_order(b)) - (method_order(a) < method_order(b));
 }
 
 int fit_filter_sort(FitCandidate *c, int n, size_t budget)
@@ -112,22 +190,45 @@ int fit_filter_sort(FitCandidate *c, int n, size_t budget)
     return kept;
 }
 
+const char *fit_method(const FitCandidate *c, char *buf, size_t len)
+{
+    if (!c->base)
+        snprintf(buf, len, "from scratch");
+    else if (c->lora.rank == 0)
+        snprintf(buf, len, "full fine-tuning");
+    else
+        snprintf(buf, len, "%s r %d", c->lora.qlora ? "QLoRA" : "LoRA", c->lora.rank);
+    return buf;
+}
+
 const char *fit_describe(const FitCandidate *c, char *buf, size_t len)
 {
-    char s[32];
-    snprintf(buf, len, "L%d C%d H%d, B %d x %d, %s, %s, %s", c->model.n_layer, c->model.n_embd,
-             c->model.n_head, c->B, c->accum, ckpt_name(c->strategy, s, sizeof s),
-             FIT_PRECISION_NAMES[c->precision], MC_OPTIMIZER_NAMES[c->optimizer]);
+    char s[32], m[32] = "";
+    if (c->base) {
+        m[0] = ',', m[1] = ' ';
+        fit_method(c, m + 2, sizeof m - 2);
+    }
+    snprintf(buf, len, "L%d C%d H%d, B %d x %d, %s, %s, %s%s", c->model.n_layer,
+             c->model.n_embd, c->model.n_head, c->B, c->accum, ckpt_name(c->strategy, s, sizeof s),
+             FIT_PRECISION_NAMES[c->precision], MC_OPTIMIZER_NAMES[c->optimizer], m);
     return buf;
 }
 
 const char *fit_flags(const FitCandidate *c, char *buf, size_t len)
 {
-    char s[32];
+    char s[32], model[1200], t[64];
+    if (!c->base)
+        snprintf(model, sizeof model, "--layers %d --heads %d --embd %d", c->model.n_layer,
+                 c->model.n_head, c->model.n_embd);
+    else if (c->lora.rank == 0)
+        snprintf(model, sizeof model, "--load-base %s", c->base);
+    else
+        snprintf(model, sizeof model, "--load-base %s --lora %d --lora-targets %s%s", c->base,
+                 c->lora.rank, lora_targets_str(c->lora.targets, t, sizeof t),
+                 c->lora.qlora ? " --qlora" : "");
     snprintf(buf, len,
-             "--layers %d --heads %d --embd %d --seq %d --batch %d --accum %d --checkpoint %s "
-             "--precision %s --optimizer %s", c->model.n_layer, c->model.n_head,
-             c->model.n_embd, c->T, c->B, c->accum, ckpt_name(c->strategy, s, sizeof s),
+             "%s --seq %d --batch %d --accum %d --checkpoint %s --precision %s --optimizer %s",
+             model, c->T, c->B, c->accum, ckpt_name(c->strategy, s, sizeof s),
              FIT_PRECISION_NAMES[c->precision], MC_OPTIMIZER_NAMES[c->optimizer]);
     return buf;
 }
@@ -165,6 +266,34 @@ static TrainOptimizer train_optimizer(McOptimizer o)
     }
 }
 
+/* The trainer as train_gpt builds it (make_trainer, lora_trainer_new): from scratch; on a base
+ * with --lora, trainer_new_lora (adapters seeded with seed + 1, as train_gpt does); on a base
+ * without, trainer_new and the base read through the masters (examples/train_gpt/lora.c). A
+ * base that cannot be read ends the child with the message, which the parent reports. */
+static Trainer *new_trainer(const FitCandidate *c, const TrainerConfig *cfg)
+{
+    SnapshotError err;
+    if (c->base && c->lora.rank > 0) {
+        LoraConfig lc = lora_config_default();
+        lc.rank = c->lora.rank;
+        lc.targets = c->lora.targets;
+        lc.qlora = c->lora.qlora;
+        Trainer *tr = trainer_new_lora(cfg, &lc, cfg->seed + 1, c->base, &err);
+        if (!tr)
+            tensor_fatal("%s", err.message);
+        return tr;
+    }
+    Trainer *tr = trainer_new(cfg);
+    if (c->base) {
+        optim_expose_masters(tr->optim);
+        bool ok = gpt_snapshot_read_weights(tr->model, c->base, &err);
+        optim_pack_masters(tr->optim);
+        if (!ok)
+            tensor_fatal("%s", err.message);
+    }
+    return tr;
+}
+
 /* In the child: the trainer train_gpt would build (optim/train.h: model, optimizer, master
  * weights and packing under the policy, the checkpointing strategy) under the budget, set
  * before the model exists as train_gpt --mem-budget sets it, then an update of accum
@@ -180,7 +309,7 @@ static void child_step(const FitCandidate *c, size_t budget, unsigned what, int 
     cfg.optimizer = train_optimizer(c->optimizer);
     cfg.checkpoint = c->strategy;
     policy_preset(FIT_PRECISION_NAMES[c->precision], &cfg.policy);
-    Trainer *tr = trainer_new(&cfg);
+    Trainer *tr = new_trainer(c, &cfg);
     size_t count = (size_t)c->accum * c->B * c->T;
     /* Token arrays are the program's, not tensor storage: plain malloc, uncounted. */
     int *tokens = malloc(count * sizeof *tokens), *targets = malloc(count * sizeof *targets);
@@ -326,7 +455,10 @@ int fit_max_batch_measured(const FitCandidate *c, size_t budget, unsigned what, 
  * forwards on top; attention's T^2 terms are left out, as the rate absorbs them. */
 static double update_flops(const FitCandidate *c)
 {
-    return 6.0 * (double)c->params * c->B * c->T * c->accum * fit_recompute_factor(c);
+    /* A frozen weight's backward computes dX alone, not dW: 4 per parameter per token (the
+     * adapters' own products, of width r, left out). */
+    double per_param = c->lora.rank > 0 ? 4.0 : 6.0;
+    return per_param * (double)c->params * c->B * c->T * c->accum * fit_recompute_factor(c);
 }
 
 FitSearch fit_search(const FitSpace *space, const FitGoal *goal, FILE *log)

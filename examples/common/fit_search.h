@@ -17,7 +17,19 @@
  * micro-batch's (optim/train.c frees each micro-batch's tape before the next).
  *
  * The memory calculator's total is the sum of the categories' peaks, an upper bound (they do
- * not all peak at once), so a candidate it admits fits; the measurement says by how much. */
+ * not all peak at once), so a candidate it admits fits; the measurement says by how much.
+ *
+ * Fine-tuning (FitSpace.base, fit_largest --base FILE): the shape is the base's, and the ways
+ * are full fine-tuning (every parameter trained, the base's weights as the start) and LoRA
+ * (FIT_LORA_RANKS below C / 2, on the Linears the base allows: every one with separate q/k/v, o and mlp on
+ * a fused qkv), plain and QLoRA, each with the same micro-batch, strategy, precision and
+ * optimizer dimensions. Preference: full fine-tuning when it fits (it trains every weight:
+ * the most the task can get from the base); else LoRA with the largest rank that fits (the
+ * most trainable numbers); at one rank plain before QLoRA (QLoRA trains the same adapters on
+ * an NF4-rounded base, through bf16 products: it costs accuracy, docs/lora.md measures it, and
+ * pays only when memory forces it); then the order above. Without a base there is no LoRA:
+ * adapters on a frozen random model would train a few numbers beside weights that mean
+ * nothing. */
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -34,9 +46,19 @@ typedef struct {
     FitPrecision precision;
     McOptimizer  optimizer;     /* MC_ADAMW, MC_ADAM8BIT or MC_ADAFACTOR */
     size_t       params;
-    double       predicted;     /* memcalc_predict's total, bytes */
+    double       predicted;     /* memcalc_predict's total, bytes; for LoRA the larger of
+                                 * memcalc_predict_lora's and the set-up's bound */
     int          threads;       /* the attention scratch is per thread */
+    /* Fine-tuning: the base file (NULL: training from scratch), and LoRA (rank 0: every
+     * parameter trained). */
+    const char  *base;
+    McLora       lora;
+    size_t       trainable;     /* parameters the optimizer updates */
 } FitCandidate;
+
+/* The ranks tried on a base, largest first. */
+enum { FIT_N_LORA_RANKS = 5 };
+extern const int FIT_LORA_RANKS[FIT_N_LORA_RANKS];  /* 64, 32, 16, 8, 4 */
 
 /* What the search ranges over. fit_space_default fills the lists used by fit_largest. */
 enum { FIT_MAX_LIST = 16 };
@@ -48,6 +70,9 @@ typedef struct {
     int layers[FIT_MAX_LIST], n_layers;
     int widths[FIT_MAX_LIST], n_widths;     /* heads = width / 32 */
     int batches[FIT_MAX_LIST], n_batches;   /* largest first */
+    /* Fine-tuning: the base file and its shape (layers and widths are then ignored). */
+    const char *base;
+    GptConfig   base_model;
 } FitSpace;
 
 FitSpace fit_space_default(int V, int T, int threads);
@@ -60,9 +85,19 @@ int    fit_candidates(const FitSpace *s, FitCandidate **out);
 /* Steps 2 and 3 in place: the survivors, one per shape, largest first; returns their count. */
 int    fit_filter_sort(FitCandidate *c, int n, size_t budget);
 
-/* "L4 C256 H8, B 16 x 2, sqrt, bf16, adam8bit" */
+/* "L4 C256 H8, B 16 x 2, sqrt, bf16, adam8bit", with ", LoRA r 16" (or QLoRA, or "full
+ * fine-tuning") on a base. */
 const char *fit_describe(const FitCandidate *c, char *buf, size_t len);
-/* The train_gpt flags that run it: "--layers 4 --heads 8 ... --optimizer adam8bit". */
+/* "from scratch", "full fine-tuning", "LoRA r 16", "QLoRA r 8". */
+const char *fit_method(const FitCandidate *c, char *buf, size_t len);
+/* The LoRA targets the search gives a base: every Linear (q,k,v,o,mlp) with separate q/k/v,
+ * o and mlp on a fused qkv (nn/gpt_lora.h refuses q, k, v there). */
+unsigned    fit_lora_targets(const GptConfig *base);
+/* A rank is searched when 2 r < C: from r = C / 2 on, an adapter on a [C, C] weight holds as
+ * many numbers as the weight (r (C + C) >= C^2), and full fine-tuning trains no more. */
+bool        fit_lora_rank_useful(int rank, const GptConfig *base);
+/* The train_gpt flags that run it: "--layers 4 --heads 8 ... --optimizer adam8bit"; on a base
+ * "--load-base FILE [--lora R --lora-targets T [--qlora]] --seq ..." instead of the shape. */
 const char *fit_flags(const FitCandidate *c, char *buf, size_t len);
 /* Forward-equivalents of one micro-batch under its strategy over one without recomputation:
  * (2 + forwards / L) / 3, a backward costing two forwards. */

@@ -237,12 +237,16 @@ static double memory_poor_peak(const McActParts *a, int L)
 double memcalc_act_peak(const GptConfig *cfg, const McRun *run)
 {
     McActParts a = memcalc_act_parts_run(cfg, run);
-    int L = cfg->n_layer;
-    switch (run->strategy.kind) {
-    case CKPT_VANILLA: return a.embed + L * a.block + a.head;
-    case CKPT_MEMORY_POOR: return memory_poor_peak(&a, L);
+    return memcalc_act_peak_parts(&a, cfg->n_layer, run->strategy);
+}
+
+double memcalc_act_peak_parts(const McActParts *a, int L, CkptStrategy strategy)
+{
+    switch (strategy.kind) {
+    case CKPT_VANILLA: return a->embed + L * a->block + a->head;
+    case CKPT_MEMORY_POOR: return memory_poor_peak(a, L);
     case CKPT_SQRT:
-    case CKPT_EVERY: return every_peak(&a, L, ckpt_interval(run->strategy, L));
+    case CKPT_EVERY: return every_peak(a, L, ckpt_interval(strategy, L));
     case CKPT_BUDGET: break;
     }
     return -1.0;
@@ -385,4 +389,14 @@ McPeaks memcalc_predict(const GptConfig *cfg, const McRun *run, McOptimizer o)
     for (int c = 0; c < MEM_NCAT; c++)
         p.bytes[MEM_ALL] += p.bytes[c];
     return p;
+}
+
+/* One tensor's optimizer state, as tally counts it (memcalc_lora.c's adapters). */
+double memcalc_tensor_state(long rows, long cols, McOptimizer o, double *adafactor_scratch)
+{
+    Tally t = { .o = o };
+    tally(rows, cols, &t);
+    if (adafactor_scratch)
+        *adafactor_scratch = fmax(*adafactor_scratch, t.adafactor_scratch);
+    return t.state;
 }

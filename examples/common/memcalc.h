@@ -102,6 +102,8 @@ double     memcalc_act_zero_paper(const GptConfig *cfg, int B, int T, double byt
  * in the backward pass, attention scratch, the optimizer's scratch). memory-poor, sqrt and every:K
  * are supported; budget:S is not (returns -1). */
 double     memcalc_act_peak(const GptConfig *cfg, const McRun *run);
+/* The same from the pieces (L blocks, the strategy), for formulas that change a piece. */
+double     memcalc_act_peak_parts(const McActParts *a, int L, CkptStrategy strategy);
 double     memcalc_temp_peak(const GptConfig *cfg, const McRun *run, McOptimizer o);
 
 /* Predicted peak of every category (and the total, at MEM_ALL, as the sum of the peaks: an
@@ -119,5 +121,47 @@ McPeaks memcalc_predict(const GptConfig *cfg, const McRun *run, McOptimizer o);
  * what was in use before the model was built, as autograd/mem measures it (total: the measured
  * peak of the sum). */
 McPeaks memcalc_measure(const GptConfig *cfg, const McRun *run, McOptimizer o, uint64_t seed);
+/* Optimizer state bytes of one [rows, cols] tensor (a vector: rows 1), as the optimizer's
+ * constructor allocates them; adafactor's scratch for it raises *adafactor_scratch (may be
+ * NULL). */
+double  memcalc_tensor_state(long rows, long cols, McOptimizer o, double *adafactor_scratch);
+
+/* ---- LoRA and QLoRA (memcalc_lora.c) --------------------------------------------------------
+ * Fine-tuning a frozen base with adapters (nn/gpt_lora.h, docs/lora.md), as optim/train.h's
+ * trainer_new_lora builds it:
+ *     param   the frozen base in its dtype: fp32, the policy's param dtype (no master: it is
+ *             never updated), or under QLoRA each block weight as NF4 (quant_bytes: 4-bit
+ *             codes, a scale per 64 values double-quantized to e4m3 in blocks of 256 with one
+ *             fp32 constant each) and the rest (embeddings, LayerNorms, biases) as fp32 or
+ *             packed; plus the adapters A [in, r] and B [r, out], fp32 or packed
+ *     grad    4 bytes per adapter value, nothing for the base
+ *     optim   the optimizer's state for the adapters alone, and their fp32 masters under a
+ *             policy that packs parameters
+ *     act     the full model's activations plus, per adapted Linear of a block (recorded, or
+ *             run without recording under checkpointing), the adapter op's s x A [M, r] and its
+ *             output [M, out], in the act dtype
+ *     temp    an upper bound: memcalc_temp_peak's (a frozen weight's backward skips dW, so
+ *             it holds less) with what the adapters and QLoRA add at the largest product (the
+ *             dequantized weight and its bf16 operand copies, the adapter's [M, r] gradient)
+ * Rank 0 is full fine-tuning: memcalc_predict. */
+typedef struct {
+    int      rank;              /* 0: full fine-tuning */
+    unsigned targets;           /* LORA_TARGET_* (nn/gpt_lora.h) */
+    bool     qlora;
+} McLora;
+
+size_t  memcalc_lora_trainable(const GptConfig *cfg, const McLora *lora);
+McPeaks memcalc_predict_lora(const GptConfig *cfg, const McRun *run, McOptimizer o,
+                             const McLora *lora);
+/* An upper bound of the total in use while trainer_new_lora sets the run up (before any step):
+ * the model with its fp32 values (under QLoRA without the block weights, which come one at a
+ * time), one tensor packed beside its fp32 copy, the adapters; at the end the run's param
+ * and optim bytes. */
+double  memcalc_lora_setup_peak(const GptConfig *cfg, const PrecisionPolicy *policy,
+                                McOptimizer o, const McLora *lora);
+/* memcalc_measure for a LoRA run on a random base of cfg's shape (the bytes do not depend on
+ * the values): the base packed or quantized, the adapters, their optimizer, one step. */
+McPeaks memcalc_measure_lora(const GptConfig *cfg, const McRun *run, McOptimizer o,
+                             const McLora *lora, uint64_t seed);
 
 #endif

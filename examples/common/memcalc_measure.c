@@ -4,8 +4,10 @@
 
 #include <stdlib.h>
 
+#include "autograd/policy.h"
 #include "autograd/rng.h"
 #include "nn/gpt_checkpoint.h"
+#include "nn/gpt_lora.h"
 #include "optim/adafactor.h"
 #include "optim/adam8bit.h"
 #include "optim/adamw.h"
@@ -86,6 +88,60 @@ McPeaks memcalc_measure(const GptConfig *cfg, const McRun *run, McOptimizer o, u
     free(tokens);
     free(targets);
     optim_free(opt);
+    gpt_free(model);
+    return p;
+}
+
+/* A LoRA run's step (memcalc.h, "LoRA and QLoRA"): the base packed in place under the policy,
+ * as trainer_new_lora leaves it (no masters), the adapters attached (QLoRA quantizes the block
+ * weights), the optimizer over the adapters with their masters. The set-up's transients are
+ * not the step's: the peaks restart after it. */
+McPeaks memcalc_measure_lora(const GptConfig *cfg, const McRun *run, McOptimizer o,
+                             const McLora *lora, uint64_t seed)
+{
+    if (lora->rank == 0)
+        return memcalc_measure(cfg, run, o, seed);
+    size_t base[MEM_NCAT + 1];
+    for (int c = 0; c <= MEM_NCAT; c++)
+        base[c] = mem_current((MemCategory)c);
+    Gpt *model = gpt_new(cfg, seed);
+    gpt_set_tiled_attention(model, run->tiled);
+    int n;
+    Tensor *const *params = gpt_params(model, &n);
+    if (run->policy && run->policy->param != DTYPE_F32)
+        for (int i = 0; i < n; i++) {
+            Format f = tensor_dtype_format(run->policy->param);
+            tensor_pack(params[i], run->policy->param,
+                        policy_current_scale(f, params[i]->data, params[i]->size));
+        }
+    LoraConfig lc = { .rank = lora->rank, .alpha = 16.0f, .targets = lora->targets,
+                      .qlora = lora->qlora };
+    GptLora *gl = gpt_lora_new(model, &lc, seed + 1);
+    Tensor *const *train = gpt_lora_params(gl, &n);
+    Optim *opt = make_optimizer(o, train, n);
+    if (run->policy)
+        optim_use_master_weights(opt, run->policy->param);
+    mem_reset_peaks();
+    int count = run->B * run->T;
+    int *tokens = malloc((size_t)count * sizeof *tokens);
+    int *targets = malloc((size_t)count * sizeof *targets);
+    if (!tokens || !targets)
+        tensor_fatal("out of memory for %d tokens", count);
+    Rng rng = rng_new(seed, RNG_STREAM_DATA);
+    for (int i = 0; i < count; i++) {
+        tokens[i] = (int)rng_below(&rng, (uint32_t)cfg->vocab_size);
+        targets[i] = (int)rng_below(&rng, (uint32_t)cfg->vocab_size);
+    }
+    forward_backward(model, run, tokens, targets);
+    optim_step(opt, 1e-3);
+    optim_zero_grad(opt);
+    McPeaks p;
+    for (int c = 0; c <= MEM_NCAT; c++)
+        p.bytes[c] = (double)(mem_peak((MemCategory)c) - base[c]);
+    free(tokens);
+    free(targets);
+    optim_free(opt);
+    gpt_lora_free(gl);
     gpt_free(model);
     return p;
 }

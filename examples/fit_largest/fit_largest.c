@@ -24,11 +24,12 @@
 #include "examples/common/settings.h"
 #include "examples/common/train_run.h"
 #include "examples/fit_largest/fit_largest.h"
+#include "nn/gpt_snapshot.h"
 
 enum {
     OPT_BUDGET = 256, OPT_TIME, OPT_DATA, OPT_SEQ, OPT_TARGET_BATCH, OPT_VERIFY, OPT_MIN_STEPS,
     OPT_NO_TRAIN, OPT_SAMPLE, OPT_OUT, OPT_WORK, OPT_TRAIN_GPT, OPT_THREADS, OPT_EXERCISE,
-    OPT_LAYERS, OPT_EMBD, OPT_PRECISION, OPT_OPTIMIZER, OPT_MAX_BATCH, OPT_END
+    OPT_LAYERS, OPT_EMBD, OPT_PRECISION, OPT_OPTIMIZER, OPT_MAX_BATCH, OPT_BASE, OPT_END
 };
 
 static const char *const EXERCISES[] = { "max-batch", NULL };
@@ -111,6 +112,11 @@ static const Setting SETTINGS[] = {
     { .name = "train-gpt", .id = OPT_TRAIN_GPT, .type = SETTING_STRING,
       .offset = FIELD(train_gpt), .arg = "PATH",
       .help = "the trainer (default: next to this program)" },
+    { .name = "base", .id = OPT_BASE, .type = SETTING_STRING, .offset = FIELD(base),
+      .arg = "FILE",
+      .help = "fine-tune this model (a train_gpt --save snapshot or an\n"
+              "nn/gpt_snapshot.h file): the search is then over full\n"
+              "fine-tuning and LoRA/QLoRA (ranks 64..4) of its shape" },
     { .name = "threads", .id = OPT_THREADS, .type = SETTING_INT, .offset = FIELD(threads),
       .lo = 0, .hi = 1024, .def = "0", .arg = "N", .help = "threads, 0 = one per core" },
     { .heading = "The checkpointing exercise:" },
@@ -143,11 +149,36 @@ static void usage(void)
            "optimizer (adamw, adam8bit, adafactor) for the largest GPT whose training fits the\n"
            "memory budget (predicted by the memory calculator, then measured by a real step\n"
            "under the budget), train it for the time budget with train_gpt, and print the\n"
-           "table: setup, parameters, peak memory, eval loss, batch, time, a sample.\n\n");
+           "table: setup, parameters, peak memory, eval loss, batch, time, a sample.\n\n"
+           "With --base FILE it fine-tunes that model instead: full fine-tuning when it fits,\n"
+           "else LoRA with the largest rank (64, 32, 16, 8, 4) that fits, plain before QLoRA\n"
+           "(an NF4 base), each with the same batch, checkpointing, precision and optimizer\n"
+           "choices. Without --base LoRA is not searched: its base would be a frozen random\n"
+           "model, and the adapters would learn a correction to weights that mean nothing.\n\n");
     settings_usage(SETTINGS, N_SETTINGS);
     printf("\nExamples:\n"
            "  fit_largest --budget 64MiB --time 120s --out fit64.tsv\n"
+           "  fit_largest --base base.safetensors --budget 40MiB --time 120s\n"
            "  fit_largest --exercise max-batch --budget 64MiB\n");
+}
+
+/* --base: its shape, read and checked now (the file must be a model train_gpt --load-base
+ * takes); its sequence length is the default --seq. */
+static void read_base(FitOptions *o, bool seq_given)
+{
+    SnapshotError err;
+    SnapshotReader *r = snapshot_open(o->base, &err);
+    if (!r)
+        cli_die(1, "--base: %s", err.message);
+    bool ok = gpt_snapshot_read_config(r, o->base, "model", &o->base_model, &err);
+    snapshot_close(r);
+    if (!ok)
+        cli_die(1, "--base: %s", err.message);
+    if (!seq_given)
+        o->seq = o->base_model.max_seq;
+    else if (o->seq > o->base_model.max_seq)
+        cli_usage_error("--seq %d is longer than --base %s's %d positions", o->seq, o->base,
+                        o->base_model.max_seq);
 }
 
 static FitOptions parse(int argc, char **argv)
@@ -163,6 +194,8 @@ static FitOptions parse(int argc, char **argv)
             search_flag = settings_find(SETTINGS, N_SETTINGS, id)->name;
     for (int id = OPT_LAYERS; id <= OPT_MAX_BATCH; id++)
         o.exercise_flag_given |= given[id - OPT_BUDGET];
+    if (given[OPT_BASE - OPT_BUDGET])
+        search_flag = "base";
     if (o.exercise && search_flag)
         cli_usage_error("--%s applies to the search, not to --exercise max-batch", search_flag);
     if (!o.exercise && o.exercise_flag_given)
@@ -170,6 +203,8 @@ static FitOptions parse(int argc, char **argv)
                         "--exercise max-batch (the search tries them all)");
     if (!o.train_gpt)
         o.train_gpt = run_find_train_gpt(argv[0]);
+    if (o.base)
+        read_base(&o, given[OPT_SEQ - OPT_BUDGET]);
     return o;
 }
 
@@ -194,9 +229,14 @@ int main(int argc, char **argv)
     int V = data_vocab(&o);
     if (o.exercise)
         return exercise_max_batch(&o, V);
+    if (o.base && o.base_model.vocab_size != V)
+        cli_die(1, "--base %s has a vocabulary of %d, --data %s of %d: the base was trained on "
+                "another text", o.base, o.base_model.vocab_size, o.data, V);
 
     FitSpace space = fit_space_default(V, o.seq, par_threads());
     space.target_batch = o.target_batch;
+    space.base = o.base;
+    space.base_model = o.base_model;
     FitGoal goal = { .budget = o.budget, .train_seconds = FIT_TRAIN_SHARE * o.seconds,
                      .min_steps = o.min_steps, .verify = o.verify };
     char b[32];

@@ -19,6 +19,8 @@ typedef struct {
     long         min_steps;
     bool         no_train;
     const char  *out, *work, *train_gpt;
+    const char  *base;           /* --base: fine-tune this model (NULL: from scratch) */
+    GptConfig    base_model;     /* its shape */
     /* --exercise max-batch */
     int          exercise;       /* 0: the search; 1: max-batch */
     int          layers, embd, max_batch;

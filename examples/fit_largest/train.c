@@ -11,6 +11,7 @@
 #include "examples/common/train_run.h"
 #include "examples/common/tsv.h"
 #include "examples/fit_largest/fit_largest.h"
+#include "nn/gpt_lora.h"
 
 static double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
 
@@ -105,12 +106,26 @@ FitResult fit_train(const FitOptions *o, const FitSearch *s, const FitGoal *g)
     run_arg(&spec, "%s", o->data);
     run_arg(&spec, "--seq");
     run_arg(&spec, "%d", c->T);
-    run_arg(&spec, "--layers");
-    run_arg(&spec, "%d", c->model.n_layer);
-    run_arg(&spec, "--heads");
-    run_arg(&spec, "%d", c->model.n_head);
-    run_arg(&spec, "--embd");
-    run_arg(&spec, "%d", c->model.n_embd);
+    if (!c->base) {
+        run_arg(&spec, "--layers");
+        run_arg(&spec, "%d", c->model.n_layer);
+        run_arg(&spec, "--heads");
+        run_arg(&spec, "%d", c->model.n_head);
+        run_arg(&spec, "--embd");
+        run_arg(&spec, "%d", c->model.n_embd);
+    } else {
+        run_arg(&spec, "--load-base");
+        run_arg(&spec, "%s", c->base);
+    }
+    if (c->lora.rank > 0) {
+        char targets[64];
+        run_arg(&spec, "--lora");
+        run_arg(&spec, "%d", c->lora.rank);
+        run_arg(&spec, "--lora-targets");
+        run_arg(&spec, "%s", lora_targets_str(c->lora.targets, targets, sizeof targets));
+        if (c->lora.qlora)
+            run_arg(&spec, "--qlora");
+    }
     run_arg(&spec, "--batch");
     run_arg(&spec, "%d", c->B);
     run_arg(&spec, "--accum");
@@ -180,7 +195,15 @@ void fit_print_result(const FitOptions *o, const FitSearch *s, const FitResult *
     fprintf(out, "\nthe homework's table (budget %s, time %gs):\n",
             mem_format_bytes(o->budget, b, sizeof b), o->seconds);
     fprintf(out, "  setup              %s\n", fit_describe(&w->c, d, sizeof d));
-    fprintf(out, "  parameters         %zu\n", w->c.params);
+    if (w->c.base)
+        fprintf(out, "  base               %s (fine-tuned: %s)\n", w->c.base,
+                fit_method(&w->c, b, sizeof b));
+    if (w->c.lora.rank > 0)
+        fprintf(out, "  parameters         %zu, of which %zu trained (%.2f%%: the adapters)\n",
+                w->c.params, w->c.trainable, 100.0 * (double)w->c.trainable /
+                (double)w->c.params);
+    else
+        fprintf(out, "  parameters         %zu\n", w->c.params);
     fprintf(out, "  peak memory        %zu bytes (%.2f MiB) over the training steps, %zu "
             "(%.2f MiB) over the run; one step measured %.0f, predicted %.0f (%.2f MiB)\n",
             r->peak_step, mib((double)r->peak_step), r->peak_run, mib((double)r->peak_run),
@@ -199,7 +222,8 @@ void fit_write_tsv(const FitOptions *o, const FitSearch *s, const FitResult *r)
     static const char *const cols[] = {
         "budget", "setup", "layers", "embd", "heads", "batch", "accum", "checkpoint",
         "precision", "optimizer", "params", "peak_step", "peak_run", "measured_step",
-        "predicted", "eval_loss", "steps", "seconds", "sample", NULL,
+        "predicted", "eval_loss", "steps", "seconds", "sample", "method", "lora_rank",
+        "trainable", NULL,
     };
     char err[512];
     TsvWriter *t = tsv_open(o->out, cols, err, sizeof err);
@@ -228,6 +252,10 @@ void fit_write_tsv(const FitOptions *o, const FitSearch *s, const FitResult *r)
     tsv_num(t, round(r->seconds * 10) / 10);
     one_line(r->sample, line, sizeof line);
     tsv_str(t, line);
+    char m[32];
+    tsv_str(t, fit_method(&w->c, m, sizeof m));
+    tsv_int(t, w->c.lora.rank);
+    tsv_int(t, (long long)w->c.trainable);
     if (!tsv_end_row(t) || !tsv_close(t, err, sizeof err))
         cli_die(1, "--out: %s", err);
     printf("table: %s\n", o->out);

@@ -64,6 +64,28 @@ void lora_base_config(const Options *o, GptConfig *model)
     snapshot_close(r);
 }
 
+/* The trainer of a fresh run: with --load-base and --lora, trainer_new_lora, whose setting up
+ * holds no more than the run will (no optimizer over the frozen base, no second copy of it,
+ * under --qlora never the whole fp32 base), so a budget the run fits is not refused before its
+ * first step; otherwise trainer_new and lora_setup. */
+Trainer *lora_trainer_new(const TrainerConfig *cfg, const Options *o)
+{
+    if (!o->load_base_path || o->lora_rank == 0) {
+        Trainer *tr = trainer_new(cfg);
+        lora_setup(tr, o);
+        return tr;
+    }
+    LoraConfig lc = { .rank = o->lora_rank, .alpha = (float)o->lora_alpha,
+                      .targets = o->lora_targets, .qlora = o->qlora };
+    SnapshotError err;
+    /* The adapters' seed as lora_setup's. */
+    Trainer *tr = trainer_new_lora(cfg, &lc, (uint64_t)o->seed + 1, o->load_base_path, &err);
+    if (!tr)
+        cli_die(1, "%s", err.message);
+    mem_reset_peaks();
+    return tr;
+}
+
 /* Setting up makes transient copies that are not the run's: the base is read through a model
  * of its own, the optimizer over every parameter that trainer_use_lora replaces, the fp32
  * weights QLoRA quantizes. The peaks restart once they are gone. */
@@ -200,8 +222,7 @@ void lora_merge_snapshot(Options *o, const SnapshotReader *r, const char *path,
 
 Trainer *lora_resume(const Options *o, const TrainerConfig *saved, SnapshotReader *r)
 {
-    Trainer *tr = trainer_new(saved);
-    lora_setup(tr, o);
+    Trainer *tr = lora_trainer_new(saved, o);
     SnapshotError err;
     if (!train_snapshot_restore(tr, r, o->load_path, &err))
         cli_die(1, "%s", err.message);

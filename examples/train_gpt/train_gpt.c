@@ -173,9 +173,8 @@ static Trainer *make_trainer(Run *run)
         lora_base_config(o, &cfg.model);
     check_fit(o, run->ds, &cfg.model);
     check_model_size(&cfg.model);
-    Trainer *tr = trainer_new(&cfg);
+    Trainer *tr = lora_trainer_new(&cfg, o);
     gpt_set_tiled_attention(tr->model, o->attention == ATTENTION_TILED);
-    lora_setup(tr, o);
     return tr;
 }
 

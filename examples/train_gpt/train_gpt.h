@@ -177,6 +177,7 @@ void lora_check_options(Options *o);
 void lora_base_config(const Options *o, GptConfig *model);
 /* After trainer_new: the base's weights, then the adapters (trainer_use_lora). */
 void lora_setup(Trainer *tr, const Options *o);
+Trainer *lora_trainer_new(const TrainerConfig *cfg, const Options *o);
 void lora_describe(const Trainer *tr, const Options *o);
 void lora_report(const Trainer *tr);
 void lora_save_adapter(const Trainer *tr, const Options *o);

@@ -87,26 +87,38 @@ static void matmul_backward(Node *n)
     Format fx = policy_operand_format(n->policy, x), fw = policy_operand_format(n->policy, w);
     Format fg = policy_grad_operand_format(n->policy);
     node_count(n, 2 * (int64_t)M * N * K * (x->requires_grad + w->requires_grad), 0);
-    /* BEGIN SOLUTION matmul_backward */
-    if (x->requires_grad)
-        product(n->policy, fg, fw, false, !trans_w, M, K, N, y->grad, w->data, 1.0f,
-                tensor_grad(x));
+    /* The inputs are decoded here, not by the tape (backward_ignores_inputs): dW first, while X
+     * is decoded, and X's copy freed before dX is allocated, so a packed X and its fp32
+     * gradient (each M x K) are never in temp together. The two products are independent:
+     * their order changes no bit. */
+    tensor_unpack(w);
     if (w->requires_grad) {
+        tensor_unpack(x);
+        /* BEGIN SOLUTION matmul_backward */
         if (trans_w)
             product(n->policy, fg, fx, true, false, N, K, M, y->grad, x->data, 1.0f,
                     tensor_grad(w));
         else
             product(n->policy, fx, fg, true, false, K, N, M, x->data, y->grad, 1.0f,
                     tensor_grad(w));
-    }
-    /* STUDENT
-    (void)trans_w, (void)fx, (void)fw, (void)fg;
-    if (x->requires_grad)
-        (void)tensor_grad(x);
-    if (w->requires_grad)
+        /* STUDENT
+        (void)trans_w, (void)fx, (void)fg;
         (void)tensor_grad(w);
-    */
-    /* END SOLUTION matmul_backward */
+        */
+        /* END SOLUTION matmul_backward */
+        if (x != w)
+            tensor_release(x);
+    }
+    if (x->requires_grad) {
+        /* BEGIN SOLUTION matmul_backward */
+        product(n->policy, fg, fw, false, !trans_w, M, K, N, y->grad, w->data, 1.0f,
+                tensor_grad(x));
+        /* STUDENT
+        (void)fw;
+        (void)tensor_grad(x);
+        */
+        /* END SOLUTION matmul_backward */
+    }
 }
 
 Tensor *op_matmul(Tape *tape, Tensor *x, Tensor *w, bool trans_w)
@@ -121,8 +133,10 @@ Tensor *op_matmul(Tape *tape, Tensor *x, Tensor *w, bool trans_w)
             x->data, w->data, 0.0f, y->data);
     tape_count(tape, 2 * (int64_t)M * N * K, 0);
     Node *n = tape_record(tape, "matmul", matmul_backward, y, 2, (Tensor *[]){ x, w });
-    if (n)
+    if (n) {
         n->i[0] = trans_w;
+        n->backward_ignores_inputs = true;      /* matmul_backward decodes them itself */
+    }
     return y;
 }
 
@@ -168,8 +182,11 @@ Tensor *op_linear(Tape *tape, Tensor *x, Tensor *w, Tensor *bias)
             K, x->data, w->data, 1.0f, y->data);
     tape_count(tape, 2 * (int64_t)M * N * K, (int64_t)M * N);
     Node *n = tape_record(tape, "linear", linear_backward, y, 3, (Tensor *[]){ x, w, bias });
-    if (n)
+    if (n) {
         n->i[0] = false;
+        n->backward_ignores_inputs = true;      /* matmul_backward decodes x and w; the bias's
+                                                 * values are not read */
+    }
     return y;
 }
 

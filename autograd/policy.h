@@ -11,10 +11,11 @@
  *            rounded to this dtype and packed as soon as the op has recorded it, so a bf16
  *            activation occupies 2 bytes in the act category. Ops decode their inputs into a
  *            scratch (temp) copy for the length of one forward or backward call.
- *   grad     the format gradients are rounded to: activation gradients after every backward
- *            step (this is where fp16 underflows) and parameter gradients after every
- *            accumulation. They are held in fp32 buffers: their values are the low format's,
- *            their bytes are fp32's (see docs/mixed_precision.md).
+ *   grad     the format activation gradients are rounded to after every backward step (this
+ *            is where fp16 underflows); they are held in fp32 buffers (temp) with the low
+ *            format's values. A parameter's gradient is rounded to the parameter's dtype after
+ *            every node and stored in it, packed in the grad category (autograd/tensor.h,
+ *            "packed gradients"; docs/mixed_precision.md).
  *   compute  the format of matmul inputs (x and w forward; dy, x and w backward), with fp32
  *            accumulation; with accumulate_low set every partial sum is rounded to it too, to
  *            show why nobody accumulates in 16 bits.

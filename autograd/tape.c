@@ -87,6 +87,12 @@ Tensor *tape_tensor(Tape *tape, int ndim, const int *shape)
      * computes (a real kernel's registers): scratch until tape_record packs it into act. */
     if (tape->policy && tape->policy->act != DTYPE_F32 && packs(tape)) {
         Tensor *t = tensor_new(MEM_TEMP, ndim, shape);
+        /* A scalar (a loss) is never packed (store()): an fp32 activation from the start, as
+         * without a policy, not 4 bytes of scratch for the whole backward pass. */
+        if (t->size < 2) {
+            tensor_free(t);
+            return tape_own(tape, tensor_new(MEM_ACT, ndim, shape));
+        }
         t->cat = MEM_ACT;
         return tape_own(tape, t);
     }
@@ -179,17 +185,21 @@ static void store_last_saved(Tape *tape)
 
 /* A gradient has its parameter's dtype (PyTorch's rule); an activation's has the policy's
  * gradient dtype, with fp8's current per-tensor scale. A scalar's (the loss's, seeded with the
- * loss scale) stays fp32, as the scalar itself does. */
+ * loss scale) stays fp32, as the scalar itself does. A parameter whose gradient is stored packed
+ * (tensor.h, "packed gradients") had this node's term added in an fp32 working copy: the
+ * rounded sum is encoded into its 2 (or 1) bytes and the copy freed, with or without a policy. */
 static void round_grads(const PrecisionPolicy *p, Node *node)
 {
     for (int k = 0; k < node->n_in; k++) {
         Tensor *x = node->in[k];
-        if (!x || !x->grad || x->size < 2)
+        if (!x || !x->grad)
             continue;
-        Format f = tensor_dtype_format(x->is_param ? p->param : p->grad);
+        Format f = p && x->size >= 2 ? tensor_dtype_format(x->is_param ? p->param : p->grad)
+                                     : FMT_FP32;
+        float scale = policy_current_scale(f, x->grad, x->size);
         if (f != FMT_FP32)
-            tensor_round_values(x->grad, x->grad, x->size, f,
-                                policy_current_scale(f, x->grad, x->size));
+            tensor_round_values(x->grad, x->grad, x->size, f, scale);
+        tensor_grad_store(x, scale);
     }
 }
 
@@ -289,8 +299,7 @@ static void walk_backward(Tape *tape)
         release_all(node->n_in, node->in);
         release_all(NODE_MAX_SAVED, node->saved);
         release_all(1, &node->out);
-        if (node->policy)
-            round_grads(node->policy, node);
+        round_grads(node->policy, node);
         /* The b node has been consumed: its inputs' gradients now hold its contribution. */
         if (!node->out->is_param && !tape->keep_grads)
             tensor_free_grad(node->out);

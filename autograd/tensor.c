@@ -40,6 +40,8 @@ static Tensor *tensor_header(int ndim, const int *shape)
     memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
     t->dtype = DTYPE_F32;
     t->scale = 1.0f;
+    t->grad_dtype = DTYPE_F32;
+    t->grad_scale = 1.0f;
     return t;
 }
 
@@ -125,7 +127,7 @@ void tensor_free(Tensor *t)
         mem_free(t->dtype == DTYPE_F32 ? (void *)t->data : t->packed);
     if (t->dtype != DTYPE_F32 && !t->borrows_data)
         mem_free(t->data);      /* a scratch copy still unpacked */
-    mem_free(t->grad);
+    tensor_free_grad(t);
     free(t);
 }
 
@@ -220,6 +222,22 @@ float *tensor_unpack(Tensor *t)
     return t->data;
 }
 
+void tensor_unpack_range(const Tensor *t, size_t first, size_t n, float *dst)
+{
+    if (first > t->size || n > t->size - first)
+        tensor_fatal("tensor_unpack_range: [%zu, %zu) of %zu elements", first, first + n,
+                     t->size);
+    if (t->data) {
+        memcpy(dst, t->data + first, n * sizeof *dst);
+        return;
+    }
+    Format f = tensor_dtype_format(t->dtype);
+    fmt_decode_array(f, (const char *)t->packed + first * fmt_packed_bytes(f, 1), dst, n);
+    if (t->scale != 1.0f)
+        for (size_t i = 0; i < n; i++)
+            dst[i] /= t->scale;
+}
+
 void tensor_release(Tensor *t)
 {
     if (t->dtype == DTYPE_F32 || t->borrows_data)
@@ -286,21 +304,108 @@ void tensor_copy_data(Tensor *dst, const Tensor *src)
     memcpy(dst->data, src->data, src->size * sizeof(float));
 }
 
+/* Decodes a packed gradient into dst and applies its pending factors, in order. */
+static void decode_grad(const Tensor *t, float *dst)
+{
+    decode(tensor_dtype_format(t->grad_dtype), t->grad_packed, dst, t->size, t->grad_scale);
+    for (int k = 0; k < t->n_grad_factors; k++)
+        for (size_t i = 0; i < t->size; i++)
+            dst[i] *= t->grad_factor[k];
+}
+
 float *tensor_grad(Tensor *t)
 {
-    if (!t->grad)
+    if (t->grad)
+        return t->grad;
+    if (t->grad_dtype == DTYPE_F32) {
         t->grad = mem_calloc(t->is_param ? MEM_GRAD : MEM_TEMP, t->size * sizeof(float));
+    } else if (!t->grad_packed) {
+        t->grad = mem_calloc(MEM_TEMP, t->size * sizeof(float));
+    } else {
+        t->grad = mem_alloc(MEM_TEMP, t->size * sizeof(float));
+        decode_grad(t, t->grad);
+    }
     return t->grad;
 }
 
 void tensor_zero_grad(Tensor *t)
 {
+    if (t->grad_dtype != DTYPE_F32) {
+        /* The working copy would be stale; a code of all zero bits is 0 in every format. */
+        mem_free(t->grad);
+        t->grad = NULL;
+        if (t->grad_packed)
+            memset(t->grad_packed, 0, fmt_packed_bytes(tensor_dtype_format(t->grad_dtype),
+                                                       t->size));
+        t->grad_scale = 1.0f;
+        t->n_grad_factors = 0;
+        return;
+    }
     if (t->grad)
         memset(t->grad, 0, t->size * sizeof(float));
 }
 
 void tensor_free_grad(Tensor *t)
 {
+    mem_free(t->grad);
+    t->grad = NULL;
+    mem_free(t->grad_packed);
+    t->grad_packed = NULL;
+    t->grad_scale = 1.0f;
+    t->n_grad_factors = 0;
+}
+
+void tensor_set_grad_dtype(Tensor *t, Dtype d)
+{
+    if (tensor_has_grad(t))
+        tensor_fatal("tensor_set_grad_dtype: %s has a gradient already", t->name);
+    (void)tensor_dtype_format(d);       /* checks d */
+    t->grad_dtype = d;
+}
+
+bool tensor_has_grad(const Tensor *t) { return t->grad || t->grad_packed; }
+
+const float *tensor_grad_read(const Tensor *t, float **scratch)
+{
+    *scratch = NULL;
+    if (t->grad || !t->grad_packed)
+        return t->grad;
+    *scratch = mem_alloc(MEM_TEMP, t->size * sizeof(float));
+    decode_grad(t, *scratch);
+    return *scratch;
+}
+
+void tensor_grad_scale(Tensor *t, float factor)
+{
+    if (t->grad) {
+        float *g = t->grad;
+        long n = (long)t->size;
+        #pragma omp parallel for schedule(static) if (n >= 2 * PACK_CHUNK)
+        for (long j = 0; j < n; j++)
+            g[j] *= factor;
+        return;
+    }
+    if (!t->grad_packed)
+        return;
+    if (t->n_grad_factors == TENSOR_MAX_GRAD_FACTORS)
+        tensor_fatal("tensor_grad_scale: %s has %d factors pending already", t->name,
+                     TENSOR_MAX_GRAD_FACTORS);
+    t->grad_factor[t->n_grad_factors++] = factor;
+}
+
+void tensor_grad_store(Tensor *t, float scale)
+{
+    if (t->grad_dtype == DTYPE_F32 || !t->grad)
+        return;
+    if (!(scale > 0.0f) || !isfinite(scale))
+        tensor_fatal("tensor_grad_store: scale %g", (double)scale);
+    Format f = tensor_dtype_format(t->grad_dtype);
+    if (!t->grad_packed)
+        t->grad_packed = mem_alloc(MEM_GRAD, fmt_packed_bytes(f, t->size));
+    encode(f, t->grad, t->grad_packed, t->size, scale);
+    t->grad_scale = scale;
+    /* The working copy had them applied: they are in the stored values now. */
+    t->n_grad_factors = 0;
     mem_free(t->grad);
     t->grad = NULL;
 }

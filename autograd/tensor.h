@@ -3,10 +3,11 @@
 /* Contiguous, row-major tensors of up to 4 dimensions.
  *
  * Storage comes from the accounting allocator (autograd/mem.h) in the tensor's category. The
- * gradient is always fp32 and is allocated on demand, zero-filled, the first time a gradient
- * flows in: a parameter's in the grad category (it persists and accumulates across backward
- * passes until tensor_zero_grad), an activation's in temp (a "b node", freed by the tape as soon
- * as it has been propagated).
+ * gradient is allocated on demand, zero-filled, the first time a gradient flows in: a
+ * parameter's in the grad category (it persists and accumulates across backward passes until
+ * tensor_zero_grad), an activation's in temp (a "b node", freed by the tape as soon as it has
+ * been propagated). It is fp32, except a packed parameter's under mixed precision (below,
+ * "packed gradients"), which lives in the grad category in 2 or 1 bytes per element.
  *
  * A view (tensor_view) shares another tensor's storage with a different shape; it owns neither
  * storage nor bytes, so memory is never counted twice. */
@@ -16,7 +17,7 @@
 #include "autograd/mem.h"
 #include "precision/format.h"
 
-enum { TENSOR_MAX_DIMS = 4, TENSOR_NAME_LEN = 64 };
+enum { TENSOR_MAX_DIMS = 4, TENSOR_NAME_LEN = 64, TENSOR_MAX_GRAD_FACTORS = 4 };
 
 /* Storage format of a tensor's data. A tensor is made fp32; tensor_pack turns it into one of
  * the packed dtypes, which really occupy 2 or 1 bytes per element in the tensor's category
@@ -44,7 +45,13 @@ typedef struct Tensor {
     float      *data;             /* fp32 values; for a packed tensor only while unpacked */
     void       *packed;           /* packed storage (category cat), NULL for fp32 */
     float       scale;            /* packed value = code / scale */
-    float      *grad;             /* NULL until a gradient flows in */
+    float      *grad;             /* NULL until a gradient flows in; for a packed gradient
+                                   * its fp32 working copy (temp), NULL between nodes */
+    Dtype       grad_dtype;       /* storage of the gradient between nodes (packed gradients) */
+    void       *grad_packed;      /* that storage (category grad), NULL for fp32 or none yet */
+    float       grad_scale;       /* packed gradient value = code / grad_scale */
+    int         n_grad_factors;   /* multipliers pending on the packed gradient, in order */
+    float       grad_factor[TENSOR_MAX_GRAD_FACTORS];
     MemCategory cat;              /* category of data (of the packed storage, once packed) */
     bool        requires_grad;    /* set on leaves by the user, propagated by ops */
     bool        is_param;         /* gradient persists (grad category) rather than temp */
@@ -83,6 +90,11 @@ void    tensor_pack(Tensor *t, Dtype d, float scale);
  * (category temp), made on the first call and kept until tensor_release. */
 float  *tensor_unpack(Tensor *t);
 void    tensor_release(Tensor *t);
+/* Elements [first, first + n) of t's values into dst: copied from data when t has it (fp32, or
+ * unpacked), else decoded from the packed storage, the same floats tensor_unpack gives. For an
+ * op that reads a packed input a chunk at a time into a small buffer of its own, instead of
+ * holding a decoded copy of the whole tensor in temp. */
+void    tensor_unpack_range(const Tensor *t, size_t first, size_t n, float *dst);
 /* A packed tensor's data pointed at values fp32 owned by someone else (NULL: none), which
  * tensor_release and tensor_free will never free; its own scratch copy is freed first. */
 void    tensor_borrow_data(Tensor *t, float *values);
@@ -94,11 +106,46 @@ void    tensor_round_values(const float *x, float *y, size_t n, Format f, float 
 
 void    tensor_fill(Tensor *t, float value);
 void    tensor_copy_data(Tensor *dst, const Tensor *src);   /* same size required */
-/* The gradient buffer, allocated zero-filled if absent. */
+/* The gradient buffer, allocated zero-filled if absent; for a packed gradient its working copy
+ * (temp), holding the stored values (pending factors applied) until tensor_grad_store. */
 float  *tensor_grad(Tensor *t);
 void    tensor_zero_grad(Tensor *t);
 void    tensor_free_grad(Tensor *t);
 void    tensor_set_name(Tensor *t, const char *name);
+
+/* ---- packed gradients ------------------------------------------------------------------------
+ * Under a precision policy a parameter's gradient has the parameter's dtype (PyTorch's rule; the
+ * tape rounds it to that format after every node already, autograd/tape.c). With grad_dtype set
+ * to that dtype it is also stored in it: 2 bytes per element under bf16 and fp16 (1 and a
+ * per-tensor scale for an fp8 one) in the grad category, so a step measures the lecture's 2Psi.
+ * The values are those of the fp32 buffer it replaces, so training is unchanged to the bit.
+ *
+ * Arithmetic is fp32, on copies in temp that live no longer than one use:
+ *   - a backward node adds its term into a working copy: tensor_grad decodes the stored values
+ *     into it (zero the first time), the op adds in fp32, and the tape encodes the sum after
+ *     the node (tensor_grad_store) and frees the copy. The running sum is rounded to the
+ *     gradient format after every node, across micro-batches too: what PyTorch does with a
+ *     bf16 .grad; no fp32 accumulator of the parameter's size outlives a node.
+ *   - a reader (clip's norm, the overflow check, an optimizer's update) takes the values with
+ *     tensor_grad_read, one parameter at a time.
+ *   - a multiplier (the loss scale's 1/S, clipping's coefficient) is not rounded back into the
+ *     2 bytes: tensor_grad_scale records it and every later read applies the recorded factors
+ *     in order, so the update sees the fp32 products g * (1/S) * c exactly as with fp32
+ *     storage. tensor_zero_grad clears them.
+ * With grad_dtype fp32 (the default) all of this is the plain fp32 buffer. */
+/* Gradients of t stored in d from now on; t must have no gradient yet. */
+void    tensor_set_grad_dtype(Tensor *t, Dtype d);
+/* Whether t has a gradient (a plain buffer, a working copy or packed storage). */
+bool    tensor_has_grad(const Tensor *t);
+/* The fp32 values of t's gradient, NULL if it has none: t->grad when that exists (fp32, or a
+ * working copy); else the packed values decoded, pending factors applied, into a new temp
+ * buffer returned in *scratch as well (NULL otherwise), which the caller frees with mem_free. */
+const float *tensor_grad_read(const Tensor *t, float **scratch);
+/* Multiplies t's gradient by factor: in place in fp32, pending for a packed one. */
+void    tensor_grad_scale(Tensor *t, float factor);
+/* A packed gradient's working copy encoded into its storage with that scale (values already
+ * rounded to the format with it encode exactly), the copy freed. Nothing for fp32. */
+void    tensor_grad_store(Tensor *t, float scale);
 
 bool    tensor_same_shape(const Tensor *a, const Tensor *b);
 /* Product of all dimensions but the last: the number of rows when the tensor is seen as a

@@ -138,6 +138,8 @@ Pipeline *pipe_new(const TrainerConfig *cfg, DistComm *comm, PipeSchedKind kind,
         tensor_fatal("pipe_new: stage %d gets blocks [%d, %d) of %d", pp->stage, o.lo, o.hi,
                      cfg->model.n_layer);
     pp->tr = trainer_new_part(cfg, owner_keeps, &o);
+    /* The stages' gradient sums and clipping read fp32 buffers: the gradients stay fp32. */
+    optim_keep_fp32_grads(pp->tr->optim);
     pp->sched = pipe_schedule_new(kind, pp->p, m);
     const PrecisionPolicy *policy = pp->tr->tape->policy;
     pp->chain = (CkptChain){ .fn = stage_block, .ctx = pp, .n = o.hi - o.lo, .policy = policy };

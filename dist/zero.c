@@ -310,6 +310,9 @@ Zero *zero_new(DistComm *c, Trainer *t, int stage)
     z->stage = stage;
     z->packed = t->cfg.policy.param != DTYPE_F32;
     Optim *full = t->optim;
+    /* The reduce-scatter reads the gradients as fp32 buffers (shard views point into them):
+     * they stay fp32, holding the format's values. */
+    optim_keep_fp32_grads(full);
     z->n = full->n;
     z->shards = xcalloc((size_t)z->n, sizeof *z->shards);
     z->views = xcalloc((size_t)z->n, sizeof *z->views);

@@ -75,12 +75,13 @@ static Scratch scratch_new(long rows, long cols, void **block)
 
 /* Pass 1: sum of g^2 and of x^2 per row (rows in parallel), and of g^2 per column (row by row,
  * so the order of the additions is fixed). */
-static void sum_squares(const State *s, const Tensor *p, bool columns, Scratch *w)
+static void sum_squares(const State *s, const Tensor *p, const float *grad, bool columns,
+                        Scratch *w)
 {
     long rows = s->rows, cols = s->cols;
 #pragma omp parallel for schedule(static) if ((long)p->size >= OPTIM_PARALLEL_MIN)
     for (long i = 0; i < rows; i++) {
-        const float *g = p->grad + i * cols, *x = p->data + i * cols;
+        const float *g = grad + i * cols, *x = p->data + i * cols;
         double g2 = 0.0, x2 = 0.0;
         for (long j = 0; j < cols; j++) {
             g2 += (double)g[j] * g[j];
@@ -95,7 +96,7 @@ static void sum_squares(const State *s, const Tensor *p, bool columns, Scratch *
         w->col_g2[j] = 0.0;
     for (long i = 0; i < rows; i++)
         for (long j = 0; j < cols; j++)
-            w->col_g2[j] += (double)p->grad[i * cols + j] * p->grad[i * cols + j];
+            w->col_g2[j] += (double)grad[i * cols + j] * grad[i * cols + j];
 }
 
 /* Pass 2 (factored): R and C, then rf_i = 1 / sqrt(R_i / sum R) and cf_j = 1 / sqrt(C_j). */
@@ -122,8 +123,8 @@ static inline float unclipped(const State *s, const Scratch *w, const float *g, 
 }
 
 /* Pass 3: the full V updated (when not factored) and sum U^2 per row. */
-static void sum_update_squares(const State *s, const Tensor *p, float b2, float eps1,
-                               Scratch *w)
+static void sum_update_squares(const State *s, const Tensor *p, const float *grad, float b2,
+                               float eps1, Scratch *w)
 {
     long rows = s->rows, cols = s->cols;
 #pragma omp parallel for schedule(static) if ((long)p->size >= OPTIM_PARALLEL_MIN)
@@ -132,8 +133,8 @@ static void sum_update_squares(const State *s, const Tensor *p, float b2, float 
         for (long j = 0; j < cols; j++) {
             long k = i * cols + j;
             if (s->v)
-                s->v[k] = b2 * s->v[k] + (1.0f - b2) * (p->grad[k] * p->grad[k] + eps1);
-            float u = unclipped(s, w, p->grad, i, j);
+                s->v[k] = b2 * s->v[k] + (1.0f - b2) * (grad[k] * grad[k] + eps1);
+            float u = unclipped(s, w, grad, i, j);
             u2 += (double)u * u;
         }
         w->row_u2[i] = u2;
@@ -163,11 +164,13 @@ static void update_tensor(const Adafactor *a, int i, double t, double lr, float 
     void *block;
     Scratch w = scratch_new(s.rows, s.cols, &block);
     double n = (double)p->size;
+    float *scratch;     /* a packed gradient's fp32 values, for this tensor's update */
+    const float *grad = tensor_grad_read(p, &scratch);
 
-    sum_squares(&s, p, s.row != NULL, &w);
+    sum_squares(&s, p, grad, s.row != NULL, &w);
     if (s.row)
         update_factors(&s, b2, c->eps1, &w);
-    sum_update_squares(&s, p, b2, (float)c->eps1, &w);
+    sum_update_squares(&s, p, grad, b2, (float)c->eps1, &w);
     double rms_u = sqrt(total(w.row_u2, s.rows) / n);
     double rms_x = sqrt(total(w.row_x2, s.rows) / n);
     double clip = c->clip_threshold > 0.0 ? fmax(1.0, rms_u / c->clip_threshold) : 1.0;
@@ -181,7 +184,7 @@ static void update_tensor(const Adafactor *a, int i, double t, double lr, float 
     for (long r = 0; r < rows; r++) {
         for (long j = 0; j < cols; j++) {
             long k = r * cols + j;
-            float u = unclipped(&s, &w, p->grad, r, j) * scale;
+            float u = unclipped(&s, &w, grad, r, j) * scale;
             if (s.m) {
                 s.m[k] = b1 * s.m[k] + one_minus_b1 * u;
                 u = s.m[k];
@@ -190,6 +193,7 @@ static void update_tensor(const Adafactor *a, int i, double t, double lr, float 
         }
     }
     mem_free(block);
+    mem_free(scratch);
 }
 
 static void adafactor_update(Optim *o, double lr)
@@ -198,7 +202,7 @@ static void adafactor_update(Optim *o, double lr)
     double t = (double)o->step;
     float b2 = (float)(1.0 - pow(t, -a->cfg.decay_exponent));
     for (int i = 0; i < o->n; i++)
-        if (o->params[i]->grad)
+        if (tensor_has_grad(o->params[i]))
             update_tensor(a, i, t, lr, b2);
 }
 

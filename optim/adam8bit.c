@@ -80,7 +80,7 @@ static float encode_block(const Adam8bit *a, const QdynCode *code, const float *
 /* Decode, update, encode: each block on its own, so blocks run in parallel. Parameter i's m and
  * v get their own random streams at every step. */
 static void update_quantized(const Adam8bit *a, const AdamWStep *s, float shrink, Tensor *p,
-                             const State *st, int i)
+                             const float *grad, const State *st, int i)
 {
     uint64_t t = (uint64_t)a->base.step;
     uint64_t stream_m = qdyn_stream_seed(a->cfg.seed, t, 2 * (uint64_t)i);
@@ -93,15 +93,16 @@ static void update_quantized(const Adam8bit *a, const AdamWStep *s, float shrink
         size_t first = (size_t)b * block, len = n - first < block ? n - first : block;
         qdyn_dequantize_block(&a->code_m, st->mq + first, len, st->m_absmax[b], m);
         qdyn_dequantize_block(&a->code_v, st->vq + first, len, st->v_absmax[b], v);
-        update_span(s, shrink, p->data + first, p->grad + first, m, v, len);
+        update_span(s, shrink, p->data + first, grad + first, m, v, len);
         st->m_absmax[b] = encode_block(a, &a->code_m, m, len, stream_m, first, st->mq + first);
         st->v_absmax[b] = encode_block(a, &a->code_v, v, len, stream_v, first, st->vq + first);
     }
 }
 
-static void update_fp32(const AdamWStep *s, float shrink, Tensor *p, const State *st)
+static void update_fp32(const AdamWStep *s, float shrink, Tensor *p, const float *grad,
+                        const State *st)
 {
-    update_span(s, shrink, p->data, p->grad, st->m, st->v, p->size);
+    update_span(s, shrink, p->data, grad, st->m, st->v, p->size);
 }
 
 static void adam8bit_update(Optim *o, double lr)
@@ -110,14 +111,17 @@ static void adam8bit_update(Optim *o, double lr)
     AdamWStep s = adamw_step_constants(&a->cfg.adam, lr, o->step);
     for (int i = 0; i < o->n; i++) {
         Tensor *p = o->params[i];
-        if (!p->grad)
+        if (!tensor_has_grad(p))
             continue;
         float shrink = o->decay[i] ? s.shrink_decayed : 1.0f;
         State st = param_state(a, i);
+        float *scratch;     /* a packed gradient's fp32 values, for this tensor's update */
+        const float *grad = tensor_grad_read(p, &scratch);
         if (st.mq)
-            update_quantized(a, &s, shrink, p, &st, i);
+            update_quantized(a, &s, shrink, p, grad, &st, i);
         else
-            update_fp32(&s, shrink, p, &st);
+            update_fp32(&s, shrink, p, grad, &st);
+        mem_free(scratch);
     }
 }
 

@@ -90,10 +90,10 @@ static long adamw_vector(const AdamWStep *s, float shrink, float *w, float *m, f
  * block runs the vector loop, then adamw_element on what is left. */
 enum { ADAMW_BLOCK = 4096 };
 
-static void adamw_update_tensor(const AdamWStep *s, float shrink, Tensor *p, float *m, float *v)
+static void adamw_update_tensor(const AdamWStep *s, float shrink, Tensor *p, const float *grad,
+                                float *m, float *v)
 {
     float *w = p->data;
-    const float *grad = p->grad;
     long n = (long)p->size, blocks = (n + ADAMW_BLOCK - 1) / ADAMW_BLOCK;
 #pragma omp parallel for schedule(static) if (n >= OPTIM_PARALLEL_MIN)
     for (long b = 0; b < blocks; b++) {
@@ -108,11 +108,14 @@ static void adamw_update(Optim *o, double lr)
 {
     AdamWStep s = adamw_step_constants(&((AdamW *)o)->cfg, lr, o->step);
     for (int i = 0; i < o->n; i++) {
-        if (!o->params[i]->grad)
+        if (!tensor_has_grad(o->params[i]))
             continue;
         float shrink = o->decay[i] ? s.shrink_decayed : 1.0f;
-        adamw_update_tensor(&s, shrink, o->params[i], o->state[2 * i]->data,
+        float *scratch;     /* a packed gradient's fp32 values, for this tensor's update */
+        const float *grad = tensor_grad_read(o->params[i], &scratch);
+        adamw_update_tensor(&s, shrink, o->params[i], grad, o->state[2 * i]->data,
                             o->state[2 * i + 1]->data);
+        mem_free(scratch);
     }
 }
 

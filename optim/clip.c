@@ -8,20 +8,13 @@ double clip_grad_norm(Tensor *const *params, int n)
 {
     double sum = 0.0;
     for (int i = 0; i < n; i++) {
-        const float *g = params[i]->grad;
+        float *scratch;
+        const float *g = tensor_grad_read(params[i], &scratch);
         for (size_t j = 0; g && j < params[i]->size; j++)
             sum += (double)g[j] * (double)g[j];
+        mem_free(scratch);
     }
     return sqrt(sum);
-}
-
-static void scale_grad(Tensor *p, float factor)
-{
-    float *g = p->grad;
-    long n = (long)p->size;
-#pragma omp parallel for schedule(static) if (n >= OPTIM_PARALLEL_MIN)
-    for (long j = 0; j < n; j++)
-        g[j] *= factor;
 }
 
 void clip_grads_for_norm(Tensor *const *params, int n, double norm, double max_norm)
@@ -30,8 +23,7 @@ void clip_grads_for_norm(Tensor *const *params, int n, double norm, double max_n
     if (!isfinite(norm) || coef >= 1.0)
         return;
     for (int i = 0; i < n; i++)
-        if (params[i]->grad)
-            scale_grad(params[i], (float)coef);
+        tensor_grad_scale(params[i], (float)coef);    /* pending on a packed gradient */
 }
 
 double clip_grad_norm_to(Tensor *const *params, int n, double max_norm)

@@ -138,9 +138,20 @@ bool loss_scale_unscale_grads(LossScaler *s, Tensor *const *params, int n)
     s->checks++;
     float inv = inverse(s);
     int bad = 0;
-    for (int i = 0; i < n; i++)
-        if (params[i]->grad)
-            bad |= unscale_buffer(params[i]->grad, params[i]->size, inv);
+    for (int i = 0; i < n; i++) {
+        Tensor *p = params[i];
+        if (p->grad) {
+            bad |= unscale_buffer(p->grad, p->size, inv);
+        } else if (p->grad_packed) {
+            /* Packed: the products are checked here and made again by every later read
+             * (tensor_grad_scale), never rounded back into the gradient's 2 bytes. */
+            float *g;
+            tensor_grad_read(p, &g);
+            bad |= unscale_buffer(g, p->size, inv);
+            mem_free(g);
+            tensor_grad_scale(p, inv);
+        }
+    }
     return bad != 0;
 }
 

@@ -108,7 +108,18 @@ void optim_use_master_weights(Optim *o, Dtype param_dtype)
         memcpy(o->masters[i], p->data, p->size * sizeof(float));
         Format f = tensor_dtype_format(param_dtype);
         tensor_pack(p, param_dtype, policy_current_scale(f, p->data, p->size));
+        /* Its gradient is stored in its dtype too (the tape rounds it to that already); a
+         * scalar's stays fp32, as the tape leaves it. */
+        if (p->size >= 2 && !tensor_has_grad(p))
+            tensor_set_grad_dtype(p, param_dtype);
     }
+}
+
+void optim_keep_fp32_grads(Optim *o)
+{
+    for (int i = 0; i < o->n; i++)
+        if (!tensor_has_grad(o->params[i]))
+            tensor_set_grad_dtype(o->params[i], DTYPE_F32);
 }
 
 const float *optim_master(const Optim *o, int i) { return o->masters ? o->masters[i] : NULL; }

@@ -97,6 +97,10 @@ void    optim_zero_grad(Optim *o);
  * DTYPE_F32 does nothing. optim_master is NULL for a parameter without a master. */
 void         optim_use_master_weights(Optim *o, Dtype param_dtype);
 const float *optim_master(const Optim *o, int i);
+/* optim_use_master_weights also stores every parameter's gradient in param_dtype
+ * (autograd/tensor.h, "packed gradients"): 2Psi of gradients under bf16 and fp16. This undoes
+ * it, for code whose buffers take fp32 gradients (dist/); call it before the first backward. */
+void         optim_keep_fp32_grads(Optim *o);
 /* The master buffers alone, zero-filled, for parameters packed already: the caller fills them
  * (dist/zero.h gathers them from the ranks' shards). Does nothing if there are masters. */
 void         optim_add_masters(Optim *o);

@@ -9,10 +9,10 @@ SgdConfig sgd_defaults(void)
 }
 
 /* The rule in sgd.h for one tensor; buf is NULL without momentum. */
-static void sgd_update_tensor(float lr, float wd, float mu, bool nesterov, Tensor *p, float *buf)
+static void sgd_update_tensor(float lr, float wd, float mu, bool nesterov, Tensor *p,
+                              const float *grad, float *buf)
 {
     float *w = p->data;
-    const float *grad = p->grad;
     long n = (long)p->size;
 #pragma omp parallel for schedule(static) if (n >= OPTIM_PARALLEL_MIN)
     for (long j = 0; j < n; j++) {
@@ -29,11 +29,15 @@ static void sgd_update(Optim *o, double lr)
 {
     const SgdConfig *c = &((Sgd *)o)->cfg;
     for (int i = 0; i < o->n; i++) {
-        if (!o->params[i]->grad)
+        if (!tensor_has_grad(o->params[i]))
             continue;
         float wd = o->decay[i] ? (float)c->weight_decay : 0.0f;
         float *buf = o->n_slots ? o->state[i]->data : NULL;
-        sgd_update_tensor((float)lr, wd, (float)c->momentum, c->nesterov, o->params[i], buf);
+        float *scratch;     /* a packed gradient's fp32 values, for this tensor's update */
+        const float *grad = tensor_grad_read(o->params[i], &scratch);
+        sgd_update_tensor((float)lr, wd, (float)c->momentum, c->nesterov, o->params[i], grad,
+                          buf);
+        mem_free(scratch);
     }
 }
 

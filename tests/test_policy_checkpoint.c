@@ -207,8 +207,11 @@ static Pass gpt_grads(const Gpt *m, float loss)
     int n;
     Tensor *const *params = gpt_params(m, &n);
     for (int k = 0; k < n; k++) {
-        assert_non_null(params[k]->grad);
-        p.grads = gather(p.grads, &p.n, params[k]->grad, params[k]->size);
+        float *scratch;     /* packed under a policy (autograd/tensor.h) */
+        const float *g = tensor_grad_read(params[k], &scratch);
+        assert_non_null(g);
+        p.grads = gather(p.grads, &p.n, g, params[k]->size);
+        mem_free(scratch);
     }
     return p;
 }

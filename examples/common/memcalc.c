@@ -172,10 +172,9 @@ static McActParts act_parts(const GptConfig *cfg, int B, int T, const PrecisionP
     /* checkpoint_copy packs x_{j+1} in the act dtype. */
     a.copy = s * N * C;
     /* ln_f (output packed, statistics fp32), the logits (packed), op_cross_entropy's lse and
-     * targets (raw buffers), its record and the loss: a scalar that store() leaves fp32, and
-     * where activations are packed, in the temp storage tape_tensor gave it. */
-    double loss = s == F32 ? F32 : 0.0;
-    a.head = s * (N * C + N * V) + F32 * (2.0 * N + 2.0 * N) + loss + CE_RECORD;
+     * targets (raw buffers), its record and the loss: a scalar, fp32 in act under every policy
+     * (tape_tensor never gives a scalar scratch storage; store() never packs one). */
+    a.head = s * (N * C + N * V) + F32 * (2.0 * N + 2.0 * N) + F32 + CE_RECORD;
     return a;
 }
 
@@ -258,7 +257,9 @@ double memcalc_act_peak_parts(const McActParts *a, int L, CkptStrategy strategy)
  *   decode   activations are packed: an op decodes each packed input (and saved tensor) into an
  *            fp32 temp copy for the length of its call, and its output is fp32 temp until
  *            tape_record packs it (tape_tensor); the loss, a scalar, stays there
- *   params   parameters are packed: a weight or bias an op reads is decoded likewise
+ *   params   parameters are packed: a weight or bias an op reads is decoded likewise, and
+ *            so are their gradients (autograd/tensor.h): a backward node adds into an fp32
+ *            working copy of each, freed when the node is done
  *   cx cw cg a matmul rounds an operand into a temp copy (policy_compute_input) unless it is
  *            stored in its compute format already (policy_operand_format,
  *            policy_grad_operand_format): the activation x, the weight w, the gradient dy. */
@@ -280,14 +281,18 @@ static Packing packing_of(const PrecisionPolicy *p)
 }
 
 /* A linear layer's backward, x [rows, a] -> y [rows, b], w [a, b] (weights of a b values for
- * the head: there m is V, the bias absent), in floats: `held` gradients kept meanwhile, dy, dx,
- * x and w decoded, and the larger pair of compute copies (dX = dY W^T rounds dy and w, dW = X^T
- * dY rounds x and dy; each frees its copies before the next). */
+ * the head: there m is V, the bias absent), in floats: `held` gradients kept meanwhile, dy and
+ * w decoded throughout, and the largest of three moments (ops_matmul.c, matmul_backward):
+ *   dW = X^T dY   x decoded, the weight's gradient working copy (packed), copies of x and dy
+ *   dX = dY W^T   x's copy freed; dx, the working copy still, copies of dy and w
+ *   the bias      dx, both working copies. */
 static double product_backward(const Packing *k, double rows, double held, double a, double b,
                               double w, double bias)
 {
-    double copies = fmax(k->cg * rows * b + k->cw * w, k->cg * rows * b + k->cx * rows * a);
-    return held + rows * (b + a + k->decode * a) + k->params * (w + bias) + copies;
+    double dw = rows * k->decode * a + k->cg * rows * b + k->cx * rows * a;
+    double dx = rows * a + k->cg * rows * b + k->cw * w;
+    double db = rows * a + k->params * bias;
+    return held + rows * b + 2.0 * k->params * w + fmax(dw, fmax(dx, db));
 }
 
 /* The same layer's forward: x and w decoded, their compute copies, and the fp32 output, which
@@ -306,9 +311,9 @@ static double block_temp(const GptConfig *cfg, const Packing *k, const McRun *ru
     double N = (double)run->B * run->T, C = cfg->n_embd, NC = N * C;
     double P = (double)run->B * cfg->n_head * run->T * run->T;
     double scratch = (double)run->threads * run->T * run->T;
-    double ln = NC * (2.0 + k->decode) + k->params * 2.0 * C;
+    double ln = NC * (2.0 + k->decode) + k->params * 4.0 * C;
     double f = product_backward(k, N, held, 4 * C, C, 4 * C * C, C);         /* mlp.proj */
-    f = fmax(f, held + (8.0 + 4.0 * k->decode) * NC);                       /* gelu */
+    f = fmax(f, held + 8.0 * NC);               /* gelu (decodes x a chunk at a time) */
     f = fmax(f, product_backward(k, N, held, C, 4 * C, 4 * C * C, 4 * C));   /* mlp.fc */
     f = fmax(f, held + ln);                                                 /* ln2, ln1 */
     f = fmax(f, product_backward(k, N, held, C, C, C * C, C));               /* attn.proj */
@@ -346,16 +351,16 @@ double memcalc_temp_peak(const GptConfig *cfg, const McRun *run, McOptimizer o)
     Packing k = packing_of(run->policy);
     double N = (double)run->B * run->T, C = cfg->n_embd, V = cfg->vocab_size, NC = N * C;
     double seed = run->strategy.kind == CKPT_VANILLA ? 0.0 : 1.0;
-    /* Under decode the loss is a scalar tape tensor counted in temp (store() packs no scalar),
-     * alive as long as the head's tape: the whole backward pass of one tape. */
-    double loss = k.decode;
+    double loss = 0.0;      /* the loss is an activation under every policy (tape_tensor) */
     double block_loss = seed > 0.0 ? 0.0 : loss;
     double floats = fmax(N * V * (1.0 + k.decode) + 1.0 + loss,                  /* loss */
                          product_backward(&k, N, loss, C, V, V * C, 0.0));        /* head */
     floats = fmax(floats, product_forward(&k, N, C, V, V * C, 0.0));
-    floats = fmax(floats, NC * (2.0 + k.decode) + k.params * 2.0 * C + loss);         /* ln_f */
+    floats = fmax(floats, NC * (2.0 + k.decode) + k.params * 4.0 * C + loss);         /* ln_f */
     floats = fmax(floats, block_temp(cfg, &k, run, (1.0 + seed) * NC) + block_loss);
     floats = fmax(floats, (3.0 + seed) * NC + block_loss);                       /* embedding */
+    /* the lookups' backward: both gradients, and a packed table's fp32 working copy */
+    floats = fmax(floats, (2.0 + seed) * NC + k.params * fmax(V, run->T) * C + block_loss);
     floats = fmax(floats, N);
     double bytes = F32 * floats;
     if (o == MC_ADAFACTOR)
@@ -363,9 +368,9 @@ double memcalc_temp_peak(const GptConfig *cfg, const McRun *run, McOptimizer o)
     return bytes;
 }
 
-/* Under a policy: parameters packed in its param dtype; gradients in fp32 buffers whatever it
- * rounds them to; fp32 master weights beside the optimizer's state (optim.c's "master."
- * buffers) when the parameters are packed. */
+/* Under a policy: parameters packed in its param dtype, and their gradients too (the tape
+ * rounds them to it; autograd/tensor.h, "packed gradients"); fp32 master weights beside the
+ * optimizer's state (optim.c's "master." buffers) when the parameters are packed. */
 static McStates policy_states(const GptConfig *cfg, const PrecisionPolicy *policy, McOptimizer o)
 {
     McStates s = memcalc_gpt_states(cfg, MC_FP32, o);
@@ -373,6 +378,7 @@ static McStates policy_states(const GptConfig *cfg, const PrecisionPolicy *polic
         return s;
     double n = s.param / F32;
     s.param = (double)fmt_packed_bytes(tensor_dtype_format(policy->param), 1) * n;
+    s.grad = s.param;
     s.optim += F32 * n;
     return s;
 }

@@ -303,6 +303,45 @@ static void print_activations(const Options *o)
     }
 }
 
+/* What the optimizer category holds, per parameter, for the note under the 16Psi table. */
+static const char *optim_parts(McOptimizer opt, bool masters)
+{
+    static const char *const with_masters[] = {
+        [MC_SGD] = "fp32 master weights 4 Psi",
+        [MC_MOMENTUM] = "fp32 master weights 4 Psi + momentum 4 Psi",
+        [MC_ADAMW] = "fp32 master weights 4 Psi + AdamW's m 4 Psi + v 4 Psi",
+        [MC_ADAM8BIT] = "fp32 master weights 4 Psi + 8-bit m and v with block constants",
+        [MC_ADAFACTOR] = "fp32 master weights 4 Psi + factored second moments",
+    };
+    static const char *const plain[] = {
+        [MC_SGD] = "nothing",
+        [MC_MOMENTUM] = "momentum 4 Psi",
+        [MC_ADAMW] = "AdamW's m 4 Psi + v 4 Psi",
+        [MC_ADAM8BIT] = "8-bit m and v with block constants",
+        [MC_ADAFACTOR] = "factored second moments",
+    };
+    return masters ? with_masters[opt] : plain[opt];
+}
+
+/* The lecture's bytes per parameter (2 Psi + 2 Psi + 12 Psi = 16 Psi for AdamW under bf16),
+ * the formula's bytes beside the peaks the step measured in those three categories. */
+static void print_states_split(const Options *o, const McPeaks *p, const McPeaks *m)
+{
+    double psi = (double)gpt_config_n_params(&o->model);
+    printf("\nModel states per parameter, %s under %s (Psi = %.0f parameters)\n",
+           MC_OPTIMIZER_NAMES[o->optimizer], o->policy.name, psi);
+    printf("  %-8s %10s %14s %14s\n", "category", "formula", "predicted", "measured");
+    double sum_p = 0.0, sum_m = 0.0;
+    for (int c = MEM_PARAM; c <= MEM_OPTIM; c++) {
+        printf("  %-8s %6.4g Psi %14.0f %14.0f\n", mem_category_name((MemCategory)c),
+               p->bytes[c] / psi, p->bytes[c], m->bytes[c]);
+        sum_p += p->bytes[c];
+        sum_m += m->bytes[c];
+    }
+    printf("  %-8s %6.4g Psi %14.0f %14.0f\n", "total", sum_p / psi, sum_p, sum_m);
+    printf("  (optim: %s)\n", optim_parts(o->optimizer, o->policy.param != DTYPE_F32));
+}
+
 static void print_predicted_measured(const Options *o)
 {
     McPeaks p = memcalc_predict(&o->model, &o->run, o->optimizer);
@@ -326,6 +365,7 @@ static void print_predicted_measured(const Options *o)
     }
     printf("  (total predicted = the sum of the peaks, an upper bound: the categories do not all "
            "peak at the same moment)\n");
+    print_states_split(o, &p, &m);
 }
 
 /* TSV for docs/figures/memory_strategies.png. */

@@ -137,7 +137,9 @@ McPeaks memcalc_predict_lora(const GptConfig *cfg, const McRun *run, McOptimizer
     McPeaks p = { { 0 } };
     p.bytes[MEM_PARAM] = base_bytes(cfg, run->policy, lora->qlora, NULL) +
                          trainable * param_value_bytes(run->policy);
-    p.bytes[MEM_GRAD] = F32 * trainable;
+    /* The adapters' gradients are packed like their values (autograd/tensor.h, "packed
+     * gradients"). */
+    p.bytes[MEM_GRAD] = trainable * param_value_bytes(run->policy);
     p.bytes[MEM_OPTIM] = state + (masters ? F32 * trainable : 0.0);
 
     /* The adapter op keeps s x A and its output beside the Linear's own, recorded or not. */

@@ -161,7 +161,8 @@ static void test_recorded_forward_matches_table(void **state)
         }
 }
 
-/* The page: the table for a small model under bf16, as TSV, one line per applicable row. */
+/* The page: the table for gpt_config_default at B 64 under bf16, as TSV, one line per
+ * applicable row (docs/memory.md shows it). */
 static void test_tsv_lists_the_rows(void **state)
 {
     (void)state;

@@ -14,6 +14,10 @@ void block_init(Block *b, NnParams *p, const char *name, int C, int n_head, bool
     mlp_init(&b->mlp, p, sub, C, std, proj_std);
 }
 
+/* x + attn(ln1(x)), then + mlp(ln2(.)). A recorded block keeps the block rows of
+ * nn/gpt_acts.c, in this order: ln1's statistics and output, q k v, the attention's output and
+ * P (tiled: L), its proj, the first residual, ln2, fc, gelu, the MLP's proj, the second
+ * residual; a block that is not recorded keeps the outputs only. */
 Tensor *block_forward(const Block *b, Tape *tape, Tensor *x)
 {
     x = op_add(tape, x, attention_forward(&b->attn, tape, layernorm_forward(&b->ln1, tape, x)));

@@ -106,6 +106,7 @@ size_t gpt_config_n_params(const GptConfig *cfg)
 
 void gpt_zero_grad(Gpt *model) { nn_params_zero_grad(&model->params); }
 
+/* Keeps wpe.out, wpe.ids, wte.out, wte.ids and x0 (nn/gpt_acts.c's embed rows). */
 Tensor *gpt_embed(const Gpt *model, Tape *tape, const int *tokens, int B, int T)
 {
     if (B < 1 || T < 1 || T > model->cfg.max_seq)
@@ -128,6 +129,7 @@ Tensor *gpt_block(const Gpt *model, int layer, Tape *tape, Tensor *x)
     return block_forward(&model->blocks[layer], tape, x);
 }
 
+/* Keeps ln_f.stats, ln_f.out and the logits; gpt_loss's cross-entropy adds the loss.* rows. */
 Tensor *gpt_head(const Gpt *model, Tape *tape, Tensor *x)
 {
     return op_matmul(tape, layernorm_forward(&model->ln_f, tape, x), model->head, true);

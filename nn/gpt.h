@@ -39,7 +39,11 @@
  *     lm_head.weight                  = head.weight, or wte.weight when tied
  * tests/reference/gpt_reference.py builds such a module (nanoGPT's layout, nn.Linear and all)
  * and loads our weights into it through this table: the executable form of the mapping, checked
- * by tests/test_gpt_reference.c. There is no dropout (it would make that check random). */
+ * by tests/test_gpt_reference.c. There is no dropout (it would make that check random).
+ *
+ * What a forward pass keeps for backward, tensor by tensor with its shape (the memory plan, in
+ * the spirit of llm.c's act_sizes): nn/gpt_acts.h. A recorded forward holds exactly its bytes
+ * (tests/test_gpt_acts.c), and the memory calculator predicts from it. */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -1,5 +1,6 @@
 /* The formulas of memcalc.h. Every count here mirrors an allocation in autograd/ops_ files,
- * autograd/checkpoint.c, nn/gpt.c, nn/gpt_checkpoint.c or optim/; the comments say which. */
+ * autograd/checkpoint.c, nn/gpt.c, nn/gpt_checkpoint.c or optim/; the comments say which. The
+ * activations themselves come from nn/gpt_acts.c's table. */
 #include "examples/common/memcalc.h"
 
 #include <math.h>
@@ -10,8 +11,6 @@ const char *const MC_OPTIMIZER_NAMES[] = { "sgd", "momentum", "adamw", "adam8bit
 
 enum {
     F32 = 4,                /* bytes of a float and of an int id or target */
-    LINEAR_KEEPS = 1,       /* outputs a linear layer keeps: op_linear's, bias included */
-    CE_RECORD = 24,         /* ops_embedding.c's CrossEntropySaved: a count and two pointers */
     ADAM8BIT_BLOCK = 2048,  /* adam8bit_defaults() */
     ADAM8BIT_MIN = 4096,
 };
@@ -137,45 +136,15 @@ McStates memcalc_gpt_states(const GptConfig *cfg, McPrecision p, McOptimizer o)
 
 /* ---- activations ---------------------------------------------------------------------------- */
 
-/* Bytes of one stored activation value: the policy's act dtype (tape.c's store() packs every
- * recorded tensor of 2 or more elements that the tape allocated; fp8's per-tensor scale is a
- * float in the tensor header, not in storage). */
-static double act_value_bytes(const PrecisionPolicy *policy)
-{
-    if (!policy)
-        return F32;
-    return (double)fmt_packed_bytes(tensor_dtype_format(policy->act), 1);
-}
-
+/* The table of nn/gpt_acts.c summed by part: the embedding, one recorded block (every row:
+ * outputs, attention's P or tiled L, the layernorm statistics), the same block run by the
+ * checkpoint runner's ADVANCE pass (its outputs only: packed as a recording tape packs them,
+ * but no saved extras), a checkpoint x_j, and the head with cross-entropy. */
 static McActParts act_parts(const GptConfig *cfg, int B, int T, const PrecisionPolicy *policy,
                             bool tiled)
 {
-    double N = (double)B * T, C = cfg->n_embd, V = cfg->vocab_size, H = cfg->n_head;
-    double s = act_value_bytes(policy);
-    McActParts a;
-    /* op_embedding twice (output and saved ids: tape_buffer, ints), op_add. */
-    a.embed = s * 3.0 * N * C + F32 * 2.0 * N;
-    /* Per token, in values of C: ln1 1, the qkv linear 3, attention 1, the proj linear 1,
-     * residual 1, ln2 1, the fc linear 4, gelu 4, the proj linear 1, residual 1 (memcalc.h),
-     * each linear counted LINEAR_KEEPS times; op_attention_qkv's P [B, H, T, T] (a tape tensor,
-     * packed); op_layernorm's mean and rstd per row, twice (a raw buffer: fp32). */
-    double per_token = 9.0 + 9.0 * LINEAR_KEEPS;
-    /* A block on a tape that does not record (ADVANCE's scratch tape) keeps its outputs, packed
-     * in the act dtype as a recording tape packs them (packs_unrecorded), but saves no P and no
-     * layernorm statistics. */
-    a.block_bare = s * per_token * N * C;
-    a.block = s * (per_token * N * C + (double)B * H * T * T) + F32 * 4.0 * N;
-    /* Tiled attention (ops_attention_tiled.c) keeps no P: its output, and the logsumexp of
-     * every query row, L [B, H, T], a raw tape buffer (fp32). */
-    if (tiled)
-        a.block = s * per_token * N * C + F32 * (4.0 * N + (double)B * H * T);
-    /* checkpoint_copy packs x_{j+1} in the act dtype. */
-    a.copy = s * N * C;
-    /* ln_f (output packed, statistics fp32), the logits (packed), op_cross_entropy's lse and
-     * targets (raw buffers), its record and the loss: a scalar, fp32 in act under every policy
-     * (tape_tensor never gives a scalar scratch storage; store() never packs one). */
-    a.head = s * (N * C + N * V) + F32 * (2.0 * N + 2.0 * N) + F32 + CE_RECORD;
-    return a;
+    GptActRun run = { .B = B, .T = T, .policy = policy, .tiled = tiled };
+    return gpt_acts_bytes(cfg, &run);
 }
 
 McActParts memcalc_act_parts_policy(const GptConfig *cfg, int B, int T,

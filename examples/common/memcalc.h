@@ -16,16 +16,11 @@
  * ZeRO stage 1 partitions the optimizer state over N ranks, stage 2 also the gradients, stage 3
  * also the weights; each rank then holds 1/N of what is partitioned.
  *
- * Activations of our GPT (fp32, every tensor as the autograd ops and nn modules allocate it), with
- * N = B T tokens, per layer and per token in floats of C:
- *     ln1 1, qkv linear 3, attention output 1, proj linear 1, residual add 1, ln2 1, fc linear 4,
- *     gelu 4, proj linear 1, residual add 1  = 18 C  (op_linear adds the bias inside the product)
- * plus each layernorm's mean and rstd (2 floats per row, twice) and the attention
- * probabilities P [B, H, T, T]: a recorded block is 18 N C + 4 N + B H T^2 floats. The
- * embedding keeps both lookups, their sum and two copies of the ids (3 N C floats + 2 N ints);
- * the head keeps ln_f (N C + 2 N), the logits (N V), and cross-entropy's per-row logsumexp and
- * targets (2 N) with a 24-byte record and the loss. How the checkpointing strategies hold them is
- * in memcalc.c, next to the formulas. */
+ * Activations of our GPT are not derived here: nn/gpt_acts.h declares every tensor a forward
+ * pass keeps (name, shape in B T C V H, how it is stored under a precision policy, which passes
+ * keep it), and the act formulas below are that table's sums by part. What is the calculator's
+ * own is how the checkpointing strategies hold those parts over a step (memcalc.c, next to the
+ * formulas): for fp32, a recorded block is 18 N C + 4 N + B H T^2 floats (N = B T). */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -33,6 +28,7 @@
 #include "autograd/checkpoint.h"
 #include "autograd/mem.h"
 #include "nn/gpt.h"
+#include "nn/gpt_acts.h"
 
 typedef enum { MC_FP32, MC_MIXED, MC_NPRECISIONS } McPrecision;
 typedef enum {
@@ -76,19 +72,14 @@ typedef struct {
     bool         tiled;
 } McRun;
 
-/* The pieces the activation formulas are made of, in bytes. */
-typedef struct {
-    double embed;        /* the embedding tape */
-    double block;        /* one recorded block, its output included */
-    double block_bare;   /* one block run without recording: its outputs only */
-    double copy;         /* one x_j kept by the checkpoint runner */
-    double head;         /* ln_f, logits, cross-entropy */
-} McActParts;
+/* The pieces the activation formulas are made of, in bytes: nn/gpt_acts.h's table summed by
+ * part (embed, block, block_bare, copy, head). */
+typedef GptActBytes McActParts;
 
 McActParts memcalc_act_parts(const GptConfig *cfg, int B, int T);
 /* The same under a policy (NULL: fp32): a recorded tensor is stored in the act dtype (2 bytes
  * for bf16/fp16, 1 for fp8), while raw buffers (ids, targets, layernorm statistics, the
- * logsumexp), the loss and a block run without recording stay fp32 (memcalc.c says why). */
+ * logsumexp) stay fp32 and the scalar loss moves to temp (the table's "keep" column). */
 McActParts memcalc_act_parts_policy(const GptConfig *cfg, int B, int T,
                                     const PrecisionPolicy *policy);
 /* The pieces of run: its B, T, policy and attention (standard or tiled). */

@@ -76,11 +76,13 @@ struct Tape {
      * inference tapes leave it off: their callers read outputs' data directly. */
     bool     packs_unrecorded;
     bool     keep_grads;   /* keep activation gradients after backward (for tests, debugging) */
-    /* Mixed precision (autograd/policy.h); NULL is fp32. Set it before the forward pass. */
+    /* Mixed precision (autograd/policy.h); NULL is fp32. Set it before the forward pass.
+     * autograd/tape_precision.c applies it and keeps the history below. */
     const PrecisionPolicy *policy;
     /* fp8 delayed scaling: the amax of the k-th activation stored, over the last fp8_window
      * steps (a step is a recorded forward, up to the next tape_reset; inference passes use
-     * current scaling and are not steps). history_steps % fp8_window is the column written. */
+     * current scaling and are not steps). history_steps % fp8_window is the column written;
+     * optim/train_snapshot.c saves and restores these three. */
     float   *amax_history;
     int      history_slots, n_stored;
     long     history_steps;
@@ -110,7 +112,8 @@ Tensor *tape_own(Tape *tape, Tensor *t);
 void   *tape_buffer(Tape *tape, MemCategory cat, size_t bytes);
 
 /* For ops, first thing in a forward: the fp32 values of every input (packed ones are decoded
- * into scratch copies, which tape_record releases). NULL entries are skipped. */
+ * into scratch copies, which tape_record releases). NULL entries are skipped. Defined with the
+ * rest of the tape's mixed precision in autograd/tape_precision.c. */
 void    tape_use(Tape *tape, int n_in, Tensor *const *in);
 
 /* True when an op with these inputs must record a node: the tape is recording and some input
@@ -121,8 +124,7 @@ bool    tape_wants_grad(const Tape *tape, int n_in, Tensor *const *in);
  * forward: it releases the inputs' scratch copies and, under a policy, stores the output in
  * the activation dtype (packed when recording or packs_unrecorded; rounded in place
  * otherwise, with the scale it was rounded with left in out->scale; a scalar stays fp32), and
- * the previous node's saved
- * tensors likewise. */
+ * the previous node's saved tensors likewise (autograd/tape_precision.h). */
 Node   *tape_record(Tape *tape, const char *op, NodeBackward backward, Tensor *out,
                     int n_in, Tensor *const *in);
 

@@ -104,6 +104,7 @@ Node *tape_record(Tape *tape, const char *op, NodeBackward backward, Tensor *out
 {
     if (n_in > NODE_MAX_INPUTS)
         tensor_fatal("%s: %d inputs (at most %d)", op, n_in, NODE_MAX_INPUTS);
+    /* The call as a node: the precision hook sees it; the tape keeps it if it records. */
     Node node = { .op = op, .backward = backward, .out = out, .n_in = n_in,
                   .policy = tape->policy, .flops = tape->flops };
     for (int k = 0; k < n_in; k++)
@@ -117,6 +118,14 @@ Node *tape_record(Tape *tape, const char *op, NodeBackward backward, Tensor *out
         tape->nodes = grow(tape->nodes, &tape->cap_nodes, sizeof *tape->nodes);
     tape->nodes[tape->n_nodes] = node;
     return &tape->nodes[tape->n_nodes++];
+}
+
+void *node_state(Node *node, size_t bytes)
+{
+    if (bytes > NODE_STATE_BYTES)
+        tensor_fatal("%s: %zu bytes of state (a node holds %d)", node->op, bytes,
+                     NODE_STATE_BYTES);
+    return node->state;
 }
 
 /* ---- counting FLOPs ------------------------------------------------------------------------ */

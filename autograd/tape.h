@@ -49,7 +49,7 @@ struct Node {
     Tensor      *in[NODE_MAX_INPUTS];
     int          n_in;
     Tensor      *out;
-    Tensor      *saved[NODE_MAX_SAVED];   /* extra tensors kept for backward (attention's P) */
+    Tensor      *saved[NODE_MAX_SAVED];   /* extra tensors kept for backward (attention's P, ...) */
     /* Everything else the op keeps for backward, as a small struct its file declares (a flag,
      * the number of heads, pointers to buffers the tape owns such as token ids): node_state. */
     _Alignas(max_align_t) unsigned char state[NODE_STATE_BYTES];

@@ -16,7 +16,7 @@ bool tape_packs_outputs(const Tape *tape)
     return tape->policy && tape->policy->act != DTYPE_F32 && packs(tape);
 }
 
-/* ---- decoding: the fp32 values an op reads, for the length of one forward or backward ------ */
+/* ---- decoding: the fp32 values an op reads, for the length of one forward or backward -------- */
 
 void tape_use(Tape *tape, int n_in, Tensor *const *in)
 {
@@ -94,7 +94,7 @@ static void store_last_saved(Tape *tape)
         store(tape, tape->nodes[tape->n_nodes - 1].saved[k]);
 }
 
-/* ---- gradients --------------------------------------------------------------------------------
+/* ---- gradients ----------------------------------------------------------------------------------
  * A gradient has its parameter's dtype (PyTorch's rule); an activation's has the policy's
  * gradient dtype, with fp8's current per-tensor scale. A scalar's (the loss's, seeded with the
  * loss scale) stays fp32, as the scalar itself does. */
@@ -111,7 +111,7 @@ static void round_grads(const PrecisionPolicy *p, Node *node)
     }
 }
 
-/* ---- the hook ---------------------------------------------------------------------------------- */
+/* ---- the hook -------------------------------------------------------------------------------- */
 
 void tape_precision(Tape *tape, TapeMoment moment, Node *node)
 {

@@ -232,6 +232,11 @@ static AttnHeads heads_of(const char *op, const Tensor *x, int n_head, int width
                         .ld = x->shape[2], .scale = 1.0f / sqrtf((float)D) };
 }
 
+/* What both forms keep besides P (saved[0]): the number of heads. */
+typedef struct {
+    int heads;
+} AttentionState;
+
 static Tensor *attention_run(Tape *tape, const char *op, NodeBackward backward,
                              const AttnHeads *a, int n_in, Tensor *const *in)
 {
@@ -243,8 +248,9 @@ static Tensor *attention_run(Tape *tape, const char *op, NodeBackward backward,
     count_forward(tape, a);
     Node *n = tape_record(tape, op, backward, out, n_in, in);
     if (n) {
+        AttentionState *s = node_state(n, sizeof *s);
+        s->heads = a->H;
         n->saved[0] = p;
-        n->i[0] = a->H;
     }
     return out;
 }
@@ -253,8 +259,9 @@ static float *grad_or_null(Tensor *t) { return t->requires_grad ? tensor_grad(t)
 
 static void attention_backward_node(Node *n)
 {
+    const AttentionState *s = node_state(n, sizeof *s);
     Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
-    AttnHeads a = heads_of("op_attention", q, n->i[0], 1);
+    AttnHeads a = heads_of("op_attention", q, s->heads, 1);
     a.q = q->data, a.k = k->data, a.v = v->data;
     a.dq = grad_or_null(q), a.dk = grad_or_null(k), a.dv = grad_or_null(v);
     count_backward(n, &a);
@@ -286,8 +293,9 @@ static void point_into_qkv(AttnHeads *a, const float *x, float *grad)
 
 static void attention_qkv_backward_node(Node *n)
 {
+    const AttentionState *s = node_state(n, sizeof *s);
     Tensor *qkv = n->in[0];
-    AttnHeads a = heads_of("op_attention_qkv", qkv, n->i[0], 3);
+    AttnHeads a = heads_of("op_attention_qkv", qkv, s->heads, 3);
     point_into_qkv(&a, qkv->data, tensor_grad(qkv));
     count_backward(n, &a);
     attention_backward(&a, n->saved[0]->data, n->out->grad);
@@ -306,12 +314,17 @@ Tensor *op_attention_qkv(Tape *tape, Tensor *qkv, int n_head)
  * y[i, j] = softmax_{j' <= i}(scale x[i, j']) for j <= i, exactly 0 for j > i.
  * dx[i, j] += scale y[i, j] (dy[i, j] - sum_j' dy[i, j'] y[i, j']).
  * FLOPs (other): causal_softmax_row's, for each of the rows / T matrices. */
+typedef struct {
+    float scale;
+} CausalSoftmaxState;
+
 static void causal_softmax_backward(Node *n)
 {
+    const CausalSoftmaxState *s = node_state(n, sizeof *s);
     Tensor *x = n->in[0], *y = n->out;
     int T = tensor_last_dim(x);
     long rows = (long)tensor_rows(x);
-    float scale = n->f[0], *dx = tensor_grad(x);
+    float scale = s->scale, *dx = tensor_grad(x);
     const float *dy = y->grad;
     node_count(n, 0, rows / T * 5 * causal_entries(T));
     #pragma omp parallel for schedule(static)
@@ -341,7 +354,8 @@ Tensor *op_causal_softmax(Tape *tape, Tensor *x, float scale)
     tape_count(tape, 0, rows / T * (7 * causal_entries(T) + T));
     Node *n = tape_record(tape, "causal_softmax", causal_softmax_backward, y, 1, (Tensor *[]){ x });
     if (n) {
-        n->f[0] = scale;
+        CausalSoftmaxState *s = node_state(n, sizeof *s);
+        s->scale = scale;
         n->backward_reads_out = true;
     }
     return y;

@@ -332,8 +332,13 @@ static Heads heads_for(const char *op, const Tensor *x, int n_head, int width)
                     .scale = 1.0f / sqrtf((float)D) };
 }
 
-/* The forward and the node. The node keeps L in ctx (a tape buffer in the act category, freed
- * with the tape); O is the node's output, which the tape keeps anyway. */
+/* The forward and the node. The node keeps L (a tape buffer in the act category, freed with
+ * the tape); O is the node's output, which the tape keeps anyway. */
+typedef struct {
+    int heads;
+    const float *lse;   /* L: [B, H, T] */
+} TiledState;
+
 static Tensor *tiled_run(Tape *tape, const char *op, NodeBackward backward, const Heads *a,
                          int n_in, Tensor *const *in)
 {
@@ -345,8 +350,9 @@ static Tensor *tiled_run(Tape *tape, const char *op, NodeBackward backward, cons
     count_forward(tape, a);
     Node *n = tape_record(tape, op, backward, out, n_in, in);
     if (n) {
-        n->ctx = lse;
-        n->i[0] = a->H;
+        TiledState *s = node_state(n, sizeof *s);
+        s->heads = a->H;
+        s->lse = lse;
         n->backward_reads_out = true;
     }
     return out;
@@ -356,12 +362,13 @@ static float *grad_if_wanted(Tensor *t) { return t->requires_grad ? tensor_grad(
 
 static void tiled_backward_node(Node *n)
 {
+    const TiledState *s = node_state(n, sizeof *s);
     Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
-    Heads a = heads_for("op_attention_tiled", q, n->i[0], 1);
+    Heads a = heads_for("op_attention_tiled", q, s->heads, 1);
     a.q = q->data, a.k = k->data, a.v = v->data;
     a.dq = grad_if_wanted(q), a.dk = grad_if_wanted(k), a.dv = grad_if_wanted(v);
     count_backward(n, &a);
-    tiled_backward(&a, n->out->data, n->out->grad, n->ctx);
+    tiled_backward(&a, n->out->data, n->out->grad, s->lse);
 }
 
 Tensor *op_attention_tiled(Tape *tape, Tensor *q, Tensor *k, Tensor *v, int n_head)
@@ -389,11 +396,12 @@ static void fused_pointers(Heads *a, const float *x, float *grad)
 
 static void tiled_qkv_backward_node(Node *n)
 {
+    const TiledState *s = node_state(n, sizeof *s);
     Tensor *qkv = n->in[0];
-    Heads a = heads_for("op_attention_qkv_tiled", qkv, n->i[0], 3);
+    Heads a = heads_for("op_attention_qkv_tiled", qkv, s->heads, 3);
     fused_pointers(&a, qkv->data, tensor_grad(qkv));
     count_backward(n, &a);
-    tiled_backward(&a, n->out->data, n->out->grad, n->ctx);
+    tiled_backward(&a, n->out->data, n->out->grad, s->lse);
 }
 
 Tensor *op_attention_qkv_tiled(Tape *tape, Tensor *qkv, int n_head)

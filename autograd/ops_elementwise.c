@@ -126,9 +126,14 @@ Tensor *op_bias_add(Tape *tape, Tensor *x, Tensor *bias)
 }
 
 /* y = s x.   dx += s dy.   FLOPs per element: forward 1, backward 1. */
+typedef struct {
+    float s;
+} ScaleState;
+
 static void scale_backward(Node *n)
 {
-    float s = n->f[0], *g = tensor_grad(n->in[0]);
+    const ScaleState *st = node_state(n, sizeof *st);
+    float s = st->s, *g = tensor_grad(n->in[0]);
     const float *dy = n->out->grad;
     node_count(n, 0, (int64_t)n->out->size);
     #pragma omp parallel for simd schedule(static)
@@ -146,7 +151,8 @@ Tensor *op_scale(Tape *tape, Tensor *x, float s)
     tape_count(tape, 0, (int64_t)y->size);
     Node *n = tape_record(tape, "scale", scale_backward, y, 1, (Tensor *[]){ x });
     if (n) {
-        n->f[0] = s;
+        ScaleState *st = node_state(n, sizeof *st);
+        st->s = s;
         n->backward_ignores_inputs = true;
     }
     return y;

@@ -34,9 +34,14 @@ static void check_embedding(const Tensor *table, const int *ids, int B, int T)
  * Backward: dtable[v, :] += sum over positions p with ids[p] = v of dy[p, :].
  * A token that appears twice gets both rows of dy; a token that never appears gets nothing.
  * FLOPs (other): forward 0 (a copy), backward B T C (the sums, one add per term). */
+typedef struct {
+    const int *ids;     /* [B T], the tape's copy */
+} EmbeddingState;
+
 static void embedding_backward(Node *n)
 {
-    const int *ids = n->ctx;
+    const EmbeddingState *s = node_state(n, sizeof *s);
+    const int *ids = s->ids;
     const float *dy = n->out->grad;
     float *dtable = tensor_grad(n->in[0]);
     size_t positions = (size_t)n->out->shape[0] * n->out->shape[1];
@@ -69,19 +74,26 @@ Tensor *op_embedding(Tape *tape, Tensor *table, const int *ids, int B, int T)
     if (n) {
         int *saved = tape_buffer(tape, MEM_ACT, positions * sizeof(int));
         memcpy(saved, ids, positions * sizeof(int));
-        n->ctx = saved;
+        EmbeddingState *s = node_state(n, sizeof *s);
+        s->ids = saved;
         n->backward_ignores_inputs = true;      /* it scatters dy; the table is not read */
     }
     return out;
 }
 
 /* What cross-entropy keeps for backward (category act): rows * (4 + 4) bytes, rather than the
- * rows * V probabilities, which for a real vocabulary are the largest activation of the model. */
+ * rows * V probabilities, which for a real vocabulary are the largest activation of the model.
+ * The record itself is a tape buffer too (act, the 24 bytes examples/common/memcalc.c counts);
+ * the node's state points to it. */
 typedef struct {
     size_t count;       /* rows whose target is >= 0 */
     float *lse;         /* [rows] log sum_j exp(x_j) per counted row */
     int   *targets;     /* [rows] copy of the caller's targets */
 } CrossEntropySaved;
+
+typedef struct {
+    const CrossEntropySaved *saved;
+} CrossEntropyState;
 
 /* log sum_j exp(x_j) of one row, computed as m + log sum_j exp(x_j - m) with m = max_j x_j so
  * that no exponent is positive: logits of 1000 and 0 give 1000, not log(inf). */
@@ -123,7 +135,8 @@ static void check_targets(const Tensor *logits, const int *targets)
  * sum of the losses), backward 3V + 1; and one division by N each way. */
 static void cross_entropy_backward(Node *n)
 {
-    const CrossEntropySaved *s = n->ctx;
+    const CrossEntropyState *state = node_state(n, sizeof *state);
+    const CrossEntropySaved *s = state->saved;
     const Tensor *x = n->in[0];
     float *dx = tensor_grad(n->in[0]);
     if (s->count == 0)
@@ -186,7 +199,8 @@ Tensor *op_cross_entropy(Tape *tape, Tensor *logits, const int *targets)
         s->lse = lse;
         s->targets = tape_buffer(tape, MEM_ACT, rows * sizeof(int));
         memcpy(s->targets, targets, rows * sizeof(int));
-        n->ctx = s;
+        CrossEntropyState *state = node_state(n, sizeof *state);
+        state->saved = s;
     }
     if (!save)
         mem_free(lse);

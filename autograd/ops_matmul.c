@@ -79,10 +79,15 @@ static void product(const PrecisionPolicy *p, Format fa, Format fb, bool ta, boo
  * FLOPs: 2MNK forward; 2MNK for each of dX and dW computed (all matmul).
  * Every product runs in fp32 with fp32 accumulation through par_sgemm, on inputs rounded to
  * the policy's compute formats when the tape has one. */
+typedef struct {
+    bool trans_w;
+} MatmulState;
+
 static void matmul_backward(Node *n)
 {
+    const MatmulState *s = node_state(n, sizeof *s);
     Tensor *x = n->in[0], *w = n->in[1], *y = n->out;
-    bool trans_w = n->i[0];
+    bool trans_w = s->trans_w;
     int M = (int)tensor_rows(x), K = tensor_last_dim(x), N = tensor_last_dim(y);
     Format fx = policy_operand_format(n->policy, x), fw = policy_operand_format(n->policy, w);
     Format fg = policy_grad_operand_format(n->policy);
@@ -134,7 +139,8 @@ Tensor *op_matmul(Tape *tape, Tensor *x, Tensor *w, bool trans_w)
     tape_count(tape, 2 * (int64_t)M * N * K, 0);
     Node *n = tape_record(tape, "matmul", matmul_backward, y, 2, (Tensor *[]){ x, w });
     if (n) {
-        n->i[0] = trans_w;
+        MatmulState *s = node_state(n, sizeof *s);
+        s->trans_w = trans_w;
         n->backward_ignores_inputs = true;      /* matmul_backward decodes them itself */
     }
     return y;
@@ -183,7 +189,8 @@ Tensor *op_linear(Tape *tape, Tensor *x, Tensor *w, Tensor *bias)
     tape_count(tape, 2 * (int64_t)M * N * K, (int64_t)M * N);
     Node *n = tape_record(tape, "linear", linear_backward, y, 3, (Tensor *[]){ x, w, bias });
     if (n) {
-        n->i[0] = false;
+        MatmulState *s = node_state(n, sizeof *s);     /* read by matmul_backward */
+        s->trans_w = false;
         n->backward_ignores_inputs = true;      /* matmul_backward decodes x and w; the bias's
                                                  * values are not read */
     }
@@ -213,10 +220,15 @@ static void bmm_dims(const Tensor *a, const Tensor *b, bool trans_b, int *batch,
     *batch = (int)(a->size / ((size_t)*M * *K));
 }
 
+typedef struct {
+    bool trans_b;
+} BmmState;
+
 static void bmm_backward(Node *n)
 {
+    const BmmState *s = node_state(n, sizeof *s);
     Tensor *a = n->in[0], *b = n->in[1], *c = n->out;
-    bool trans_b = n->i[0];
+    bool trans_b = s->trans_b;
     int batch, M, K, N;
     bmm_dims(a, b, trans_b, &batch, &M, &K, &N);
     float *da = a->requires_grad ? tensor_grad(a) : NULL;
@@ -255,7 +267,9 @@ Tensor *op_bmm(Tape *tape, Tensor *a, Tensor *b, bool trans_b)
                          c->data + (long)i * M * N, N);
     tape_count(tape, 2 * (int64_t)batch * M * N * K, 0);
     Node *n = tape_record(tape, "bmm", bmm_backward, c, 2, (Tensor *[]){ a, b });
-    if (n)
-        n->i[0] = trans_b;
+    if (n) {
+        BmmState *s = node_state(n, sizeof *s);
+        s->trans_b = trans_b;
+    }
     return c;
 }

@@ -55,8 +55,8 @@ static void row_stats(const float *x, int C, float eps, float *mean, float *rstd
  *   dgamma += sum_rows dy xhat,    dbeta += sum_rows dy
  * The dx line comes from d xhat_i / d x_k = rstd (delta_ik - 1/C - xhat_i xhat_k / C): the
  * mean term removes the shift the row mean absorbs, the xhat term the stretch rstd absorbs.
- * Forward saves only mu and rstd per row (node->ctx, [rows][2], category act); backward
- * recomputes xhat from x, which the tape keeps anyway.
+ * Forward saves only mu and rstd per row (LayernormState's stats, [rows][2], category act);
+ * backward recomputes xhat from x, which the tape keeps anyway.
  * FLOPs per row (other): forward 8C + 5 (mean C + 1, variance 3C + 4, y 4C); backward
  * 13C + 2 for dx (sums 6C + 2, then 7C), 4C for dgamma, C for dbeta. */
 static void layernorm_dx(const Node *n, const float *stats)
@@ -129,9 +129,14 @@ static void layernorm_dparams(const Node *n, const float *stats)
     /* END SOLUTION layernorm_backward */
 }
 
+typedef struct {
+    const float *stats;     /* [rows][2]: mu, rstd */
+} LayernormState;
+
 static void layernorm_backward(Node *n)
 {
-    const float *stats = n->ctx;
+    const LayernormState *s = node_state(n, sizeof *s);
+    const float *stats = s->stats;
     int64_t rows = (int64_t)tensor_rows(n->in[0]), C = tensor_last_dim(n->in[0]);
     node_count(n, 0, rows * ((13 * C + 2) * n->in[0]->requires_grad +
                              4 * C * n->in[1]->requires_grad + C * n->in[2]->requires_grad));
@@ -169,8 +174,8 @@ Tensor *op_layernorm(Tape *tape, Tensor *x, Tensor *gamma, Tensor *beta, float e
     tape_count(tape, 0, (int64_t)rows * (8 * C + 5));
     Node *n = tape_record(tape, "layernorm", layernorm_backward, y, 3, in);
     if (n) {
-        n->ctx = stats;
-        n->f[0] = eps;
+        LayernormState *s = node_state(n, sizeof *s);
+        s->stats = stats;
     }
     return y;
 }

@@ -52,12 +52,19 @@ static const float *rounded_input(const float *src, int rows, int cols, Format c
  *             db += sum over the rows of dY  (each column in row order: deterministic)
  * FLOPs: 2MNK matmul each way (dX only), MN other for the bias each way; dequantizing and
  * rounding to the compute format are conversions, not counted. */
+typedef struct {
+    const QuantTensor *w;   /* not owned: the weight outlives the tape */
+    int K, N;
+    Format compute;
+} QmatmulState;
+
 static void qmatmul_backward(Node *n)
 {
-    const QuantTensor *w = n->ctx;
+    const QmatmulState *s = node_state(n, sizeof *s);
+    const QuantTensor *w = s->w;
     Tensor *x = n->in[0], *bias = n->in[1], *y = n->out;
-    int M = (int)tensor_rows(x), K = n->i[0], N = n->i[1];
-    Format compute = (Format)n->i[2];
+    int M = (int)tensor_rows(x), K = s->K, N = s->N;
+    Format compute = s->compute;
     node_count(n, 2 * (int64_t)M * N * K * x->requires_grad,
                (int64_t)M * N * (bias && bias->requires_grad));
     if (bias && bias->requires_grad) {
@@ -119,10 +126,8 @@ Tensor *op_qmatmul(Tape *tape, Tensor *x, const QuantTensor *w, Tensor *bias, in
     Tensor *in[2] = { x, bias };
     Node *n = tape_record(tape, "qmatmul", qmatmul_backward, y, bias ? 2 : 1, in);
     if (n) {
-        n->ctx = (void *)w;     /* not owned: the weight outlives the tape */
-        n->i[0] = K;
-        n->i[1] = N;
-        n->i[2] = (int)compute;
+        QmatmulState *s = node_state(n, sizeof *s);
+        *s = (QmatmulState){ .w = w, .K = K, .N = N, .compute = compute };
     }
     return y;
 }

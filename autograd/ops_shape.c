@@ -100,9 +100,14 @@ static void swap_blocks(const float *src, float *dst, size_t A, int p, size_t M,
     }
 }
 
+typedef struct {
+    int d0, d1;         /* d0 < d1 */
+} TransposeState;
+
 static void transpose_backward(Node *n)
 {
-    SwapDims s = swap_dims(n->in[0], n->i[0], n->i[1]);
+    const TransposeState *st = node_state(n, sizeof *st);
+    SwapDims s = swap_dims(n->in[0], st->d0, st->d1);
     swap_blocks(n->out->grad, tensor_grad(n->in[0]), s.A, s.n1, s.M, s.n0, s.I, true);
 }
 
@@ -129,8 +134,9 @@ Tensor *op_transpose(Tape *tape, Tensor *x, int d0, int d1)
     swap_blocks(x->data, y->data, s.A, s.n0, s.M, s.n1, s.I, false);
     Node *n = tape_record(tape, "transpose", transpose_backward, y, 1, (Tensor *[]){ x });
     if (n) {
-        n->i[0] = d0;
-        n->i[1] = d1;
+        TransposeState *st = node_state(n, sizeof *st);
+        st->d0 = d0;
+        st->d1 = d1;
         n->backward_ignores_inputs = true;
     }
     return y;

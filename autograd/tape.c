@@ -1,7 +1,10 @@
+/* The tape: record, reverse walk, accumulate (autograd/tape.h). How what it keeps is stored
+ * under a precision policy is autograd/tape_precision.c's business, called at five moments. */
 #include "autograd/tape.h"
 
 #include <stdlib.h>
-#include <string.h>
+
+#include "autograd/tape_precision.h"
 
 enum { OWNED_TENSOR = 0, OWNED_BUFFER = 1 };
 
@@ -50,11 +53,7 @@ void tape_reset(Tape *tape)
     }
     tape->n_owned = 0;
     tape->n_nodes = 0;
-    /* A pass that wrote the history (a recorded forward under delayed scaling) was one step of
-     * it; an inference pass never touches the history, so it does not count. */
-    if (tape->n_stored > 0)
-        tape->history_steps++;
-    tape->n_stored = 0;
+    tape_precision(tape, TAPE_RESETS, NULL);
 }
 
 void tape_free(Tape *tape)
@@ -75,28 +74,18 @@ Tensor *tape_own(Tape *tape, Tensor *t)
     return t;
 }
 
-/* Whether outputs are packed when stored (else only rounded in place). */
-static bool packs(const Tape *tape)
-{
-    return tape->recording || tape->packs_unrecorded;
-}
-
 Tensor *tape_tensor(Tape *tape, int ndim, const int *shape)
 {
-    /* Under a policy that stores activations packed, the fp32 result is only where the op
-     * computes (a real kernel's registers): scratch until tape_record packs it into act. */
-    if (tape->policy && tape->policy->act != DTYPE_F32 && packs(tape)) {
-        Tensor *t = tensor_new(MEM_TEMP, ndim, shape);
-        /* A scalar (a loss) is never packed (store()): an fp32 activation from the start, as
-         * without a policy, not 4 bytes of scratch for the whole backward pass. */
-        if (t->size < 2) {
-            tensor_free(t);
-            return tape_own(tape, tensor_new(MEM_ACT, ndim, shape));
-        }
-        t->cat = MEM_ACT;
-        return tape_own(tape, t);
-    }
-    return tape_own(tape, tensor_new(MEM_ACT, ndim, shape));
+    /* An output that will be packed is scratch (temp) until tape_record packs it into act.
+     * A scalar (a loss) is never packed: an fp32 activation from the start, not 4 bytes of
+     * scratch for the whole backward pass. */
+    size_t size = 1;
+    for (int d = 0; d < ndim; d++)
+        size *= (size_t)shape[d];
+    bool scratch = tape_packs_outputs(tape) && size >= 2;
+    Tensor *t = tensor_new(scratch ? MEM_TEMP : MEM_ACT, ndim, shape);
+    t->cat = MEM_ACT;
+    return tape_own(tape, t);
 }
 
 void *tape_buffer(Tape *tape, MemCategory cat, size_t bytes)
@@ -104,103 +93,6 @@ void *tape_buffer(Tape *tape, MemCategory cat, size_t bytes)
     void *p = mem_alloc(cat, bytes);
     own(tape, p, OWNED_BUFFER);
     return p;
-}
-
-/* ---- mixed precision: how tensors are stored between ops -------------------------------------
- * Every op computes in fp32 on decoded inputs; what the tape keeps is in the policy's dtypes. */
-
-void tape_use(Tape *tape, int n_in, Tensor *const *in)
-{
-    (void)tape;
-    for (int k = 0; k < n_in; k++)
-        if (in[k])
-            tensor_unpack(in[k]);
-}
-
-static void release_all(int n, Tensor *const *t)
-{
-    for (int k = 0; k < n; k++)
-        if (t[k])
-            tensor_release(t[k]);
-}
-
-/* fp8's scale for the next stored activation: from its own amax (current scaling) or from the
- * largest amax seen at its place in the last fp8_window steps (delayed scaling), whose first
- * step has no history and uses its own. The places are counted in a recorded forward's order:
- * a pass that does not record stores fewer tensors (no saved extras), so its k-th tensor is
- * another one; it uses current scaling and leaves the history as it is, so an evaluation
- * between training steps changes none of their scales. */
-static float stored_scale(Tape *tape, Format f, const float *x, size_t n)
-{
-    if (!policy_is_scaled(f))
-        return 1.0f;
-    if (tape->policy->fp8_scaling == POLICY_FP8_CURRENT || !tape->recording)
-        return policy_current_scale(f, x, n);
-    float amax = policy_amax(x, n);
-    int w = policy_fp8_window(tape->policy);
-    int slot = tape->n_stored++;
-    if (slot >= tape->history_slots) {
-        int slots = slot + 64;
-        tape->amax_history = realloc(tape->amax_history, (size_t)slots * w * sizeof(float));
-        if (!tape->amax_history)
-            tensor_fatal("out of memory for the fp8 amax history");
-        memset(tape->amax_history + (size_t)tape->history_slots * w, 0,
-               (size_t)(slots - tape->history_slots) * w * sizeof(float));
-        tape->history_slots = slots;
-    }
-    float *h = tape->amax_history + (size_t)slot * w, past = 0.0f;
-    for (int i = 0; i < w; i++)
-        past = h[i] > past ? h[i] : past;
-    h[tape->history_steps % w] = amax;
-    return policy_fp8_scale(f, past > 0.0f ? past : amax);
-}
-
-static void store(Tape *tape, Tensor *t)
-{
-    const PrecisionPolicy *p = tape->policy;
-    if (!t || !p || p->act == DTYPE_F32 || t->dtype != DTYPE_F32 || !t->owns_data ||
-        t->cat != MEM_ACT || t->size < 2)
-        return;
-    Format f = tensor_dtype_format(p->act);
-    float scale = stored_scale(tape, f, t->data, t->size);
-    if (packs(tape)) {
-        tensor_pack(t, p->act, scale);
-    } else {
-        /* Kept so that a copy packed with the same scale holds the same codes: gradient
-         * checkpointing keeps such copies of what a pass that did not record computed. */
-        tensor_round_values(t->data, t->data, t->size, f, scale);
-        t->scale = scale;
-    }
-}
-
-/* The newest node's saved tensors: filled by its op after tape_record, so stored at the next
- * record or when backward starts. */
-static void store_last_saved(Tape *tape)
-{
-    if (!tape->policy || tape->n_nodes == 0)
-        return;
-    for (int k = 0; k < NODE_MAX_SAVED; k++)
-        store(tape, tape->nodes[tape->n_nodes - 1].saved[k]);
-}
-
-/* A gradient has its parameter's dtype (PyTorch's rule); an activation's has the policy's
- * gradient dtype, with fp8's current per-tensor scale. A scalar's (the loss's, seeded with the
- * loss scale) stays fp32, as the scalar itself does. A parameter whose gradient is stored packed
- * (tensor.h, "packed gradients") had this node's term added in an fp32 working copy: the
- * rounded sum is encoded into its 2 (or 1) bytes and the copy freed, with or without a policy. */
-static void round_grads(const PrecisionPolicy *p, Node *node)
-{
-    for (int k = 0; k < node->n_in; k++) {
-        Tensor *x = node->in[k];
-        if (!x || !x->grad)
-            continue;
-        Format f = p && x->size >= 2 ? tensor_dtype_format(x->is_param ? p->param : p->grad)
-                                     : FMT_FP32;
-        float scale = policy_current_scale(f, x->grad, x->size);
-        if (f != FMT_FP32)
-            tensor_round_values(x->grad, x->grad, x->size, f, scale);
-        tensor_grad_store(x, scale);
-    }
 }
 
 bool tape_wants_grad(const Tape *tape, int n_in, Tensor *const *in)
@@ -218,27 +110,28 @@ Node *tape_record(Tape *tape, const char *op, NodeBackward backward, Tensor *out
 {
     if (n_in > NODE_MAX_INPUTS)
         tensor_fatal("%s: %d inputs (at most %d)", op, n_in, NODE_MAX_INPUTS);
-    release_all(n_in, in);
-    store_last_saved(tape);
-    store(tape, out);
+    /* The call as a node: the precision hook sees it; the tape keeps it if it records. */
+    Node node = { .op = op, .backward = backward, .out = out, .n_in = n_in,
+                  .policy = tape->policy, .flops = tape->flops };
+    for (int k = 0; k < n_in; k++)
+        node.in[k] = in[k];
+    tape_precision(tape, TAPE_OP_COMPUTED, &node);
     /* Without recording no gradient can reach the inputs, so the output needs none. */
     out->requires_grad = tape_wants_grad(tape, n_in, in);
     if (!out->requires_grad)
         return NULL;
-
     if (tape->n_nodes == tape->cap_nodes)
         tape->nodes = grow(tape->nodes, &tape->cap_nodes, sizeof *tape->nodes);
-    Node *node = &tape->nodes[tape->n_nodes++];
-    memset(node, 0, sizeof *node);
-    node->op = op;
-    node->backward = backward;
-    node->out = out;
-    node->n_in = n_in;
-    for (int k = 0; k < n_in; k++)
-        node->in[k] = in[k];
-    node->policy = tape->policy;
-    node->flops = tape->flops;
-    return node;
+    tape->nodes[tape->n_nodes] = node;
+    return &tape->nodes[tape->n_nodes++];
+}
+
+void *node_state(Node *node, size_t bytes)
+{
+    if (bytes > NODE_STATE_BYTES)
+        tensor_fatal("%s: %zu bytes of state (a node holds %d)", node->op, bytes,
+                     NODE_STATE_BYTES);
+    return node->state;
 }
 
 /* ---- counting FLOPs ------------------------------------------------------------------------ */
@@ -282,27 +175,17 @@ void node_count_recompute(Node *node, int64_t matmul, int64_t other)
  * out->grad. A plain loop, no recursion, however deep the network. */
 static void walk_backward(Tape *tape)
 {
-    store_last_saved(tape);
+    tape_precision(tape, TAPE_BACKWARD_STARTS, NULL);
     for (int k = tape->n_nodes - 1; k >= 0; k--) {
         Node *node = &tape->nodes[k];
-        if (!node->out->grad) {
-            if (tape->after_node)
-                tape->after_node(tape, k, tape->after_node_ctx);
-            continue;       /* no gradient reached this node's output */
+        if (node->out->grad) {      /* else no gradient reached this node's output */
+            tape_precision(tape, TAPE_NODE_STARTS, node);
+            node->backward(node);
+            tape_precision(tape, TAPE_NODE_DONE, node);
+            /* The node has been consumed: its inputs' gradients now hold its contribution. */
+            if (!node->out->is_param && !tape->keep_grads)
+                tensor_free_grad(node->out);
         }
-        if (!node->backward_ignores_inputs)
-            tape_use(tape, node->n_in, node->in);
-        tape_use(tape, NODE_MAX_SAVED, node->saved);
-        if (node->backward_reads_out)
-            tape_use(tape, 1, &node->out);
-        node->backward(node);
-        release_all(node->n_in, node->in);
-        release_all(NODE_MAX_SAVED, node->saved);
-        release_all(1, &node->out);
-        round_grads(node->policy, node);
-        /* The b node has been consumed: its inputs' gradients now hold its contribution. */
-        if (!node->out->is_param && !tape->keep_grads)
-            tensor_free_grad(node->out);
         if (tape->after_node)
             tape->after_node(tape, k, tape->after_node_ctx);
     }

@@ -19,7 +19,7 @@
 #include "autograd/policy.h"
 #include "autograd/tensor.h"
 
-enum { NODE_MAX_INPUTS = 4, NODE_MAX_SAVED = 4 };
+enum { NODE_MAX_INPUTS = 4, NODE_MAX_SAVED = 4, NODE_STATE_BYTES = 32 };
 
 /* Floating-point operations the ops performed (docs/autograd.md, "Counting FLOPs"): matrix
  * products, 2MNK each (the FLOPs the 6N + 12LTC estimate counts), apart from all the rest
@@ -49,10 +49,10 @@ struct Node {
     Tensor      *in[NODE_MAX_INPUTS];
     int          n_in;
     Tensor      *out;
-    Tensor      *saved[NODE_MAX_SAVED];   /* extra tensors kept for backward (mean, rstd, ...) */
-    void        *ctx;                     /* extra raw data kept for backward (token ids, ...) */
-    float        f[4];                    /* the op's scalar arguments */
-    int          i[4];
+    Tensor      *saved[NODE_MAX_SAVED];   /* extra tensors kept for backward (attention's P, ...) */
+    /* Everything else the op keeps for backward, as a small struct its file declares (a flag,
+     * the number of heads, pointers to buffers the tape owns such as token ids): node_state. */
+    _Alignas(max_align_t) unsigned char state[NODE_STATE_BYTES];
     const PrecisionPolicy *policy;        /* the tape's, when the node was recorded */
     /* What backward decodes first when tensors are packed: inputs (unless the op's backward
      * reads none of their values: add, scale, reshape, ...), saved tensors, and the output only
@@ -76,11 +76,13 @@ struct Tape {
      * inference tapes leave it off: their callers read outputs' data directly. */
     bool     packs_unrecorded;
     bool     keep_grads;   /* keep activation gradients after backward (for tests, debugging) */
-    /* Mixed precision (autograd/policy.h); NULL is fp32. Set it before the forward pass. */
+    /* Mixed precision (autograd/policy.h); NULL is fp32. Set it before the forward pass.
+     * autograd/tape_precision.c applies it and keeps the history below. */
     const PrecisionPolicy *policy;
     /* fp8 delayed scaling: the amax of the k-th activation stored, over the last fp8_window
      * steps (a step is a recorded forward, up to the next tape_reset; inference passes use
-     * current scaling and are not steps). history_steps % fp8_window is the column written. */
+     * current scaling and are not steps). history_steps % fp8_window is the column written;
+     * optim/train_snapshot.c saves and restores these three. */
     float   *amax_history;
     int      history_slots, n_stored;
     long     history_steps;
@@ -110,21 +112,27 @@ Tensor *tape_own(Tape *tape, Tensor *t);
 void   *tape_buffer(Tape *tape, MemCategory cat, size_t bytes);
 
 /* For ops, first thing in a forward: the fp32 values of every input (packed ones are decoded
- * into scratch copies, which tape_record releases). NULL entries are skipped. */
+ * into scratch copies, which tape_record releases). NULL entries are skipped. Defined with the
+ * rest of the tape's mixed precision in autograd/tape_precision.c. */
 void    tape_use(Tape *tape, int n_in, Tensor *const *in);
 
 /* True when an op with these inputs must record a node: the tape is recording and some input
  * requires a gradient. Ops call it before deciding whether to keep extra state for backward. */
 bool    tape_wants_grad(const Tape *tape, int n_in, Tensor *const *in);
 /* Sets out->requires_grad to tape_wants_grad(...) and, if set, appends a node and returns
- * it (the op then fills saved/ctx/f/i); returns NULL otherwise. The last call of an op's
+ * it (the op then fills saved and state); returns NULL otherwise. The last call of an op's
  * forward: it releases the inputs' scratch copies and, under a policy, stores the output in
  * the activation dtype (packed when recording or packs_unrecorded; rounded in place
  * otherwise, with the scale it was rounded with left in out->scale; a scalar stays fp32), and
- * the previous node's saved
- * tensors likewise. */
+ * the previous node's saved tensors likewise (autograd/tape_precision.h). */
 Node   *tape_record(Tape *tape, const char *op, NodeBackward backward, Tensor *out,
                     int n_in, Tensor *const *in);
+/* For ops: the node's state, the op's own struct of at most NODE_STATE_BYTES, all zero when the
+ * node is recorded. Forward fills it, backward reads it:
+ *     typedef struct { int heads; } AttentionState;
+ *     AttentionState *s = node_state(n, sizeof *s);
+ *     s->heads = n_head;                                                                     */
+void   *node_state(Node *node, size_t bytes);
 
 /* For ops: count the FLOPs of a forward (into tape->flops' forward, or its recompute when the
  * tape is recomputing), of a backward (node_count), or of a forward a backward runs again

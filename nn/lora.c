@@ -52,12 +52,17 @@ static void adapter_product(Format fa, Format fb, bool ta, bool tb, int M, int N
  *   dx   += s t A^T                     [M, in]
  * FLOPs (matmul): forward 2M in r + 2M r out; backward 2M r out for each of dB and t, and
  * 2M in r for each of dA and dx, as computed (s rides on the products' alpha, uncounted). */
+typedef struct {
+    float scale;        /* s */
+} AdapterState;
+
 static void adapter_backward(Node *n)
 {
+    const AdapterState *st = node_state(n, sizeof *st);
     Tensor *y = n->in[0], *x = n->in[1], *a = n->in[2], *b = n->in[3], *down = n->saved[0];
     const PrecisionPolicy *p = n->policy;
     const float *dout = n->out->grad;
-    float s = n->f[0];
+    float s = st->scale;
     int M = (int)tensor_rows(x), in = a->shape[0], r = a->shape[1], out = b->shape[1];
     Format fg = policy_grad_operand_format(p), fdown = policy_operand_format(p, down);
     Format fa = policy_operand_format(p, a), fb = policy_operand_format(p, b);
@@ -127,8 +132,9 @@ Tensor *lora_adapter_add(const LoraAdapter *ad, Tape *tape, Tensor *x, Tensor *y
     tape_count(tape, 2 * (int64_t)M * r * (in + out), 0);
     Node *n = tape_record(tape, "lora", adapter_backward, res, 4, (Tensor *[]){ y, x, a, b });
     if (n) {
+        AdapterState *st = node_state(n, sizeof *st);
+        st->scale = ad->scale;
         n->saved[0] = down;
-        n->f[0] = ad->scale;
     }
     return res;
 }

@@ -1,0 +1,154 @@
+/* Mixed precision on the tape: the hook autograd/tape.c calls (autograd/tape_precision.h).
+ * Every op computes in fp32 on decoded inputs; what the tape keeps is in the policy's dtypes. */
+#include "autograd/tape_precision.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Whether outputs are packed when stored (else only rounded in place). */
+static bool packs(const Tape *tape)
+{
+    return tape->recording || tape->packs_unrecorded;
+}
+
+bool tape_packs_outputs(const Tape *tape)
+{
+    return tape->policy && tape->policy->act != DTYPE_F32 && packs(tape);
+}
+
+/* ---- decoding: the fp32 values an op reads, for the length of one forward or backward -------- */
+
+void tape_use(Tape *tape, int n_in, Tensor *const *in)
+{
+    (void)tape;
+    for (int k = 0; k < n_in; k++)
+        if (in[k])
+            tensor_unpack(in[k]);
+}
+
+static void release_all(int n, Tensor *const *t)
+{
+    for (int k = 0; k < n; k++)
+        if (t[k])
+            tensor_release(t[k]);
+}
+
+/* ---- storing: what the tape keeps, in the act dtype ------------------------------------------ */
+
+/* fp8's scale for the next stored activation: from its own amax (current scaling) or from the
+ * largest amax seen at its place in the last fp8_window steps (delayed scaling), whose first
+ * step has no history and uses its own. The places are counted in a recorded forward's order:
+ * a pass that does not record stores fewer tensors (no saved extras), so its k-th tensor is
+ * another one; it uses current scaling and leaves the history as it is, so an evaluation
+ * between training steps changes none of their scales. */
+static float stored_scale(Tape *tape, Format f, const float *x, size_t n)
+{
+    if (!policy_is_scaled(f))
+        return 1.0f;
+    if (tape->policy->fp8_scaling == POLICY_FP8_CURRENT || !tape->recording)
+        return policy_current_scale(f, x, n);
+    float amax = policy_amax(x, n);
+    int w = policy_fp8_window(tape->policy);
+    int slot = tape->n_stored++;
+    if (slot >= tape->history_slots) {
+        int slots = slot + 64;
+        tape->amax_history = realloc(tape->amax_history, (size_t)slots * w * sizeof(float));
+        if (!tape->amax_history)
+            tensor_fatal("out of memory for the fp8 amax history");
+        memset(tape->amax_history + (size_t)tape->history_slots * w, 0,
+               (size_t)(slots - tape->history_slots) * w * sizeof(float));
+        tape->history_slots = slots;
+    }
+    float *h = tape->amax_history + (size_t)slot * w, past = 0.0f;
+    for (int i = 0; i < w; i++)
+        past = h[i] > past ? h[i] : past;
+    h[tape->history_steps % w] = amax;
+    return policy_fp8_scale(f, past > 0.0f ? past : amax);
+}
+
+static void store(Tape *tape, Tensor *t)
+{
+    const PrecisionPolicy *p = tape->policy;
+    if (!t || !p || p->act == DTYPE_F32 || t->dtype != DTYPE_F32 || !t->owns_data ||
+        t->cat != MEM_ACT || t->size < 2)
+        return;
+    Format f = tensor_dtype_format(p->act);
+    float scale = stored_scale(tape, f, t->data, t->size);
+    if (packs(tape)) {
+        tensor_pack(t, p->act, scale);
+    } else {
+        /* Kept so that a copy packed with the same scale holds the same codes: gradient
+         * checkpointing keeps such copies of what a pass that did not record computed. */
+        tensor_round_values(t->data, t->data, t->size, f, scale);
+        t->scale = scale;
+    }
+}
+
+/* The newest node's saved tensors: filled by its op after tape_record, so stored at the next
+ * record or when backward starts. */
+static void store_last_saved(Tape *tape)
+{
+    if (!tape->policy || tape->n_nodes == 0)
+        return;
+    for (int k = 0; k < NODE_MAX_SAVED; k++)
+        store(tape, tape->nodes[tape->n_nodes - 1].saved[k]);
+}
+
+/* ---- gradients ----------------------------------------------------------------------------------
+ * A gradient has its parameter's dtype (PyTorch's rule); an activation's has the policy's
+ * gradient dtype, with fp8's current per-tensor scale. A scalar's (the loss's, seeded with the
+ * loss scale) stays fp32, as the scalar itself does. A parameter whose gradient is stored packed
+ * (tensor.h, "packed gradients") had this node's term added in an fp32 working copy: the
+ * rounded sum is encoded into its 2 (or 1) bytes and the copy freed, with or without a policy. */
+static void round_grads(const PrecisionPolicy *p, Node *node)
+{
+    for (int k = 0; k < node->n_in; k++) {
+        Tensor *x = node->in[k];
+        if (!x || !x->grad)
+            continue;
+        Format f = p && x->size >= 2 ? tensor_dtype_format(x->is_param ? p->param : p->grad)
+                                     : FMT_FP32;
+        float scale = policy_current_scale(f, x->grad, x->size);
+        if (f != FMT_FP32)
+            tensor_round_values(x->grad, x->grad, x->size, f, scale);
+        tensor_grad_store(x, scale);
+    }
+}
+
+/* ---- the hook -------------------------------------------------------------------------------- */
+
+void tape_precision(Tape *tape, TapeMoment moment, Node *node)
+{
+    switch (moment) {
+    case TAPE_OP_COMPUTED:
+        release_all(node->n_in, node->in);
+        store_last_saved(tape);
+        store(tape, node->out);
+        break;
+    case TAPE_BACKWARD_STARTS:
+        store_last_saved(tape);
+        break;
+    case TAPE_NODE_STARTS:
+        /* Inputs unless the backward reads none of their values (add, scale, reshape, ...),
+         * saved tensors, and the output only if the backward reads it (softmax). */
+        if (!node->backward_ignores_inputs)
+            tape_use(tape, node->n_in, node->in);
+        tape_use(tape, NODE_MAX_SAVED, node->saved);
+        if (node->backward_reads_out)
+            tape_use(tape, 1, &node->out);
+        break;
+    case TAPE_NODE_DONE:
+        release_all(node->n_in, node->in);
+        release_all(NODE_MAX_SAVED, node->saved);
+        release_all(1, &node->out);
+        round_grads(node->policy, node);
+        break;
+    case TAPE_RESETS:
+        /* A pass that wrote the history (a recorded forward under delayed scaling) was one step
+         * of it; an inference pass never touches the history, so it does not count. */
+        if (tape->n_stored > 0)
+            tape->history_steps++;
+        tape->n_stored = 0;
+        break;
+    }
+}

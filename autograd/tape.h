@@ -79,12 +79,12 @@ struct Tape {
     /* Mixed precision (autograd/policy.h); NULL is fp32. Set it before the forward pass.
      * autograd/tape_precision.c applies it and keeps the history below. */
     const PrecisionPolicy *policy;
-    /* fp8 delayed scaling: the amax of the k-th activation stored, over the last fp8_window
+    /* fp8 delayed scaling: the amax of the k-th activation packed, over the last fp8_window
      * steps (a step is a recorded forward, up to the next tape_reset; inference passes use
      * current scaling and are not steps). history_steps % fp8_window is the column written;
      * optim/train_snapshot.c saves and restores these three. */
     float   *amax_history;
-    int      history_slots, n_stored;
+    int      history_slots, n_packed;
     long     history_steps;
     /* Where the ops count their FLOPs (NULL: nowhere), and whether this forward re-runs one
      * already counted (the ops then count as recompute): set by the caller. */
@@ -121,7 +121,7 @@ void    tape_use(Tape *tape, int n_in, Tensor *const *in);
 bool    tape_wants_grad(const Tape *tape, int n_in, Tensor *const *in);
 /* Sets out->requires_grad to tape_wants_grad(...) and, if set, appends a node and returns
  * it (the op then fills saved and state); returns NULL otherwise. The last call of an op's
- * forward: it releases the inputs' scratch copies and, under a policy, stores the output in
+ * forward: it releases the inputs' scratch copies and, under a policy, puts the output in
  * the activation dtype (packed when recording or packs_unrecorded; rounded in place
  * otherwise, with the scale it was rounded with left in out->scale; a scalar stays fp32), and
  * the previous node's saved tensors likewise (autograd/tape_precision.h). */

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Whether outputs are packed when stored (else only rounded in place). */
+/* Whether outputs are packed (else only rounded in place, as packing would round them). */
 static bool packs(const Tape *tape)
 {
     return tape->recording || tape->packs_unrecorded;
@@ -35,13 +35,13 @@ static void release_all(int n, Tensor *const *t)
 
 /* ---- storing: what the tape keeps, in the act dtype ------------------------------------------ */
 
-/* fp8's scale for the next stored activation: from its own amax (current scaling) or from the
+/* fp8's scale for the next packed activation: from its own amax (current scaling) or from the
  * largest amax seen at its place in the last fp8_window steps (delayed scaling), whose first
  * step has no history and uses its own. The places are counted in a recorded forward's order:
- * a pass that does not record stores fewer tensors (no saved extras), so its k-th tensor is
+ * a pass that does not record packs fewer tensors (no saved extras), so its k-th tensor is
  * another one; it uses current scaling and leaves the history as it is, so an evaluation
  * between training steps changes none of their scales. */
-static float stored_scale(Tape *tape, Format f, const float *x, size_t n)
+static float pack_scale(Tape *tape, Format f, const float *x, size_t n)
 {
     if (!policy_is_scaled(f))
         return 1.0f;
@@ -49,7 +49,7 @@ static float stored_scale(Tape *tape, Format f, const float *x, size_t n)
         return policy_current_scale(f, x, n);
     float amax = policy_amax(x, n);
     int w = policy_fp8_window(tape->policy);
-    int slot = tape->n_stored++;
+    int slot = tape->n_packed++;
     if (slot >= tape->history_slots) {
         int slots = slot + 64;
         tape->amax_history = realloc(tape->amax_history, (size_t)slots * w * sizeof(float));
@@ -66,14 +66,14 @@ static float stored_scale(Tape *tape, Format f, const float *x, size_t n)
     return policy_fp8_scale(f, past > 0.0f ? past : amax);
 }
 
-static void store(Tape *tape, Tensor *t)
+static void pack(Tape *tape, Tensor *t)
 {
     const PrecisionPolicy *p = tape->policy;
     if (!t || !p || p->act == DTYPE_F32 || t->dtype != DTYPE_F32 || !t->owns_data ||
         t->cat != MEM_ACT || t->size < 2)
         return;
     Format f = tensor_dtype_format(p->act);
-    float scale = stored_scale(tape, f, t->data, t->size);
+    float scale = pack_scale(tape, f, t->data, t->size);
     if (packs(tape)) {
         tensor_pack(t, p->act, scale);
     } else {
@@ -84,14 +84,14 @@ static void store(Tape *tape, Tensor *t)
     }
 }
 
-/* The newest node's saved tensors: filled by its op after tape_record, so stored at the next
+/* The newest node's saved tensors: filled by its op after tape_record, so packed at the next
  * record or when backward starts. */
-static void store_last_saved(Tape *tape)
+static void pack_last_saved(Tape *tape)
 {
     if (!tape->policy || tape->n_nodes == 0)
         return;
     for (int k = 0; k < NODE_MAX_SAVED; k++)
-        store(tape, tape->nodes[tape->n_nodes - 1].saved[k]);
+        pack(tape, tape->nodes[tape->n_nodes - 1].saved[k]);
 }
 
 /* ---- gradients ----------------------------------------------------------------------------------
@@ -111,7 +111,7 @@ static void round_grads(const PrecisionPolicy *p, Node *node)
         float scale = policy_current_scale(f, x->grad, x->size);
         if (f != FMT_FP32)
             tensor_round_values(x->grad, x->grad, x->size, f, scale);
-        tensor_grad_store(x, scale);
+        tensor_grad_pack(x, scale);
     }
 }
 
@@ -122,11 +122,11 @@ void tape_precision(Tape *tape, TapeMoment moment, Node *node)
     switch (moment) {
     case TAPE_OP_COMPUTED:
         release_all(node->n_in, node->in);
-        store_last_saved(tape);
-        store(tape, node->out);
+        pack_last_saved(tape);
+        pack(tape, node->out);
         break;
     case TAPE_BACKWARD_STARTS:
-        store_last_saved(tape);
+        pack_last_saved(tape);
         break;
     case TAPE_NODE_STARTS:
         /* Inputs unless the backward reads none of their values (add, scale, reshape, ...),
@@ -146,9 +146,9 @@ void tape_precision(Tape *tape, TapeMoment moment, Node *node)
     case TAPE_RESETS:
         /* A pass that wrote the history (a recorded forward under delayed scaling) was one step
          * of it; an inference pass never touches the history, so it does not count. */
-        if (tape->n_stored > 0)
+        if (tape->n_packed > 0)
             tape->history_steps++;
-        tape->n_stored = 0;
+        tape->n_packed = 0;
         break;
     }
 }

@@ -393,12 +393,12 @@ void tensor_grad_scale(Tensor *t, float factor)
     t->grad_factor[t->n_grad_factors++] = factor;
 }
 
-void tensor_grad_store(Tensor *t, float scale)
+void tensor_grad_pack(Tensor *t, float scale)
 {
     if (t->grad_dtype == DTYPE_F32 || !t->grad)
         return;
     if (!(scale > 0.0f) || !isfinite(scale))
-        tensor_fatal("tensor_grad_store: scale %g", (double)scale);
+        tensor_fatal("tensor_grad_pack: scale %g", (double)scale);
     Format f = tensor_dtype_format(t->grad_dtype);
     if (!t->grad_packed)
         t->grad_packed = mem_alloc(MEM_GRAD, fmt_packed_bytes(f, t->size));

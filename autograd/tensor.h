@@ -107,7 +107,7 @@ void    tensor_round_values(const float *x, float *y, size_t n, Format f, float 
 void    tensor_fill(Tensor *t, float value);
 void    tensor_copy_data(Tensor *dst, const Tensor *src);   /* same size required */
 /* The gradient buffer, allocated zero-filled if absent; for a packed gradient its working copy
- * (temp), holding the stored values (pending factors applied) until tensor_grad_store. */
+ * (temp), holding the stored values (pending factors applied) until tensor_grad_pack. */
 float  *tensor_grad(Tensor *t);
 void    tensor_zero_grad(Tensor *t);
 void    tensor_free_grad(Tensor *t);
@@ -123,7 +123,7 @@ void    tensor_set_name(Tensor *t, const char *name);
  * Arithmetic is fp32, on copies in temp that live no longer than one use:
  *   - a backward node adds its term into a working copy: tensor_grad decodes the stored values
  *     into it (zero the first time), the op adds in fp32, and the tape encodes the sum after
- *     the node (tensor_grad_store) and frees the copy. The running sum is rounded to the
+ *     the node (tensor_grad_pack) and frees the copy. The running sum is rounded to the
  *     gradient format after every node, across micro-batches too: what PyTorch does with a
  *     bf16 .grad; no fp32 accumulator of the parameter's size outlives a node.
  *   - a reader (clip's norm, the overflow check, an optimizer's update) takes the values with
@@ -145,7 +145,7 @@ const float *tensor_grad_read(const Tensor *t, float **scratch);
 void    tensor_grad_scale(Tensor *t, float factor);
 /* A packed gradient's working copy encoded into its storage with that scale (values already
  * rounded to the format with it encode exactly), the copy freed. Nothing for fp32. */
-void    tensor_grad_store(Tensor *t, float scale);
+void    tensor_grad_pack(Tensor *t, float scale);
 
 bool    tensor_same_shape(const Tensor *a, const Tensor *b);
 /* Product of all dimensions but the last: the number of rows when the tensor is seen as a

@@ -187,7 +187,7 @@ static void test_packed_grad_by_hand(void **state)
     const float v[4] = { 1.0f, -2.5f, 1.00390625f, 3.0f };  /* 1 + 2^-8 is no bf16: ties to 1 */
     for (int i = 0; i < 4; i++)
         g[i] += v[i];
-    tensor_grad_store(w, 1.0f);
+    tensor_grad_pack(w, 1.0f);
     assert_null(w->grad);
     assert_int_equal(mem_current(MEM_GRAD) - grad0, 8);
     assert_int_equal(mem_current(MEM_TEMP), temp0);

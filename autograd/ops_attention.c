@@ -177,7 +177,7 @@ static float *per_thread_scratch(long TT)
     return mem_alloc(MEM_TEMP, (size_t)omp_get_max_threads() * TT * sizeof(float));
 }
 
-static void attention_forward(const AttnHeads *a, float *p_all, float *out)
+static void all_heads_forward(const AttnHeads *a, float *p_all, float *out)
 {
     long TT = (long)a->T * a->T;
     float *scratch = p_all ? NULL : per_thread_scratch(TT);
@@ -203,7 +203,7 @@ static void count_backward(Node *n, const AttnHeads *a)
     node_count(n, pairs * products * 2 * T * T * a->D, pairs * 5 * causal_entries(T));
 }
 
-static void attention_backward(const AttnHeads *a, const float *p_all, const float *dout)
+static void all_heads_backward(const AttnHeads *a, const float *p_all, const float *dout)
 {
     long TT = (long)a->T * a->T;
     float *scratch = per_thread_scratch(TT);
@@ -244,7 +244,7 @@ static Tensor *attention_run(Tape *tape, const char *op, NodeBackward backward,
     Tensor *p = NULL;
     if (tape_wants_grad(tape, n_in, in))
         p = tape_tensor(tape, 4, (int[]){ a->B, a->H, a->T, a->T });
-    attention_forward(a, p ? p->data : NULL, out->data);
+    all_heads_forward(a, p ? p->data : NULL, out->data);
     count_forward(tape, a);
     Node *n = tape_record(tape, op, backward, out, n_in, in);
     if (n) {
@@ -257,7 +257,7 @@ static Tensor *attention_run(Tape *tape, const char *op, NodeBackward backward,
 
 static float *grad_or_null(Tensor *t) { return t->requires_grad ? tensor_grad(t) : NULL; }
 
-static void attention_backward_node(Node *n)
+static void op_attention_backward(Node *n)
 {
     const AttentionState *s = node_state(n, sizeof *s);
     Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
@@ -265,7 +265,7 @@ static void attention_backward_node(Node *n)
     a.q = q->data, a.k = k->data, a.v = v->data;
     a.dq = grad_or_null(q), a.dk = grad_or_null(k), a.dv = grad_or_null(v);
     count_backward(n, &a);
-    attention_backward(&a, n->saved[0]->data, n->out->grad);
+    all_heads_backward(&a, n->saved[0]->data, n->out->grad);
 }
 
 Tensor *op_attention(Tape *tape, Tensor *q, Tensor *k, Tensor *v, int n_head)
@@ -278,7 +278,7 @@ Tensor *op_attention(Tape *tape, Tensor *q, Tensor *k, Tensor *v, int n_head)
                      tensor_shape_str(k, ks, sizeof ks), tensor_shape_str(v, vs, sizeof vs));
     }
     a.q = q->data, a.k = k->data, a.v = v->data;
-    return attention_run(tape, "attention", attention_backward_node, &a, 3,
+    return attention_run(tape, "attention", op_attention_backward, &a, 3,
                          (Tensor *[]){ q, k, v });
 }
 
@@ -291,14 +291,14 @@ static void point_into_qkv(AttnHeads *a, const float *x, float *grad)
         a->dq = grad, a->dk = grad + C, a->dv = grad + 2 * C;
 }
 
-static void attention_qkv_backward_node(Node *n)
+static void op_attention_qkv_backward(Node *n)
 {
     const AttentionState *s = node_state(n, sizeof *s);
     Tensor *qkv = n->in[0];
     AttnHeads a = heads_of("op_attention_qkv", qkv, s->heads, 3);
     point_into_qkv(&a, qkv->data, tensor_grad(qkv));
     count_backward(n, &a);
-    attention_backward(&a, n->saved[0]->data, n->out->grad);
+    all_heads_backward(&a, n->saved[0]->data, n->out->grad);
 }
 
 Tensor *op_attention_qkv(Tape *tape, Tensor *qkv, int n_head)
@@ -306,7 +306,7 @@ Tensor *op_attention_qkv(Tape *tape, Tensor *qkv, int n_head)
     tape_use(tape, 1, (Tensor *[]){ qkv });
     AttnHeads a = heads_of("op_attention_qkv", qkv, n_head, 3);
     point_into_qkv(&a, qkv->data, NULL);
-    return attention_run(tape, "attention_qkv", attention_qkv_backward_node, &a, 1,
+    return attention_run(tape, "attention_qkv", op_attention_qkv_backward, &a, 1,
                          (Tensor *[]){ qkv });
 }
 
@@ -318,7 +318,7 @@ typedef struct {
     float scale;
 } CausalSoftmaxState;
 
-static void causal_softmax_backward(Node *n)
+static void op_causal_softmax_backward(Node *n)
 {
     const CausalSoftmaxState *s = node_state(n, sizeof *s);
     Tensor *x = n->in[0], *y = n->out;
@@ -352,7 +352,8 @@ Tensor *op_causal_softmax(Tape *tape, Tensor *x, float scale)
     for (long r = 0; r < rows; r++)
         causal_softmax_row(x->data + r * T, y->data + r * T, (int)(r % T), T, scale);
     tape_count(tape, 0, rows / T * (7 * causal_entries(T) + T));
-    Node *n = tape_record(tape, "causal_softmax", causal_softmax_backward, y, 1, (Tensor *[]){ x });
+    Node *n = tape_record(tape, "causal_softmax", op_causal_softmax_backward, y, 1,
+                          (Tensor *[]){ x });
     if (n) {
         CausalSoftmaxState *s = node_state(n, sizeof *s);
         s->scale = scale;
@@ -384,7 +385,7 @@ static void move_heads(const float *src, float *dst, int B, int T, int H, int D,
     }
 }
 
-static void split_heads_backward(Node *n)
+static void op_split_heads_backward(Node *n)
 {
     const Tensor *y = n->out;
     move_heads(y->grad, tensor_grad(n->in[0]), y->shape[0], y->shape[2], y->shape[1],
@@ -397,13 +398,13 @@ Tensor *op_split_heads(Tape *tape, Tensor *x, int n_head)
     int D = heads_of("op_split_heads", x, n_head, 1).D, B = x->shape[0], T = x->shape[1];
     Tensor *y = tape_tensor(tape, 4, (int[]){ B, n_head, T, D });
     move_heads(x->data, y->data, B, T, n_head, D, true, false);
-    Node *n = tape_record(tape, "split_heads", split_heads_backward, y, 1, (Tensor *[]){ x });
+    Node *n = tape_record(tape, "split_heads", op_split_heads_backward, y, 1, (Tensor *[]){ x });
     if (n)
         n->backward_ignores_inputs = true;
     return y;
 }
 
-static void merge_heads_backward(Node *n)
+static void op_merge_heads_backward(Node *n)
 {
     const Tensor *x = n->in[0];
     move_heads(n->out->grad, tensor_grad(n->in[0]), x->shape[0], x->shape[2], x->shape[1],
@@ -421,7 +422,7 @@ Tensor *op_merge_heads(Tape *tape, Tensor *x)
     int B = x->shape[0], H = x->shape[1], T = x->shape[2], D = x->shape[3];
     Tensor *y = tape_tensor(tape, 3, (int[]){ B, T, H * D });
     move_heads(x->data, y->data, B, T, H, D, false, false);
-    Node *n = tape_record(tape, "merge_heads", merge_heads_backward, y, 1, (Tensor *[]){ x });
+    Node *n = tape_record(tape, "merge_heads", op_merge_heads_backward, y, 1, (Tensor *[]){ x });
     if (n)
         n->backward_ignores_inputs = true;
     return y;

@@ -360,7 +360,7 @@ static Tensor *tiled_run(Tape *tape, const char *op, NodeBackward backward, cons
 
 static float *grad_if_wanted(Tensor *t) { return t->requires_grad ? tensor_grad(t) : NULL; }
 
-static void tiled_backward_node(Node *n)
+static void op_attention_tiled_backward(Node *n)
 {
     const TiledState *s = node_state(n, sizeof *s);
     Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
@@ -382,7 +382,8 @@ Tensor *op_attention_tiled(Tape *tape, Tensor *q, Tensor *k, Tensor *v, int n_he
                      tensor_shape_str(v, vs, sizeof vs));
     }
     a.q = q->data, a.k = k->data, a.v = v->data;
-    return tiled_run(tape, "attention_tiled", tiled_backward_node, &a, 3, (Tensor *[]){ q, k, v });
+    return tiled_run(tape, "attention_tiled", op_attention_tiled_backward, &a, 3,
+                     (Tensor *[]){ q, k, v });
 }
 
 /* In the fused layout q, k and v of a row start C floats apart, as do their gradients. */
@@ -394,7 +395,7 @@ static void fused_pointers(Heads *a, const float *x, float *grad)
         a->dq = grad, a->dk = grad + C, a->dv = grad + 2 * C;
 }
 
-static void tiled_qkv_backward_node(Node *n)
+static void op_attention_qkv_tiled_backward(Node *n)
 {
     const TiledState *s = node_state(n, sizeof *s);
     Tensor *qkv = n->in[0];
@@ -409,6 +410,6 @@ Tensor *op_attention_qkv_tiled(Tape *tape, Tensor *qkv, int n_head)
     tape_use(tape, 1, (Tensor *[]){ qkv });
     Heads a = heads_for("op_attention_qkv_tiled", qkv, n_head, 3);
     fused_pointers(&a, qkv->data, NULL);
-    return tiled_run(tape, "attention_qkv_tiled", tiled_qkv_backward_node, &a, 1,
+    return tiled_run(tape, "attention_qkv_tiled", op_attention_qkv_tiled_backward, &a, 1,
                      (Tensor *[]){ qkv });
 }

@@ -21,7 +21,7 @@ static Tensor *like(Tape *tape, const Tensor *x) { return tape_tensor(tape, x->n
 /* y = a + b.   da += dy,  db += dy.
  * When a and b are the same tensor (x + x) both terms land in the same buffer: 2 dy.
  * FLOPs per element: forward 1, backward 0. */
-static void add_backward(Node *n)
+static void op_add_backward(Node *n)
 {
     const float *dy = n->out->grad;
     for (int k = 0; k < 2; k++) {
@@ -43,7 +43,7 @@ Tensor *op_add(Tape *tape, Tensor *a, Tensor *b)
     for (size_t i = 0; i < y->size; i++)
         y->data[i] = a->data[i] + b->data[i];
     tape_count(tape, 0, (int64_t)y->size);
-    Node *n = tape_record(tape, "add", add_backward, y, 2, (Tensor *[]){ a, b });
+    Node *n = tape_record(tape, "add", op_add_backward, y, 2, (Tensor *[]){ a, b });
     if (n)
         n->backward_ignores_inputs = true;
     return y;
@@ -51,7 +51,7 @@ Tensor *op_add(Tape *tape, Tensor *a, Tensor *b)
 
 /* y = a * b.   da += dy * b,  db += dy * a.   (x * x gets dy*x + dy*x = 2 x dy.)
  * FLOPs per element: forward 1, backward 1 per input gradient. */
-static void mul_backward(Node *n)
+static void op_mul_backward(Node *n)
 {
     Tensor *a = n->in[0], *b = n->in[1];
     const float *dy = n->out->grad;
@@ -79,7 +79,7 @@ Tensor *op_mul(Tape *tape, Tensor *a, Tensor *b)
     for (size_t i = 0; i < y->size; i++)
         y->data[i] = a->data[i] * b->data[i];
     tape_count(tape, 0, (int64_t)y->size);
-    tape_record(tape, "mul", mul_backward, y, 2, (Tensor *[]){ a, b });
+    tape_record(tape, "mul", op_mul_backward, y, 2, (Tensor *[]){ a, b });
     return y;
 }
 
@@ -87,7 +87,7 @@ Tensor *op_mul(Tape *tape, Tensor *a, Tensor *b)
  * The bias sum walks dy row by row (par_sum_rows), each column's sum in row order, so it is
  * contiguous, vectorized and bit-identical for any thread count.
  * FLOPs per element: forward 1, backward 1 for dbias (dx is dy passed on). */
-static void bias_add_backward(Node *n)
+static void op_bias_add_backward(Node *n)
 {
     Tensor *x = n->in[0], *bias = n->in[1];
     const float *dy = n->out->grad;
@@ -119,7 +119,7 @@ Tensor *op_bias_add(Tape *tape, Tensor *x, Tensor *bias)
         for (int j = 0; j < N; j++)
             y->data[r * N + j] = x->data[r * N + j] + bias->data[j];
     tape_count(tape, 0, (int64_t)y->size);
-    Node *n = tape_record(tape, "bias_add", bias_add_backward, y, 2, (Tensor *[]){ x, bias });
+    Node *n = tape_record(tape, "bias_add", op_bias_add_backward, y, 2, (Tensor *[]){ x, bias });
     if (n)
         n->backward_ignores_inputs = true;
     return y;
@@ -130,7 +130,7 @@ typedef struct {
     float s;
 } ScaleState;
 
-static void scale_backward(Node *n)
+static void op_scale_backward(Node *n)
 {
     const ScaleState *st = node_state(n, sizeof *st);
     float s = st->s, *g = tensor_grad(n->in[0]);
@@ -149,7 +149,7 @@ Tensor *op_scale(Tape *tape, Tensor *x, float s)
     for (size_t i = 0; i < y->size; i++)
         y->data[i] = s * x->data[i];
     tape_count(tape, 0, (int64_t)y->size);
-    Node *n = tape_record(tape, "scale", scale_backward, y, 1, (Tensor *[]){ x });
+    Node *n = tape_record(tape, "scale", op_scale_backward, y, 1, (Tensor *[]){ x });
     if (n) {
         ScaleState *st = node_state(n, sizeof *st);
         st->s = s;
@@ -160,7 +160,7 @@ Tensor *op_scale(Tape *tape, Tensor *x, float s)
 
 /* y = max(x, 0).   dx += dy where x > 0 (the derivative at 0 is taken as 0).
  * FLOPs per element: forward 1, backward 1 (a comparison each). */
-static void relu_backward(Node *n)
+static void op_relu_backward(Node *n)
 {
     const float *x = n->in[0]->data, *dy = n->out->grad;
     float *g = tensor_grad(n->in[0]);
@@ -178,7 +178,7 @@ Tensor *op_relu(Tape *tape, Tensor *x)
     for (size_t i = 0; i < y->size; i++)
         y->data[i] = x->data[i] > 0.0f ? x->data[i] : 0.0f;
     tape_count(tape, 0, (int64_t)y->size);
-    tape_record(tape, "relu", relu_backward, y, 1, (Tensor *[]){ x });
+    tape_record(tape, "relu", op_relu_backward, y, 1, (Tensor *[]){ x });
     return y;
 }
 
@@ -211,7 +211,7 @@ static void gelu_backward_span(const float *x, const float *dy, float *g, size_t
  * make gelu's backward the largest scratch of a step under a policy. */
 enum { GELU_CHUNK = 2048 };
 
-static void gelu_backward(Node *n)
+static void op_gelu_backward(Node *n)
 {
     const Tensor *x = n->in[0];
     const float *dy = n->out->grad;
@@ -240,14 +240,14 @@ Tensor *op_gelu(Tape *tape, Tensor *x)
         y->data[i] = 0.5f * xi * (1.0f + vtanh(GELU_C * (xi + GELU_A * xi * xi * xi)));
     }
     tape_count(tape, 0, 9 * (int64_t)y->size);
-    Node *n = tape_record(tape, "gelu", gelu_backward, y, 1, (Tensor *[]){ x });
+    Node *n = tape_record(tape, "gelu", op_gelu_backward, y, 1, (Tensor *[]){ x });
     if (n)
         n->backward_ignores_inputs = true;      /* it decodes x itself, a chunk at a time */
     return y;
 }
 
 /* y = sum_i x_i (accumulated in double).   dx_i += dy.   FLOPs: forward n, backward 0. */
-static void sum_backward(Node *n)
+static void op_sum_backward(Node *n)
 {
     float dy = n->out->grad[0], *g = tensor_grad(n->in[0]);
     for (size_t i = 0; i < n->in[0]->size; i++)
@@ -263,7 +263,7 @@ Tensor *op_sum(Tape *tape, Tensor *x)
         acc += x->data[i];
     y->data[0] = (float)acc;
     tape_count(tape, 0, (int64_t)x->size);
-    Node *n = tape_record(tape, "sum", sum_backward, y, 1, (Tensor *[]){ x });
+    Node *n = tape_record(tape, "sum", op_sum_backward, y, 1, (Tensor *[]){ x });
     if (n)
         n->backward_ignores_inputs = true;
     return y;

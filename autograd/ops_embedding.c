@@ -38,7 +38,7 @@ typedef struct {
     const int *ids;     /* [B T], the tape's copy */
 } EmbeddingState;
 
-static void embedding_backward(Node *n)
+static void op_embedding_backward(Node *n)
 {
     const EmbeddingState *s = node_state(n, sizeof *s);
     const int *ids = s->ids;
@@ -70,7 +70,7 @@ Tensor *op_embedding(Tape *tape, Tensor *table, const int *ids, int B, int T)
     #pragma omp parallel for schedule(static)
     for (size_t p = 0; p < positions; p++)
         memcpy(out->data + p * C, table->data + (size_t)ids[p] * C, (size_t)C * sizeof(float));
-    Node *n = tape_record(tape, "embedding", embedding_backward, out, 1, (Tensor *[]){ table });
+    Node *n = tape_record(tape, "embedding", op_embedding_backward, out, 1, (Tensor *[]){ table });
     if (n) {
         int *saved = tape_buffer(tape, MEM_ACT, positions * sizeof(int));
         memcpy(saved, ids, positions * sizeof(int));
@@ -133,7 +133,7 @@ static void check_targets(const Tensor *logits, const int *targets)
  * logit, in exchange for not keeping a [rows, V] tensor.
  * FLOPs (other) per counted row: forward 4V + 4 (max, subtract, exp, sum; log, + m, - x_t, the
  * sum of the losses), backward 3V + 1; and one division by N each way. */
-static void cross_entropy_backward(Node *n)
+static void op_cross_entropy_backward(Node *n)
 {
     const CrossEntropyState *state = node_state(n, sizeof *state);
     const CrossEntropySaved *s = state->saved;
@@ -192,7 +192,7 @@ Tensor *op_cross_entropy(Tape *tape, Tensor *logits, const int *targets)
     loss->data[0] = count ? (float)(total / (double)count) : 0.0f;
     tape_count(tape, 0, (int64_t)count * (4 * V + 4) + (count > 0));
 
-    Node *n = tape_record(tape, "cross_entropy", cross_entropy_backward, loss, 1, &logits);
+    Node *n = tape_record(tape, "cross_entropy", op_cross_entropy_backward, loss, 1, &logits);
     if (n) {
         CrossEntropySaved *s = tape_buffer(tape, MEM_ACT, sizeof *s);
         s->count = count;

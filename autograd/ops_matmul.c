@@ -83,7 +83,7 @@ typedef struct {
     bool trans_w;
 } MatmulState;
 
-static void matmul_backward(Node *n)
+static void op_matmul_backward(Node *n)
 {
     const MatmulState *s = node_state(n, sizeof *s);
     Tensor *x = n->in[0], *w = n->in[1], *y = n->out;
@@ -137,11 +137,11 @@ Tensor *op_matmul(Tape *tape, Tensor *x, Tensor *w, bool trans_w)
     product(p, policy_operand_format(p, x), policy_operand_format(p, w), false, trans_w, M, N, K,
             x->data, w->data, 0.0f, y->data);
     tape_count(tape, 2 * (int64_t)M * N * K, 0);
-    Node *n = tape_record(tape, "matmul", matmul_backward, y, 2, (Tensor *[]){ x, w });
+    Node *n = tape_record(tape, "matmul", op_matmul_backward, y, 2, (Tensor *[]){ x, w });
     if (n) {
         MatmulState *s = node_state(n, sizeof *s);
         s->trans_w = trans_w;
-        n->backward_ignores_inputs = true;      /* matmul_backward decodes them itself */
+        n->backward_ignores_inputs = true;      /* op_matmul_backward decodes them itself */
     }
     return y;
 }
@@ -154,10 +154,10 @@ Tensor *op_matmul(Tape *tape, Tensor *x, Tensor *w, bool trans_w)
  * so the unbiased X W is never a tensor of its own: one [M, N] activation fewer per layer, and
  * one pass fewer over it in each direction.
  * FLOPs: op_matmul's, plus MN other for the bias forward and MN for db (a sum of M rows). */
-static void linear_backward(Node *n)
+static void op_linear_backward(Node *n)
 {
     Tensor *bias = n->in[2];
-    matmul_backward(n);
+    op_matmul_backward(n);
     if (bias && bias->requires_grad) {
         size_t M = tensor_rows(n->out);
         int N = tensor_last_dim(n->out);
@@ -187,11 +187,11 @@ Tensor *op_linear(Tape *tape, Tensor *x, Tensor *w, Tensor *bias)
     product(p, policy_operand_format(p, x), policy_operand_format(p, w), false, false, (int)M, N,
             K, x->data, w->data, 1.0f, y->data);
     tape_count(tape, 2 * (int64_t)M * N * K, (int64_t)M * N);
-    Node *n = tape_record(tape, "linear", linear_backward, y, 3, (Tensor *[]){ x, w, bias });
+    Node *n = tape_record(tape, "linear", op_linear_backward, y, 3, (Tensor *[]){ x, w, bias });
     if (n) {
-        MatmulState *s = node_state(n, sizeof *s);     /* read by matmul_backward */
+        MatmulState *s = node_state(n, sizeof *s);     /* read by op_matmul_backward */
         s->trans_w = false;
-        n->backward_ignores_inputs = true;      /* matmul_backward decodes x and w; the bias's
+        n->backward_ignores_inputs = true;      /* op_matmul_backward decodes x and w; the bias's
                                                  * values are not read */
     }
     return y;
@@ -224,7 +224,7 @@ typedef struct {
     bool trans_b;
 } BmmState;
 
-static void bmm_backward(Node *n)
+static void op_bmm_backward(Node *n)
 {
     const BmmState *s = node_state(n, sizeof *s);
     Tensor *a = n->in[0], *b = n->in[1], *c = n->out;
@@ -266,7 +266,7 @@ Tensor *op_bmm(Tape *tape, Tensor *a, Tensor *b, bool trans_b)
                          b->data + (long)i * K * N, trans_b ? K : N, 0.0f,
                          c->data + (long)i * M * N, N);
     tape_count(tape, 2 * (int64_t)batch * M * N * K, 0);
-    Node *n = tape_record(tape, "bmm", bmm_backward, c, 2, (Tensor *[]){ a, b });
+    Node *n = tape_record(tape, "bmm", op_bmm_backward, c, 2, (Tensor *[]){ a, b });
     if (n) {
         BmmState *s = node_state(n, sizeof *s);
         s->trans_b = trans_b;

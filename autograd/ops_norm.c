@@ -133,7 +133,7 @@ typedef struct {
     const float *stats;     /* [rows][2]: mu, rstd */
 } LayernormState;
 
-static void layernorm_backward(Node *n)
+static void op_layernorm_backward(Node *n)
 {
     const LayernormState *s = node_state(n, sizeof *s);
     const float *stats = s->stats;
@@ -172,7 +172,7 @@ Tensor *op_layernorm(Tape *tape, Tensor *x, Tensor *gamma, Tensor *beta, float e
         }
     }
     tape_count(tape, 0, (int64_t)rows * (8 * C + 5));
-    Node *n = tape_record(tape, "layernorm", layernorm_backward, y, 3, in);
+    Node *n = tape_record(tape, "layernorm", op_layernorm_backward, y, 3, in);
     if (n) {
         LayernormState *s = node_state(n, sizeof *s);
         s->stats = stats;
@@ -206,7 +206,7 @@ static void softmax_row(const float *x, float *y, int C)
         y[j] *= inv;
 }
 
-static void softmax_backward(Node *n)
+static void op_softmax_backward(Node *n)
 {
     const Tensor *y = n->out;
     const float *dy = y->grad;
@@ -238,7 +238,7 @@ Tensor *op_softmax(Tape *tape, Tensor *x)
     for (size_t r = 0; r < rows; r++)
         softmax_row(x->data + r * C, y->data + r * C, C);
     tape_count(tape, 0, (int64_t)rows * (5 * C + 1));
-    Node *n = tape_record(tape, "softmax", softmax_backward, y, 1, (Tensor *[]){ x });
+    Node *n = tape_record(tape, "softmax", op_softmax_backward, y, 1, (Tensor *[]){ x });
     if (n)
         n->backward_reads_out = true;
     return y;

@@ -58,7 +58,7 @@ typedef struct {
     Format compute;
 } QmatmulState;
 
-static void qmatmul_backward(Node *n)
+static void op_qmatmul_backward(Node *n)
 {
     const QmatmulState *s = node_state(n, sizeof *s);
     const QuantTensor *w = s->w;
@@ -124,7 +124,7 @@ Tensor *op_qmatmul(Tape *tape, Tensor *x, const QuantTensor *w, Tensor *bias, in
     mem_free(x_owned);
     mem_free(wbuf);
     Tensor *in[2] = { x, bias };
-    Node *n = tape_record(tape, "qmatmul", qmatmul_backward, y, bias ? 2 : 1, in);
+    Node *n = tape_record(tape, "qmatmul", op_qmatmul_backward, y, bias ? 2 : 1, in);
     if (n) {
         QmatmulState *s = node_state(n, sizeof *s);
         *s = (QmatmulState){ .w = w, .K = K, .N = N, .compute = compute };

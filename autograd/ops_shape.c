@@ -9,7 +9,7 @@
  * A size that does not fit is reported by tensor_view ("cannot view [2, 3] as [4, 2]").
  * Like any view, y must not outlive x: the tape frees y before anything created earlier, and a
  * leaf x must be freed only after the tape is reset. */
-static void reshape_backward(Node *n)
+static void op_reshape_backward(Node *n)
 {
     const float *dy = n->out->grad;
     float *dx = tensor_grad(n->in[0]);
@@ -22,7 +22,7 @@ Tensor *op_reshape(Tape *tape, Tensor *x, int ndim, const int *shape)
 {
     tape_use(tape, 1, (Tensor *[]){ x });
     Tensor *y = tape_own(tape, tensor_view(x, ndim, shape));
-    Node *n = tape_record(tape, "reshape", reshape_backward, y, 1, (Tensor *[]){ x });
+    Node *n = tape_record(tape, "reshape", op_reshape_backward, y, 1, (Tensor *[]){ x });
     if (n)
         n->backward_ignores_inputs = true;
     return y;
@@ -104,7 +104,7 @@ typedef struct {
     int d0, d1;         /* d0 < d1 */
 } TransposeState;
 
-static void transpose_backward(Node *n)
+static void op_transpose_backward(Node *n)
 {
     const TransposeState *st = node_state(n, sizeof *st);
     SwapDims s = swap_dims(n->in[0], st->d0, st->d1);
@@ -132,7 +132,7 @@ Tensor *op_transpose(Tape *tape, Tensor *x, int d0, int d1)
     Tensor *y = tape_tensor(tape, x->ndim, shape);
     SwapDims s = swap_dims(x, d0, d1);
     swap_blocks(x->data, y->data, s.A, s.n0, s.M, s.n1, s.I, false);
-    Node *n = tape_record(tape, "transpose", transpose_backward, y, 1, (Tensor *[]){ x });
+    Node *n = tape_record(tape, "transpose", op_transpose_backward, y, 1, (Tensor *[]){ x });
     if (n) {
         TransposeState *st = node_state(n, sizeof *st);
         st->d0 = d0;

@@ -21,9 +21,10 @@ void lora_adapter_init(LoraAdapter *ad, NnParams *p, const char *name, int in, i
 /* ---- the adapter's products under a precision policy -----------------------------------------
  * The same rules as op_matmul's (policy_operand_format, policy_grad_operand_format): an operand
  * is rounded to the compute format unless it is stored in it already (a bf16 A under the bf16
- * policy is not rounded again), a gradient to grad_compute unless gradients are stored in it; the
- * products accumulate in fp32. Without a policy every format is fp32 and the product is par_sgemm on the
- * operands themselves. (accumulate_low, a demonstration no preset sets, is not honoured here.) */
+ * policy is not rounded again), a gradient to grad_compute unless gradients are stored in it;
+ * the products accumulate in fp32. Without a policy every format is fp32 and the product is
+ * par_sgemm on the operands themselves. (accumulate_low, a demonstration no preset sets, is not
+ * honoured here.) */
 
 /* C = alpha op(A) op(B) + beta C, A [M, K] and B [K, N] after op, on operands rounded to fa
  * and fb. */
@@ -56,7 +57,7 @@ typedef struct {
     float scale;        /* s */
 } AdapterState;
 
-static void adapter_backward(Node *n)
+static void lora_adapter_backward(Node *n)
 {
     const AdapterState *st = node_state(n, sizeof *st);
     Tensor *y = n->in[0], *x = n->in[1], *a = n->in[2], *b = n->in[3], *down = n->saved[0];
@@ -130,7 +131,7 @@ Tensor *lora_adapter_add(const LoraAdapter *ad, Tape *tape, Tensor *x, Tensor *y
     */
     /* END SOLUTION lora */
     tape_count(tape, 2 * (int64_t)M * r * (in + out), 0);
-    Node *n = tape_record(tape, "lora", adapter_backward, res, 4, (Tensor *[]){ y, x, a, b });
+    Node *n = tape_record(tape, "lora", lora_adapter_backward, res, 4, (Tensor *[]){ y, x, a, b });
     if (n) {
         AdapterState *st = node_state(n, sizeof *st);
         st->scale = ad->scale;

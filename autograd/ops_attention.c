@@ -4,7 +4,7 @@
  * The fused op keeps the probabilities P [B, H, T, T] for backward: "standard" attention, whose
  * saved activations grow as T^2. Everything it does to one (batch, head) pair is in the two
  * kernels head_forward / head_backward below; a tiled (flash) kernel that recomputes P from
- * saved row statistics would sit beside them and be chosen in attention_forward/backward. */
+ * saved row statistics would sit beside them and be chosen in all_heads_forward/backward. */
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>

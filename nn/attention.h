@@ -32,8 +32,8 @@ typedef struct {
 
 /* Adds NAME.qkv.{weight,bias} (or NAME.q, NAME.k, NAME.v) then NAME.proj.{weight,bias}. The
  * input projections draw from N(0, std^2), the output projection from N(0, proj_std^2). */
-void    attention_init(Attention *a, NnParams *p, const char *name, int C, int n_head, bool fused,
-                       float std, float proj_std);
-Tensor *attention_forward(const Attention *a, Tape *tape, Tensor *x);
+void    nn_attention_init(Attention *a, NnParams *p, const char *name, int C, int n_head,
+                          bool fused, float std, float proj_std);
+Tensor *nn_attention_forward(const Attention *a, Tape *tape, Tensor *x);
 
 #endif

@@ -19,8 +19,8 @@ typedef struct {
 
 /* std for the weights read from the residual stream, proj_std for the two projections that
  * write back into it (attn.proj, mlp.proj). */
-void    block_init(Block *b, NnParams *p, const char *name, int C, int n_head, bool fused_qkv,
-                   float std, float proj_std);
-Tensor *block_forward(const Block *b, Tape *tape, Tensor *x);
+void    nn_block_init(Block *b, NnParams *p, const char *name, int C, int n_head,
+                      bool fused_qkv, float std, float proj_std);
+Tensor *nn_block_forward(const Block *b, Tape *tape, Tensor *x);
 
 #endif

@@ -64,9 +64,9 @@ Gpt *gpt_new_partly(const GptConfig *cfg, uint64_t seed, NnNoStorageFn no_storag
     for (int l = 0; l < cfg->n_layer; l++) {
         char name[TENSOR_NAME_LEN];
         snprintf(name, sizeof name, "blocks.%d", l);
-        block_init(&m->blocks[l], p, name, C, cfg->n_head, cfg->fused_qkv, INIT_STD, proj_std);
+        nn_block_init(&m->blocks[l], p, name, C, cfg->n_head, cfg->fused_qkv, INIT_STD, proj_std);
     }
-    layernorm_init(&m->ln_f, p, "ln_f", C);
+    nn_layernorm_init(&m->ln_f, p, "ln_f", C);
     m->head = cfg->tied ? m->wte : nn_params_add(p, "head", "weight", 2, (int[]){ V, C }, normal);
     p->no_storage = NULL;
     nn_params_init(p, seed);
@@ -126,13 +126,13 @@ Tensor *gpt_block(const Gpt *model, int layer, Tape *tape, Tensor *x)
 {
     if (layer < 0 || layer >= model->cfg.n_layer)
         tensor_fatal("gpt_block: layer %d of a model with %d", layer, model->cfg.n_layer);
-    return block_forward(&model->blocks[layer], tape, x);
+    return nn_block_forward(&model->blocks[layer], tape, x);
 }
 
 /* Keeps ln_f.stats, ln_f.out and the logits; gpt_loss's cross-entropy adds the loss.* rows. */
 Tensor *gpt_head(const Gpt *model, Tape *tape, Tensor *x)
 {
-    return op_matmul(tape, layernorm_forward(&model->ln_f, tape, x), model->head, true);
+    return op_matmul(tape, nn_layernorm_forward(&model->ln_f, tape, x), model->head, true);
 }
 
 Tensor *gpt_forward(const Gpt *model, Tape *tape, const int *tokens, int B, int T)

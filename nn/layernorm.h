@@ -16,7 +16,7 @@ typedef struct {
 } LayerNorm;
 
 /* Adds NAME.weight and NAME.bias to the list. */
-void    layernorm_init(LayerNorm *ln, NnParams *p, const char *name, int C);
-Tensor *layernorm_forward(const LayerNorm *ln, Tape *tape, Tensor *x);
+void    nn_layernorm_init(LayerNorm *ln, NnParams *p, const char *name, int C);
+Tensor *nn_layernorm_forward(const LayerNorm *ln, Tape *tape, Tensor *x);
 
 #endif

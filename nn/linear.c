@@ -2,7 +2,7 @@
 
 #include "nn/lora.h"
 
-void linear_init(Linear *l, NnParams *p, const char *name, int in, int out, bool bias, float std)
+void nn_linear_init(Linear *l, NnParams *p, const char *name, int in, int out, bool bias, float std)
 {
     l->weight = nn_params_add(p, name, "weight", 2, (int[]){ in, out },
                               (NnInit){ NN_INIT_NORMAL, std });
@@ -12,7 +12,7 @@ void linear_init(Linear *l, NnParams *p, const char *name, int in, int out, bool
     l->quant = NULL;
 }
 
-Tensor *linear_forward(const Linear *l, Tape *tape, Tensor *x)
+Tensor *nn_linear_forward(const Linear *l, Tape *tape, Tensor *x)
 {
     /* op_linear (and op_qmatmul) add the bias inside the product, keeping one activation
      * fewer. */

@@ -29,8 +29,8 @@ typedef struct {
 } Linear;
 
 /* Adds NAME.weight (normal, std) and, when bias, NAME.bias (zeros) to the list. */
-void    linear_init(Linear *l, NnParams *p, const char *name, int in, int out, bool bias,
-                    float std);
-Tensor *linear_forward(const Linear *l, Tape *tape, Tensor *x);
+void    nn_linear_init(Linear *l, NnParams *p, const char *name, int in, int out, bool bias,
+                       float std);
+Tensor *nn_linear_forward(const Linear *l, Tape *tape, Tensor *x);
 
 #endif

@@ -24,7 +24,7 @@
  * retuned (the paper sets alpha to the first r tried and leaves it).
  *
  * The hook. A Linear holds two optional pointers, set here and NULL otherwise: `lora`, whose
- * term linear_forward adds after the bias, and `quant`, a quantized W0 that linear_forward
+ * term nn_linear_forward adds after the bias, and `quant`, a quantized W0 that nn_linear_forward
  * multiplies with op_qmatmul instead of op_matmul. The adapter does not wrap the Linear, so
  * attention, the MLP and the block need no change and parameter names stay those of the base.
  *

@@ -10,7 +10,7 @@ typedef struct {
     Linear proj;        /* a residual projection */
 } Mlp;
 
-void    mlp_init(Mlp *m, NnParams *p, const char *name, int C, float std, float proj_std);
-Tensor *mlp_forward(const Mlp *m, Tape *tape, Tensor *x);
+void    nn_mlp_init(Mlp *m, NnParams *p, const char *name, int C, float std, float proj_std);
+Tensor *nn_mlp_forward(const Mlp *m, Tape *tape, Tensor *x);
 
 #endif

@@ -157,7 +157,7 @@ static void test_gradcheck_adapters(void **state)
 
 static Tensor *f_linear(Tape *tape, Tensor *const *in, void *ctx)
 {
-    return linear_forward(ctx, tape, in[0]);
+    return nn_linear_forward(ctx, tape, in[0]);
 }
 
 /* One Linear on its own: h = x W0 + b + s (x A) B against the formula in double, with s =
@@ -169,7 +169,7 @@ static void test_linear_adapter(void **state)
     enum { M = 5, IN = 7, OUT = 4, R = 3 };
     NnParams params = { 0 };
     Linear lin;
-    linear_init(&lin, &params, "lin", IN, OUT, true, 0.5f);
+    nn_linear_init(&lin, &params, "lin", IN, OUT, true, 0.5f);
     LoraAdapter ad;
     lora_adapter_init(&ad, &params, "lin", IN, OUT, R, 1.5f);
     nn_params_init(&params, 5);
@@ -178,7 +178,7 @@ static void test_linear_adapter(void **state)
     Rng rng = rng_new(7, 1);
     Tensor *x = test_leaf(&rng, 1.0f, 2, (int[]){ M, IN });
     Tape *tape = tape_new();
-    Tensor *y = linear_forward(&lin, tape, x);
+    Tensor *y = nn_linear_forward(&lin, tape, x);
     const float *W = lin.weight->data, *b = lin.bias->data, *A = ad.a->data, *B = ad.b->data;
     double worst = 0.0;
     for (int i = 0; i < M; i++) {
@@ -202,7 +202,7 @@ static void test_linear_adapter(void **state)
     /* The adapter op keeps s x A [M, r] and its output [M, out], nothing else. */
     lin.weight->requires_grad = lin.bias->requires_grad = false;
     tape = tape_new();
-    Tensor *base = linear_forward(&(Linear){ lin.weight, lin.bias, NULL, NULL }, tape, x);
+    Tensor *base = nn_linear_forward(&(Linear){ lin.weight, lin.bias, NULL, NULL }, tape, x);
     size_t act0 = mem_current(MEM_ACT);
     lora_adapter_add(&ad, tape, x, base);
     assert_int_equal(mem_current(MEM_ACT) - act0, (size_t)M * (R + OUT) * sizeof(float));

@@ -321,7 +321,7 @@ static void test_adapter_op_bf16(void **state)
     enum { M = 6, IN = 8, OUT = 5, R = 3 };
     NnParams params = { 0 };
     Linear lin;
-    linear_init(&lin, &params, "lin", IN, OUT, true, 0.5f);
+    nn_linear_init(&lin, &params, "lin", IN, OUT, true, 0.5f);
     LoraAdapter ad;
     lora_adapter_init(&ad, &params, "lin", IN, OUT, R, 1.5f);
     nn_params_init(&params, 5);

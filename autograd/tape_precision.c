@@ -66,6 +66,9 @@ static float pack_scale(Tape *tape, Format f, const float *x, size_t n)
     return policy_fp8_scale(f, past > 0.0f ? past : amax);
 }
 
+/* Where an activation is rounded: under the bf16 policy, t's fp32 values become bf16 codes of
+ * 2 bytes, rounded to nearest even (fp16 and fp8 likewise), by tensor_pack -> fmt_encode_array
+ * -> fmt_kernel_encode (precision/format_kernel.h, the one rounding algorithm). */
 static void pack(Tape *tape, Tensor *t)
 {
     const PrecisionPolicy *p = tape->policy;

@@ -13,7 +13,9 @@
  *   4. write the kept bits straight into the format's exponent|mantissa layout. Adding the
  *      increment there carries a full mantissa into the exponent for free, and turns the largest
  *      subnormal into the smallest normal, so no case needs special code;
- *   5. a code above the largest finite one is an overflow: the overflow rule picks the result. */
+ *   5. a code above the largest finite one is an overflow: the overflow rule picks the result.
+ * For bf16 (M = 7, emin as fp32's) step 2 drops the low 16 bits of a normal number and step 3
+ * rounds them to nearest even: every bf16 value the trainer stores is rounded here. */
 #include "precision/format.h"
 
 #include <stdint.h>

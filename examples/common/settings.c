@@ -85,7 +85,7 @@ static void set_from_key(const Setting *s, void *opts, const char *text, const c
         const char *no = s->library_key ? "false" : "0", *yes = s->library_key ? "true" : "1";
         if (strcmp(text, no) != 0 && strcmp(text, yes) != 0)
             cli_die(1, "%s: metadata '%s' is '%s', not %s or %s", path, key, text, no, yes);
-        *(bool *)f = (strcmp(text, yes) == 0) != s->negated;
+        *(bool *)f = strcmp(text, yes) == 0;
         break;
     }
     case SETTING_CHOICE: case SETTING_STRING: {

@@ -54,7 +54,7 @@ typedef struct {
     const char *key;            /* the snapshot metadata key; NULL: not in a snapshot */
     bool        library_key;    /* the key is written by a library's snapshot, not settings_write;
                                  * a switch's is "true" or "false" there ("1" or "0" otherwise) */
-    bool        negated;        /* SWITCH: the key keeps the opposite (--untied as model.tied) */
+    bool        negated;        /* SWITCH: the flag clears the field (--untied: model.tied) */
     const char *before;         /* the value of a run saved before the key existed (NULL: the key
                                  * was always written) */
     unsigned    marks;          /* the program's own marks, for its checks of flags together */

@@ -173,6 +173,8 @@ void options_merge_snapshot(Options *o, const TrainerConfig *saved, const Snapsh
     merge_data_kind(o, &v);
     Options theirs = *o;
     theirs.cfg = *saved;
+    theirs.fp8_scaling = saved->policy.fp8_scaling;
+    theirs.fp8_window = saved->policy.fp8_window;
     char typed[SETTINGS_META_VALUE];
     for (int i = 0; i < TRAIN_GPT_N_SETTINGS; i++) {
         const Setting *st = &TRAIN_GPT_SETTINGS[i];

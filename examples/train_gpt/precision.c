@@ -103,14 +103,19 @@ static const char *fp8_scaling_format(const PrecisionPolicy *p, char *buf, size_
     return buf;
 }
 
-/* As the flag would be typed, from o->cfg: how a snapshot's value is compared with a flag's. */
+/* As the flag would be typed (from o->cfg, and the --fp8-scaling fields on its preset): how a
+ * snapshot's value is compared with a flag's. */
 void precision_format_option(const void *opts, int f, char *buf, size_t len)
 {
     const Options *o = opts;
     const LossScaleConfig *c = &o->cfg.loss_scale;
     switch (f) {
     case FLAG_PRECISION: snprintf(buf, len, "%s", o->cfg.policy.name); break;
-    case FLAG_FP8_SCALING: fp8_scaling_format(&o->cfg.policy, buf, len); break;
+    case FLAG_FP8_SCALING: {
+        PrecisionPolicy p = precision_policy(o);
+        fp8_scaling_format(&p, buf, len);
+        break;
+    }
     case FLAG_LOSS_SCALE: loss_scale_format(c, buf, len); break;
     case FLAG_SCALE_GROWTH_INTERVAL: snprintf(buf, len, "%ld", c->growth_interval); break;
     case FLAG_SCALE_GROWTH_FACTOR: snprintf(buf, len, "%.17g", c->growth_factor); break;

@@ -1,7 +1,8 @@
 /* train_gpt's settings: one table (examples/common/settings.h) from which come the flags,
- * --help, the checks of each value, the snapshot's data, schedule and run keys and the merge
- * with a snapshot given by --load (flags.c). A new flag is a row here, its field in Options
- * and its Flag (train_gpt.h). */
+ * --help, the checks of each value, the snapshot's data, schedule and run keys, the merge
+ * with a snapshot given by --load (flags.c) and which flags need --lora or are taken from a
+ * snapshot or a base (the marks, lora.c). A new flag is a row here, its field in Options (or
+ * in its TrainerConfig, cfg) and its Flag (train_gpt.h). */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -57,14 +58,16 @@ static void set_parallel(void *opts, int id, const char *flag, const char *arg)
 }
 
 #define FIELD(f) offsetof(Options, f)
-#define CFG(f) (offsetof(Options, cfg) + offsetof(TrainerConfig, f))
+#define CFG(f) (offsetof(Options, cfg) + offsetof(TrainerConfig, f))   /* optim/train.h */
 
 
 /* Defaults: the demo. `train_gpt` with no flags learns 3-digit addition in under a minute on
  * two idle cores, a few minutes on a busy machine (docs/gpt.md has the measured numbers).
  * A key marks a setting the snapshot keeps (data, schedule and run keys written here; model,
- * train and optim keys by optim/train_snapshot.h, library_key); its value is read back with
- * the flag's checks, and with --load a flag given must agree with it (merge). */
+ * train, optim, precision and loss_scale keys by optim/train_snapshot.h, library_key); its
+ * value is read back with the flag's checks, and with --load a flag given must agree with it
+ * (merge). A key of this table's own that older snapshots lack has the value they had in
+ * .before (the library's old layouts are optim/snapshot_keys.c's). */
 const Setting TRAIN_GPT_SETTINGS[] = {
     { .heading = "Data (one of):" },
     { .name = "task", .id = FLAG_TASK, .type = SETTING_STRING, .offset = FIELD(task),

@@ -19,7 +19,7 @@
  *
  * Files: settings.c (every flag: one table), flags.c (the command line and a snapshot's
  * settings, from that table), evaluate.c (validation and samples), lora.c (LoRA and QLoRA),
- * precision.c (--precision and --loss-scale), loss.gp (the figure).
+ * precision.c (--precision and --loss-scale: their values and checks), loss.gp (the figure).
  * docs/gpt.md explains the model, its backward pass and every column of the log. */
 #include <math.h>
 #include <stdio.h>

@@ -315,6 +315,47 @@ static const char *fixture_snapshot(char *buf, size_t len)
     return buf;
 }
 
+/* Issue 19: the precision flags and the switches over model.tied and model.fused_qkv are
+ * merged by the settings table (custom rows compared as typed, negated switches read from the
+ * library's true/false): a flag that agrees is taken, one that differs is refused by name. */
+static void test_precision_and_switches_resume(void **state)
+{
+    (void)state;
+    const char *small = "--layers 1 --embd 16 --heads 2 --eval-every 0 --eval-examples 64";
+    char args[2048], p[512], q[512];
+    snprintf(p, sizeof p, "%s/p.safetensors", dir);
+    snprintf(q, sizeof q, "%s/q.safetensors", dir);
+    snprintf(args, sizeof args, "%s --steps 2 --untied --precision bf16 --loss-scale dynamic "
+             "--scale-growth-interval 5 --save %s", small, p);
+    run_ok(args);
+    snprintf(args, sizeof args, "%s --steps 2 --precision fp8 --fp8-scaling delayed:8 --save %s",
+             small, q);
+    run_ok(args);
+    snprintf(args, sizeof args, "%s --load %s --steps 3 --untied --precision bf16 "
+             "--loss-scale dynamic:65536 --scale-growth-interval 5", small, p);
+    run_ok(args);
+    snprintf(args, sizeof args, "%s --load %s --steps 3 --fp8-scaling delayed:8", small, q);
+    run_ok(args);
+    const struct {
+        const char *file, *flags, *needle;
+    } refused[] = {
+        { p, "--separate-qkv", "--separate-qkv was given, but the snapshot" },
+        { q, "--untied", "--untied was given, but the snapshot" },
+        { p, "--precision fp16", "--precision fp16 does not match the snapshot" },
+        { p, "--loss-scale static:8", "--loss-scale static:8 does not match the snapshot" },
+        { p, "--scale-growth-interval 6", "--scale-growth-interval 6 does not match" },
+        { p, "--scale-backoff-factor 0.25", "--scale-backoff-factor 0.25 does not match" },
+        { q, "--fp8-scaling delayed", "--fp8-scaling delayed:16 does not match the snapshot" },
+        { q, "--fp8-scaling current", "--fp8-scaling current does not match the snapshot" },
+        { q, "--scale-growth-factor 3", "--scale-growth-factor applies to --loss-scale dynamic" },
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        snprintf(args, sizeof args, "%s --load %s --steps 3 %s", small, refused[i].file,
+                 refused[i].flags);
+        expect_refused(2, args, refused[i].needle);
+    }
+}
+
 static void test_old_snapshot_loads(void **state)
 {
     (void)state;
@@ -383,6 +424,7 @@ int main(void)
         cmocka_unit_test(test_wrong_program_metadata),
         cmocka_unit_test(test_lora_resume),
         cmocka_unit_test(test_tiled_attention_resume),
+        cmocka_unit_test(test_precision_and_switches_resume),
         cmocka_unit_test(test_old_snapshot_loads),
     };
     return cmocka_run_group_tests(tests, make_dir, remove_dir);

@@ -34,7 +34,7 @@ static void set_from_flag(const Setting *s, void *opts, const char *flag, const 
     case SETTING_BYTES:
         *(size_t *)f = cli_bytes(flag, text, (size_t)lo(s), (size_t)hi(s));
         break;
-    case SETTING_SWITCH: *(bool *)f = true; break;
+    case SETTING_SWITCH: *(bool *)f = !s->negated; break;
     case SETTING_CHOICE: *(int *)f = cli_choice(flag, text, s->choices); break;
     case SETTING_STRING:     /* one of the choices when there are */
         *(const char **)f = s->choices ? s->choices[cli_choice(flag, text, s->choices)] : text;
@@ -81,11 +81,13 @@ static void set_from_key(const Setting *s, void *opts, const char *text, const c
             *(double *)f = x;
         break;
     }
-    case SETTING_SWITCH:
-        if (strcmp(text, "0") != 0 && strcmp(text, "1") != 0)
-            cli_die(1, "%s: metadata '%s' is '%s', not 0 or 1", path, key, text);
-        *(bool *)f = text[0] == '1';
+    case SETTING_SWITCH: {       /* the one place that knows a switch's two spellings */
+        const char *no = s->library_key ? "false" : "0", *yes = s->library_key ? "true" : "1";
+        if (strcmp(text, no) != 0 && strcmp(text, yes) != 0)
+            cli_die(1, "%s: metadata '%s' is '%s', not %s or %s", path, key, text, no, yes);
+        *(bool *)f = strcmp(text, yes) == 0;
         break;
+    }
     case SETTING_CHOICE: case SETTING_STRING: {
         int i = 0;
         while (s->choices && s->choices[i] && strcmp(s->choices[i], text) != 0)
@@ -99,8 +101,12 @@ static void set_from_key(const Setting *s, void *opts, const char *text, const c
             *(const char **)f = s->choices ? s->choices[i] : text;
         break;
     }
-    case SETTING_CUSTOM:      /* not reached: settings_merge takes no custom setting */
-        cli_die(1, "%s: metadata '%s': --%s is not read from a snapshot", path, key, s->name);
+    case SETTING_CUSTOM: {
+        char flag[64];
+        snprintf(flag, sizeof flag, "--%s", s->name);
+        s->set(opts, s->id, flag, text);
+        break;
+    }
     }
 }
 
@@ -211,7 +217,12 @@ void settings_format(const Setting *s, const void *opts, char *buf, size_t len)
         snprintf(buf, len, "%s", v ? v : "");
         break;
     }
-    case SETTING_CUSTOM: snprintf(buf, len, "?"); break;     /* never kept */
+    case SETTING_CUSTOM:
+        if (s->format)
+            s->format(opts, s->id, buf, len);
+        else
+            snprintf(buf, len, "?");
+        break;
     }
 }
 

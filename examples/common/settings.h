@@ -52,14 +52,21 @@ typedef struct {
     const char *arg;            /* the value's name in --help ("N", "FILE"); NULL for a switch */
     const char *help;           /* --help lines, '\n' between them; "(default DEF)" is added */
     const char *key;            /* the snapshot metadata key; NULL: not in a snapshot */
-    bool        library_key;    /* the key is written by a library's snapshot, not settings_write */
+    bool        library_key;    /* the key is written by a library's snapshot, not settings_write;
+                                 * a switch's is "true" or "false" there ("1" or "0" otherwise) */
+    bool        negated;        /* SWITCH: the flag clears the field (--untied: model.tied) */
+    const char *before;         /* the value of a run saved before the key existed (NULL: the key
+                                 * was always written) */
+    unsigned    marks;          /* the program's own marks, for its checks of flags together */
     SettingMerge merge;
     /* A library's range (optim/train.h) instead of lo and hi, and its key instead of key. */
     const struct TrainRange *range;
     /* CUSTOM: sets the field(s) from the flag's text, a usage error naming flag otherwise. A
-     * custom setting without arg takes no value (text is NULL). A custom setting is not read
-     * from a snapshot by settings_merge. */
+     * custom setting without arg takes no value (text is NULL). A kept custom setting is read
+     * back from a snapshot by set too, from the text format gives (its value as the flag
+     * would be typed: "delayed:16"), which is also what settings_merge compares. */
     void (*set)(void *opts, int id, const char *flag, const char *text);
+    void (*format)(const void *opts, int id, char *buf, size_t len);
     /* Whether the key holds this flag's value in a snapshot made with these options (NULL:
      * always); a key that does not apply is neither written nor merged. */
     bool (*applies)(const void *opts);

@@ -11,6 +11,7 @@
 #include "examples/common/settings.h"
 #include "examples/train_gpt/train_gpt.h"
 #include "optim/schedule.h"
+#include "optim/snapshot_keys.h"
 
 const char *options_flag_name(Flag f)
 {
@@ -62,25 +63,26 @@ static void check_combinations(const Options *o)
                         options_given(o, FLAG_TASK_SIZE) ? "task-size" : "msd-first");
     if (o->msd_first && o->task && strcmp(o->task, "add") != 0 && strcmp(o->task, "sub") != 0)
         cli_usage_error("--msd-first applies to add and sub, not to %s", o->task);
-    if (o->optimizer != TRAIN_SGD && options_given(o, FLAG_MOMENTUM))
+    TrainOptimizer opt = o->cfg.optimizer;
+    if (opt != TRAIN_SGD && options_given(o, FLAG_MOMENTUM))
         cli_usage_error("--momentum applies to --optimizer sgd, not %s",
-                        trainer_optimizer_name(o->optimizer));
-    bool adam = o->optimizer == TRAIN_ADAMW || o->optimizer == TRAIN_ADAM8BIT;
+                        trainer_optimizer_name(opt));
+    bool adam = opt == TRAIN_ADAMW || opt == TRAIN_ADAM8BIT;
     if (!adam && (options_given(o, FLAG_BETA1) || options_given(o, FLAG_BETA2)))
         cli_usage_error("--beta1 and --beta2 apply to --optimizer adamw and adam8bit, not %s",
-                        trainer_optimizer_name(o->optimizer));
-    if (o->optimizer != TRAIN_ADAM8BIT && options_given(o, FLAG_ADAM8BIT_ROUNDING))
+                        trainer_optimizer_name(opt));
+    if (opt != TRAIN_ADAM8BIT && options_given(o, FLAG_ADAM8BIT_ROUNDING))
         cli_usage_error("--adam8bit-rounding applies to --optimizer adam8bit, not %s",
-                        trainer_optimizer_name(o->optimizer));
+                        trainer_optimizer_name(opt));
     if ((options_given(o, FLAG_TEMPERATURE) || options_given(o, FLAG_SAMPLE_SEED)) &&
         (!o->data || o->sample == 0))
         cli_usage_error("--%s applies to a text sample: --data with --sample N (a task's "
                         "samples are greedy answers)",
                         options_given(o, FLAG_TEMPERATURE) ? "temperature" : "sample-seed");
     check_schedule(o);
-    if (o->embd % o->heads != 0)
+    if (o->cfg.model.n_embd % o->cfg.model.n_head != 0)
         cli_usage_error("--embd %d is not a multiple of --heads %d: each head gets C/H "
-                        "channels", o->embd, o->heads);
+                        "channels", o->cfg.model.n_embd, o->cfg.model.n_head);
     if (o->plot_path && !o->log_path)
         cli_usage_error("--plot needs --log: the figure is drawn from the log");
     precision_check_options(o);
@@ -100,13 +102,14 @@ static void check_combinations(const Options *o)
 
 Options options_parse(int argc, char **argv)
 {
-    Options o = { 0 };
-    o.loss_scale = loss_scale_defaults();   /* the --scale-* factors' defaults */
+    Options o = { .cfg = trainer_config_default() };   /* what no flag sets (eps, ...) */
     settings_defaults(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, &o);
     settings_parse(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, &o, o.given, FLAG_TASK, options_usage,
                    argc, argv);
     if (o.data)
         o.task = NULL;
+    o.cfg.sgd.weight_decay = o.cfg.adafactor.weight_decay = o.cfg.adamw.weight_decay;
+    o.cfg.policy = precision_policy(&o);
     lora_check_options(&o);
     pipeline_check_options(&o);
     /* A short run (--steps 20 to try things) still gets a decay: the default warmup shrinks to
@@ -122,63 +125,33 @@ Options options_parse(int argc, char **argv)
 
 static const char *snapshot_path;
 
-void options_disagree(Flag f, const char *mine, const char *saved)
+/* A key's value in today's layout: the library's keys migrated (optim/snapshot_keys.h), a key
+ * of the table's own that an older train_gpt did not write given the row's .before, the value
+ * the run that saved it had. Missing otherwise: the file was not made by train_gpt. */
+static const char *saved_value(const SnapshotKeyView *v, const char *key, const char *before)
 {
-    cli_usage_error("--%s %s does not match the snapshot %s, which has %s",
-                    options_flag_name(f), mine, snapshot_path, saved);
-}
-
-double options_take_double(const Options *o, Flag f, double mine, double saved)
-{
-    char a[32], b[32];
-    snprintf(a, sizeof a, "%.17g", mine);
-    snprintf(b, sizeof b, "%.17g", saved);
-    if (options_given(o, f) && mine != saved)
-        options_disagree(f, a, b);
-    return saved;
-}
-
-/* The one place that knows the snapshot format's history: the keys an older train_gpt did not
- * write, with the value the run that wrote it had. */
-static const struct {
-    const char *key, *value;
-} BEFORE_THE_KEY[] = {
-    /* before accumulation and the schedules: batches of one, gradual warmup, then constant */
-    { "schedule.accum", "1" }, { "schedule.lr_rule", "none" }, { "schedule.base_batch", "0" },
-    { "schedule.warmup_type", "gradual" }, { "schedule.warmup_fraction", "0.1" },
-    { "schedule.decay", "constant" }, { "schedule.cooldown", "0" },
-    { "schedule.cooldown_shape", "linear" },
-    /* before --attention was kept: standard */
-    { "run.attention", "standard" },
-    /* before 8-bit Adam's rounding was a choice: nearest */
-    { "optim.rounding", "nearest" },
-};
-
-/* A key's value in the snapshot, or in the snapshot's own version when it predates the key;
- * a key missing otherwise means the file was not made by train_gpt. */
-static const char *saved_value(const SnapshotReader *r, const char *key)
-{
-    const char *v = snapshot_meta(r, key);
-    for (size_t i = 0; !v && i < sizeof BEFORE_THE_KEY / sizeof BEFORE_THE_KEY[0]; i++)
-        if (strcmp(BEFORE_THE_KEY[i].key, key) == 0)
-            v = BEFORE_THE_KEY[i].value;
-    if (!v)
+    const char *value = snapshot_keys_value(v, key);
+    if (!value)
+        value = before;
+    if (!value)
         cli_die(1, "%s: missing metadata '%s' (was it saved by train_gpt?)", snapshot_path, key);
-    return v;
+    return value;
 }
 
 /* A task or a text: the flags of the other kind are refused by name. */
-static void merge_data_kind(Options *o, const SnapshotReader *r)
+static void merge_data_kind(Options *o, const SnapshotKeyView *v)
 {
-    bool text = strcmp(saved_value(r, "data.kind"), "text") == 0;
+    bool text = strcmp(saved_value(v, "data.kind", NULL), "text") == 0;
     if (text && options_given(o, FLAG_TASK))
-        options_disagree(FLAG_TASK, o->task, "text data");
+        cli_usage_error("--task %s does not match the snapshot %s, which has text data", o->task,
+                        snapshot_path);
     if (text && (options_given(o, FLAG_TASK_SIZE) || o->msd_first))
         cli_usage_error("--%s applies to a task; the snapshot %s was trained on text",
                         options_given(o, FLAG_TASK_SIZE) ? "task-size" : "msd-first",
                         snapshot_path);
     if (!text && o->data)
-        options_disagree(FLAG_DATA, o->data, "a task");
+        cli_usage_error("--data %s does not match the snapshot %s, which has a task", o->data,
+                        snapshot_path);
     if (text) {
         if (!o->data)
             o->data = "";      /* the saved path follows (data.path) */
@@ -188,58 +161,41 @@ static void merge_data_kind(Options *o, const SnapshotReader *r)
     }
 }
 
-/* For switches kept by the trainer as their opposites (model.tied, model.fused_qkv). */
-static bool take_switch(const Options *o, Flag f, bool saved)
-{
-    if (options_given(o, f) && !saved)
-        cli_usage_error("--%s was given, but the snapshot %s was trained without it",
-                        options_flag_name(f), snapshot_path);
-    return saved;
-}
-
-void options_merge_snapshot(Options *o, const TrainerConfig *s, const SnapshotReader *r,
+/* Each kept row in table order; a custom row (the precision flags) is compared as it would be
+ * typed, formatted from the config the library read (saved). Then the config is the
+ * snapshot's, but for the checkpointing, which changes no number. */
+void options_merge_snapshot(Options *o, const TrainerConfig *saved, const SnapshotReader *r,
                             const char *path)
 {
     snapshot_path = path;
-    merge_data_kind(o, r);
+    SnapshotKeyView v;
+    snapshot_keys_migrate(&v, r, path);
+    merge_data_kind(o, &v);
+    Options theirs = *o;
+    theirs.cfg = *saved;
+    theirs.fp8_scaling = saved->policy.fp8_scaling;
+    theirs.fp8_window = saved->policy.fp8_window;
+    char typed[SETTINGS_META_VALUE];
     for (int i = 0; i < TRAIN_GPT_N_SETTINGS; i++) {
         const Setting *st = &TRAIN_GPT_SETTINGS[i];
         if (!st->name || !settings_key(st) || st->merge == SETTING_FREE ||
             (st->applies && !st->applies(o)))
             continue;
-        settings_merge(st, o, options_given(o, st->id), saved_value(r, settings_key(st)),
-                       path);
+        const char *text = typed;
+        if (st->type == SETTING_CUSTOM)
+            settings_format(st, &theirs, typed, sizeof typed);
+        else
+            text = saved_value(&v, settings_key(st), st->before);
+        settings_merge(st, o, options_given(o, st->id), text, path);
     }
-    o->untied = take_switch(o, FLAG_UNTIED, !s->model.tied);
-    o->separate_qkv = take_switch(o, FLAG_SEPARATE_QKV, !s->model.fused_qkv);
-    precision_merge_snapshot(o, s);
-    lora_merge_snapshot(o, r, path, &s->model);
+    CkptStrategy checkpoint = o->cfg.checkpoint;
+    o->cfg = *saved;
+    o->cfg.checkpoint = checkpoint;
+    lora_merge_snapshot(o, r, path, &saved->model);
     check_combinations(o);
 }
 
-/* From options to a trainer, and back into a snapshot --------------------------------------- */
-
-TrainerConfig options_trainer_config(const Options *o, int V)
-{
-    TrainerConfig c = trainer_config_default();
-    c.model = (GptConfig){ .vocab_size = V, .max_seq = o->seq, .n_layer = o->layers,
-                           .n_head = o->heads, .n_embd = o->embd, .tied = !o->untied,
-                           .fused_qkv = !o->separate_qkv };
-    c.seed = (uint64_t)o->seed;
-    c.optimizer = o->optimizer;
-    c.adamw.beta1 = o->beta1;
-    c.adamw.beta2 = o->beta2;
-    c.adamw.weight_decay = o->weight_decay;
-    c.adam8bit_rounding = o->adam8bit_rounding;
-    c.sgd.momentum = o->momentum;
-    c.sgd.weight_decay = o->weight_decay;
-    c.adafactor.weight_decay = o->weight_decay;
-    c.clip = o->clip;
-    c.checkpoint = o->checkpoint;
-    c.policy = precision_policy(o);
-    c.loss_scale = o->loss_scale;
-    return c;
-}
+/* From options into a snapshot ------------------------------------------------------------- */
 
 void options_snapshot_meta(const Options *o, SettingsMeta *m)
 {

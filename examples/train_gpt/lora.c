@@ -23,35 +23,31 @@
  * (the two layouts compute the same function); a base must have been trained with them. */
 void lora_check_options(Options *o)
 {
-    const Flag lora_only[] = { FLAG_LORA_ALPHA, FLAG_LORA_TARGETS, FLAG_QLORA,
-                               FLAG_SAVE_ADAPTER };
-    const char *names[] = { "lora-alpha", "lora-targets", "qlora", "save-adapter" };
-    /* With --load the snapshot holds the LoRA settings and names the base (lora_merge_snapshot);
-     * --save-adapter is checked against it there. */
-    const Flag from_snapshot[] = { FLAG_LORA, FLAG_LORA_ALPHA, FLAG_LORA_TARGETS, FLAG_QLORA,
-                                   FLAG_LOAD_BASE };
-    for (int i = 0; o->load_path && i < 5; i++)
-        if (options_given(o, from_snapshot[i]))
-            cli_usage_error("--%s: --load takes the LoRA settings and the base from the "
-                            "snapshot %s (leave out --lora, --lora-alpha, --lora-targets, "
-                            "--qlora and --load-base)", options_flag_name(from_snapshot[i]),
-                            o->load_path);
-    for (int i = 0; i < 4; i++)
-        if (options_given(o, lora_only[i]) && o->lora_rank == 0 &&
-            !(o->load_path && lora_only[i] == FLAG_SAVE_ADAPTER))
-            cli_usage_error("--%s needs --lora R (R >= 1)", names[i]);
-    const Flag model[] = { FLAG_LAYERS, FLAG_HEADS, FLAG_EMBD, FLAG_UNTIED, FLAG_SEPARATE_QKV };
-    for (int i = 0; o->load_base_path && i < 5; i++)
-        if (options_given(o, model[i]))
-            cli_usage_error("the model comes from --load-base %s: leave out --layers, --heads, "
-                            "--embd, --untied and --separate-qkv", o->load_base_path);
+    /* By the rows' marks (settings.c). With --load the snapshot holds the LoRA settings and
+     * names the base (lora_merge_snapshot); --save-adapter is checked against it there. */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < TRAIN_GPT_N_SETTINGS; i++) {
+            const Setting *s = &TRAIN_GPT_SETTINGS[i];
+            if (!s->name || !options_given(o, s->id))
+                continue;
+            if (pass == 0 && o->load_path && (s->marks & MARK_FROM_LOAD))
+                cli_usage_error("--%s: --load takes the LoRA settings and the base from the "
+                                "snapshot %s (leave out --lora, --lora-alpha, --lora-targets, "
+                                "--qlora and --load-base)", s->name, o->load_path);
+            if (pass == 0 && !o->load_path && (s->marks & MARK_NEEDS_LORA) && !o->lora_rank)
+                cli_usage_error("--%s needs --lora R (R >= 1)", s->name);
+            if (pass == 1 && o->load_base_path && (s->marks & MARK_MODEL))
+                cli_usage_error("the model comes from --load-base %s: leave out --layers, "
+                                "--heads, --embd, --untied and --separate-qkv",
+                                o->load_base_path);
+        }
     if (o->save_adapter_path && o->load_base_path &&
         strcmp(o->save_adapter_path, o->load_base_path) == 0)
         cli_usage_error("--save-adapter and --load-base name the same file '%s'",
                         o->load_base_path);
     unsigned qkv = LORA_TARGET_Q | LORA_TARGET_K | LORA_TARGET_V;
     if (o->lora_rank > 0 && (o->lora_targets & qkv) && !o->load_base_path)
-        o->separate_qkv = true;
+        o->cfg.model.fused_qkv = false;
 }
 
 /* The base's shape replaces the one the model flags describe. */
@@ -79,7 +75,7 @@ Trainer *lora_trainer_new(const TrainerConfig *cfg, const Options *o)
                       .targets = o->lora_targets, .qlora = o->qlora };
     SnapshotError err;
     /* The adapters' seed as lora_setup's. */
-    Trainer *tr = trainer_new_lora(cfg, &lc, (uint64_t)o->seed + 1, o->load_base_path, &err);
+    Trainer *tr = trainer_new_lora(cfg, &lc, o->cfg.seed + 1, o->load_base_path, &err);
     if (!tr)
         cli_die(1, "%s", err.message);
     mem_reset_peaks();
@@ -112,7 +108,7 @@ void lora_setup(Trainer *tr, const Options *o)
         cli_die(1, "%s%s%s", o->load_base_path ? o->load_base_path : "",
                 o->load_base_path ? ": " : "", why);
     /* A seed of their own: the adapters must not replay the base's initial random numbers. */
-    trainer_use_lora(tr, &lc, (uint64_t)o->seed + 1);
+    trainer_use_lora(tr, &lc, o->cfg.seed + 1);
     mem_reset_peaks();
 }
 

@@ -70,12 +70,11 @@ void parallel_check_options(const Options *o)
         return;
     if (o->lora_rank > 0)
         cli_usage_error("--parallel zero%d: --lora is not built yet for ZeRO", o->zero_stage);
-    if ((o->save_path || o->load_path) && o->optimizer == TRAIN_ADAM8BIT)
+    if ((o->save_path || o->load_path) && o->cfg.optimizer == TRAIN_ADAM8BIT)
         cli_usage_error("--parallel zero%d: %s with 8-bit Adam is not built (its blocks follow "
                         "the shards, so its state is not gathered into one file)", o->zero_stage,
                         o->save_path ? "--save" : "--load");
-    TrainerConfig cfg = options_trainer_config(o, 2);
-    const char *why = zero_check(&cfg, o->zero_stage);
+    const char *why = zero_check(&o->cfg, o->zero_stage);
     if (why)
         cli_usage_error("--parallel zero%d: %s", o->zero_stage, why);
 }

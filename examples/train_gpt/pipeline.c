@@ -138,7 +138,9 @@ int pipeline_main(Options *o, Dataset *ds)
     dist_init(NULL, NULL);
     DistComm *w = dist_world();
     int p = w->size, rank = w->rank;
-    TrainerConfig cfg = options_trainer_config(o, dataset_vocab_size(ds));
+    TrainerConfig cfg = o->cfg;
+    cfg.model.vocab_size = dataset_vocab_size(ds);
+    cfg.model.max_seq = o->seq;
     int *first = malloc((size_t)(p + 1) * sizeof *first);
     char err[256];
     if (!first)

@@ -1,7 +1,8 @@
 /* train_gpt's mixed precision (autograd/policy.h, optim/loss_scale.h; docs/mixed_precision.md):
  * the flags --precision, --fp8-scaling, --loss-scale and the dynamic scaler's --scale-*
- * factors (named after GradScaler's arguments), the combinations not built, agreeing with a
- * snapshot, and the lines of the run header and the report.
+ * factors (named after GradScaler's arguments), read and formatted for the settings table
+ * (which merges them with a snapshot), the combinations not built, and the lines of the run
+ * header and the report.
  *
  *     train_gpt --precision fp16 --loss-scale dynamic --scale-growth-interval 200 --log fp16.tsv
  *     train_gpt --precision fp8 --fp8-scaling delayed:16
@@ -23,7 +24,7 @@ enum { N_SCALE_FLAGS = 3 };
 /* A --scale-* flag: the value in the range loss_scale_check gives the dynamic mode. */
 static void set_scale_factor(Options *o, Flag f, const char *flag, const char *arg)
 {
-    LossScaleConfig c = o->loss_scale;
+    LossScaleConfig c = o->cfg.loss_scale;
     c.mode = LOSS_SCALE_DYNAMIC;
     if (f == FLAG_SCALE_GROWTH_INTERVAL)
         c.growth_interval = cli_long(flag, arg, 1, LOSS_SCALE_MAX_INTERVAL);
@@ -34,8 +35,8 @@ static void set_scale_factor(Options *o, Flag f, const char *flag, const char *a
     char err[160];
     if (!loss_scale_check(&c, err, sizeof err))
         cli_usage_error("%s %s: %s", flag, arg, err);
-    c.mode = o->loss_scale.mode;
-    o->loss_scale = c;
+    c.mode = o->cfg.loss_scale.mode;
+    o->cfg.loss_scale = c;
 }
 
 /* "current", "delayed" or "delayed:W"; a window of 0 stands for the preset's. */
@@ -63,14 +64,14 @@ void precision_set_option(void *opts, int f, const char *flag, const char *arg)
     case FLAG_PRECISION:
         if (!policy_preset(arg, &p))
             cli_usage_error("%s '%s': expected one of %s", flag, arg, policy_preset_names());
-        o->precision = p.name;
+        o->cfg.policy = p;      /* --fp8-scaling's settings follow (precision_policy) */
         break;
     case FLAG_LOSS_SCALE:
         if (!loss_scale_parse(arg, &c, err, sizeof err))
             cli_usage_error("%s: %s", flag, err);
         /* The factors are the --scale-* flags', given before or after this one. */
-        o->loss_scale.mode = c.mode;
-        o->loss_scale.init_scale = c.init_scale;
+        o->cfg.loss_scale.mode = c.mode;
+        o->cfg.loss_scale.init_scale = c.init_scale;
         break;
     case FLAG_FP8_SCALING:
         set_fp8_scaling(o, flag, arg);
@@ -80,8 +81,9 @@ void precision_set_option(void *opts, int f, const char *flag, const char *arg)
     }
 }
 
-static PrecisionPolicy with_fp8_scaling(PrecisionPolicy p, const Options *o)
+PrecisionPolicy precision_policy(const Options *o)
 {
+    PrecisionPolicy p = o->cfg.policy;      /* the --precision preset */
     /* Only activations stored in fp8 have delayed scales (a gradient's is always its own
      * amax's). */
     if (!policy_is_scaled(tensor_dtype_format(p.act)))
@@ -90,13 +92,6 @@ static PrecisionPolicy with_fp8_scaling(PrecisionPolicy p, const Options *o)
     if (o->fp8_window > 0)
         p.fp8_window = o->fp8_window;
     return p;
-}
-
-PrecisionPolicy precision_policy(const Options *o)
-{
-    PrecisionPolicy p;
-    policy_preset(o->precision, &p);     /* a known name: checked when parsed */
-    return with_fp8_scaling(p, o);
 }
 
 static const char *fp8_scaling_format(const PrecisionPolicy *p, char *buf, size_t len)
@@ -108,11 +103,30 @@ static const char *fp8_scaling_format(const PrecisionPolicy *p, char *buf, size_
     return buf;
 }
 
+/* As the flag would be typed (from o->cfg, and the --fp8-scaling fields on its preset): how a
+ * snapshot's value is compared with a flag's. */
+void precision_format_option(const void *opts, int f, char *buf, size_t len)
+{
+    const Options *o = opts;
+    const LossScaleConfig *c = &o->cfg.loss_scale;
+    switch (f) {
+    case FLAG_PRECISION: snprintf(buf, len, "%s", o->cfg.policy.name); break;
+    case FLAG_FP8_SCALING: {
+        PrecisionPolicy p = precision_policy(o);
+        fp8_scaling_format(&p, buf, len);
+        break;
+    }
+    case FLAG_LOSS_SCALE: loss_scale_format(c, buf, len); break;
+    case FLAG_SCALE_GROWTH_INTERVAL: snprintf(buf, len, "%ld", c->growth_interval); break;
+    case FLAG_SCALE_GROWTH_FACTOR: snprintf(buf, len, "%.17g", c->growth_factor); break;
+    default: snprintf(buf, len, "%.17g", c->backoff_factor);
+    }
+}
+
 /* What the trainer refuses under a policy, said in flag names. */
 void precision_check_options(const Options *o)
 {
-    PrecisionPolicy p = precision_policy(o);
-    if (o->checkpoint.kind != CKPT_VANILLA && policy_delays_fp8(&p))
+    if (o->cfg.checkpoint.kind != CKPT_VANILLA && policy_delays_fp8(&o->cfg.policy))
         cli_usage_error("--checkpoint with --fp8-scaling delayed is not built: the amax history "
                         "belongs to one tape, and the recomputed blocks run on fresh tapes (use "
                         "--fp8-scaling current)");
@@ -123,48 +137,16 @@ void precision_check_options(const Options *o)
 void precision_check_scaling(const Options *o)
 {
     char spec[64];
-    loss_scale_format(&o->loss_scale, spec, sizeof spec);
+    loss_scale_format(&o->cfg.loss_scale, spec, sizeof spec);
     for (int i = 0; i < N_SCALE_FLAGS; i++)
-        if (options_given(o, SCALE_FLAGS[i]) && o->loss_scale.mode != LOSS_SCALE_DYNAMIC)
+        if (options_given(o, SCALE_FLAGS[i]) && o->cfg.loss_scale.mode != LOSS_SCALE_DYNAMIC)
             cli_usage_error("--%s applies to --loss-scale dynamic, not %s: only a dynamic "
                             "scale grows and backs off", options_flag_name(SCALE_FLAGS[i]),
                             spec);
-    PrecisionPolicy p;
-    policy_preset(o->precision, &p);
-    if (options_given(o, FLAG_FP8_SCALING) && !policy_is_scaled(tensor_dtype_format(p.act)))
+    const PrecisionPolicy *p = &o->cfg.policy;
+    if (options_given(o, FLAG_FP8_SCALING) && !policy_is_scaled(tensor_dtype_format(p->act)))
         cli_usage_error("--fp8-scaling applies to --precision fp8, not %s: no other preset "
-                        "stores a tensor in fp8", o->precision);
-}
-
-/* The policy and the loss scaling are the snapshot's (its scaler resumes where it stopped). */
-void precision_merge_snapshot(Options *o, const TrainerConfig *saved)
-{
-    if (options_given(o, FLAG_PRECISION) && strcmp(o->precision, saved->policy.name) != 0)
-        options_disagree(FLAG_PRECISION, o->precision, saved->policy.name);
-    o->precision = saved->policy.name;
-    char mine[64], theirs[64];
-    PrecisionPolicy p = precision_policy(o);
-    fp8_scaling_format(&p, mine, sizeof mine);
-    fp8_scaling_format(&saved->policy, theirs, sizeof theirs);
-    if (options_given(o, FLAG_FP8_SCALING) && strcmp(mine, theirs) != 0)
-        options_disagree(FLAG_FP8_SCALING, mine, theirs);
-    o->fp8_scaling = saved->policy.fp8_scaling;
-    o->fp8_window = saved->policy.fp8_window;
-    loss_scale_format(&o->loss_scale, mine, sizeof mine);
-    loss_scale_format(&saved->loss_scale, theirs, sizeof theirs);
-    if (options_given(o, FLAG_LOSS_SCALE) && strcmp(mine, theirs) != 0)
-        options_disagree(FLAG_LOSS_SCALE, mine, theirs);
-    /* Against a scaler that is not dynamic the factors are refused, not compared
-     * (precision_check_scaling). */
-    const LossScaleConfig *s = &saved->loss_scale, *m = &o->loss_scale;
-    if (s->mode == LOSS_SCALE_DYNAMIC) {
-        options_take_double(o, FLAG_SCALE_GROWTH_INTERVAL, (double)m->growth_interval,
-                            (double)s->growth_interval);
-        options_take_double(o, FLAG_SCALE_GROWTH_FACTOR, m->growth_factor, s->growth_factor);
-        options_take_double(o, FLAG_SCALE_BACKOFF_FACTOR, m->backoff_factor,
-                            s->backoff_factor);
-    }
-    o->loss_scale = saved->loss_scale;
+                        "stores a tensor in fp8", p->name);
 }
 
 /* The policy's dtypes and formats, and the loss scaling with the scale it starts from (a

@@ -1,7 +1,8 @@
 /* train_gpt's settings: one table (examples/common/settings.h) from which come the flags,
- * --help, the checks of each value, the snapshot's data, schedule and run keys and the merge
- * with a snapshot given by --load (flags.c). A new flag is a row here, its field in Options
- * and its Flag (train_gpt.h). */
+ * --help, the checks of each value, the snapshot's data, schedule and run keys, the merge
+ * with a snapshot given by --load (flags.c) and which flags need --lora or are taken from a
+ * snapshot or a base (the marks, lora.c). A new flag is a row here, its field in Options (or
+ * in its TrainerConfig, cfg) and its Flag (train_gpt.h). */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -17,21 +18,25 @@ static const char *const ATTENTION_NAMES[] = { "standard", "tiled", NULL };
 
 static bool is_task(const void *o) { return !((const Options *)o)->data; }
 static bool is_text(const void *o) { return ((const Options *)o)->data != NULL; }
-static bool is_sgd(const void *o) { return ((const Options *)o)->optimizer == TRAIN_SGD; }
+static bool is_sgd(const void *o) { return ((const Options *)o)->cfg.optimizer == TRAIN_SGD; }
 static bool is_adam8bit(const void *o)
 {
-    return ((const Options *)o)->optimizer == TRAIN_ADAM8BIT;
+    return ((const Options *)o)->cfg.optimizer == TRAIN_ADAM8BIT;
 }
 static bool is_adam(const void *o)
 {
-    return ((const Options *)o)->optimizer == TRAIN_ADAMW || is_adam8bit(o);
+    return ((const Options *)o)->cfg.optimizer == TRAIN_ADAMW || is_adam8bit(o);
+}
+static bool is_dynamic(const void *o)
+{
+    return ((const Options *)o)->cfg.loss_scale.mode == LOSS_SCALE_DYNAMIC;
 }
 
 static void set_checkpoint(void *opts, int id, const char *flag, const char *arg)
 {
     (void)id;
     char err[200];
-    if (!ckpt_parse(arg, &((Options *)opts)->checkpoint, err, sizeof err))
+    if (!ckpt_parse(arg, &((Options *)opts)->cfg.checkpoint, err, sizeof err))
         cli_usage_error("%s: %s", flag, err);
 }
 
@@ -53,12 +58,16 @@ static void set_parallel(void *opts, int id, const char *flag, const char *arg)
 }
 
 #define FIELD(f) offsetof(Options, f)
+#define CFG(f) (offsetof(Options, cfg) + offsetof(TrainerConfig, f))   /* optim/train.h */
+
 
 /* Defaults: the demo. `train_gpt` with no flags learns 3-digit addition in under a minute on
  * two idle cores, a few minutes on a busy machine (docs/gpt.md has the measured numbers).
  * A key marks a setting the snapshot keeps (data, schedule and run keys written here; model,
- * train and optim keys by optim/train_snapshot.h, library_key); its value is read back with
- * the flag's checks, and with --load a flag given must agree with it (merge). */
+ * train, optim, precision and loss_scale keys by optim/train_snapshot.h, library_key); its
+ * value is read back with the flag's checks, and with --load a flag given must agree with it
+ * (merge). A key of this table's own that older snapshots lack has the value they had in
+ * .before (the library's old layouts are optim/snapshot_keys.c's). */
 const Setting TRAIN_GPT_SETTINGS[] = {
     { .heading = "Data (one of):" },
     { .name = "task", .id = FLAG_TASK, .type = SETTING_STRING, .offset = FIELD(task),
@@ -91,13 +100,13 @@ const Setting TRAIN_GPT_SETTINGS[] = {
       .help = "micro-batches per update: gradients accumulated over K\n"
               "batches of --batch rows, each loss divided by K; memory is\n"
               "that of one micro-batch",
-      .key = "schedule.accum", .merge = SETTING_KEPT },
+      .key = "schedule.accum", .merge = SETTING_KEPT, .before = "1" },
     { .name = "seq", .id = FLAG_SEQ, .type = SETTING_INT, .offset = FIELD(seq),
       .lo = 1, .hi = GPT_MAX_SEQ, .arg = "N",
       .help = "tokens per row = the model's T (default: a task's row length,\n"
               "which is the only value a task allows; 64 for text)",
       .key = "model.max_seq", .library_key = true, .merge = SETTING_KEPT },
-    { .name = "seed", .id = FLAG_SEED, .type = SETTING_LONG, .offset = FIELD(seed),
+    { .name = "seed", .id = FLAG_SEED, .type = SETTING_LONG, .offset = CFG(seed),   /* a u64 */
       .range = &TRAIN_RANGES[TRAIN_RANGE_SEED], .def = "1", .arg = "N",
       .help = "weights and data", .library_key = true, .merge = SETTING_KEPT },
     { .name = "threads", .id = FLAG_THREADS, .type = SETTING_INT, .offset = FIELD(threads),
@@ -119,35 +128,45 @@ const Setting TRAIN_GPT_SETTINGS[] = {
       .help = "standard (keeps the [T, T] probabilities) or tiled (keeps\n"
               "a statistic per row, recomputes; docs/attention_memory.md;\n"
               "kept in a snapshot)",
-      .key = "run.attention", .merge = SETTING_KEPT },
+      .key = "run.attention", .merge = SETTING_KEPT, .before = "standard" },
 
     { .heading = "Mixed precision (docs/mixed_precision.md):" },
+    /* Custom rows, kept by the library's keys and compared as they would be typed. */
     { .name = "precision", .id = FLAG_PRECISION, .type = SETTING_CUSTOM,
-      .set = precision_set_option, .def = "fp32", .arg = "P",
+      .set = precision_set_option, .format = precision_format_option, .def = "fp32", .arg = "P",
+      .key = "precision.policy", .library_key = true, .merge = SETTING_KEPT,
       .help = "fp32, tf32 (matmul inputs in tf32), bf16, fp16 (parameters,\n"
               "activations and gradients in 16 bits, fp32 master weights\n"
               "in the optimizer) or fp8 (e4m3 activations, e5m2 gradients,\n"
               "bf16 parameters)" },
     { .name = "fp8-scaling", .id = FLAG_FP8_SCALING, .type = SETTING_CUSTOM,
-      .set = precision_set_option, .arg = "S",
+      .set = precision_set_option, .format = precision_format_option, .arg = "S",
+      .key = "precision.fp8_scaling", .library_key = true, .merge = SETTING_KEPT,
       .help = "fp8: an activation's scale from its own amax (current) or\n"
               "from the largest amax at its place in the last W steps\n"
               "(delayed[:W], W = 16) (default current)" },
     { .name = "loss-scale", .id = FLAG_LOSS_SCALE, .type = SETTING_CUSTOM,
-      .set = precision_set_option, .arg = "S",
+      .set = precision_set_option, .format = precision_format_option, .arg = "S",
+      .key = "loss_scale.mode", .library_key = true, .merge = SETTING_KEPT,
       .help = "none, static:S (backward seeded with S, gradients divided by\n"
               "S before clipping) or dynamic[:INIT] (S from INIT = 65536,\n"
               "shrunk on an inf/NaN gradient, grown after clean steps);\n"
               "a step with an inf/NaN gradient is always skipped\n"
               "(default none)" },
     { .name = "scale-growth-interval", .id = FLAG_SCALE_GROWTH_INTERVAL,
-      .type = SETTING_CUSTOM, .set = precision_set_option, .arg = "N",
+      .type = SETTING_CUSTOM, .set = precision_set_option, .format = precision_format_option,
+      .arg = "N", .key = "loss_scale.growth_interval", .library_key = true,
+      .merge = SETTING_KEPT, .applies = is_dynamic,
       .help = "dynamic: clean steps in a row before S grows\n(default 2000)" },
     { .name = "scale-growth-factor", .id = FLAG_SCALE_GROWTH_FACTOR, .type = SETTING_CUSTOM,
-      .set = precision_set_option, .arg = "X",
+      .set = precision_set_option, .format = precision_format_option, .arg = "X",
+      .key = "loss_scale.growth_factor", .library_key = true, .merge = SETTING_KEPT,
+      .applies = is_dynamic,
       .help = "dynamic: S is multiplied by X > 1 when it grows\n(default 2)" },
     { .name = "scale-backoff-factor", .id = FLAG_SCALE_BACKOFF_FACTOR, .type = SETTING_CUSTOM,
-      .set = precision_set_option, .arg = "X",
+      .set = precision_set_option, .format = precision_format_option, .arg = "X",
+      .key = "loss_scale.backoff_factor", .library_key = true, .merge = SETTING_KEPT,
+      .applies = is_dynamic,
       .help = "dynamic: S is multiplied by X in (0, 1) on an inf/NaN\n"
               "gradient (default 0.5)" },
 
@@ -180,26 +199,30 @@ const Setting TRAIN_GPT_SETTINGS[] = {
       .help = "TSV, every forward and backward of every stage and step" },
 
     { .heading = "Model:" },
-    { .name = "layers", .id = FLAG_LAYERS, .type = SETTING_INT, .offset = FIELD(layers),
+    /* Marked: --load-base takes the model from the base. */
+    { .name = "layers", .id = FLAG_LAYERS, .type = SETTING_INT, .offset = CFG(model.n_layer),
       .lo = 1, .hi = GPT_MAX_LAYERS, .def = "2", .arg = "N", .help = "transformer blocks",
-      .key = "model.n_layer", .library_key = true, .merge = SETTING_KEPT },
-    { .name = "heads", .id = FLAG_HEADS, .type = SETTING_INT, .offset = FIELD(heads),
+      .key = "model.n_layer", .library_key = true, .merge = SETTING_KEPT, .marks = MARK_MODEL },
+    { .name = "heads", .id = FLAG_HEADS, .type = SETTING_INT, .offset = CFG(model.n_head),
       .lo = 1, .hi = GPT_MAX_WIDTH, .def = "4", .arg = "N",
-      .help = "attention heads; must divide --embd",
-      .key = "model.n_head", .library_key = true, .merge = SETTING_KEPT },
-    { .name = "embd", .id = FLAG_EMBD, .type = SETTING_INT, .offset = FIELD(embd),
+      .help = "attention heads; must divide --embd", .key = "model.n_head",
+      .library_key = true, .merge = SETTING_KEPT, .marks = MARK_MODEL },
+    { .name = "embd", .id = FLAG_EMBD, .type = SETTING_INT, .offset = CFG(model.n_embd),
       .lo = 1, .hi = GPT_MAX_WIDTH, .def = "128", .arg = "N",
-      .help = "width C of the residual stream",
-      .key = "model.n_embd", .library_key = true, .merge = SETTING_KEPT },
-    /* Kept as model.tied and model.fused_qkv, the opposites: merged by options_merge_snapshot */
-    { .name = "untied", .id = FLAG_UNTIED, .type = SETTING_SWITCH, .offset = FIELD(untied),
-      .help = "a separate output head instead of the token embedding" },
+      .help = "width C of the residual stream", .key = "model.n_embd",
+      .library_key = true, .merge = SETTING_KEPT, .marks = MARK_MODEL },
+    /* Switches that clear the model's tied and fused_qkv (the keys keep those). */
+    { .name = "untied", .id = FLAG_UNTIED, .type = SETTING_SWITCH, .offset = CFG(model.tied),
+      .negated = true, .help = "a separate output head instead of the token embedding",
+      .key = "model.tied", .library_key = true, .merge = SETTING_KEPT, .marks = MARK_MODEL },
     { .name = "separate-qkv", .id = FLAG_SEPARATE_QKV, .type = SETTING_SWITCH,
-      .offset = FIELD(separate_qkv), .help = "three q, k, v projections instead of one fused" },
+      .offset = CFG(model.fused_qkv), .negated = true,
+      .help = "three q, k, v projections instead of one fused", .key = "model.fused_qkv",
+      .library_key = true, .merge = SETTING_KEPT, .marks = MARK_MODEL },
 
     { .heading = "Optimizer:" },
     { .name = "optimizer", .id = FLAG_OPTIMIZER, .type = SETTING_CHOICE,
-      .offset = FIELD(optimizer), .choices = TRAIN_OPTIMIZER_NAMES, .def = "adamw",
+      .offset = CFG(optimizer), .choices = TRAIN_OPTIMIZER_NAMES, .def = "adamw",
       .arg = "NAME",
       .help = "adamw, sgd, adam8bit (adamw with 8-bit moments) or adafactor\n"
               "(factored second moment, absolute --lr)",
@@ -213,17 +236,17 @@ const Setting TRAIN_GPT_SETTINGS[] = {
       .choices = SCHED_RULE_NAMES, .def = "none", .arg = "R",
       .help = "none, linear or sqrt: scale --lr by the effective batch\n"
               "(batch x accum) over --base-batch",
-      .key = "schedule.lr_rule", .merge = SETTING_KEPT },
+      .key = "schedule.lr_rule", .merge = SETTING_KEPT, .before = "none" },
     { .name = "base-batch", .id = FLAG_BASE_BATCH, .type = SETTING_INT,
       .offset = FIELD(base_batch), .lo = 1, .hi = 1 << 30, .zero_unset = true, .arg = "N",
       .help = "the batch --lr is meant for (default: the effective batch)",
-      .key = "schedule.base_batch", .merge = SETTING_KEPT },
+      .key = "schedule.base_batch", .merge = SETTING_KEPT, .before = "0" },
     { .name = "warmup-type", .id = FLAG_WARMUP_TYPE, .type = SETTING_CHOICE,
       .offset = FIELD(warmup_type), .choices = SCHED_WARMUP_NAMES, .def = "gradual",
       .arg = "W",
       .help = "none, constant (a fixed --warmup-fraction of the peak) or\n"
               "gradual (a linear ramp to the peak)",
-      .key = "schedule.warmup_type", .merge = SETTING_KEPT },
+      .key = "schedule.warmup_type", .merge = SETTING_KEPT, .before = "gradual" },
     { .name = "warmup", .id = FLAG_WARMUP, .type = SETTING_LONG, .offset = FIELD(warmup),
       .lo = 0, .hi = 1000000000, .def = "100", .arg = "N",
       .help = "warmup steps (without the flag at most --steps / 10)",
@@ -231,68 +254,73 @@ const Setting TRAIN_GPT_SETTINGS[] = {
     { .name = "warmup-fraction", .id = FLAG_WARMUP_FRACTION, .type = SETTING_DOUBLE,
       .offset = FIELD(warmup_fraction), .lo = 0.0, .hi = 1.0, .def = "0.1", .arg = "X",
       .help = "constant warmup's rate, as a fraction of the peak",
-      .key = "schedule.warmup_fraction", .merge = SETTING_KEPT },
+      .key = "schedule.warmup_fraction", .merge = SETTING_KEPT, .before = "0.1" },
     { .name = "decay", .id = FLAG_DECAY, .type = SETTING_CHOICE, .offset = FIELD(decay),
       .choices = SCHED_DECAY_NAMES, .def = "cosine", .arg = "D",
       .help = "after warmup: constant, cosine (to 0 at --steps) or wsd\n"
               "(constant, then a cooldown to 0)",
-      .key = "schedule.decay", .merge = SETTING_KEPT },
+      .key = "schedule.decay", .merge = SETTING_KEPT, .before = "constant" },
     { .name = "cooldown", .id = FLAG_COOLDOWN, .type = SETTING_LONG, .offset = FIELD(cooldown),
       .lo = 1, .hi = 1000000000, .zero_unset = true, .arg = "N",
       .help = "wsd: cooldown steps at the end (default: --steps / 5)",
-      .key = "schedule.cooldown", .merge = SETTING_KEPT },
+      .key = "schedule.cooldown", .merge = SETTING_KEPT, .before = "0" },
     { .name = "cooldown-shape", .id = FLAG_COOLDOWN_SHAPE, .type = SETTING_CHOICE,
       .offset = FIELD(cooldown_shape), .choices = SCHED_COOLDOWN_NAMES, .def = "linear",
       .arg = "S", .help = "wsd: linear or 1-sqrt",
-      .key = "schedule.cooldown_shape", .merge = SETTING_KEPT },
+      .key = "schedule.cooldown_shape", .merge = SETTING_KEPT, .before = "linear" },
     { .name = "weight-decay", .id = FLAG_WEIGHT_DECAY, .type = SETTING_DOUBLE,
-      .offset = FIELD(weight_decay), .range = &TRAIN_RANGES[TRAIN_RANGE_WEIGHT_DECAY],
+      .offset = CFG(adamw.weight_decay), .range = &TRAIN_RANGES[TRAIN_RANGE_WEIGHT_DECAY],
       .def = "0.1", .arg = "X",
       .help = "decoupled for adamw, L2 for sgd; matrices only",
       .library_key = true, .merge = SETTING_KEPT },
-    { .name = "beta1", .id = FLAG_BETA1, .type = SETTING_DOUBLE, .offset = FIELD(beta1),
+    { .name = "beta1", .id = FLAG_BETA1, .type = SETTING_DOUBLE, .offset = CFG(adamw.beta1),
       .range = &TRAIN_RANGES[TRAIN_RANGE_BETA1], .def = "0.9", .arg = "X",
       .help = "adamw's first moment", .library_key = true, .merge = SETTING_KEPT,
       .applies = is_adam },
-    { .name = "beta2", .id = FLAG_BETA2, .type = SETTING_DOUBLE, .offset = FIELD(beta2),
+    { .name = "beta2", .id = FLAG_BETA2, .type = SETTING_DOUBLE, .offset = CFG(adamw.beta2),
       .range = &TRAIN_RANGES[TRAIN_RANGE_BETA2], .def = "0.99", .arg = "X",
       .help = "adamw's second moment", .library_key = true, .merge = SETTING_KEPT,
       .applies = is_adam },
     { .name = "adam8bit-rounding", .id = FLAG_ADAM8BIT_ROUNDING, .type = SETTING_CHOICE,
-      .offset = FIELD(adam8bit_rounding), .choices = ADAM8BIT_ROUNDING_NAMES, .def = "nearest",
+      .offset = CFG(adam8bit_rounding), .choices = ADAM8BIT_ROUNDING_NAMES, .def = "nearest",
       .arg = "R",
       .help = "adam8bit's moments re-encoded to the nearest level or to\n"
               "a neighbour at random (stochastic)\n(docs/memory.md)",
       .key = "optim.rounding", .library_key = true, .merge = SETTING_KEPT,
       .applies = is_adam8bit },
-    { .name = "momentum", .id = FLAG_MOMENTUM, .type = SETTING_DOUBLE, .offset = FIELD(momentum),
+    { .name = "momentum", .id = FLAG_MOMENTUM, .type = SETTING_DOUBLE, .offset = CFG(sgd.momentum),
       .range = &TRAIN_RANGES[TRAIN_RANGE_MOMENTUM], .def = "0.9", .arg = "X",
       .help = "sgd momentum", .library_key = true, .merge = SETTING_KEPT, .applies = is_sgd },
-    { .name = "clip", .id = FLAG_CLIP, .type = SETTING_DOUBLE, .offset = FIELD(clip),
+    { .name = "clip", .id = FLAG_CLIP, .type = SETTING_DOUBLE, .offset = CFG(clip),
       .range = &TRAIN_RANGES[TRAIN_RANGE_CLIP], .def = "1", .arg = "X",
       .help = "largest global gradient norm, 0 = off", .library_key = true,
       .merge = SETTING_KEPT },
 
     { .heading = "Fine-tuning (docs/lora.md):" },
+    /* Marked: needs --lora, or taken from the snapshot with --load (lora_check_options). */
     { .name = "load-base", .id = FLAG_LOAD_BASE, .type = SETTING_STRING,
-      .offset = FIELD(load_base_path), .arg = "FILE",
+      .offset = FIELD(load_base_path), .arg = "FILE", .marks = MARK_FROM_LOAD,
       .help = "start from this model (a --save snapshot or a base file);\n"
               "without --lora every parameter is fine-tuned" },
     { .name = "lora", .id = FLAG_LORA, .type = SETTING_INT, .offset = FIELD(lora_rank),
-      .lo = 0, .hi = 1 << 14, .arg = "R",
+      .lo = 0, .hi = 1 << 14, .arg = "R", .marks = MARK_FROM_LOAD,
       .help = "freeze the model, train rank-R adapters (default 0: off)" },
     { .name = "lora-alpha", .id = FLAG_LORA_ALPHA, .type = SETTING_DOUBLE,
       .offset = FIELD(lora_alpha), .lo = LORA_ALPHA_MIN, .hi = LORA_ALPHA_MAX, .def = "16",
-      .arg = "X", .help = "the adapters are scaled by X / R" },
+      .arg = "X", .help = "the adapters are scaled by X / R",
+      .marks = MARK_NEEDS_LORA | MARK_FROM_LOAD },
     { .name = "lora-targets", .id = FLAG_LORA_TARGETS, .type = SETTING_CUSTOM,
       .set = set_lora_targets, .def = "q,v", .arg = "L",
+      .marks = MARK_NEEDS_LORA | MARK_FROM_LOAD,
       .help = "among q, k, v, o, mlp, or all (q, k, v need\n"
               "separate projections, switched on for a fresh model)" },
     { .name = "qlora", .id = FLAG_QLORA, .type = SETTING_SWITCH, .offset = FIELD(qlora),
-      .help = "keep the frozen weights as NF4 (4.127 bits each)" },
+      .help = "keep the frozen weights as NF4 (4.127 bits each)",
+      .marks = MARK_NEEDS_LORA | MARK_FROM_LOAD },
     { .name = "save-adapter", .id = FLAG_SAVE_ADAPTER, .type = SETTING_STRING,
       .offset = FIELD(save_adapter_path), .arg = "FILE",
-      .help = "the adapters alone at the end (loads on top of the base)" },
+      .help = "the adapters alone at the end (loads on top of the base)",
+      .marks = MARK_NEEDS_LORA },
 
     { .heading = "Evaluation and output:" },
     { .name = "eval-every", .id = FLAG_EVAL_EVERY, .type = SETTING_LONG,
@@ -329,6 +357,7 @@ const Setting TRAIN_GPT_SETTINGS[] = {
 const int TRAIN_GPT_N_SETTINGS = sizeof TRAIN_GPT_SETTINGS / sizeof TRAIN_GPT_SETTINGS[0];
 
 #undef FIELD
+#undef CFG
 
 void options_usage(void)
 {

@@ -19,7 +19,7 @@
  *
  * Files: settings.c (every flag: one table), flags.c (the command line and a snapshot's
  * settings, from that table), evaluate.c (validation and samples), lora.c (LoRA and QLoRA),
- * precision.c (--precision and --loss-scale), loss.gp (the figure).
+ * precision.c (--precision and --loss-scale: their values and checks), loss.gp (the figure).
  * docs/gpt.md explains the model, its backward pass and every column of the log. */
 #include <math.h>
 #include <stdio.h>
@@ -150,7 +150,7 @@ static Trainer *load_trainer(Run *run, TrainerConfig *saved)
                                    : train_snapshot_load(run->loaded, o->load_path, &err);
     if (!tr)
         cli_die(1, "%s", err.message);
-    tr->cfg.checkpoint = o->checkpoint;     /* not in the snapshot: it changes no number */
+    tr->cfg.checkpoint = o->cfg.checkpoint;     /* not in the snapshot: it changes no number */
     /* the snapshot's (run.attention) */
     gpt_set_tiled_attention(tr->model, o->attention == ATTENTION_TILED);
     /* As lora_setup does for a fresh run: the parameters were made fp32 and then packed (under
@@ -168,7 +168,9 @@ static Trainer *make_trainer(Run *run)
         return load_trainer(run, &saved);
     }
     run->ds = open_data(o);
-    TrainerConfig cfg = options_trainer_config(o, dataset_vocab_size(run->ds));
+    TrainerConfig cfg = o->cfg;
+    cfg.model.vocab_size = dataset_vocab_size(run->ds);
+    cfg.model.max_seq = o->seq;
     if (o->load_base_path)
         lora_base_config(o, &cfg.model);
     check_fit(o, run->ds, &cfg.model);
@@ -367,7 +369,7 @@ static void train(Run *run)
         log_row(run, step, lr, r, seconds, model_flops(&run->tr->flops) - flops_before, peaks,
                 eval_now ? &ev : NULL);
         char extra[48];
-        if (o->loss_scale.mode == LOSS_SCALE_NONE)
+        if (o->cfg.loss_scale.mode == LOSS_SCALE_NONE)
             snprintf(extra, sizeof extra, "lr %.1e", lr);
         else
             snprintf(extra, sizeof extra, "lr %.1e, scale %g", lr, r.loss_scale);
@@ -462,15 +464,15 @@ static void describe(const Run *run)
            gpt_n_params(run->tr->model));
     SchedConfig s = options_schedule(o);
     printf("training: %s, batch %d x %d %s = %ld, clip %g, %d threads; steps %ld to "
-           "%ld\n", trainer_optimizer_name(o->optimizer), o->batch, o->accum,
+           "%ld\n", trainer_optimizer_name(o->cfg.optimizer), o->batch, o->accum,
            run->par ? "(ranks x micro-batches)" : "accumulated",
-           sched_effective_batch(&s), o->clip, par_threads(), run->tr->step, o->steps);
-    if (o->optimizer == TRAIN_ADAM8BIT)
+           sched_effective_batch(&s), o->cfg.clip, par_threads(), run->tr->step, o->steps);
+    if (o->cfg.optimizer == TRAIN_ADAM8BIT)
         printf("adam8bit: moments in 8 bits, re-encoded by %s rounding\n",
-               adam8bit_rounding_name(o->adam8bit_rounding));
+               adam8bit_rounding_name(o->cfg.adam8bit_rounding));
     char ckpt[32];
     printf("checkpointing over the blocks: %s (the log's peak_act and ms columns show the "
-           "effect)\n", ckpt_name(o->checkpoint, ckpt, sizeof ckpt));
+           "effect)\n", ckpt_name(o->cfg.checkpoint, ckpt, sizeof ckpt));
     printf("attention: %s\n", o->attention == ATTENTION_TILED ? "tiled" : "standard");
     printf("peak: %.1f GFLOP/s fp32 FMA (%s, %d threads), measured now: the mfu column's "
            "denominator\n", 1e-9 * run->peak_flops, peak_isa_name[peak_best_isa()],
@@ -573,7 +575,7 @@ int main(int argc, char **argv)
     report(&run, start);
     if (parallel_is_root())
         finish_outputs(&run);
-    long sample_seed = options_given(&run.o, FLAG_SAMPLE_SEED) ? run.o.sample_seed : run.o.seed;
+    long sample_seed = options_given(&run.o, FLAG_SAMPLE_SEED) ? run.o.sample_seed : (long)run.o.cfg.seed;
     eval_print_samples(run.tr, run.ds, run.o.sample, run.o.temperature, (uint64_t)sample_seed);
 
     free(run.tokens);

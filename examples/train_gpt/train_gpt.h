@@ -44,20 +44,17 @@ typedef struct {
     int         batch;           /* rows per micro-batch */
     int         accum;           /* micro-batches per update */
     int         seq;             /* 0: the task's row length, or 64 for text */
-    long        seed;
     int         threads;
     size_t      mem_budget;      /* bytes of tracked memory the run may hold; 0: no limit */
-    CkptStrategy checkpoint;     /* over the blocks: none (vanilla), sqrt, ... */
     int         attention;       /* --attention: ATTENTION_STANDARD or ATTENTION_TILED */
-    const char *precision;       /* a policy_preset name (autograd/policy.h) */
+    /* The trainer's config (optim/train.h), which the model, optimizer, checkpointing and
+     * precision rows of the table set: the model's V and T once the data is open, and with
+     * --load the snapshot's. --weight-decay sets adamw's, which options_parse copies to the
+     * other optimizers'; --precision sets the preset, with --fp8-scaling's settings there. */
+    TrainerConfig cfg;
     PolicyFp8Scaling fp8_scaling;   /* --fp8-scaling: current, or delayed over fp8_window */
     int         fp8_window;
-    LossScaleConfig loss_scale;  /* optim/loss_scale.h; the --scale-* flags set its factors */
-    /* model */
-    int         layers, heads, embd;
-    bool        untied, separate_qkv;
-    /* optimizer and schedule (optim/schedule.h) */
-    TrainOptimizer optimizer;
+    /* schedule (optim/schedule.h) */
     double      lr;              /* the base rate, at base_batch */
     SchedRule   lr_rule;
     int         base_batch;      /* 0: the effective batch (the rule then changes nothing) */
@@ -67,8 +64,6 @@ typedef struct {
     SchedDecay  decay;
     long        cooldown;        /* 0 with wsd: a fifth of --steps */
     SchedCooldown cooldown_shape;
-    double      momentum, weight_decay, beta1, beta2, clip;
-    Adam8bitRounding adam8bit_rounding;   /* --adam8bit-rounding */
     /* evaluation and output */
     long        eval_every;
     int         eval_examples;
@@ -96,26 +91,24 @@ typedef struct {
 /* flags.c: the command line, checked completely before anything is done (from the settings
  * table there). Bad input exits with a message (cli_usage_error). */
 Options options_parse(int argc, char **argv);
-/* settings.c: the table of every flag (examples/common/settings.h), and --help from it. */
+/* settings.c: the table of every flag (examples/common/settings.h), and --help from it. The
+ * marks of its rows (Setting.marks), for lora_check_options: a flag that needs --lora, a flag
+ * --load takes from the snapshot instead, a model flag --load-base takes from the base. */
+enum { MARK_NEEDS_LORA = 1, MARK_FROM_LOAD = 2, MARK_MODEL = 4 };
 extern const Setting TRAIN_GPT_SETTINGS[];
 extern const int     TRAIN_GPT_N_SETTINGS;
 void    options_usage(void);
 bool    options_given(const Options *o, Flag f);
 /* --batch x --accum (and x --seq once known) within an int, or a usage error naming them. */
 void    options_check_products(const Options *o);
-/* Settings a snapshot holds become the run's; a flag given explicitly must agree with the
- * snapshot (one message naming the flag, both values and the file otherwise). Every kept key is
- * read through the settings table, with its flag's checks (train.step with --steps'). */
+/* Settings a snapshot holds become the run's (o->cfg the snapshot's config); a flag given
+ * explicitly must agree with the snapshot (one message naming the flag, both values and the
+ * file otherwise). Every kept key is read through the settings table, with its flag's checks
+ * (train.step with --steps'). */
 void    options_merge_snapshot(Options *o, const TrainerConfig *saved_cfg,
                                const SnapshotReader *r, const char *path);
-/* During options_merge_snapshot: the usage error for flag f given as mine where the snapshot
- * has saved; and the saved value of a number, once a flag given has been found to agree. */
-_Noreturn void options_disagree(Flag f, const char *mine, const char *saved);
-double  options_take_double(const Options *o, Flag f, double mine, double saved);
 /* The long name of flag f, without the dashes ("loss-scale"). */
 const char *options_flag_name(Flag f);
-/* The trainer config the options describe, for a model over vocabulary V. */
-TrainerConfig options_trainer_config(const Options *o, int V);
 /* The metadata train_gpt adds to a snapshot: the data, the schedule, the run's keys (the
  * settings table's) and a LoRA run's base. */
 void    options_snapshot_meta(const Options *o, SettingsMeta *m);
@@ -153,15 +146,14 @@ int  pipeline_main(Options *o, Dataset *ds);
 
 /* precision.c -------------------------------------------------------------------------------- */
 /* The value of --precision, --loss-scale, a --scale-* factor or --fp8-scaling (custom settings
- * of flags.c's table). */
+ * of the table), and each as it would be typed, from o->cfg (how a snapshot's is compared). */
 void precision_set_option(void *opts, int f, const char *flag, const char *arg);
+void precision_format_option(const void *opts, int f, char *buf, size_t len);
 /* Checkpointing with fp8 delayed scaling (the amax history belongs to one tape): refused. */
 void precision_check_options(const Options *o);
 /* The --scale-* flags need dynamic loss scaling, --fp8-scaling the fp8 preset: refused
  * otherwise. */
 void precision_check_scaling(const Options *o);
-/* The snapshot's policy and loss scaling become the run's; flags given must agree. */
-void precision_merge_snapshot(Options *o, const TrainerConfig *saved);
 /* The policy the options describe: the --precision preset with --fp8-scaling's settings. */
 PrecisionPolicy precision_policy(const Options *o);
 /* A line for the policy and one for the loss scaling in the run header; skipped steps and the

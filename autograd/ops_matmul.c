@@ -83,6 +83,16 @@ typedef struct {
     bool trans_w;
 } MatmulState;
 
+/* Whether backward rounds dY to the gradient compute format in place rather than in a copy:
+ * only when dY needs rounding and the tape frees it once the node is done (a gradient kept for
+ * inspection, tape->keep_grads, must keep its values), and not with accumulate_low, whose
+ * partial sums are rounded to the first operand's format (dY's, for dX). */
+static bool rounds_dy_in_place(const Node *n)
+{
+    return policy_grad_operand_format(n->policy) != FMT_FP32 && n->out_grad_is_scratch &&
+           !n->policy->accumulate_low;
+}
+
 static void op_matmul_backward(Node *n)
 {
     const MatmulState *s = node_state(n, sizeof *s);
@@ -92,6 +102,15 @@ static void op_matmul_backward(Node *n)
     Format fx = policy_operand_format(n->policy, x), fw = policy_operand_format(n->policy, w);
     Format fg = policy_grad_operand_format(n->policy);
     node_count(n, 2 * (int64_t)M * N * K * (x->requires_grad + w->requires_grad), 0);
+    if (rounds_dy_in_place(n)) {
+        /* dY is read by these two products only (a linear's bias has summed it already) and
+         * freed after them: rounded where it lies, it needs no copy in each product, which
+         * under tf32 (fp32 gradients, tf32 compute) was the step's largest scratch. The same
+         * values as policy_compute_input's copy, so no bit changes. */
+        tensor_round_values(y->grad, y->grad, y->size, fg,
+                            policy_current_scale(fg, y->grad, y->size));
+        fg = FMT_FP32;
+    }
     /* The inputs are decoded here, not by the tape (backward_ignores_inputs): dW first, while X
      * is decoded, and X's copy freed before dX is allocated, so a packed X and its fp32
      * gradient (each M x K) are never in temp together. The two products are independent:
@@ -154,16 +173,28 @@ Tensor *op_matmul(Tape *tape, Tensor *x, Tensor *w, bool trans_w)
  * so the unbiased X W is never a tensor of its own: one [M, N] activation fewer per layer, and
  * one pass fewer over it in each direction.
  * FLOPs: op_matmul's, plus MN other for the bias forward and MN for db (a sum of M rows). */
-static void op_linear_backward(Node *n)
+static void linear_bias_backward(Node *n)
 {
     Tensor *bias = n->in[2];
-    op_matmul_backward(n);
     if (bias && bias->requires_grad) {
         size_t M = tensor_rows(n->out);
         int N = tensor_last_dim(n->out);
         node_count(n, 0, (int64_t)M * N);
         par_sum_rows(n->out->grad, M, N, tensor_grad(bias));
     }
+}
+
+/* db sums dY as it is, so it goes first when the products round dY in place. Otherwise last:
+ * under a packed-parameter policy the bias's working copy (tensor_grad) then joins the products'
+ * scratch only at the end. The order of independent sums changes no bit. */
+static void op_linear_backward(Node *n)
+{
+    bool dy_rounded = rounds_dy_in_place(n);
+    if (dy_rounded)
+        linear_bias_backward(n);
+    op_matmul_backward(n);
+    if (!dy_rounded)
+        linear_bias_backward(n);
 }
 
 Tensor *op_linear(Tape *tape, Tensor *x, Tensor *w, Tensor *bias)

@@ -179,11 +179,14 @@ static void walk_backward(Tape *tape)
     for (int k = tape->n_nodes - 1; k >= 0; k--) {
         Node *node = &tape->nodes[k];
         if (node->out->grad) {      /* else no gradient reached this node's output */
+            bool consumed = !node->out->is_param && !tape->keep_grads;
             tape_precision(tape, TAPE_NODE_STARTS, node);
+            node->out_grad_is_scratch = consumed;
             node->backward(node);
+            node->out_grad_is_scratch = false;
             tape_precision(tape, TAPE_NODE_DONE, node);
             /* The node has been consumed: its inputs' gradients now hold its contribution. */
-            if (!node->out->is_param && !tape->keep_grads)
+            if (consumed)
                 tensor_free_grad(node->out);
         }
         if (tape->after_node)

@@ -59,6 +59,10 @@ struct Node {
      * if the backward reads it (softmax). Ops set these after tape_record. */
     bool         backward_ignores_inputs;
     bool         backward_reads_out;
+    /* Set by the tape for the length of backward: out->grad is freed as soon as backward
+     * returns (not a parameter's, and keep_grads off), so backward may overwrite it, as the
+     * matmul does to round dY to its compute format where it lies instead of in a copy. */
+    bool         out_grad_is_scratch;
     TapeFlops   *flops;                   /* the tape's, when the node was recorded */
 };
 

@@ -61,7 +61,8 @@ static void test_sixteen_psi(void **state)
 }
 
 /* Scratch under a policy at most fp32's, vanilla and checkpointed: packed inputs are decoded a
- * chunk at a time (gelu) or freed before the gradient that would sit beside them (matmul). */
+ * chunk at a time (gelu) or freed before the gradient that would sit beside them (matmul), and
+ * a gradient to be rounded for a product is rounded in place (tf32). */
 static void temp_at_most_fp32(const char *policy)
 {
     const char *strategies[] = { "vanilla", "sqrt", "memory-poor" };
@@ -77,6 +78,9 @@ static void test_temp_fp32(void **state) { (void)state; temp_at_most_fp32("fp32"
 static void test_temp_bf16(void **state) { (void)state; temp_at_most_fp32("bf16"); }
 static void test_temp_fp16(void **state) { (void)state; temp_at_most_fp32("fp16"); }
 static void test_temp_fp8(void **state) { (void)state; temp_at_most_fp32("fp8"); }
+/* tf32 stores fp32 and rounds a product's operands to tf32 in copies: dY, the largest (the fc
+ * layer's output gradient, 4 N C), is rounded where it lies instead (ops_matmul.c). */
+static void test_temp_tf32(void **state) { (void)state; temp_at_most_fp32("tf32"); }
 
 /* ---- the same training, bit for bit ---------------------------------------------------------- */
 
@@ -226,6 +230,7 @@ int main(void)
         cmocka_unit_test(test_temp_bf16),
         cmocka_unit_test(test_temp_fp16),
         cmocka_unit_test(test_temp_fp8),
+        cmocka_unit_test(test_temp_tf32),
         cmocka_unit_test(test_bf16_adamw_same_bits),
         cmocka_unit_test(test_fp16_static_scale_same_bits),
         cmocka_unit_test(test_fp16_dynamic_adafactor_same_bits),

@@ -164,6 +164,49 @@ static void test_tf32_matmul(void **state)
     tensor_free(w);
 }
 
+/* tf32 backward of a linear layer: dX = dY W^T and dW = X^T dY are fp32 sgemm on tf32-rounded
+ * operands, db the sum of dY as it is, bit for bit, whether dY is rounded where it lies (the tape
+ * frees it after the node) or in a copy (keep_grads: the kept dY keeps its fp32 values). */
+static void test_tf32_linear_backward(void **state)
+{
+    (void)state;
+    enum { M = 9, K = 33, N = 7 };
+    PrecisionPolicy p = preset("tf32");
+    Rng rng = rng_new(6, 1);
+    float dy[M * N], dyr[M * N], xr[M * K], wr[K * N];
+    for (int i = 0; i < M * N; i++)
+        dy[i] = rng_normal(&rng);
+    for (int keep = 0; keep < 2; keep++) {
+        Rng init = rng_new(7, 1);
+        Tensor *x = test_leaf(&init, 1.0f, 2, (int[]){ M, K });
+        Tensor *w = test_leaf(&init, 1.0f, 2, (int[]){ K, N });
+        Tensor *b = test_leaf(&init, 1.0f, 1, (int[]){ N });
+        Tape *tape = tape_new();
+        tape->policy = &p;
+        tape->keep_grads = keep;
+        Tensor *y = op_linear(tape, x, w, b);
+        tape_backward_seeded(tape, y, dy);
+        fmt_round_array(FMT_TF32, dy, dyr, M * N, rne, 0);
+        fmt_round_array(FMT_TF32, x->data, xr, x->size, rne, 0);
+        fmt_round_array(FMT_TF32, w->data, wr, w->size, rne, 0);
+        float dx[M * K] = { 0 }, dw[K * N] = { 0 }, db[N] = { 0 };
+        par_sgemm(false, true, M, K, N, 1.0f, dyr, N, wr, N, 1.0f, dx, K);
+        par_sgemm(true, false, K, N, M, 1.0f, xr, K, dyr, N, 1.0f, dw, N);
+        par_sum_rows(dy, M, N, db);
+        assert_memory_equal(x->grad, dx, sizeof dx);
+        assert_memory_equal(w->grad, dw, sizeof dw);
+        assert_memory_equal(b->grad, db, sizeof db);
+        if (keep)
+            assert_memory_equal(y->grad, dy, sizeof dy);
+        else
+            assert_null(y->grad);
+        tape_free(tape);
+        tensor_free(x);
+        tensor_free(w);
+        tensor_free(b);
+    }
+}
+
 /* Summing 4096 ones: fp32 accumulation gives 4096; fp16 accumulation sticks at 2048, where
  * the spacing of fp16 is 2 and 2048 + 1 rounds back to 2048 (ties to even). */
 static void test_low_precision_accumulation(void **state)
@@ -485,6 +528,7 @@ int main(void)
         cmocka_unit_test(test_tape_stores_activations),
         cmocka_unit_test(test_fp16_gradient_underflow),
         cmocka_unit_test(test_tf32_matmul),
+        cmocka_unit_test(test_tf32_linear_backward),
         cmocka_unit_test(test_low_precision_accumulation),
         cmocka_unit_test(test_fp8_scaling),
         cmocka_unit_test(test_master_weights),

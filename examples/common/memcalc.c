@@ -229,11 +229,13 @@ double memcalc_act_peak_parts(const McActParts *a, int L, CkptStrategy strategy)
  *   params   parameters are packed: a weight or bias an op reads is decoded likewise, and
  *            so are their gradients (autograd/tensor.h): a backward node adds into an fp32
  *            working copy of each, freed when the node is done
- *   cx cw cg a matmul rounds an operand into a temp copy (policy_compute_input) unless it is
- *            stored in its compute format already (policy_operand_format,
- *            policy_grad_operand_format): the activation x, the weight w, the gradient dy. */
+ *   cx cw    a matmul rounds an operand into a temp copy (policy_compute_input) unless it is
+ *            stored in its compute format already (policy_operand_format): the activation x,
+ *            the weight w. The gradient dy, when it needs rounding (tf32: fp32 gradients, tf32
+ *            compute), is rounded where it lies, never copied (ops_matmul.c, rounds_dy_in_place):
+ *            the tape frees it after the node anyway. */
 typedef struct {
-    double decode, params, cx, cw, cg;
+    double decode, params, cx, cw;
 } Packing;
 
 static Packing packing_of(const PrecisionPolicy *p)
@@ -245,21 +247,21 @@ static Packing packing_of(const PrecisionPolicy *p)
     k.params = p->param != DTYPE_F32;
     k.cx = tensor_dtype_format(p->act) != p->compute;
     k.cw = tensor_dtype_format(p->param) != p->compute;
-    k.cg = policy_grad_operand_format(p) != FMT_FP32;
     return k;
 }
 
 /* A linear layer's backward, x [rows, a] -> y [rows, b], w [a, b] (weights of a b values for
  * the head: there m is V, the bias absent), in floats: `held` gradients kept meanwhile, dy and
  * w decoded throughout, and the largest of three moments (ops_matmul.c, matmul_backward):
- *   dW = X^T dY   x decoded, the weight's gradient working copy (packed), copies of x and dy
- *   dX = dY W^T   x's copy freed; dx, the working copy still, copies of dy and w
- *   the bias      dx, both working copies. */
+ *   dW = X^T dY   x decoded, the weight's gradient working copy (packed), a compute copy of x
+ *   dX = dY W^T   x's copy freed; dx, the working copy still, a compute copy of w
+ *   the bias      dx, both working copies (when dy is rounded in place the bias goes first,
+ *                 with less beside it: a moment below the other two). */
 static double product_backward(const Packing *k, double rows, double held, double a, double b,
                               double w, double bias)
 {
-    double dw = rows * k->decode * a + k->cg * rows * b + k->cx * rows * a;
-    double dx = rows * a + k->cg * rows * b + k->cw * w;
+    double dw = rows * k->decode * a + k->cx * rows * a;
+    double dx = rows * a + k->cw * w;
     double db = rows * a + k->params * bias;
     return held + rows * b + 2.0 * k->params * w + fmax(dw, fmax(dx, db));
 }

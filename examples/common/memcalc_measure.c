@@ -51,21 +51,12 @@ static void forward_backward(const Gpt *model, const McRun *run, const int *toke
     tape_free(tape);
 }
 
-McPeaks memcalc_measure(const GptConfig *cfg, const McRun *run, McOptimizer o, uint64_t seed)
+/* One update on random tokens, its peaks counted from here (the set-up's are not the step's:
+ * packing a parameter holds its fp32 and packed copies for a moment, which a step never does),
+ * less what was in use before the model existed (base). */
+static McPeaks measured_step(const Gpt *model, Optim *opt, const GptConfig *cfg,
+                             const McRun *run, uint64_t seed, const size_t *base)
 {
-    size_t base[MEM_NCAT + 1];
-    for (int c = 0; c <= MEM_NCAT; c++)
-        base[c] = mem_current((MemCategory)c);
-
-    Gpt *model = gpt_new(cfg, seed);
-    gpt_set_tiled_attention(model, run->tiled);
-    int n;
-    Tensor *const *params = gpt_params(model, &n);
-    Optim *opt = make_optimizer(o, params, n);
-    if (run->policy)
-        optim_use_master_weights(opt, run->policy->param);
-    /* The step's peaks, not the set-up's: packing a parameter holds its fp32 and packed copies
-     * for a moment, which a training step never does. */
     mem_reset_peaks();
     int count = run->B * run->T;
     /* Token arrays are the program's, not tensor storage: plain malloc, uncounted. */
@@ -81,12 +72,28 @@ McPeaks memcalc_measure(const GptConfig *cfg, const McRun *run, McOptimizer o, u
     forward_backward(model, run, tokens, targets);
     optim_step(opt, 1e-3);
     optim_zero_grad(opt);
-
     McPeaks p;
     for (int c = 0; c <= MEM_NCAT; c++)
         p.bytes[c] = (double)(mem_peak((MemCategory)c) - base[c]);
     free(tokens);
     free(targets);
+    return p;
+}
+
+McPeaks memcalc_measure(const GptConfig *cfg, const McRun *run, McOptimizer o, uint64_t seed)
+{
+    size_t base[MEM_NCAT + 1];
+    for (int c = 0; c <= MEM_NCAT; c++)
+        base[c] = mem_current((MemCategory)c);
+
+    Gpt *model = gpt_new(cfg, seed);
+    gpt_set_tiled_attention(model, run->tiled);
+    int n;
+    Tensor *const *params = gpt_params(model, &n);
+    Optim *opt = make_optimizer(o, params, n);
+    if (run->policy)
+        optim_use_master_weights(opt, run->policy->param);
+    McPeaks p = measured_step(model, opt, cfg, run, seed, base);
     optim_free(opt);
     gpt_free(model);
     return p;
@@ -121,25 +128,7 @@ McPeaks memcalc_measure_lora(const GptConfig *cfg, const McRun *run, McOptimizer
     Optim *opt = make_optimizer(o, train, n);
     if (run->policy)
         optim_use_master_weights(opt, run->policy->param);
-    mem_reset_peaks();
-    int count = run->B * run->T;
-    int *tokens = malloc((size_t)count * sizeof *tokens);
-    int *targets = malloc((size_t)count * sizeof *targets);
-    if (!tokens || !targets)
-        tensor_fatal("out of memory for %d tokens", count);
-    Rng rng = rng_new(seed, RNG_STREAM_DATA);
-    for (int i = 0; i < count; i++) {
-        tokens[i] = (int)rng_below(&rng, (uint32_t)cfg->vocab_size);
-        targets[i] = (int)rng_below(&rng, (uint32_t)cfg->vocab_size);
-    }
-    forward_backward(model, run, tokens, targets);
-    optim_step(opt, 1e-3);
-    optim_zero_grad(opt);
-    McPeaks p;
-    for (int c = 0; c <= MEM_NCAT; c++)
-        p.bytes[c] = (double)(mem_peak((MemCategory)c) - base[c]);
-    free(tokens);
-    free(targets);
+    McPeaks p = measured_step(model, opt, cfg, run, seed, base);
     optim_free(opt);
     gpt_lora_free(gl);
     gpt_free(model);

@@ -55,17 +55,15 @@ unsigned fit_lora_targets(const GptConfig *base)
     return base->fused_qkv ? LORA_TARGET_O | LORA_TARGET_MLP : LORA_TARGET_ALL;
 }
 
-static FitCandidate make_candidate(const FitSpace *s, int L, int C, CkptKind k, int B,
-                                   FitPrecision p, McOptimizer o)
+/* A shape of the search from scratch, its way of training left for add_ways. */
+static FitCandidate scratch_shape(const FitSpace *s, int L, int C)
 {
     FitCandidate x = {
         .model = { .vocab_size = s->V, .max_seq = s->T, .n_layer = L,
                    .n_head = C >= HEAD_DIM ? C / HEAD_DIM : 1, .n_embd = C, .tied = true,
                    .fused_qkv = true },
-        .B = B, .T = s->T, .accum = s->target_batch / B, .strategy = { k, 0 },
-        .precision = p, .optimizer = o, .threads = s->threads,
+        .T = s->T, .threads = s->threads,
     };
-    fit_predict(&x);
     return x;
 }
 
@@ -129,21 +127,11 @@ int fit_candidates(const FitSpace *s, FitCandidate **out)
     if (!c)
         return *out = NULL, 0;
     int n = 0;
-    /* The loops nest in the order of preference: within one shape, earlier is preferred. */
     for (int l = 0; l < s->n_layers; l++)
-        for (int w = 0; w < s->n_widths; w++)
-            for (int k = 0; k < N_STRATEGIES; k++)
-                for (int b = 0; b < s->n_batches; b++) {
-                    int B = s->batches[b];
-                    /* Only micro-batches that make up the target batch exactly. */
-                    if (B > s->target_batch || s->target_batch % B != 0)
-                        continue;
-                    for (int p = 0; p < FIT_NPRECISIONS; p++)
-                        for (int o = 0; o < N_OPTIMIZERS; o++)
-                            c[n++] = make_candidate(s, s->layers[l], s->widths[w],
-                                                    STRATEGIES[k], B, (FitPrecision)p,
-                                                    OPTIMIZERS[o]);
-                }
+        for (int w = 0; w < s->n_widths; w++) {
+            FitCandidate shape = scratch_shape(s, s->layers[l], s->widths[w]);
+            n += add_ways(s, &shape, c + n);
+        }
     *out = c;
     return n;
 }

@@ -7,7 +7,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "nn/gpt_snapshot.h"
@@ -22,13 +21,7 @@ static void expect_refused(int code, const char *args, const char *needle)
     char cmd[2048], out[8192];
     snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 timeout -s KILL 60 %s/bin/fit_largest "
              "--threads 1 --no-train %s 2>&1", TAPEGRAD_BUILD_DIR, args);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = '\0';
-    while (fgetc(p) != EOF) {}
-    int st = pclose(p);
-    int status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    int status = test_run_shell(cmd, out, sizeof out);
     if (status != code || !strstr(out, needle) || strstr(out, "measuring")) {
         print_error("fit_largest %s\nexpected status %d and \"%s\", got %d:\n%s\n", args, code,
                     needle, status, out);

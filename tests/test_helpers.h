@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -54,6 +55,21 @@ static inline int test_aborts(void (*fn)(void *), void *arg)
     int status = 0;
     waitpid(pid, &status, 0);
     return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+}
+
+/* Runs the shell command cmd and keeps the first len - 1 bytes of what it prints in out (the
+ * rest is read and dropped, so the command never blocks on a full pipe). Returns its exit
+ * status, or -1 for a signal or a status of 128 and above (timeout -s KILL's 137). The command
+ * line tests run programs with it, stderr joined to stdout by the command's own 2>&1. */
+static inline int test_run_shell(const char *cmd, char *out, size_t len)
+{
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, len - 1, p);
+    out[n] = '\0';
+    while (fgetc(p) != EOF) {}
+    int st = pclose(p);
+    return WIFEXITED(st) && WEXITSTATUS(st) < 128 ? WEXITSTATUS(st) : -1;
 }
 
 /* max_i |a_i - b_i|, in double. */

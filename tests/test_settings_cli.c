@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #ifndef TAPEGRAD_BUILD_DIR
 #define TAPEGRAD_BUILD_DIR "build"
@@ -25,13 +24,7 @@ static void run_input(Run *r, const char *program, const char *args, const char 
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "cd %s && printf '%s' | OMP_NUM_THREADS=1 timeout -s KILL 60 "
              "bin/%s %s 2>&1", TAPEGRAD_BUILD_DIR, input, program, args);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(r->out, 1, sizeof r->out - 1, p);
-    r->out[n] = '\0';
-    while (fgetc(p) != EOF) {}
-    int st = pclose(p);
-    r->status = WIFEXITED(st) && WEXITSTATUS(st) < 128 ? WEXITSTATUS(st) : -1;
+    r->status = test_run_shell(cmd, r->out, sizeof r->out);
 }
 
 static void run(Run *r, const char *program, const char *args)

@@ -23,13 +23,7 @@ static void run(RunResult *r, int seconds, const char *args)
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 timeout -s KILL %d %s/bin/train_gpt --threads 1 "
              "%s 2>&1", seconds, TAPEGRAD_BUILD_DIR, args);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(r->out, 1, sizeof r->out - 1, p);
-    r->out[n] = '\0';
-    while (fgetc(p) != EOF) {}
-    int st = pclose(p);
-    r->status = WIFEXITED(st) && WEXITSTATUS(st) < 128 ? WEXITSTATUS(st) : -1;
+    r->status = test_run_shell(cmd, r->out, sizeof r->out);
 }
 
 /* The run must exit with status `code` (1 or 2, never a crash), print needle, and run no step. */
@@ -78,11 +72,8 @@ static void test_outputs_checked_before_training(void **state)
     expect_refused(1, args, "--save-adapter");
     /* the checks leave no file behind */
     snprintf(args, sizeof args, "ls -A '%s'", dir);
-    FILE *p = popen(args, "r");
-    char listing[256] = "";
-    size_t n = fread(listing, 1, sizeof listing - 1, p);
-    listing[n] = '\0';
-    pclose(p);
+    char listing[256];
+    test_run_shell(args, listing, sizeof listing);
     assert_string_equal(listing, "a_file\n");
 }
 

@@ -232,10 +232,7 @@ void tensor_unpack_range(const Tensor *t, size_t first, size_t n, float *dst)
         return;
     }
     Format f = tensor_dtype_format(t->dtype);
-    fmt_decode_array(f, (const char *)t->packed + first * fmt_packed_bytes(f, 1), dst, n);
-    if (t->scale != 1.0f)
-        for (size_t i = 0; i < n; i++)
-            dst[i] /= t->scale;
+    decode(f, (const char *)t->packed + first * fmt_packed_bytes(f, 1), dst, n, t->scale);
 }
 
 void tensor_release(Tensor *t)

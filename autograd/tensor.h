@@ -115,8 +115,8 @@ void    tensor_set_name(Tensor *t, const char *name);
 
 /* ---- packed gradients ------------------------------------------------------------------------
  * Under a precision policy a parameter's gradient has the parameter's dtype (PyTorch's rule; the
- * tape rounds it to that format after every node already, autograd/tape.c). With grad_dtype set
- * to that dtype it is also stored in it: 2 bytes per element under bf16 and fp16 (1 and a
+ * tape rounds it to that format after every node, autograd/tape_precision.c). With grad_dtype
+ * set to that dtype it is also stored in it: 2 bytes per element under bf16 and fp16 (1 and a
  * per-tensor scale for an fp8 one) in the grad category, so a step measures the lecture's 2Psi.
  * The values are those of the fp32 buffer it replaces, so training is unchanged to the bit.
  *

@@ -225,7 +225,7 @@ double memcalc_act_peak_parts(const McActParts *a, int L, CkptStrategy strategy)
 /* What a policy adds to scratch, as 0/1 factors:
  *   decode   activations are packed: an op decodes each packed input (and saved tensor) into an
  *            fp32 temp copy for the length of its call, and its output is fp32 temp until
- *            tape_record packs it (tape_tensor); the loss, a scalar, stays there
+ *            tape_record packs it (tape_tensor); the loss, a scalar, is an fp32 activation
  *   params   parameters are packed: a weight or bias an op reads is decoded likewise, and
  *            so are their gradients (autograd/tensor.h): a backward node adds into an fp32
  *            working copy of each, freed when the node is done
@@ -313,8 +313,8 @@ static double block_temp(const GptConfig *cfg, const Packing *k, const McRun *ru
  * N V + N C, ln_f's 2 N C; the embedding's add 3 N C; the forward's position ids N ints.
  * The checkpoint runner holds the block's seed dx_{j+1} beside its gradients (+1 C in a block)
  * and hands dx_0 to the embedding tape (4 N C there). A policy adds the decoded copies and
- * compute copies of Packing: gelu's decoded input makes 13 N C under bf16 and fp8, the most of
- * our default model. */
+ * compute copies of Packing; gelu decodes its input a chunk at a time and a matmul frees its
+ * decoded input before dX, so under every policy the default model's peak stays gelu's 9. */
 double memcalc_temp_peak(const GptConfig *cfg, const McRun *run, McOptimizer o)
 {
     if (run->strategy.kind == CKPT_BUDGET)
@@ -322,16 +322,14 @@ double memcalc_temp_peak(const GptConfig *cfg, const McRun *run, McOptimizer o)
     Packing k = packing_of(run->policy);
     double N = (double)run->B * run->T, C = cfg->n_embd, V = cfg->vocab_size, NC = N * C;
     double seed = run->strategy.kind == CKPT_VANILLA ? 0.0 : 1.0;
-    double loss = 0.0;      /* the loss is an activation under every policy (tape_tensor) */
-    double block_loss = seed > 0.0 ? 0.0 : loss;
-    double floats = fmax(N * V * (1.0 + k.decode) + 1.0 + loss,                  /* loss */
-                         product_backward(&k, N, loss, C, V, V * C, 0.0));        /* head */
+    double floats = fmax(N * V * (1.0 + k.decode) + 1.0,                         /* loss */
+                         product_backward(&k, N, 0.0, C, V, V * C, 0.0));         /* head */
     floats = fmax(floats, product_forward(&k, N, C, V, V * C, 0.0));
-    floats = fmax(floats, NC * (2.0 + k.decode) + k.params * 4.0 * C + loss);         /* ln_f */
-    floats = fmax(floats, block_temp(cfg, &k, run, (1.0 + seed) * NC) + block_loss);
-    floats = fmax(floats, (3.0 + seed) * NC + block_loss);                       /* embedding */
+    floats = fmax(floats, NC * (2.0 + k.decode) + k.params * 4.0 * C);              /* ln_f */
+    floats = fmax(floats, block_temp(cfg, &k, run, (1.0 + seed) * NC));
+    floats = fmax(floats, (3.0 + seed) * NC);                                    /* embedding */
     /* the lookups' backward: both gradients, and a packed table's fp32 working copy */
-    floats = fmax(floats, (2.0 + seed) * NC + k.params * fmax(V, run->T) * C + block_loss);
+    floats = fmax(floats, (2.0 + seed) * NC + k.params * fmax(V, run->T) * C);
     floats = fmax(floats, N);
     double bytes = F32 * floats;
     if (o == MC_ADAFACTOR)

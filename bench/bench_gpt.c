@@ -39,8 +39,9 @@
  * OPENBLAS_CORETYPE=Haswell.
  *
  * A benchmark, not a test: it prints PASS or FAIL for each target and exits 0 either way.
- * Arguments: a case name (small, large, gpt2) runs only that case; --no-torch skips PyTorch;
- * --isa avx2 as above; --child NAME is how the PASSIVE run is started (it prints
+ * Arguments (--help lists them): a case name (small, large, gpt2) runs only that case; --no-torch
+ * skips PyTorch; --isa avx2 as above; anything else, an unknown case included, ends the program
+ * with status 2 before it runs anything; --child NAME is how the PASSIVE run is started (it prints
  * "ms_per_step X" and "ckpt_ms_per_step Y"). */
 #include <math.h>
 #include <stdio.h>
@@ -363,34 +364,71 @@ static Peaks measure_peaks(bool hold_avx2)
     return pk;
 }
 
-int main(int argc, char **argv)
+static void usage(void)
 {
-    blas_kernels_check();       /* may run this program again, with OPENBLAS_CORETYPE set */
-    const char *only = NULL, *child = NULL, *isa = NULL;
-    bool want_torch = true;
+    printf("Usage: bench_gpt [CASE] [--no-torch] [--isa avx2]\n"
+           "Time full GPT training steps beside PyTorch's and check issue 16's targets.\n\n"
+           "  CASE          small, large or gpt2 (default: all three)\n"
+           "  --no-torch    skip the PyTorch runs\n"
+           "  --isa avx2    hold PyTorch to AVX2 and leave AVX-512 out of the peaks (for an\n"
+           "                AVX2-only build: sh bench/gpt_avx2.sh)\n"
+           "  -h, --help    this text\n\n"
+           "A benchmark: it prints PASS or FAIL per target and exits 0 either way.\n");
+}
+
+static const BenchCase *find_case(const char *name)
+{
+    for (int i = 0; i < N_CASES; i++)
+        if (strcmp(CASES[i].name, name) == 0)
+            return &CASES[i];
+    return NULL;
+}
+
+/* Exits with status 2 on anything it does not know: a benchmark that would run nothing says so
+ * instead of ending "all targets met". */
+static void parse_args(int argc, char **argv, const char **only, const char **child,
+                       const char **isa, bool *want_torch)
+{
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--no-torch") == 0)
-            want_torch = false;
-        else if (strcmp(argv[i], "--child") == 0 && i + 1 < argc)
-            child = argv[++i];
-        else if (strcmp(argv[i], "--isa") == 0 && i + 1 < argc && strcmp(argv[i + 1], "avx2") == 0)
-            isa = argv[++i];
-        else if (argv[i][0] != '-')
-            only = argv[i];
-        else {
-            fprintf(stderr, "bench_gpt: unknown argument '%s' (see the comment at the top of "
-                    "bench/bench_gpt.c)\n", argv[i]);
-            return 2;
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage();
+            exit(0);
+        } else if (strcmp(a, "--no-torch") == 0) {
+            *want_torch = false;
+        } else if (strcmp(a, "--child") == 0 && i + 1 < argc) {
+            *child = argv[++i];
+        } else if (strcmp(a, "--isa") == 0) {
+            if (i + 1 >= argc || strcmp(argv[i + 1], "avx2") != 0) {
+                fprintf(stderr, "bench_gpt: --isa takes avx2 (the only ISA it can hold "
+                        "PyTorch to)\n");
+                exit(2);
+            }
+            *isa = argv[++i];
+        } else if (a[0] != '-' && !*only) {
+            *only = a;
+        } else {
+            fprintf(stderr, "bench_gpt: unknown argument '%s' (try --help)\n", a);
+            exit(2);
         }
     }
+    const char *name = *child ? *child : *only;
+    if (name && !find_case(name)) {
+        fprintf(stderr, "bench_gpt: no case '%s': small, large or gpt2; nothing run\n", name);
+        exit(2);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const char *only = NULL, *child = NULL, *isa = NULL;
+    bool want_torch = true;
+    parse_args(argc, argv, &only, &child, &isa, &want_torch);
+    blas_kernels_check();       /* may run this program again, with OPENBLAS_CORETYPE set */
     par_set_threads(THREADS);
     if (child) {
-        for (int i = 0; i < N_CASES; i++) {
-            if (strcmp(CASES[i].name, child) == 0) {
-                OurRun r = run_ours(&CASES[i]);
-                printf("ms_per_step %.3f\nckpt_ms_per_step %.3f\n", r.ms, r.ckpt_ms);
-            }
-        }
+        OurRun r = run_ours(find_case(child));
+        printf("ms_per_step %.3f\nckpt_ms_per_step %.3f\n", r.ms, r.ckpt_ms);
         return 0;
     }
     printf("GPT training step (forward, backward, AdamW, zero grad), %d threads, median of the "

@@ -156,6 +156,8 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(EXLIB) $(LIB)
 # A test that runs train_gpt as a user would: the program is built first, and found in $(BUILD).
 $(BUILD)/tests/test_train_gpt_cli: $(BUILD)/bin/train_gpt
 $(BUILD)/obj/tests/test_train_gpt_cli.o: CFLAGS += -DTAPEGRAD_BUILD_DIR='"$(CURDIR)/$(BUILD)"'
+$(BUILD)/tests/test_wait_policy: $(BUILD)/bin/train_gpt
+$(BUILD)/obj/tests/test_wait_policy.o: CFLAGS += -DTAPEGRAD_BUILD_DIR='"$(CURDIR)/$(BUILD)"'
 $(BUILD)/tests/test_fit_largest_cli: $(BUILD)/bin/fit_largest
 $(BUILD)/obj/tests/test_fit_largest_cli.o: CFLAGS += -DTAPEGRAD_BUILD_DIR='"$(CURDIR)/$(BUILD)"'
 

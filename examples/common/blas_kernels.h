@@ -7,14 +7,19 @@
  * fallback, 515 ms with the Haswell (AVX2) kernels and 356 ms with SkylakeX (AVX-512)
  * (bench/ddp.sh measures the three). The choice can only be changed before the library loads,
  * through OPENBLAS_CORETYPE. So a program that finds the fallback on a CPU with AVX-512 or AVX2
- * runs itself again, same arguments, with OPENBLAS_CORETYPE=SkylakeX or Haswell. A choice
- * already in the environment is left alone, as is every CPU OpenBLAS recognised.
+ * runs itself again (rerun.h), same arguments, with OPENBLAS_CORETYPE=SkylakeX or Haswell. A
+ * choice already in the environment is left alone, as is every CPU OpenBLAS recognised.
  *
- * cli_init calls it, so every example program starts with the kernels its CPU can run. */
+ * cli_init does it, so every example program starts with the kernels its CPU can run. */
+#include <stdbool.h>
 #include <stddef.h>
 
-/* Re-executes the program (from /proc/self/cmdline) with better kernels when OpenBLAS fell
- * back to Prescott; returns when nothing needs doing or the re-exec failed. */
+/* Sets OPENBLAS_CORETYPE when OpenBLAS fell back to Prescott on a CPU that can do better;
+ * true when it did, and the program must then be run again for the choice to take effect.
+ * blas_kernels_undo takes the setting back (for when the rerun failed). */
+bool        blas_kernels_choose(void);
+void        blas_kernels_undo(void);
+/* blas_kernels_choose, then the rerun: for the benchmarks, which leave the wait policy alone. */
 void        blas_kernels_check(void);
 /* One line for a program's description: the kernels running and who chose them. */
 const char *blas_kernels_note(char *buf, size_t len);

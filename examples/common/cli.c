@@ -1,6 +1,8 @@
 #include "examples/common/cli.h"
 
 #include "examples/common/blas_kernels.h"
+#include "examples/common/rerun.h"
+#include "examples/common/wait_policy.h"
 
 #include <errno.h>
 #include <math.h>
@@ -14,7 +16,15 @@ static const char *program = "tapegrad";
 
 void cli_init(const char *argv0)
 {
-    blas_kernels_check();       /* may run the program again, with faster kernels */
+    /* Both settings are read by their library when it loads: one rerun applies the two. */
+    bool blas = blas_kernels_choose(), wait = wait_policy_choose();
+    if (blas || wait) {
+        rerun_self();
+        if (blas)               /* the rerun failed: carry on as we were */
+            blas_kernels_undo();
+        if (wait)
+            wait_policy_undo();
+    }
     const char *slash = argv0 ? strrchr(argv0, '/') : NULL;
     program = slash ? slash + 1 : (argv0 ? argv0 : program);
 }

@@ -7,8 +7,9 @@
 #include <stddef.h>
 
 /* Set once from main, first: cli_init(argv[0]). Messages start with the program's base name.
- * It also makes sure OpenBLAS runs kernels this CPU can use (examples/common/blas_kernels.h),
- * which can mean running the program again from the start. */
+ * It also makes sure OpenBLAS runs kernels this CPU can use (examples/common/blas_kernels.h)
+ * and sets OpenMP's wait policy for a shared machine (wait_policy.h), which can mean running
+ * the program again from the start (rerun.h). */
 void        cli_init(const char *argv0);
 const char *cli_program(void);
 

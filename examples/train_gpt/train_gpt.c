@@ -35,6 +35,7 @@
 #include "examples/common/progress.h"
 #include "examples/common/tsv.h"
 #include "examples/common/blas_kernels.h"
+#include "examples/common/wait_policy.h"
 #include "examples/train_gpt/train_gpt.h"
 #include "optim/train_snapshot.h"
 
@@ -479,6 +480,7 @@ static void describe(const Run *run)
            par_threads());
     char blas[160];
     printf("gemm: %s\n", blas_kernels_note(blas, sizeof blas));
+    printf("openmp wait policy: %s\n", wait_policy_note(blas, sizeof blas));
     precision_describe(run->tr);
     lora_describe(run->tr, o);
     parallel_describe(run->par, run->B);

@@ -89,6 +89,37 @@ static void test_missing_on_one_rank(void **s)
     assert_int_equal(o.messages, 1);
 }
 
+/* Ranks 1 and 3 both miss their data, rank 0 has its own: the lowest failing rank's message
+ * alone is shown, however the ranks are scheduled (they vote before the first collective). */
+static void test_missing_on_two_ranks(void **s)
+{
+    (void)s;
+    char args[8192];
+    snprintf(args, sizeof args, "-np 1 %s --parallel zero1 %s : -np 1 %s --parallel zero1 %s "
+             "--data /nonexistent/r1.txt : -np 1 %s --parallel zero1 %s : -np 1 %s --parallel "
+             "zero1 %s --data /nonexistent/r3.txt", bin, small, bin, small, bin, small, bin,
+             small);
+    Outcome o = run(args, "/nonexistent/r");
+    assert_int_not_equal(o.status, 0);
+    assert_int_not_equal(o.status, 124);
+    assert_int_equal(o.messages, 1);
+    assert_int_equal(run(args, "/nonexistent/r1.txt").messages, 1);
+}
+
+/* Rank 0 alone misses its data: its message, and the others leave without one. */
+static void test_missing_on_rank_zero(void **s)
+{
+    (void)s;
+    char args[8192];
+    snprintf(args, sizeof args, "-np 1 %s --parallel ddp %s --data /nonexistent/r0.txt : -np 3 "
+             "%s --parallel ddp %s", bin, small, bin, small);
+    Outcome o = run(args, "/nonexistent/r0.txt");
+    assert_int_not_equal(o.status, 0);
+    assert_int_not_equal(o.status, 124);
+    assert_int_equal(o.messages, 1);
+    assert_int_equal(run(args, "rank").messages, 0);    /* no rank died with a message of its own */
+}
+
 static void test_corrupt_snapshot(void **s)
 {
     (void)s;
@@ -145,6 +176,8 @@ int main(int argc, char **argv)
     const struct CMUnitTest t[] = {
         cmocka_unit_test(test_missing_everywhere),
         cmocka_unit_test(test_missing_on_one_rank),
+        cmocka_unit_test(test_missing_on_two_ranks),
+        cmocka_unit_test(test_missing_on_rank_zero),
         cmocka_unit_test(test_corrupt_snapshot),
         cmocka_unit_test(test_divergence_leaves_no_snapshot),
     };

@@ -11,9 +11,11 @@
  *
  * Failures: the options are the same on every rank, so a bad flag fails on all of them at once;
  * only rank 0's message is shown and every rank leaves MPI cleanly with the usage error's code.
- * Any later failure (a missing file, a diverged loss) happens on one rank or several at
- * different times, so it ends every rank through MPI_Abort: one message, exit code 1, no rank
- * left waiting. */
+ * A failure while the run is set up (a data file missing on one host or on all, a snapshot that
+ * does not load) can happen on any set of ranks: they vote (parallel_setup_done, the first
+ * collective), the lowest failing rank's message alone is shown, and every rank leaves MPI
+ * cleanly, whatever order the ranks got there in. A failure while training (a diverged loss)
+ * ends every rank through MPI_Abort: one message, exit code 1, no rank left waiting. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +43,9 @@ struct ParallelRun {
     TrainerConfig cfg;
 };
 
-static enum { PAR_OFF, PAR_PARSING, PAR_RUNNING, PAR_DONE } phase = PAR_OFF;
+/* PARSING: options_parse; SETUP: the data, the model, a snapshot, up to the vote; AGREED: the
+ * vote found a failure and every rank is exiting. */
+static enum { PAR_OFF, PAR_PARSING, PAR_SETUP, PAR_AGREED, PAR_RUNNING, PAR_DONE } phase = PAR_OFF;
 static int saved_stderr = -1;
 
 /* --parallel other than pipeline:... (that goes to pipeline.c, flags.c). */
@@ -79,14 +83,50 @@ void parallel_check_options(const Options *o)
         cli_usage_error("--parallel zero%d: %s", o->zero_stage, why);
 }
 
-/* After an exit during parsing every rank is exiting the same way: MPI ends cleanly. Any other
- * exit before the end may leave other ranks waiting: MPI_Abort ends them. */
+/* The vote that ends the setup: every rank says whether it failed, all learn the lowest rank
+ * that did, or -1. It is the first collective of a run, so a rank that fails in setup (voting
+ * from at_exit) and one that succeeds (voting from parallel_setup_done) meet in it. */
+static int first_failing_rank(bool failed)
+{
+    DistComm *c = dist_world();
+    double m = dist_max_double(c, failed ? (double)(c->size - c->rank) : 0.0);
+    return m > 0.0 ? c->size - (int)m : -1;
+}
+
+/* What this rank held in stderr's buffer goes to /dev/null: another rank's message is shown. */
+static void drop_held_stderr(void)
+{
+    FILE *null = fopen("/dev/null", "w");
+    if (null) {
+        dup2(fileno(null), 2);
+        fclose(null);
+    }
+    fflush(stderr);
+}
+
+/* This rank failed during the setup: it votes, and only the lowest failing rank's message is
+ * printed. Every rank then leaves MPI cleanly (the others exit from parallel_setup_done). */
+static void setup_failed(void)
+{
+    if (first_failing_rank(true) != dist_world()->rank)
+        drop_held_stderr();
+    fflush(stderr);
+    dist_finalize();
+}
+
+/* After an exit during parsing every rank is exiting the same way: MPI ends cleanly; during
+ * the setup, after the vote (setup_failed). Any later exit before the end may leave other
+ * ranks waiting: MPI_Abort ends them. */
 static void at_exit(void)
 {
     if (!dist_initialized())
         return;
-    if (phase == PAR_PARSING) {
+    if (phase == PAR_PARSING || phase == PAR_AGREED) {
         dist_finalize();
+        return;
+    }
+    if (phase == PAR_SETUP) {
+        setup_failed();
         return;
     }
     if (phase != PAR_RUNNING)
@@ -135,7 +175,7 @@ void parallel_parsed(void)
         saved_stderr = -1;
     }
     if (phase == PAR_PARSING) {
-        phase = PAR_RUNNING;
+        phase = PAR_SETUP;
         /* Only rank 0 prints while things go well; see at_exit for the others' messages. */
         static char held[1 << 14];
         if (dist_world()->rank != 0)
@@ -143,8 +183,21 @@ void parallel_parsed(void)
     }
 }
 
+void parallel_setup_done(void)
+{
+    if (phase != PAR_SETUP)
+        return;
+    if (first_failing_rank(false) >= 0) {
+        phase = PAR_AGREED;     /* the failing rank says why; this one leaves quietly */
+        drop_held_stderr();
+        exit(1);
+    }
+    phase = PAR_RUNNING;
+}
+
 ParallelRun *parallel_start(const Options *o, Trainer *tr)
 {
+    parallel_setup_done();
     if (phase == PAR_OFF || !(o->ddp || o->zero_stage))
         return NULL;
     ParallelRun *p = calloc(1, sizeof *p);

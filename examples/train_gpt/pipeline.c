@@ -136,6 +136,7 @@ typedef struct {
 int pipeline_main(Options *o, Dataset *ds)
 {
     dist_init(NULL, NULL);
+    parallel_setup_done();
     DistComm *w = dist_world();
     int p = w->size, rank = w->rank;
     TrainerConfig cfg = o->cfg;

@@ -191,6 +191,10 @@ void         parallel_set_option(void *opts, int f, const char *flag, const char
 void         parallel_check_options(const Options *o);
 void         parallel_begin(int *argc, char ***argv);
 void         parallel_parsed(void);          /* after options_parse */
+/* The end of the setup (the data, the model, a snapshot): the ranks vote on whether any of them
+ * failed, and all exit if one did. The first collective of a run: parallel_start and
+ * pipeline_main call it first. */
+void         parallel_setup_done(void);
 ParallelRun *parallel_start(const Options *o, Trainer *tr);
 bool         parallel_is_root(void);
 int          parallel_ranks(const ParallelRun *p);

@@ -149,9 +149,27 @@ void settings_parse(const Setting *t, int n, void *opts, bool *given, int first_
         if (given)
             given[c - first_id] = true;
         set_from_flag(s, opts, flag, optarg);
+        char why[200];
+        if (s->check && !s->check(opts, why, sizeof why))
+            cli_usage_error("%s %s: %s", flag, optarg, why);
     }
     if (optind < argc)
         cli_usage_error("unexpected argument '%s'", argv[optind]);
+}
+
+void settings_check_needs(const Setting *t, int n, const void *opts, const bool *given,
+                          int first_id, bool early)
+{
+    char value[SETTINGS_META_VALUE] = "";
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < 2 && t[i].name && given[t[i].id - first_id]; k++) {
+            const SettingNeed *need = t[i].needs[k];
+            if (!need || need->early != early || need->holds(opts))
+                continue;
+            if (need->value_id)
+                settings_format(settings_find(t, n, need->value_id), opts, value, sizeof value);
+            cli_usage_error(need->refusal, t[i].name, value);
+        }
 }
 
 const Setting *settings_find(const Setting *t, int n, int id)

@@ -39,6 +39,18 @@ typedef enum {
     SETTING_ONWARD,     /* kept, but a flag given may go past it (--steps extends a run) */
 } SettingMerge;
 
+/* A condition a flag needs, shared by the rows it applies to: given without it, a flag is a
+ * usage error (settings_check_needs). The message is printed from refusal as a format given the
+ * flag's name and then the value of the setting value_id (as a snapshot stores it; "" for 0):
+ * "--%s applies to --optimizer sgd, not %s". */
+typedef struct {
+    bool      (*holds)(const void *opts);
+    const char *refusal;
+    int         value_id;
+    bool        early;          /* checked by settings_check_needs(..., true), the others by false
+                                 * (a program that reads a snapshot's settings in between) */
+} SettingNeed;
+
 typedef struct {
     const char *heading;        /* a line of --help between groups; the rest of the row unused */
     const char *name;           /* the long flag, without its dashes */
@@ -57,7 +69,7 @@ typedef struct {
     bool        negated;        /* SWITCH: the flag clears the field (--untied: model.tied) */
     const char *before;         /* the value of a run saved before the key existed (NULL: the key
                                  * was always written) */
-    unsigned    marks;          /* the program's own marks, for its checks of flags together */
+    const SettingNeed *needs[2];    /* what the flag needs to be given (NULL: nothing) */
     SettingMerge merge;
     /* A library's range (optim/train.h) instead of lo and hi, and its key instead of key. */
     const struct TrainRange *range;
@@ -70,6 +82,9 @@ typedef struct {
     /* Whether the key holds this flag's value in a snapshot made with these options (NULL:
      * always); a key that does not apply is neither written nor merged. */
     bool (*applies)(const void *opts);
+    /* A check of the value with the others once the flag has set it (a usage error
+     * "--flag value: why" otherwise), for what a range cannot say. */
+    bool (*check)(const void *opts, char *why, size_t len);
 } Setting;
 
 /* Every row with a default sets its field from it (as a flag would, not marked given). */
@@ -81,6 +96,10 @@ void settings_usage(const Setting *t, int n);
  * usage() and exit 0. Anything else not in the table is a usage error. */
 void settings_parse(const Setting *t, int n, void *opts, bool *given, int first_id,
                     void (*usage)(void), int argc, char **argv);
+/* Each flag given (given[id - first_id]) whose needs with this early do not hold: a usage error
+ * from the need's refusal. Rows in table order, a row's needs in order. */
+void settings_check_needs(const Setting *t, int n, const void *opts, const bool *given,
+                          int first_id, bool early);
 /* The row of flag id, or NULL. */
 const Setting *settings_find(const Setting *t, int n, int id);
 

@@ -13,21 +13,10 @@
 #include "optim/schedule.h"
 #include "optim/snapshot_keys.h"
 
-const char *options_flag_name(Flag f)
-{
-    const Setting *s = settings_find(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, f);
-    return s ? s->name : "?";
-}
-
 bool options_given(const Options *o, Flag f) { return o->given[f - FLAG_TASK]; }
 
 static void check_schedule(const Options *o)
 {
-    if (o->decay != SCHED_DECAY_WSD &&
-        (options_given(o, FLAG_COOLDOWN) || options_given(o, FLAG_COOLDOWN_SHAPE)))
-        cli_usage_error("--cooldown and --cooldown-shape apply to --decay wsd");
-    if (options_given(o, FLAG_WARMUP_FRACTION) && o->warmup_type != SCHED_WARMUP_CONSTANT)
-        cli_usage_error("--warmup-fraction applies to --warmup-type constant");
     SchedConfig c = options_schedule(o);
     long W = c.warmup == SCHED_WARMUP_NONE ? 0 : c.warmup_steps;
     if (o->decay != SCHED_DECAY_CONSTANT && o->steps > 0 && W + c.cooldown_steps >= o->steps)
@@ -52,42 +41,21 @@ void options_check_products(const Options *o)
                     (long[]){ o->batch, o->accum, o->seq });
 }
 
-/* Combinations no single value shows wrong. */
+/* Combinations no single value shows wrong: first what each flag needs (the table's needs,
+ * settings.c), then the rest. */
 static void check_combinations(const Options *o)
 {
+    settings_check_needs(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, o, o->given, FLAG_TASK,
+                         false);
     options_check_products(o);
-    if (o->data && options_given(o, FLAG_TASK))
-        cli_usage_error("--task and --data exclude each other: train on a task or on a text");
-    if (o->data && (options_given(o, FLAG_TASK_SIZE) || o->msd_first))
-        cli_usage_error("--%s applies to a task, not to --data",
-                        options_given(o, FLAG_TASK_SIZE) ? "task-size" : "msd-first");
     if (o->msd_first && o->task && strcmp(o->task, "add") != 0 && strcmp(o->task, "sub") != 0)
         cli_usage_error("--msd-first applies to add and sub, not to %s", o->task);
-    TrainOptimizer opt = o->cfg.optimizer;
-    if (opt != TRAIN_SGD && options_given(o, FLAG_MOMENTUM))
-        cli_usage_error("--momentum applies to --optimizer sgd, not %s",
-                        trainer_optimizer_name(opt));
-    bool adam = opt == TRAIN_ADAMW || opt == TRAIN_ADAM8BIT;
-    if (!adam && (options_given(o, FLAG_BETA1) || options_given(o, FLAG_BETA2)))
-        cli_usage_error("--beta1 and --beta2 apply to --optimizer adamw and adam8bit, not %s",
-                        trainer_optimizer_name(opt));
-    if (opt != TRAIN_ADAM8BIT && options_given(o, FLAG_ADAM8BIT_ROUNDING))
-        cli_usage_error("--adam8bit-rounding applies to --optimizer adam8bit, not %s",
-                        trainer_optimizer_name(opt));
-    if ((options_given(o, FLAG_TEMPERATURE) || options_given(o, FLAG_SAMPLE_SEED)) &&
-        (!o->data || o->sample == 0))
-        cli_usage_error("--%s applies to a text sample: --data with --sample N (a task's "
-                        "samples are greedy answers)",
-                        options_given(o, FLAG_TEMPERATURE) ? "temperature" : "sample-seed");
     check_schedule(o);
     if (o->cfg.model.n_embd % o->cfg.model.n_head != 0)
         cli_usage_error("--embd %d is not a multiple of --heads %d: each head gets C/H "
                         "channels", o->cfg.model.n_embd, o->cfg.model.n_head);
-    if (o->plot_path && !o->log_path)
-        cli_usage_error("--plot needs --log: the figure is drawn from the log");
     precision_check_options(o);
     parallel_check_options(o);
-    precision_check_scaling(o);
     /* Files written must not be one another or an input; --save over --load is fine (the
      * snapshot is replaced atomically, once the run is done). */
     const char *names[] = { "log", "plot", "save", "load", "data" };
@@ -110,6 +78,7 @@ Options options_parse(int argc, char **argv)
         o.task = NULL;
     o.cfg.sgd.weight_decay = o.cfg.adafactor.weight_decay = o.cfg.adamw.weight_decay;
     o.cfg.policy = precision_policy(&o);
+    settings_check_needs(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, &o, o.given, FLAG_TASK, true);
     lora_check_options(&o);
     pipeline_check_options(&o);
     /* A short run (--steps 20 to try things) still gets a decay: the default warmup shrinks to

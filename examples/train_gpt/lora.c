@@ -23,24 +23,8 @@
  * (the two layouts compute the same function); a base must have been trained with them. */
 void lora_check_options(Options *o)
 {
-    /* By the rows' marks (settings.c). With --load the snapshot holds the LoRA settings and
-     * names the base (lora_merge_snapshot); --save-adapter is checked against it there. */
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < TRAIN_GPT_N_SETTINGS; i++) {
-            const Setting *s = &TRAIN_GPT_SETTINGS[i];
-            if (!s->name || !options_given(o, s->id))
-                continue;
-            if (pass == 0 && o->load_path && (s->marks & MARK_FROM_LOAD))
-                cli_usage_error("--%s: --load takes the LoRA settings and the base from the "
-                                "snapshot %s (leave out --lora, --lora-alpha, --lora-targets, "
-                                "--qlora and --load-base)", s->name, o->load_path);
-            if (pass == 0 && !o->load_path && (s->marks & MARK_NEEDS_LORA) && !o->lora_rank)
-                cli_usage_error("--%s needs --lora R (R >= 1)", s->name);
-            if (pass == 1 && o->load_base_path && (s->marks & MARK_MODEL))
-                cli_usage_error("the model comes from --load-base %s: leave out --layers, "
-                                "--heads, --embd, --untied and --separate-qkv",
-                                o->load_base_path);
-        }
+    /* Which flags need --lora, or are the snapshot's with --load or the base's with
+     * --load-base: the rows' needs (settings.c). */
     if (o->save_adapter_path && o->load_base_path &&
         strcmp(o->save_adapter_path, o->load_base_path) == 0)
         cli_usage_error("--save-adapter and --load-base name the same file '%s'",

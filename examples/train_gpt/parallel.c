@@ -62,8 +62,6 @@ void parallel_set_option(void *opts, int f, const char *flag, const char *arg)
 
 void parallel_check_options(const Options *o)
 {
-    if (options_given(o, FLAG_BUCKET_KB) && !o->ddp)
-        cli_usage_error("--bucket-kb applies to --parallel ddp");
     if (o->ddp && o->lora_rank > 0)
         cli_usage_error("--lora with --parallel ddp is not built yet");
     if (!o->zero_stage)

@@ -3,6 +3,7 @@
  * with a snapshot given by --load (flags.c) and which flags need --lora or are taken from a
  * snapshot or a base (the marks, lora.c). A new flag is a row here, its field in Options (or
  * in its TrainerConfig, cfg) and its Flag (train_gpt.h). */
+#include <float.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,20 +17,89 @@
 /* --attention's choices, and the values of the snapshot key run.attention. */
 static const char *const ATTENTION_NAMES[] = { "standard", "tiled", NULL };
 
-static bool is_task(const void *o) { return !((const Options *)o)->data; }
-static bool is_text(const void *o) { return ((const Options *)o)->data != NULL; }
-static bool is_sgd(const void *o) { return ((const Options *)o)->cfg.optimizer == TRAIN_SGD; }
-static bool is_adam8bit(const void *o)
-{
-    return ((const Options *)o)->cfg.optimizer == TRAIN_ADAM8BIT;
-}
+static const Options *opt(const void *o) { return o; }
+static bool is_task(const void *o) { return !opt(o)->data; }
+static bool is_text(const void *o) { return opt(o)->data != NULL; }
+static bool is_sgd(const void *o) { return opt(o)->cfg.optimizer == TRAIN_SGD; }
+static bool is_adam8bit(const void *o) { return opt(o)->cfg.optimizer == TRAIN_ADAM8BIT; }
 static bool is_adam(const void *o)
 {
-    return ((const Options *)o)->cfg.optimizer == TRAIN_ADAMW || is_adam8bit(o);
+    return opt(o)->cfg.optimizer == TRAIN_ADAMW || is_adam8bit(o);
 }
-static bool is_dynamic(const void *o)
+static bool is_dynamic(const void *o) { return opt(o)->cfg.loss_scale.mode == LOSS_SCALE_DYNAMIC; }
+static bool is_fp8(const void *o)
 {
-    return ((const Options *)o)->cfg.loss_scale.mode == LOSS_SCALE_DYNAMIC;
+    return policy_is_scaled(tensor_dtype_format(opt(o)->cfg.policy.act));
+}
+static bool is_wsd(const void *o) { return opt(o)->decay == SCHED_DECAY_WSD; }
+static bool is_constant_warmup(const void *o)
+{
+    return opt(o)->warmup_type == SCHED_WARMUP_CONSTANT;
+}
+static bool is_text_sample(const void *o) { return opt(o)->data && opt(o)->sample > 0; }
+static bool has_log(const void *o) { return opt(o)->log_path != NULL; }
+static bool is_ddp(const void *o) { return opt(o)->ddp; }
+static bool is_pipeline(const void *o) { return opt(o)->parallel != NULL; }
+/* With --load the snapshot says whether the run has adapters (lora_merge_snapshot). */
+static bool has_lora(const void *o) { return opt(o)->lora_rank > 0 || opt(o)->load_path; }
+static bool no_load(const void *o) { return !opt(o)->load_path; }
+static bool no_base(const void *o) { return !opt(o)->load_base_path; }
+
+/* What flags need (settings_check_needs): the early ones look at nothing --load takes from a
+ * snapshot and are checked before it is read, the others once the snapshot's settings are in
+ * (options_parse, check_combinations). */
+static const SettingNeed TASK = {
+    .holds = is_task,
+    .refusal = "--%s and --data exclude each other: train on a task or on a text" };
+static const SettingNeed A_TASK = {
+    .holds = is_task, .refusal = "--%s applies to a task, not to --data" };
+static const SettingNeed SGD = {
+    .holds = is_sgd, .refusal = "--%s applies to --optimizer sgd, not %s",
+    .value_id = FLAG_OPTIMIZER };
+static const SettingNeed ADAM = {
+    .holds = is_adam, .refusal = "--%s applies to --optimizer adamw and adam8bit, not %s",
+    .value_id = FLAG_OPTIMIZER };
+static const SettingNeed ADAM8BIT = {
+    .holds = is_adam8bit, .refusal = "--%s applies to --optimizer adam8bit, not %s",
+    .value_id = FLAG_OPTIMIZER };
+static const SettingNeed DYNAMIC = {
+    .holds = is_dynamic, .refusal = "--%s applies to --loss-scale dynamic, not %s: only a "
+                                    "dynamic scale grows and backs off",
+    .value_id = FLAG_LOSS_SCALE };
+static const SettingNeed FP8 = {
+    .holds = is_fp8, .refusal = "--%s applies to --precision fp8, not %s: no other preset "
+                                "stores a tensor in fp8",
+    .value_id = FLAG_PRECISION };
+static const SettingNeed WSD = {
+    .holds = is_wsd, .refusal = "--cooldown and --cooldown-shape apply to --decay wsd" };
+static const SettingNeed CONSTANT_WARMUP = {
+    .holds = is_constant_warmup, .refusal = "--%s applies to --warmup-type constant" };
+static const SettingNeed TEXT_SAMPLE = {
+    .holds = is_text_sample, .refusal = "--%s applies to a text sample: --data with --sample N "
+                                        "(a task's samples are greedy answers)" };
+static const SettingNeed LOG = {
+    .holds = has_log, .refusal = "--%s needs --log: the figure is drawn from the log" };
+static const SettingNeed DDP = { .holds = is_ddp, .refusal = "--%s applies to --parallel ddp" };
+static const SettingNeed PIPELINE = {
+    .holds = is_pipeline, .early = true,
+    .refusal = "--micro-batches, --stages and --pipe-events need --parallel pipeline:..." };
+static const SettingNeed LORA = {
+    .holds = has_lora, .early = true, .refusal = "--%s needs --lora R (R >= 1)" };
+static const SettingNeed NO_LOAD = {
+    .holds = no_load, .early = true, .value_id = FLAG_LOAD,
+    .refusal = "--%s: --load takes the LoRA settings and the base from the snapshot %s (leave "
+               "out --lora, --lora-alpha, --lora-targets, --qlora and --load-base)" };
+static const SettingNeed NO_BASE = {
+    .holds = no_base, .early = true, .value_id = FLAG_LOAD_BASE,
+    .refusal = "--%s: the model comes from --load-base %s (leave out --layers, --heads, "
+               "--embd, --untied and --separate-qkv)" };
+
+/* The --scale-* factors as the dynamic mode checks them, whatever the mode. */
+static bool scale_factors_valid(const void *o, char *why, size_t len)
+{
+    LossScaleConfig c = ((const Options *)o)->cfg.loss_scale;
+    c.mode = LOSS_SCALE_DYNAMIC;
+    return loss_scale_check(&c, why, len);
 }
 
 static void set_checkpoint(void *opts, int id, const char *flag, const char *arg)
@@ -72,16 +142,18 @@ const Setting TRAIN_GPT_SETTINGS[] = {
     { .heading = "Data (one of):" },
     { .name = "task", .id = FLAG_TASK, .type = SETTING_STRING, .offset = FIELD(task),
       .choices = task_names, .def = "add", .arg = "NAME", .help = "add, sub, reverse or sort",
-      .key = "data.task", .merge = SETTING_KEPT, .applies = is_task },
+      .key = "data.task", .merge = SETTING_KEPT, .applies = is_task, .needs = { &TASK } },
     { .name = "task-size", .id = FLAG_TASK_SIZE, .type = SETTING_INT, .offset = FIELD(task_size),
       .lo = 1, .hi = TASK_MAX_SIZE, .zero_unset = false, .arg = "N",
       .help = "digits or letters of a task (default: add, sub 3; others 5)",
-      .key = "data.task_size", .merge = SETTING_KEPT, .applies = is_task },
+      .key = "data.task_size", .merge = SETTING_KEPT, .applies = is_task,
+      .needs = { &A_TASK } },
     { .name = "msd-first", .id = FLAG_MSD_FIRST, .type = SETTING_SWITCH,
       .offset = FIELD(msd_first),
       .help = "add, sub: answer most significant digit first (harder; the\n"
               "default writes it backwards, see examples/common/tasks.h)",
-      .key = "data.msd_first", .merge = SETTING_KEPT, .applies = is_task },
+      .key = "data.msd_first", .merge = SETTING_KEPT, .applies = is_task,
+      .needs = { &A_TASK } },
     { .name = "data", .id = FLAG_DATA, .type = SETTING_STRING, .offset = FIELD(data),
       .arg = "PATH", .help = "a text file: a character-level language model",
       .key = "data.path", .merge = SETTING_KEPT, .applies = is_text },
@@ -141,7 +213,7 @@ const Setting TRAIN_GPT_SETTINGS[] = {
               "bf16 parameters)" },
     { .name = "fp8-scaling", .id = FLAG_FP8_SCALING, .type = SETTING_CUSTOM,
       .set = precision_set_option, .format = precision_format_option, .arg = "S",
-      .key = "precision.fp8_scaling", .library_key = true, .merge = SETTING_KEPT,
+      .key = "precision.fp8_scaling", .library_key = true, .merge = SETTING_KEPT, .needs = { &FP8 },
       .help = "fp8: an activation's scale from its own amax (current) or\n"
               "from the largest amax at its place in the last W steps\n"
               "(delayed[:W], W = 16) (default current)" },
@@ -153,20 +225,22 @@ const Setting TRAIN_GPT_SETTINGS[] = {
               "shrunk on an inf/NaN gradient, grown after clean steps);\n"
               "a step with an inf/NaN gradient is always skipped\n"
               "(default none)" },
-    { .name = "scale-growth-interval", .id = FLAG_SCALE_GROWTH_INTERVAL,
-      .type = SETTING_CUSTOM, .set = precision_set_option, .format = precision_format_option,
-      .arg = "N", .key = "loss_scale.growth_interval", .library_key = true,
-      .merge = SETTING_KEPT, .applies = is_dynamic,
+    /* The dynamic scaler's factors, each checked with the others as the dynamic mode will. */
+    { .name = "scale-growth-interval", .id = FLAG_SCALE_GROWTH_INTERVAL, .type = SETTING_LONG,
+      .offset = CFG(loss_scale.growth_interval), .arg = "N",
+      .range = &TRAIN_RANGES[TRAIN_RANGE_GROWTH_INTERVAL], .library_key = true,
+      .merge = SETTING_KEPT, .applies = is_dynamic, .needs = { &DYNAMIC },
+      .check = scale_factors_valid,
       .help = "dynamic: clean steps in a row before S grows\n(default 2000)" },
-    { .name = "scale-growth-factor", .id = FLAG_SCALE_GROWTH_FACTOR, .type = SETTING_CUSTOM,
-      .set = precision_set_option, .format = precision_format_option, .arg = "X",
+    { .name = "scale-growth-factor", .id = FLAG_SCALE_GROWTH_FACTOR, .type = SETTING_DOUBLE,
+      .offset = CFG(loss_scale.growth_factor), .lo = 0.0, .hi = FLT_MAX, .arg = "X",
       .key = "loss_scale.growth_factor", .library_key = true, .merge = SETTING_KEPT,
-      .applies = is_dynamic,
+      .applies = is_dynamic, .needs = { &DYNAMIC }, .check = scale_factors_valid,
       .help = "dynamic: S is multiplied by X > 1 when it grows\n(default 2)" },
-    { .name = "scale-backoff-factor", .id = FLAG_SCALE_BACKOFF_FACTOR, .type = SETTING_CUSTOM,
-      .set = precision_set_option, .format = precision_format_option, .arg = "X",
+    { .name = "scale-backoff-factor", .id = FLAG_SCALE_BACKOFF_FACTOR, .type = SETTING_DOUBLE,
+      .offset = CFG(loss_scale.backoff_factor), .lo = 0.0, .hi = FLT_MAX, .arg = "X",
       .key = "loss_scale.backoff_factor", .library_key = true, .merge = SETTING_KEPT,
-      .applies = is_dynamic,
+      .applies = is_dynamic, .needs = { &DYNAMIC }, .check = scale_factors_valid,
       .help = "dynamic: S is multiplied by X in (0, 1) on an inf/NaN\n"
               "gradient (default 0.5)" },
 
@@ -182,7 +256,7 @@ const Setting TRAIN_GPT_SETTINGS[] = {
               "over the ranks; --accum K: K micro-batches per rank\n"
               "(default none)" },
     { .name = "bucket-kb", .id = FLAG_BUCKET_KB, .type = SETTING_INT, .offset = FIELD(bucket_kb),
-      .lo = 0, .hi = 1 << 20, .def = "256", .arg = "N",
+      .lo = 0, .hi = 1 << 20, .def = "256", .arg = "N", .needs = { &DDP },
       .help = "ddp: gradients sent in buckets of N KiB, each started while\n"
               "backward still runs; 0 = one bucket after backward\n"
               "(PyTorch's 25 MB scaled to these models)" },
@@ -190,35 +264,36 @@ const Setting TRAIN_GPT_SETTINGS[] = {
                  "  --parallel pipeline:S  split the blocks over the ranks and run schedule S:\n"
                  "                      naive, gpipe or 1f1b (default: one process)" },
     { .name = "micro-batches", .id = FLAG_MICRO_BATCHES, .type = SETTING_INT,
-      .offset = FIELD(micro_batches), .lo = 1, .hi = 1 << 12, .arg = "M",
+      .offset = FIELD(micro_batches), .lo = 1, .hi = 1 << 12, .arg = "M", .needs = { &PIPELINE },
       .help = "micro-batches of --batch rows per step (default 1)" },
     { .name = "stages", .id = FLAG_STAGES, .type = SETTING_STRING, .offset = FIELD(stages),
-      .arg = "LIST", .help = "blocks per stage, one count per rank (default: even)" },
+      .arg = "LIST", .needs = { &PIPELINE },
+      .help = "blocks per stage, one count per rank (default: even)" },
     { .name = "pipe-events", .id = FLAG_PIPE_EVENTS, .type = SETTING_STRING,
-      .offset = FIELD(pipe_events), .arg = "FILE",
+      .offset = FIELD(pipe_events), .arg = "FILE", .needs = { &PIPELINE },
       .help = "TSV, every forward and backward of every stage and step" },
 
     { .heading = "Model:" },
-    /* Marked: --load-base takes the model from the base. */
+    /* --load-base takes the model from the base. */
     { .name = "layers", .id = FLAG_LAYERS, .type = SETTING_INT, .offset = CFG(model.n_layer),
       .lo = 1, .hi = GPT_MAX_LAYERS, .def = "2", .arg = "N", .help = "transformer blocks",
-      .key = "model.n_layer", .library_key = true, .merge = SETTING_KEPT, .marks = MARK_MODEL },
+      .key = "model.n_layer", .library_key = true, .merge = SETTING_KEPT, .needs = { &NO_BASE } },
     { .name = "heads", .id = FLAG_HEADS, .type = SETTING_INT, .offset = CFG(model.n_head),
       .lo = 1, .hi = GPT_MAX_WIDTH, .def = "4", .arg = "N",
       .help = "attention heads; must divide --embd", .key = "model.n_head",
-      .library_key = true, .merge = SETTING_KEPT, .marks = MARK_MODEL },
+      .library_key = true, .merge = SETTING_KEPT, .needs = { &NO_BASE } },
     { .name = "embd", .id = FLAG_EMBD, .type = SETTING_INT, .offset = CFG(model.n_embd),
       .lo = 1, .hi = GPT_MAX_WIDTH, .def = "128", .arg = "N",
       .help = "width C of the residual stream", .key = "model.n_embd",
-      .library_key = true, .merge = SETTING_KEPT, .marks = MARK_MODEL },
+      .library_key = true, .merge = SETTING_KEPT, .needs = { &NO_BASE } },
     /* Switches that clear the model's tied and fused_qkv (the keys keep those). */
     { .name = "untied", .id = FLAG_UNTIED, .type = SETTING_SWITCH, .offset = CFG(model.tied),
       .negated = true, .help = "a separate output head instead of the token embedding",
-      .key = "model.tied", .library_key = true, .merge = SETTING_KEPT, .marks = MARK_MODEL },
+      .key = "model.tied", .library_key = true, .merge = SETTING_KEPT, .needs = { &NO_BASE } },
     { .name = "separate-qkv", .id = FLAG_SEPARATE_QKV, .type = SETTING_SWITCH,
       .offset = CFG(model.fused_qkv), .negated = true,
       .help = "three q, k, v projections instead of one fused", .key = "model.fused_qkv",
-      .library_key = true, .merge = SETTING_KEPT, .marks = MARK_MODEL },
+      .library_key = true, .merge = SETTING_KEPT, .needs = { &NO_BASE } },
 
     { .heading = "Optimizer:" },
     { .name = "optimizer", .id = FLAG_OPTIMIZER, .type = SETTING_CHOICE,
@@ -254,7 +329,8 @@ const Setting TRAIN_GPT_SETTINGS[] = {
     { .name = "warmup-fraction", .id = FLAG_WARMUP_FRACTION, .type = SETTING_DOUBLE,
       .offset = FIELD(warmup_fraction), .lo = 0.0, .hi = 1.0, .def = "0.1", .arg = "X",
       .help = "constant warmup's rate, as a fraction of the peak",
-      .key = "schedule.warmup_fraction", .merge = SETTING_KEPT, .before = "0.1" },
+      .key = "schedule.warmup_fraction", .merge = SETTING_KEPT, .before = "0.1",
+      .needs = { &CONSTANT_WARMUP } },
     { .name = "decay", .id = FLAG_DECAY, .type = SETTING_CHOICE, .offset = FIELD(decay),
       .choices = SCHED_DECAY_NAMES, .def = "cosine", .arg = "D",
       .help = "after warmup: constant, cosine (to 0 at --steps) or wsd\n"
@@ -263,11 +339,12 @@ const Setting TRAIN_GPT_SETTINGS[] = {
     { .name = "cooldown", .id = FLAG_COOLDOWN, .type = SETTING_LONG, .offset = FIELD(cooldown),
       .lo = 1, .hi = 1000000000, .zero_unset = true, .arg = "N",
       .help = "wsd: cooldown steps at the end (default: --steps / 5)",
-      .key = "schedule.cooldown", .merge = SETTING_KEPT, .before = "0" },
+      .key = "schedule.cooldown", .merge = SETTING_KEPT, .before = "0", .needs = { &WSD } },
     { .name = "cooldown-shape", .id = FLAG_COOLDOWN_SHAPE, .type = SETTING_CHOICE,
       .offset = FIELD(cooldown_shape), .choices = SCHED_COOLDOWN_NAMES, .def = "linear",
       .arg = "S", .help = "wsd: linear or 1-sqrt",
-      .key = "schedule.cooldown_shape", .merge = SETTING_KEPT, .before = "linear" },
+      .key = "schedule.cooldown_shape", .merge = SETTING_KEPT, .before = "linear",
+      .needs = { &WSD } },
     { .name = "weight-decay", .id = FLAG_WEIGHT_DECAY, .type = SETTING_DOUBLE,
       .offset = CFG(adamw.weight_decay), .range = &TRAIN_RANGES[TRAIN_RANGE_WEIGHT_DECAY],
       .def = "0.1", .arg = "X",
@@ -276,51 +353,52 @@ const Setting TRAIN_GPT_SETTINGS[] = {
     { .name = "beta1", .id = FLAG_BETA1, .type = SETTING_DOUBLE, .offset = CFG(adamw.beta1),
       .range = &TRAIN_RANGES[TRAIN_RANGE_BETA1], .def = "0.9", .arg = "X",
       .help = "adamw's first moment", .library_key = true, .merge = SETTING_KEPT,
-      .applies = is_adam },
+      .applies = is_adam, .needs = { &ADAM } },
     { .name = "beta2", .id = FLAG_BETA2, .type = SETTING_DOUBLE, .offset = CFG(adamw.beta2),
       .range = &TRAIN_RANGES[TRAIN_RANGE_BETA2], .def = "0.99", .arg = "X",
       .help = "adamw's second moment", .library_key = true, .merge = SETTING_KEPT,
-      .applies = is_adam },
+      .applies = is_adam, .needs = { &ADAM } },
     { .name = "adam8bit-rounding", .id = FLAG_ADAM8BIT_ROUNDING, .type = SETTING_CHOICE,
       .offset = CFG(adam8bit_rounding), .choices = ADAM8BIT_ROUNDING_NAMES, .def = "nearest",
       .arg = "R",
       .help = "adam8bit's moments re-encoded to the nearest level or to\n"
               "a neighbour at random (stochastic)\n(docs/memory.md)",
       .key = "optim.rounding", .library_key = true, .merge = SETTING_KEPT,
-      .applies = is_adam8bit },
+      .applies = is_adam8bit, .needs = { &ADAM8BIT } },
     { .name = "momentum", .id = FLAG_MOMENTUM, .type = SETTING_DOUBLE, .offset = CFG(sgd.momentum),
       .range = &TRAIN_RANGES[TRAIN_RANGE_MOMENTUM], .def = "0.9", .arg = "X",
-      .help = "sgd momentum", .library_key = true, .merge = SETTING_KEPT, .applies = is_sgd },
+      .help = "sgd momentum", .library_key = true, .merge = SETTING_KEPT, .applies = is_sgd,
+      .needs = { &SGD } },
     { .name = "clip", .id = FLAG_CLIP, .type = SETTING_DOUBLE, .offset = CFG(clip),
       .range = &TRAIN_RANGES[TRAIN_RANGE_CLIP], .def = "1", .arg = "X",
       .help = "largest global gradient norm, 0 = off", .library_key = true,
       .merge = SETTING_KEPT },
 
     { .heading = "Fine-tuning (docs/lora.md):" },
-    /* Marked: needs --lora, or taken from the snapshot with --load (lora_check_options). */
+    /* With --load the snapshot's (lora_merge_snapshot). */
     { .name = "load-base", .id = FLAG_LOAD_BASE, .type = SETTING_STRING,
-      .offset = FIELD(load_base_path), .arg = "FILE", .marks = MARK_FROM_LOAD,
+      .offset = FIELD(load_base_path), .arg = "FILE", .needs = { &NO_LOAD },
       .help = "start from this model (a --save snapshot or a base file);\n"
               "without --lora every parameter is fine-tuned" },
     { .name = "lora", .id = FLAG_LORA, .type = SETTING_INT, .offset = FIELD(lora_rank),
-      .lo = 0, .hi = 1 << 14, .arg = "R", .marks = MARK_FROM_LOAD,
+      .lo = 0, .hi = 1 << 14, .arg = "R", .needs = { &NO_LOAD },
       .help = "freeze the model, train rank-R adapters (default 0: off)" },
     { .name = "lora-alpha", .id = FLAG_LORA_ALPHA, .type = SETTING_DOUBLE,
       .offset = FIELD(lora_alpha), .lo = LORA_ALPHA_MIN, .hi = LORA_ALPHA_MAX, .def = "16",
       .arg = "X", .help = "the adapters are scaled by X / R",
-      .marks = MARK_NEEDS_LORA | MARK_FROM_LOAD },
+      .needs = { &NO_LOAD, &LORA } },
     { .name = "lora-targets", .id = FLAG_LORA_TARGETS, .type = SETTING_CUSTOM,
       .set = set_lora_targets, .def = "q,v", .arg = "L",
-      .marks = MARK_NEEDS_LORA | MARK_FROM_LOAD,
+      .needs = { &NO_LOAD, &LORA },
       .help = "among q, k, v, o, mlp, or all (q, k, v need\n"
               "separate projections, switched on for a fresh model)" },
     { .name = "qlora", .id = FLAG_QLORA, .type = SETTING_SWITCH, .offset = FIELD(qlora),
       .help = "keep the frozen weights as NF4 (4.127 bits each)",
-      .marks = MARK_NEEDS_LORA | MARK_FROM_LOAD },
+      .needs = { &NO_LOAD, &LORA } },
     { .name = "save-adapter", .id = FLAG_SAVE_ADAPTER, .type = SETTING_STRING,
       .offset = FIELD(save_adapter_path), .arg = "FILE",
       .help = "the adapters alone at the end (loads on top of the base)",
-      .marks = MARK_NEEDS_LORA },
+      .needs = { &LORA } },
 
     { .heading = "Evaluation and output:" },
     { .name = "eval-every", .id = FLAG_EVAL_EVERY, .type = SETTING_LONG,
@@ -332,7 +410,7 @@ const Setting TRAIN_GPT_SETTINGS[] = {
     { .name = "log", .id = FLAG_LOG, .type = SETTING_STRING, .offset = FIELD(log_path),
       .arg = "FILE", .help = "TSV, one row per step (columns in docs/gpt.md)" },
     { .name = "plot", .id = FLAG_PLOT, .type = SETTING_STRING, .offset = FIELD(plot_path),
-      .arg = "FILE",
+      .arg = "FILE", .needs = { &LOG },
       .help = "loss and accuracy PNG from the log, drawn by gnuplot (needs\n"
               "--log; script examples/train_gpt/loss.gp)" },
     { .name = "save", .id = FLAG_SAVE, .type = SETTING_STRING, .offset = FIELD(save_path),
@@ -347,10 +425,12 @@ const Setting TRAIN_GPT_SETTINGS[] = {
               "answers (task), or N generated characters (text)" },
     { .name = "temperature", .id = FLAG_TEMPERATURE, .type = SETTING_DOUBLE,
       .offset = FIELD(temperature), .lo = 0.0, .hi = 100.0, .def = "1", .arg = "X",
+      .needs = { &TEXT_SAMPLE },
       .help = "text samples: each character drawn from softmax(logits / X),\n"
               "0 = greedy (the likeliest), 0 to 100" },
     { .name = "sample-seed", .id = FLAG_SAMPLE_SEED, .type = SETTING_LONG,
       .offset = FIELD(sample_seed), .lo = 0, .hi = (double)(1L << 62), .arg = "N",
+      .needs = { &TEXT_SAMPLE },
       .help = "text samples: the generator's seed (default: --seed)" },
     { .heading = "  -h, --help          this text" },
 };

@@ -91,10 +91,7 @@ typedef struct {
 /* flags.c: the command line, checked completely before anything is done (from the settings
  * table there). Bad input exits with a message (cli_usage_error). */
 Options options_parse(int argc, char **argv);
-/* settings.c: the table of every flag (examples/common/settings.h), and --help from it. The
- * marks of its rows (Setting.marks), for lora_check_options: a flag that needs --lora, a flag
- * --load takes from the snapshot instead, a model flag --load-base takes from the base. */
-enum { MARK_NEEDS_LORA = 1, MARK_FROM_LOAD = 2, MARK_MODEL = 4 };
+/* settings.c: the table of every flag (examples/common/settings.h), and --help from it. */
 extern const Setting TRAIN_GPT_SETTINGS[];
 extern const int     TRAIN_GPT_N_SETTINGS;
 void    options_usage(void);
@@ -107,8 +104,6 @@ void    options_check_products(const Options *o);
  * (train.step with --steps'). */
 void    options_merge_snapshot(Options *o, const TrainerConfig *saved_cfg,
                                const SnapshotReader *r, const char *path);
-/* The long name of flag f, without the dashes ("loss-scale"). */
-const char *options_flag_name(Flag f);
 /* The metadata train_gpt adds to a snapshot: the data, the schedule, the run's keys (the
  * settings table's) and a LoRA run's base. */
 void    options_snapshot_meta(const Options *o, SettingsMeta *m);
@@ -151,9 +146,6 @@ void precision_set_option(void *opts, int f, const char *flag, const char *arg);
 void precision_format_option(const void *opts, int f, char *buf, size_t len);
 /* Checkpointing with fp8 delayed scaling (the amax history belongs to one tape): refused. */
 void precision_check_options(const Options *o);
-/* The --scale-* flags need dynamic loss scaling, --fp8-scaling the fp8 preset: refused
- * otherwise. */
-void precision_check_scaling(const Options *o);
 /* The policy the options describe: the --precision preset with --fp8-scaling's settings. */
 PrecisionPolicy precision_policy(const Options *o);
 /* A line for the policy and one for the loss scaling in the run header; skipped steps and the

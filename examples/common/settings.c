@@ -14,6 +14,7 @@ enum { HELP_COLUMN = 22, HELP_WIDTH = 100, MAX_SETTINGS = 128 };
 static double lo(const Setting *s) { return s->range ? s->range->lo : s->lo; }
 static double hi(const Setting *s) { return s->range ? s->range->hi : s->hi; }
 const char *settings_key(const Setting *s) { return s->range ? s->range->key : s->key; }
+static bool library_key(const Setting *s) { return s->library_key || s->range; }
 
 static void *field(const Setting *s, void *opts) { return (char *)opts + s->offset; }
 static const void *cfield(const Setting *s, const void *opts)
@@ -82,7 +83,7 @@ static void set_from_key(const Setting *s, void *opts, const char *text, const c
         break;
     }
     case SETTING_SWITCH: {       /* the one place that knows a switch's two spellings */
-        const char *no = s->library_key ? "false" : "0", *yes = s->library_key ? "true" : "1";
+        const char *no = library_key(s) ? "false" : "0", *yes = library_key(s) ? "true" : "1";
         if (strcmp(text, no) != 0 && strcmp(text, yes) != 0)
             cli_die(1, "%s: metadata '%s' is '%s', not %s or %s", path, key, text, no, yes);
         *(bool *)f = strcmp(text, yes) == 0;
@@ -258,7 +259,7 @@ void settings_write(const Setting *t, int n, const void *opts, SettingsMeta *m)
 {
     char value[SETTINGS_META_VALUE];
     for (int i = 0; i < n; i++)
-        if (t[i].name && settings_key(&t[i]) && !t[i].library_key &&
+        if (t[i].name && settings_key(&t[i]) && !library_key(&t[i]) &&
             (!t[i].applies || t[i].applies(opts))) {
             settings_format(&t[i], opts, value, sizeof value);
             settings_meta_put(m, settings_key(&t[i]), value);

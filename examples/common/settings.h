@@ -32,11 +32,12 @@ typedef enum {
     SETTING_CUSTOM,     /* set() reads the value into the field(s); offset unused */
 } SettingType;
 
-/* What a resumed run (a loaded snapshot) does with the setting. */
+/* What a resumed run (a loaded snapshot) does with a setting that has a key (one without is
+ * never kept): kept unless the row says otherwise. */
 typedef enum {
-    SETTING_FREE,       /* not kept: the flag, or its default, applies to the resumed run */
     SETTING_KEPT,       /* kept: the snapshot's value is the run's; a flag given must agree */
     SETTING_ONWARD,     /* kept, but a flag given may go past it (--steps extends a run) */
+    SETTING_FREE,       /* not kept: the flag, or its default, applies to the resumed run */
 } SettingMerge;
 
 /* A condition a flag needs, shared by the rows it applies to: given without it, a flag is a
@@ -64,8 +65,9 @@ typedef struct {
     const char *arg;            /* the value's name in --help ("N", "FILE"); NULL for a switch */
     const char *help;           /* --help lines, '\n' between them; "(default DEF)" is added */
     const char *key;            /* the snapshot metadata key; NULL: not in a snapshot */
-    bool        library_key;    /* the key is written by a library's snapshot, not settings_write;
-                                 * a switch's is "true" or "false" there ("1" or "0" otherwise) */
+    bool        library_key;    /* the key is written by a library's snapshot, not settings_write
+                                 * (always so for a row with a range); a switch's is "true" or
+                                 * "false" there ("1" or "0" otherwise) */
     bool        negated;        /* SWITCH: the flag clears the field (--untied: model.tied) */
     const char *before;         /* the value of a run saved before the key existed (NULL: the key
                                  * was always written) */

@@ -1,8 +1,8 @@
 /* train_gpt's settings: one table (examples/common/settings.h) from which come the flags,
  * --help, the checks of each value, the snapshot's data, schedule and run keys, the merge
- * with a snapshot given by --load (flags.c) and which flags need --lora or are taken from a
- * snapshot or a base (the marks, lora.c). A new flag is a row here, its field in Options (or
- * in its TrainerConfig, cfg) and its Flag (train_gpt.h). */
+ * with a snapshot given by --load (flags.c) and what each flag needs to be given (its needs:
+ * the optimizer it applies to, --lora, no --load, ...). A new flag is a row here, its field
+ * in Options (or in its TrainerConfig, cfg) and its Flag (train_gpt.h). */
 #include <float.h>
 #include <stddef.h>
 #include <stdio.h>

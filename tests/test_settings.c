@@ -170,6 +170,53 @@ static void test_custom_without_value(void **state)
     assert_int_equal(a.layers, 3);
 }
 
+/* A need is checked only for a flag given, only in its phase (early or not), and a row's check
+ * sees the value the flag has just set. The refusals (an exit) are train_gpt's. */
+static int lr_checks;
+static double lr_checked;
+static bool record_lr(const void *o, char *why, size_t len)
+{
+    (void)why;
+    (void)len;
+    lr_checks++;
+    lr_checked = ((const Opts *)o)->lr;
+    return true;
+}
+
+static void test_needs_and_check(void **state)
+{
+    (void)state;
+    static const SettingNeed FANCY = { .holds = is_fancy,
+                                       .refusal = "--%s applies to --kind fancy, not %s",
+                                       .value_id = F_KIND };
+    static const Setting t[] = {
+        { .name = "lr", .id = F_LR, .type = SETTING_DOUBLE, .offset = offsetof(Opts, lr),
+          .lo = 0, .hi = 1, .def = "0.1", .arg = "X", .needs = { &FANCY }, .check = record_lr },
+        { .name = "kind", .id = F_KIND, .type = SETTING_CHOICE, .offset = offsetof(Opts, kind),
+          .choices = KINDS, .def = "plain", .arg = "K" },
+    };
+    Opts o;
+    memset(&o, 0, sizeof o);
+    settings_defaults(t, 2, &o);
+    assert_int_equal(lr_checks, 0);     /* a default is not checked */
+    char *fancy[] = { "prog", "--kind", "fancy", "--lr", "0.5", NULL };
+    optind = 0;
+    settings_parse(t, 2, &o, o.given, F_LAYERS, no_usage, 5, fancy);
+    assert_int_equal(lr_checks, 1);
+    assert_true(lr_checked == 0.5);
+    settings_check_needs(t, 2, &o, o.given, F_LAYERS, false);     /* holds: no exit */
+    memset(&o, 0, sizeof o);
+    settings_defaults(t, 2, &o);
+    char *plain[] = { "prog", "--lr", "0.25", NULL };
+    optind = 0;
+    settings_parse(t, 2, &o, o.given, F_LAYERS, no_usage, 3, plain);
+    assert_int_equal(lr_checks, 2);
+    assert_true(lr_checked == 0.25);
+    settings_check_needs(t, 2, &o, o.given, F_LAYERS, true);      /* not an early need */
+    o.given[F_LR - F_LAYERS] = false;
+    settings_check_needs(t, 2, &o, o.given, F_LAYERS, false);     /* not given */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -177,6 +224,7 @@ int main(void)
         cmocka_unit_test(test_write),
         cmocka_unit_test(test_merge),
         cmocka_unit_test(test_custom_without_value),
+        cmocka_unit_test(test_needs_and_check),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -152,7 +152,7 @@ void settings_parse(const Setting *t, int n, void *opts, bool *given, int first_
         set_from_flag(s, opts, flag, optarg);
         char why[200];
         if (s->check && !s->check(opts, why, sizeof why))
-            cli_usage_error("%s %s: %s", flag, optarg, why);
+            cli_usage_error("%s %s: %s", flag, optarg ? optarg : "", why);
     }
     if (optind < argc)
         cli_usage_error("unexpected argument '%s'", argv[optind]);

@@ -1,15 +1,14 @@
 /* train_gpt's mixed precision (autograd/policy.h, optim/loss_scale.h; docs/mixed_precision.md):
- * the flags --precision, --fp8-scaling, --loss-scale and the dynamic scaler's --scale-*
- * factors (named after GradScaler's arguments), read and formatted for the settings table
- * (which merges them with a snapshot), the combinations not built, and the lines of the run
- * header and the report.
+ * the flags --precision, --fp8-scaling and --loss-scale, read and formatted for the settings
+ * table (which merges them with a snapshot; the dynamic scaler's --scale-* factors, named after
+ * GradScaler's arguments, are plain rows there), the combinations not built, and the lines of
+ * the run header and the report.
  *
  *     train_gpt --precision fp16 --loss-scale dynamic --scale-growth-interval 200 --log fp16.tsv
  *     train_gpt --precision fp8 --fp8-scaling delayed:16
  *
  * The log's loss_scale column is the scale each step's backward was seeded with, and skipped
  * is 1 when an inf or NaN gradient skipped the step's update. */
-#include <float.h>
 #include <stdio.h>
 #include <string.h>
 

@@ -140,8 +140,8 @@ bool pipeline_requested(const Options *o);
 int  pipeline_main(Options *o, Dataset *ds);
 
 /* precision.c -------------------------------------------------------------------------------- */
-/* The value of --precision, --loss-scale, a --scale-* factor or --fp8-scaling (custom settings
- * of the table), and each as it would be typed, from o->cfg (how a snapshot's is compared). */
+/* The value of --precision, --loss-scale or --fp8-scaling (custom settings of the table), and
+ * each as it would be typed, from o->cfg (how a snapshot's is compared). */
 void precision_set_option(void *opts, int f, const char *flag, const char *arg);
 void precision_format_option(const void *opts, int f, char *buf, size_t len);
 /* Checkpointing with fp8 delayed scaling (the amax history belongs to one tape): refused. */

@@ -290,3 +290,32 @@ void settings_merge(const Setting *s, void *opts, bool given, const char *saved,
     cli_usage_error("--%s %s does not match the snapshot %s, which has %s", s->name, mine,
                     path, theirs);
 }
+
+const char *settings_saved_value(const SettingsSaved *saved, const char *key, const char *before)
+{
+    const char *value = saved->value(saved->source, key);
+    if (!value)
+        value = before;
+    if (!value)
+        cli_die(1, "%s: missing metadata '%s' (was it saved by %s?)", saved->path, key,
+                saved->maker);
+    return value;
+}
+
+void settings_merge_all(const Setting *t, int n, void *opts, const bool *given, int first_id,
+                        const SettingsSaved *saved)
+{
+    char typed[SETTINGS_META_VALUE];
+    for (int i = 0; i < n; i++) {
+        const Setting *s = &t[i];
+        if (!s->name || !settings_key(s) || s->merge == SETTING_FREE ||
+            (s->applies && !s->applies(opts)))
+            continue;
+        const char *text = typed;
+        if (s->type == SETTING_CUSTOM)
+            settings_format(s, saved->theirs, typed, sizeof typed);
+        else
+            text = settings_saved_value(saved, settings_key(s), s->before);
+        settings_merge(s, opts, given[s->id - first_id], text, saved->path);
+    }
+}

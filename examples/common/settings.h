@@ -130,4 +130,25 @@ void settings_meta_put(SettingsMeta *m, const char *key, const char *value);
 void settings_merge(const Setting *s, void *opts, bool given, const char *saved,
                     const char *path);
 
+/* A snapshot's settings as a resumed run reads them: value(source, key) is the key's text
+ * (NULL when the file lacks it), theirs the program's options as the library read the
+ * snapshot's config into them (a custom row's saved value is its format of theirs), maker
+ * the program that writes such files (named when a key is missing). */
+typedef struct {
+    const char  *path;
+    const char  *maker;
+    const char *(*value)(const void *source, const char *key);
+    const void  *source;
+    const void  *theirs;
+} SettingsSaved;
+
+/* The key's value, or before when the file lacks it (a key added since); exit 1 naming the
+ * file and the key when it has neither. */
+const char *settings_saved_value(const SettingsSaved *saved, const char *key, const char *before);
+/* Every kept row (a key, not SETTING_FREE, that applies to opts) in table order through
+ * settings_merge: the snapshot's value becomes the run's, a flag given (given[id - first_id])
+ * must agree. */
+void settings_merge_all(const Setting *t, int n, void *opts, const bool *given, int first_id,
+                        const SettingsSaved *saved);
+
 #endif

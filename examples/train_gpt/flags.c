@@ -92,35 +92,26 @@ Options options_parse(int argc, char **argv)
 
 /* Agreeing with a snapshot ------------------------------------------------------------------ */
 
-static const char *snapshot_path;
-
-/* A key's value in today's layout: the library's keys migrated (optim/snapshot_keys.h), a key
- * of the table's own that an older train_gpt did not write given the row's .before, the value
- * the run that saved it had. Missing otherwise: the file was not made by train_gpt. */
-static const char *saved_value(const SnapshotKeyView *v, const char *key, const char *before)
+/* Keys in today's layout: the library's migrated (optim/snapshot_keys.h). */
+static const char *migrated_value(const void *view, const char *key)
 {
-    const char *value = snapshot_keys_value(v, key);
-    if (!value)
-        value = before;
-    if (!value)
-        cli_die(1, "%s: missing metadata '%s' (was it saved by train_gpt?)", snapshot_path, key);
-    return value;
+    return snapshot_keys_value(view, key);
 }
 
 /* A task or a text: the flags of the other kind are refused by name. */
-static void merge_data_kind(Options *o, const SnapshotKeyView *v)
+static void merge_data_kind(Options *o, const SettingsSaved *saved)
 {
-    bool text = strcmp(saved_value(v, "data.kind", NULL), "text") == 0;
+    bool text = strcmp(settings_saved_value(saved, "data.kind", NULL), "text") == 0;
     if (text && options_given(o, FLAG_TASK))
         cli_usage_error("--task %s does not match the snapshot %s, which has text data", o->task,
-                        snapshot_path);
+                        saved->path);
     if (text && (options_given(o, FLAG_TASK_SIZE) || o->msd_first))
         cli_usage_error("--%s applies to a task; the snapshot %s was trained on text",
                         options_given(o, FLAG_TASK_SIZE) ? "task-size" : "msd-first",
-                        snapshot_path);
+                        saved->path);
     if (!text && o->data)
         cli_usage_error("--data %s does not match the snapshot %s, which has a task", o->data,
-                        snapshot_path);
+                        saved->path);
     if (text) {
         if (!o->data)
             o->data = "";      /* the saved path follows (data.path) */
@@ -130,33 +121,23 @@ static void merge_data_kind(Options *o, const SnapshotKeyView *v)
     }
 }
 
-/* Each kept row in table order; a custom row (the precision flags) is compared as it would be
- * typed, formatted from the config the library read (saved). Then the config is the
- * snapshot's, but for the checkpointing, which changes no number. */
+/* The kept rows merged (settings_merge_all); the custom ones, the precision flags, compared as
+ * they would be typed, formatted from the config the library read (saved). Then the config is
+ * the snapshot's, but for the checkpointing, which changes no number. */
 void options_merge_snapshot(Options *o, const TrainerConfig *saved, const SnapshotReader *r,
                             const char *path)
 {
-    snapshot_path = path;
     SnapshotKeyView v;
     snapshot_keys_migrate(&v, r, path);
-    merge_data_kind(o, &v);
     Options theirs = *o;
     theirs.cfg = *saved;
     theirs.fp8_scaling = saved->policy.fp8_scaling;
     theirs.fp8_window = saved->policy.fp8_window;
-    char typed[SETTINGS_META_VALUE];
-    for (int i = 0; i < TRAIN_GPT_N_SETTINGS; i++) {
-        const Setting *st = &TRAIN_GPT_SETTINGS[i];
-        if (!st->name || !settings_key(st) || st->merge == SETTING_FREE ||
-            (st->applies && !st->applies(o)))
-            continue;
-        const char *text = typed;
-        if (st->type == SETTING_CUSTOM)
-            settings_format(st, &theirs, typed, sizeof typed);
-        else
-            text = saved_value(&v, settings_key(st), st->before);
-        settings_merge(st, o, options_given(o, st->id), text, path);
-    }
+    SettingsSaved snapshot = { .path = path, .maker = "train_gpt", .value = migrated_value,
+                               .source = &v, .theirs = &theirs };
+    merge_data_kind(o, &snapshot);
+    settings_merge_all(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, o, o->given, FLAG_TASK,
+                       &snapshot);
     CkptStrategy checkpoint = o->cfg.checkpoint;
     o->cfg = *saved;
     o->cfg.checkpoint = checkpoint;

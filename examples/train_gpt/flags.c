@@ -19,10 +19,10 @@ static void check_schedule(const Options *o)
 {
     SchedConfig c = options_schedule(o);
     long W = c.warmup == SCHED_WARMUP_NONE ? 0 : c.warmup_steps;
-    if (o->decay != SCHED_DECAY_CONSTANT && o->steps > 0 && W + c.cooldown_steps >= o->steps)
+    if (c.decay != SCHED_DECAY_CONSTANT && o->steps > 0 && W + c.cooldown_steps >= o->steps)
         cli_usage_error("--warmup %ld%s leave%s no step of --steps %ld to decay over", W,
-                        o->decay == SCHED_DECAY_WSD ? " and the cooldown" : "",
-                        o->decay == SCHED_DECAY_WSD ? "" : "s", o->steps);
+                        c.decay == SCHED_DECAY_WSD ? " and the cooldown" : "",
+                        c.decay == SCHED_DECAY_WSD ? "" : "s", o->steps);
     char err[160];
     if (!sched_check(&c, err, sizeof err))
         cli_usage_error("the schedule: %s", err);
@@ -83,8 +83,8 @@ Options options_parse(int argc, char **argv)
     pipeline_check_options(&o);
     /* A short run (--steps 20 to try things) still gets a decay: the default warmup shrinks to
      * a tenth of the steps. An explicit --warmup is taken as given. */
-    if (!options_given(&o, FLAG_WARMUP) && !o.load_path && o.warmup > o.steps / 10)
-        o.warmup = o.steps / 10;
+    if (!options_given(&o, FLAG_WARMUP) && !o.load_path && o.sched.warmup_steps > o.steps / 10)
+        o.sched.warmup_steps = o.steps / 10;
     if (!o.load_path)
         check_combinations(&o);   /* with --load, once the snapshot's settings are in */
     return o;
@@ -160,26 +160,26 @@ void options_snapshot_meta(const Options *o, SettingsMeta *m)
     }
 }
 
-/* optim/schedule.h from the flags. S is --steps for a decaying schedule; a constant one only
- * needs S to cover the warmup, so a resumed run may extend --steps without changing the rate of
- * any step (a cosine or wsd curve is defined by --steps, and stretches with it instead). */
+/* optim/schedule.h from the flags, which set o->sched's fields but these. S is --steps for a
+ * decaying schedule; a constant one only needs S to cover the warmup, so a resumed run may
+ * extend --steps without changing the rate of any step (a cosine or wsd curve is defined by
+ * --steps, and stretches with it instead). */
 SchedConfig options_schedule(const Options *o)
 {
-    SchedConfig c = sched_defaults();
-    c.base_lr = o->lr;
+    SchedConfig c = o->sched;
+    c.final_fraction = sched_defaults().final_fraction;     /* no flag sets the floor */
     c.batch = o->batch;
     c.accum = o->accum;
-    c.base_batch = o->base_batch > 0 ? o->base_batch : o->batch * o->accum;
-    c.rule = o->lr_rule;
-    c.warmup = o->warmup > 0 ? o->warmup_type : SCHED_WARMUP_NONE;
-    c.warmup_steps = o->warmup;
-    c.warmup_fraction = o->warmup_fraction;
-    c.decay = o->decay;
-    c.cooldown = o->cooldown_shape;
-    if (o->decay == SCHED_DECAY_WSD)
-        c.cooldown_steps = o->cooldown > 0 ? o->cooldown : (o->steps >= 5 ? o->steps / 5 : 1);
-    long needed = (c.warmup == SCHED_WARMUP_NONE ? 0 : o->warmup) + c.cooldown_steps;
-    c.total_steps = o->decay == SCHED_DECAY_CONSTANT ? 1 : o->steps;
+    if (c.base_batch == 0)
+        c.base_batch = o->batch * o->accum;
+    if (c.warmup_steps == 0)
+        c.warmup = SCHED_WARMUP_NONE;
+    if (c.decay != SCHED_DECAY_WSD)
+        c.cooldown_steps = 0;           /* only wsd cools down */
+    else if (c.cooldown_steps == 0)
+        c.cooldown_steps = o->steps >= 5 ? o->steps / 5 : 1;
+    long needed = (c.warmup == SCHED_WARMUP_NONE ? 0 : c.warmup_steps) + c.cooldown_steps;
+    c.total_steps = c.decay == SCHED_DECAY_CONSTANT ? 1 : o->steps;
     if (c.total_steps < needed)
         c.total_steps = needed;
     if (c.total_steps < 1)

@@ -31,10 +31,10 @@ static bool is_fp8(const void *o)
 {
     return policy_is_scaled(tensor_dtype_format(opt(o)->cfg.policy.act));
 }
-static bool is_wsd(const void *o) { return opt(o)->decay == SCHED_DECAY_WSD; }
+static bool is_wsd(const void *o) { return opt(o)->sched.decay == SCHED_DECAY_WSD; }
 static bool is_constant_warmup(const void *o)
 {
-    return opt(o)->warmup_type == SCHED_WARMUP_CONSTANT;
+    return opt(o)->sched.warmup == SCHED_WARMUP_CONSTANT;
 }
 static bool is_text_sample(const void *o) { return opt(o)->data && opt(o)->sample > 0; }
 static bool has_log(const void *o) { return opt(o)->log_path != NULL; }
@@ -129,6 +129,7 @@ static void set_parallel(void *opts, int id, const char *flag, const char *arg)
 
 #define FIELD(f) offsetof(Options, f)
 #define CFG(f) (offsetof(Options, cfg) + offsetof(TrainerConfig, f))   /* optim/train.h */
+#define SCHED(f) (offsetof(Options, sched) + offsetof(SchedConfig, f))  /* optim/schedule.h */
 
 
 /* Defaults: the demo. `train_gpt` with no flags learns 3-digit addition in under a minute on
@@ -292,42 +293,42 @@ const Setting TRAIN_GPT_SETTINGS[] = {
       .library_key = true,
       .help = "adamw, sgd, adam8bit (adamw with 8-bit moments) or adafactor\n"
               "(factored second moment, absolute --lr)" },
-    { .name = "lr", .id = FLAG_LR, .type = SETTING_DOUBLE, .offset = FIELD(lr),
+    { .name = "lr", .id = FLAG_LR, .type = SETTING_DOUBLE, .offset = SCHED(base_lr),
       .lo = 1e-12, .hi = 10.0, .def = "0.001", .arg = "X", .key = "schedule.lr",
       .help = "base learning rate, right for --base-batch" },
     { .heading = "Schedule (docs/batch_and_lr.md; the log's lr column shows the result):" },
-    { .name = "lr-rule", .id = FLAG_LR_RULE, .type = SETTING_CHOICE, .offset = FIELD(lr_rule),
+    { .name = "lr-rule", .id = FLAG_LR_RULE, .type = SETTING_CHOICE, .offset = SCHED(rule),
       .choices = SCHED_RULE_NAMES, .def = "none", .arg = "R", .key = "schedule.lr_rule",
       .before = "none",
       .help = "none, linear or sqrt: scale --lr by the effective batch\n"
               "(batch x accum) over --base-batch" },
     { .name = "base-batch", .id = FLAG_BASE_BATCH, .type = SETTING_INT,
-      .offset = FIELD(base_batch), .lo = 1, .hi = 1 << 30, .zero_unset = true, .arg = "N",
+      .offset = SCHED(base_batch), .lo = 1, .hi = 1 << 30, .zero_unset = true, .arg = "N",
       .key = "schedule.base_batch", .before = "0",
       .help = "the batch --lr is meant for (default: the effective batch)" },
     { .name = "warmup-type", .id = FLAG_WARMUP_TYPE, .type = SETTING_CHOICE,
-      .offset = FIELD(warmup_type), .choices = SCHED_WARMUP_NAMES, .def = "gradual",
+      .offset = SCHED(warmup), .choices = SCHED_WARMUP_NAMES, .def = "gradual",
       .arg = "W", .key = "schedule.warmup_type", .before = "gradual",
       .help = "none, constant (a fixed --warmup-fraction of the peak) or\n"
               "gradual (a linear ramp to the peak)" },
-    { .name = "warmup", .id = FLAG_WARMUP, .type = SETTING_LONG, .offset = FIELD(warmup),
+    { .name = "warmup", .id = FLAG_WARMUP, .type = SETTING_LONG, .offset = SCHED(warmup_steps),
       .lo = 0, .hi = 1000000000, .def = "100", .arg = "N", .key = "schedule.warmup",
       .help = "warmup steps (without the flag at most --steps / 10)" },
     { .name = "warmup-fraction", .id = FLAG_WARMUP_FRACTION, .type = SETTING_DOUBLE,
-      .offset = FIELD(warmup_fraction), .lo = 0.0, .hi = 1.0, .def = "0.1", .arg = "X",
+      .offset = SCHED(warmup_fraction), .lo = 0.0, .hi = 1.0, .def = "0.1", .arg = "X",
       .key = "schedule.warmup_fraction", .before = "0.1", .needs = { &CONSTANT_WARMUP },
       .help = "constant warmup's rate, as a fraction of the peak" },
-    { .name = "decay", .id = FLAG_DECAY, .type = SETTING_CHOICE, .offset = FIELD(decay),
+    { .name = "decay", .id = FLAG_DECAY, .type = SETTING_CHOICE, .offset = SCHED(decay),
       .choices = SCHED_DECAY_NAMES, .def = "cosine", .arg = "D", .key = "schedule.decay",
       .before = "constant",
       .help = "after warmup: constant, cosine (to 0 at --steps) or wsd\n"
               "(constant, then a cooldown to 0)" },
-    { .name = "cooldown", .id = FLAG_COOLDOWN, .type = SETTING_LONG, .offset = FIELD(cooldown),
-      .lo = 1, .hi = 1000000000, .zero_unset = true, .arg = "N", .key = "schedule.cooldown",
+    { .name = "cooldown", .id = FLAG_COOLDOWN, .type = SETTING_LONG,
+      .offset = SCHED(cooldown_steps), .lo = 1, .hi = 1000000000, .zero_unset = true, .arg = "N", .key = "schedule.cooldown",
       .before = "0", .needs = { &WSD },
       .help = "wsd: cooldown steps at the end (default: --steps / 5)" },
     { .name = "cooldown-shape", .id = FLAG_COOLDOWN_SHAPE, .type = SETTING_CHOICE,
-      .offset = FIELD(cooldown_shape), .choices = SCHED_COOLDOWN_NAMES, .def = "linear",
+      .offset = SCHED(cooldown), .choices = SCHED_COOLDOWN_NAMES, .def = "linear",
       .arg = "S", .key = "schedule.cooldown_shape", .before = "linear", .needs = { &WSD },
       .help = "wsd: linear or 1-sqrt" },
     { .name = "weight-decay", .id = FLAG_WEIGHT_DECAY, .type = SETTING_DOUBLE,
@@ -411,6 +412,7 @@ const int TRAIN_GPT_N_SETTINGS = sizeof TRAIN_GPT_SETTINGS / sizeof TRAIN_GPT_SE
 
 #undef FIELD
 #undef CFG
+#undef SCHED
 
 void options_usage(void)
 {

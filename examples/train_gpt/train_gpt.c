@@ -488,7 +488,7 @@ static void describe(const Run *run)
         snprintf(decay, sizeof decay, "wsd, %s cooldown over the last %ld steps",
                  SCHED_COOLDOWN_NAMES[s.cooldown], s.cooldown_steps);
     printf("schedule: lr %g at batch %d, rule %s: peak %g; warmup %s over %ld steps; %s\n",
-           o->lr, s.base_batch, SCHED_RULE_NAMES[s.rule], sched_peak_lr(&s),
+           s.base_lr, s.base_batch, SCHED_RULE_NAMES[s.rule], sched_peak_lr(&s),
            SCHED_WARMUP_NAMES[s.warmup], s.warmup == SCHED_WARMUP_NONE ? 0 : s.warmup_steps,
            decay);
 }

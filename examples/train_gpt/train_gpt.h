@@ -54,16 +54,10 @@ typedef struct {
     TrainerConfig cfg;
     PolicyFp8Scaling fp8_scaling;   /* --fp8-scaling: current, or delayed over fp8_window */
     int         fp8_window;
-    /* schedule (optim/schedule.h) */
-    double      lr;              /* the base rate, at base_batch */
-    SchedRule   lr_rule;
-    int         base_batch;      /* 0: the effective batch (the rule then changes nothing) */
-    SchedWarmup warmup_type;
-    long        warmup;
-    double      warmup_fraction;
-    SchedDecay  decay;
-    long        cooldown;        /* 0 with wsd: a fifth of --steps */
-    SchedCooldown cooldown_shape;
+    /* The schedule's fields the flags set (optim/schedule.h): base_batch 0 is the effective
+     * batch (the rule then changes nothing), cooldown_steps 0 with wsd a fifth of --steps;
+     * options_schedule completes it. */
+    SchedConfig sched;
     /* evaluation and output */
     long        eval_every;
     int         eval_examples;

@@ -32,6 +32,7 @@ static void set_from_flag(const Setting *s, void *opts, const char *flag, const 
     case SETTING_INT: *(int *)f = (int)cli_long(flag, text, (long)lo(s), (long)hi(s)); break;
     case SETTING_LONG: *(long *)f = cli_long(flag, text, (long)lo(s), (long)hi(s)); break;
     case SETTING_DOUBLE: *(double *)f = cli_double(flag, text, lo(s), hi(s)); break;
+    case SETTING_FLOAT: *(float *)f = (float)cli_double(flag, text, lo(s), hi(s)); break;
     case SETTING_BYTES:
         *(size_t *)f = cli_bytes(flag, text, (size_t)lo(s), (size_t)hi(s));
         break;
@@ -62,8 +63,9 @@ static void set_from_key(const Setting *s, void *opts, const char *text, const c
     char *end;
     double x;
     switch (s->type) {
-    case SETTING_INT: case SETTING_LONG: case SETTING_DOUBLE: case SETTING_BYTES: {
-        bool integer = s->type != SETTING_DOUBLE;
+    case SETTING_INT: case SETTING_LONG: case SETTING_DOUBLE: case SETTING_FLOAT:
+    case SETTING_BYTES: {
+        bool integer = s->type != SETTING_DOUBLE && s->type != SETTING_FLOAT;
         errno = 0;
         x = integer ? (double)strtoll(text, &end, 10) : strtod(text, &end);
         if (end == text || *end || errno == ERANGE)
@@ -78,6 +80,8 @@ static void set_from_key(const Setting *s, void *opts, const char *text, const c
             *(long *)f = (long)x;
         else if (s->type == SETTING_BYTES)
             *(size_t *)f = (size_t)x;
+        else if (s->type == SETTING_FLOAT)
+            *(float *)f = (float)x;
         else
             *(double *)f = x;
         break;
@@ -228,6 +232,7 @@ void settings_format(const Setting *s, const void *opts, char *buf, size_t len)
     case SETTING_INT: snprintf(buf, len, "%d", *(const int *)f); break;
     case SETTING_LONG: snprintf(buf, len, "%ld", *(const long *)f); break;
     case SETTING_DOUBLE: snprintf(buf, len, "%.17g", *(const double *)f); break;
+    case SETTING_FLOAT: snprintf(buf, len, "%.9g", (double)*(const float *)f); break;
     case SETTING_BYTES: snprintf(buf, len, "%zu", *(const size_t *)f); break;
     case SETTING_SWITCH: snprintf(buf, len, "%d", *(const bool *)f ? 1 : 0); break;
     case SETTING_CHOICE: snprintf(buf, len, "%s", s->choices[*(const int *)f]); break;

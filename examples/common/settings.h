@@ -25,6 +25,8 @@ typedef enum {
     SETTING_INT,        /* int field, a whole number in [lo, hi] */
     SETTING_LONG,       /* long field, the same */
     SETTING_DOUBLE,     /* double field, a number in [lo, hi] */
+    SETTING_FLOAT,      /* float field, the same, rounded to float once in range (a library's
+                         * config that keeps a float, LoraConfig's alpha) */
     SETTING_BYTES,      /* size_t field, a size in [lo, hi] (cli_bytes: "64MiB") */
     SETTING_SWITCH,     /* bool field; the flag takes no value: given means true */
     SETTING_CHOICE,     /* int-sized enum field: the index of the value in choices */
@@ -58,7 +60,7 @@ typedef struct {
     int         id;             /* the option parser returns it for the flag (the program's flag enum) */
     SettingType type;
     size_t      offset;         /* offsetof(the program's options, the field) */
-    double      lo, hi;         /* INT, LONG, DOUBLE, BYTES: the range, the same for the key */
+    double      lo, hi;         /* the range of a number, the same for the key */
     bool        zero_unset;     /* a saved 0 means "not given" (the flag itself takes lo..hi) */
     const char *const *choices; /* CHOICE: the names, NULL-terminated */
     const char *def;            /* the default as one would type it; NULL: the field's zero */

@@ -152,7 +152,7 @@ void options_snapshot_meta(const Options *o, SettingsMeta *m)
     m->n = 0;
     settings_meta_put(m, "data.kind", o->data ? "text" : "task");
     settings_write(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, o, m);
-    if (o->lora_rank > 0) {     /* the base a resumed LoRA run reads again (lora.c) */
+    if (o->lora.rank > 0) {     /* the base a resumed LoRA run reads again (lora.c) */
         char hash[32];
         snprintf(hash, sizeof hash, "%016llx", (unsigned long long)lora_base_hash(o));
         settings_meta_put(m, "lora.base", o->load_base_path ? o->load_base_path : "");

@@ -46,7 +46,7 @@ void pipeline_check_options(Options *o)
         return;
     if (options_given(o, FLAG_ACCUM))
         cli_usage_error("--parallel pipeline accumulates its --micro-batches; leave --accum out");
-    if (o->load_path || o->save_path || o->lora_rank > 0 || o->load_base_path)
+    if (o->load_path || o->save_path || o->lora.rank > 0 || o->load_base_path)
         cli_usage_error("--parallel pipeline does not take --load, --save, --load-base or "
                         "--lora");
     if (o->plot_path)

@@ -41,7 +41,7 @@ static bool has_log(const void *o) { return opt(o)->log_path != NULL; }
 static bool is_ddp(const void *o) { return opt(o)->ddp; }
 static bool is_pipeline(const void *o) { return opt(o)->parallel != NULL; }
 /* With --load the snapshot says whether the run has adapters (lora_merge_snapshot). */
-static bool has_lora(const void *o) { return opt(o)->lora_rank > 0 || opt(o)->load_path; }
+static bool has_lora(const void *o) { return opt(o)->lora.rank > 0 || opt(o)->load_path; }
 static bool no_load(const void *o) { return !opt(o)->load_path; }
 static bool no_base(const void *o) { return !opt(o)->load_base_path; }
 
@@ -114,7 +114,7 @@ static void set_lora_targets(void *opts, int id, const char *flag, const char *a
 {
     (void)id;
     char err[256];
-    if (!lora_targets_parse(arg, &((Options *)opts)->lora_targets, err, sizeof err))
+    if (!lora_targets_parse(arg, &((Options *)opts)->lora.targets, err, sizeof err))
         cli_usage_error("%s: %s", flag, err);
 }
 
@@ -359,17 +359,17 @@ const Setting TRAIN_GPT_SETTINGS[] = {
       .offset = FIELD(load_base_path), .arg = "FILE", .needs = { &NO_LOAD },
       .help = "start from this model (a --save snapshot or a base file);\n"
               "without --lora every parameter is fine-tuned" },
-    { .name = "lora", .id = FLAG_LORA, .type = SETTING_INT, .offset = FIELD(lora_rank),
+    { .name = "lora", .id = FLAG_LORA, .type = SETTING_INT, .offset = FIELD(lora.rank),
       .lo = 0, .hi = 1 << 14, .arg = "R", .needs = { &NO_LOAD },
       .help = "freeze the model, train rank-R adapters (default 0: off)" },
-    { .name = "lora-alpha", .id = FLAG_LORA_ALPHA, .type = SETTING_DOUBLE,
-      .offset = FIELD(lora_alpha), .lo = LORA_ALPHA_MIN, .hi = LORA_ALPHA_MAX, .def = "16",
+    { .name = "lora-alpha", .id = FLAG_LORA_ALPHA, .type = SETTING_FLOAT,
+      .offset = FIELD(lora.alpha), .lo = LORA_ALPHA_MIN, .hi = LORA_ALPHA_MAX, .def = "16",
       .arg = "X", .needs = { &NO_LOAD, &LORA }, .help = "the adapters are scaled by X / R" },
     { .name = "lora-targets", .id = FLAG_LORA_TARGETS, .type = SETTING_CUSTOM,
       .set = set_lora_targets, .def = "q,v", .arg = "L", .needs = { &NO_LOAD, &LORA },
       .help = "among q, k, v, o, mlp, or all (q, k, v need\n"
               "separate projections, switched on for a fresh model)" },
-    { .name = "qlora", .id = FLAG_QLORA, .type = SETTING_SWITCH, .offset = FIELD(qlora),
+    { .name = "qlora", .id = FLAG_QLORA, .type = SETTING_SWITCH, .offset = FIELD(lora.qlora),
       .needs = { &NO_LOAD, &LORA }, .help = "keep the frozen weights as NF4 (4.127 bits each)" },
     { .name = "save-adapter", .id = FLAG_SAVE_ADAPTER, .type = SETTING_STRING,
       .offset = FIELD(save_adapter_path), .arg = "FILE", .needs = { &LORA },

@@ -146,7 +146,7 @@ static Trainer *load_trainer(Run *run, TrainerConfig *saved)
 {
     Options *o = &run->o;
     SnapshotError err;
-    Trainer *tr = o->lora_rank > 0 ? lora_resume(o, saved, run->loaded)
+    Trainer *tr = o->lora.rank > 0 ? lora_resume(o, saved, run->loaded)
                                    : train_snapshot_load(run->loaded, o->load_path, &err);
     if (!tr)
         cli_die(1, "%s", err.message);

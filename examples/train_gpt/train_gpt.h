@@ -66,10 +66,7 @@ typedef struct {
     long        sample_seed;     /* its generator's seed (--seed unless given) */
     const char *log_path, *plot_path, *save_path, *load_path;
     /* LoRA and QLoRA (lora.c) */
-    int         lora_rank;       /* 0: no adapters */
-    double      lora_alpha;
-    unsigned    lora_targets;    /* LORA_TARGET_* bits */
-    bool        qlora;
+    LoraConfig  lora;            /* nn/gpt_lora.h; rank 0: no adapters */
     const char *load_base_path, *save_adapter_path;
     /* --parallel: data parallel training (parallel.c) or a pipeline (pipeline.c) */
     bool        ddp;             /* --parallel ddp */

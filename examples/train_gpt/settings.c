@@ -2,7 +2,7 @@
  * --help, the checks of each value, the snapshot's data, schedule and run keys, the merge
  * with a snapshot given by --load (flags.c) and what each flag needs to be given (its needs:
  * the optimizer it applies to, --lora, no --load, ...). A new flag is a row here, its field
- * in Options (or in its TrainerConfig, cfg) and its Flag (train_gpt.h). */
+ * in Options (or in a library's config there: cfg, sched, lora) and its Flag (train_gpt.h). */
 #include <float.h>
 #include <stddef.h>
 #include <stdio.h>

@@ -160,10 +160,10 @@ void options_snapshot_meta(const Options *o, SettingsMeta *m)
     }
 }
 
-/* optim/schedule.h from the flags, which set o->sched's fields but these. S is --steps for a
- * decaying schedule; a constant one only needs S to cover the warmup, so a resumed run may
- * extend --steps without changing the rate of any step (a cosine or wsd curve is defined by
- * --steps, and stretches with it instead). */
+/* optim/schedule.h from the flags: o->sched as they set it, completed with what no flag says
+ * alone. S is --steps for a decaying schedule; a constant one only needs S to cover the warmup,
+ * so a resumed run may extend --steps without changing the rate of any step (a cosine or wsd
+ * curve is defined by --steps, and stretches with it instead). */
 SchedConfig options_schedule(const Options *o)
 {
     SchedConfig c = o->sched;

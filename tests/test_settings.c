@@ -170,6 +170,133 @@ static void test_custom_without_value(void **state)
     assert_int_equal(a.layers, 3);
 }
 
+/* A need is checked only for a flag given, only in its phase (early or not), and a row's check
+ * sees the value the flag has just set. The refusals (an exit) are train_gpt's. */
+static int lr_checks;
+static double lr_checked;
+static bool record_lr(const void *o, char *why, size_t len)
+{
+    (void)why;
+    (void)len;
+    lr_checks++;
+    lr_checked = ((const Opts *)o)->lr;
+    return true;
+}
+
+static void test_needs_and_check(void **state)
+{
+    (void)state;
+    static const SettingNeed FANCY = { .holds = is_fancy,
+                                       .refusal = "--%s applies to --kind fancy, not %s",
+                                       .value_id = F_KIND };
+    static const Setting t[] = {
+        { .name = "lr", .id = F_LR, .type = SETTING_DOUBLE, .offset = offsetof(Opts, lr),
+          .lo = 0, .hi = 1, .def = "0.1", .arg = "X", .needs = { &FANCY }, .check = record_lr },
+        { .name = "kind", .id = F_KIND, .type = SETTING_CHOICE, .offset = offsetof(Opts, kind),
+          .choices = KINDS, .def = "plain", .arg = "K" },
+    };
+    Opts o;
+    memset(&o, 0, sizeof o);
+    settings_defaults(t, 2, &o);
+    assert_int_equal(lr_checks, 0);     /* a default is not checked */
+    char *fancy[] = { "prog", "--kind", "fancy", "--lr", "0.5", NULL };
+    optind = 0;
+    settings_parse(t, 2, &o, o.given, F_LAYERS, no_usage, 5, fancy);
+    assert_int_equal(lr_checks, 1);
+    assert_true(lr_checked == 0.5);
+    settings_check_needs(t, 2, &o, o.given, F_LAYERS, false);     /* holds: no exit */
+    memset(&o, 0, sizeof o);
+    settings_defaults(t, 2, &o);
+    char *plain[] = { "prog", "--lr", "0.25", NULL };
+    optind = 0;
+    settings_parse(t, 2, &o, o.given, F_LAYERS, no_usage, 3, plain);
+    assert_int_equal(lr_checks, 2);
+    assert_true(lr_checked == 0.25);
+    settings_check_needs(t, 2, &o, o.given, F_LAYERS, true);      /* not an early need */
+    o.given[F_LR - F_LAYERS] = false;
+    settings_check_needs(t, 2, &o, o.given, F_LAYERS, false);     /* not given */
+}
+
+/* settings_merge_all: every kept row from the file in table order; a key the file lacks is the
+ * row's .before, a custom row's saved value is its format of theirs, and a free row or one that
+ * does not apply is left as it is. */
+typedef struct {
+    int    layers;
+    long   steps;
+    float  alpha;
+    int    seed;
+    double lr;
+    int    mode;
+    bool   given[6];
+} Run;
+
+enum { R_LAYERS = 400, R_STEPS, R_ALPHA, R_SEED, R_LR, R_MODE };
+
+static const char *file_value(const void *source, const char *key)
+{
+    for (const char *const *kv = source; *kv; kv += 2)
+        if (strcmp(kv[0], key) == 0)
+            return kv[1];
+    return NULL;
+}
+
+static bool never(const void *o)
+{
+    (void)o;
+    return false;
+}
+
+static void set_mode(void *opts, int id, const char *flag, const char *text)
+{
+    (void)id;
+    (void)flag;
+    ((Run *)opts)->mode = text[0] - '0';
+}
+
+static void format_mode(const void *opts, int id, char *buf, size_t len)
+{
+    (void)id;
+    snprintf(buf, len, "%d", ((const Run *)opts)->mode);
+}
+
+static void test_merge_all(void **state)
+{
+    (void)state;
+    static const Setting t[] = {
+        { .name = "layers", .id = R_LAYERS, .type = SETTING_INT, .offset = offsetof(Run, layers),
+          .lo = 1, .hi = 8, .key = "m.layers" },
+        { .name = "steps", .id = R_STEPS, .type = SETTING_LONG, .offset = offsetof(Run, steps),
+          .lo = 0, .hi = 1000, .key = "t.step", .merge = SETTING_ONWARD },
+        { .name = "alpha", .id = R_ALPHA, .type = SETTING_FLOAT, .offset = offsetof(Run, alpha),
+          .lo = 0, .hi = 100, .key = "m.alpha", .before = "0.1" },
+        { .name = "seed", .id = R_SEED, .type = SETTING_INT, .offset = offsetof(Run, seed),
+          .lo = 0, .hi = 99, .key = "t.seed", .merge = SETTING_FREE },
+        { .name = "lr", .id = R_LR, .type = SETTING_DOUBLE, .offset = offsetof(Run, lr),
+          .lo = 0, .hi = 1, .key = "t.lr", .applies = never },
+        { .name = "mode", .id = R_MODE, .type = SETTING_CUSTOM, .set = set_mode,
+          .format = format_mode, .arg = "M", .key = "t.mode", .library_key = true },
+    };
+    const char *file[] = { "m.layers", "7", "t.step", "30", "t.seed", "9", "t.lr", "0.5", NULL };
+    Run r = { .layers = 2, .steps = 40, .alpha = 3.0f, .seed = 1, .lr = 0.25, .mode = 1 };
+    r.given[R_STEPS - R_LAYERS] = true;
+    Run theirs = r;
+    theirs.mode = 5;        /* as a library read the snapshot's config */
+    SettingsSaved saved = { .path = "file", .maker = "test", .value = file_value,
+                            .source = file, .theirs = &theirs };
+    settings_merge_all(t, 6, &r, r.given, R_LAYERS, &saved);
+    assert_int_equal(r.layers, 7);
+    assert_int_equal(r.steps, 40);          /* given, past the saved 30 */
+    assert_true(r.alpha == 0.1f);           /* the file lacks m.alpha: .before */
+    assert_int_equal(r.seed, 1);
+    assert_true(r.lr == 0.25);
+    assert_int_equal(r.mode, 5);
+    assert_string_equal(settings_saved_value(&saved, "t.seed", NULL), "9");
+    assert_string_equal(settings_saved_value(&saved, "m.none", "x"), "x");
+    char buf[32];
+    settings_format(&t[2], &r, buf, sizeof buf);
+    assert_string_equal(buf, "0.100000001");     /* a float, to the digits that read it back */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -177,6 +304,8 @@ int main(void)
         cmocka_unit_test(test_write),
         cmocka_unit_test(test_merge),
         cmocka_unit_test(test_custom_without_value),
+        cmocka_unit_test(test_needs_and_check),
+        cmocka_unit_test(test_merge_all),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -50,6 +50,42 @@ static void test_products_of_flags(void **state)
                    "--batch 65536 x --accum 16384 x --seq 4 = 4294967296 tokens per step");
 }
 
+/* What a flag needs to be given (its row's needs, examples/train_gpt/settings.c): without it,
+ * one message naming the flag and exit 2; the needs that look at nothing a snapshot or a base
+ * holds are checked before either file is opened. A --scale-* factor is checked with the
+ * others as the dynamic mode will (the row's check). */
+static void test_flag_needs(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *args, *needle;
+    } cases[] = {
+        { "--momentum 0.5", "--momentum applies to --optimizer sgd, not adamw" },
+        { "--optimizer sgd --beta2 0.9",
+          "--beta2 applies to --optimizer adamw and adam8bit, not sgd" },
+        { "--loss-scale static:8 --scale-growth-interval 5",
+          "--scale-growth-interval applies to --loss-scale dynamic, not static:8" },
+        { "--precision bf16 --fp8-scaling current",
+          "--fp8-scaling applies to --precision fp8, not bf16" },
+        { "--cooldown-shape 1-sqrt", "--cooldown and --cooldown-shape apply to --decay wsd" },
+        { "--pipe-events e.tsv", "--pipe-events need --parallel pipeline:" },
+        { "--qlora", "--qlora needs --lora R (R >= 1)" },
+        { "--load /nonexistent.safetensors --lora-targets q",
+          "--lora-targets: --load takes the LoRA settings and the base from the snapshot "
+          "/nonexistent.safetensors" },
+        { "--load-base /nonexistent.safetensors --untied",
+          "--untied: the model comes from --load-base /nonexistent.safetensors" },
+        { "--plot x.png", "--plot needs --log" },
+        { "--data /dev/null --sample-seed 3", "--sample-seed applies to a text sample" },
+        { "--loss-scale dynamic --scale-growth-factor 0.5",
+          "--scale-growth-factor 0.5: the growth factor 0.5 is not above 1" },
+        { "--scale-backoff-factor 1 --loss-scale dynamic",
+          "--scale-backoff-factor 1: the backoff factor 1 is not in (0, 1)" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_refused(2, cases[i].args, cases[i].needle);
+}
+
 /* Issue 18: --save's folder was found missing only after the last step. */
 static void test_outputs_checked_before_training(void **state)
 {
@@ -410,6 +446,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_products_of_flags),
+        cmocka_unit_test(test_flag_needs),
         cmocka_unit_test(test_outputs_checked_before_training),
         cmocka_unit_test(test_non_finite_model_refused),
         cmocka_unit_test(test_wrong_program_metadata),

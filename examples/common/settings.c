@@ -14,6 +14,7 @@ enum { HELP_COLUMN = 22, HELP_WIDTH = 100, MAX_SETTINGS = 128 };
 static double lo(const Setting *s) { return s->range ? s->range->lo : s->lo; }
 static double hi(const Setting *s) { return s->range ? s->range->hi : s->hi; }
 const char *settings_key(const Setting *s) { return s->range ? s->range->key : s->key; }
+static bool library_key(const Setting *s) { return s->library_key || s->range; }
 
 static void *field(const Setting *s, void *opts) { return (char *)opts + s->offset; }
 static const void *cfield(const Setting *s, const void *opts)
@@ -31,6 +32,7 @@ static void set_from_flag(const Setting *s, void *opts, const char *flag, const 
     case SETTING_INT: *(int *)f = (int)cli_long(flag, text, (long)lo(s), (long)hi(s)); break;
     case SETTING_LONG: *(long *)f = cli_long(flag, text, (long)lo(s), (long)hi(s)); break;
     case SETTING_DOUBLE: *(double *)f = cli_double(flag, text, lo(s), hi(s)); break;
+    case SETTING_FLOAT: *(float *)f = (float)cli_double(flag, text, lo(s), hi(s)); break;
     case SETTING_BYTES:
         *(size_t *)f = cli_bytes(flag, text, (size_t)lo(s), (size_t)hi(s));
         break;
@@ -61,8 +63,9 @@ static void set_from_key(const Setting *s, void *opts, const char *text, const c
     char *end;
     double x;
     switch (s->type) {
-    case SETTING_INT: case SETTING_LONG: case SETTING_DOUBLE: case SETTING_BYTES: {
-        bool integer = s->type != SETTING_DOUBLE;
+    case SETTING_INT: case SETTING_LONG: case SETTING_DOUBLE: case SETTING_FLOAT:
+    case SETTING_BYTES: {
+        bool integer = s->type != SETTING_DOUBLE && s->type != SETTING_FLOAT;
         errno = 0;
         x = integer ? (double)strtoll(text, &end, 10) : strtod(text, &end);
         if (end == text || *end || errno == ERANGE)
@@ -77,12 +80,14 @@ static void set_from_key(const Setting *s, void *opts, const char *text, const c
             *(long *)f = (long)x;
         else if (s->type == SETTING_BYTES)
             *(size_t *)f = (size_t)x;
+        else if (s->type == SETTING_FLOAT)
+            *(float *)f = (float)x;
         else
             *(double *)f = x;
         break;
     }
     case SETTING_SWITCH: {       /* the one place that knows a switch's two spellings */
-        const char *no = s->library_key ? "false" : "0", *yes = s->library_key ? "true" : "1";
+        const char *no = library_key(s) ? "false" : "0", *yes = library_key(s) ? "true" : "1";
         if (strcmp(text, no) != 0 && strcmp(text, yes) != 0)
             cli_die(1, "%s: metadata '%s' is '%s', not %s or %s", path, key, text, no, yes);
         *(bool *)f = strcmp(text, yes) == 0;
@@ -149,9 +154,27 @@ void settings_parse(const Setting *t, int n, void *opts, bool *given, int first_
         if (given)
             given[c - first_id] = true;
         set_from_flag(s, opts, flag, optarg);
+        char why[200];
+        if (s->check && !s->check(opts, why, sizeof why))
+            cli_usage_error("%s %s: %s", flag, optarg ? optarg : "", why);
     }
     if (optind < argc)
         cli_usage_error("unexpected argument '%s'", argv[optind]);
+}
+
+void settings_check_needs(const Setting *t, int n, const void *opts, const bool *given,
+                          int first_id, bool early)
+{
+    char value[SETTINGS_META_VALUE] = "";
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < 2 && t[i].name && given[t[i].id - first_id]; k++) {
+            const SettingNeed *need = t[i].needs[k];
+            if (!need || need->early != early || need->holds(opts))
+                continue;
+            if (need->value_id)
+                settings_format(settings_find(t, n, need->value_id), opts, value, sizeof value);
+            cli_usage_error(need->refusal, t[i].name, value);
+        }
 }
 
 const Setting *settings_find(const Setting *t, int n, int id)
@@ -209,6 +232,7 @@ void settings_format(const Setting *s, const void *opts, char *buf, size_t len)
     case SETTING_INT: snprintf(buf, len, "%d", *(const int *)f); break;
     case SETTING_LONG: snprintf(buf, len, "%ld", *(const long *)f); break;
     case SETTING_DOUBLE: snprintf(buf, len, "%.17g", *(const double *)f); break;
+    case SETTING_FLOAT: snprintf(buf, len, "%.9g", (double)*(const float *)f); break;
     case SETTING_BYTES: snprintf(buf, len, "%zu", *(const size_t *)f); break;
     case SETTING_SWITCH: snprintf(buf, len, "%d", *(const bool *)f ? 1 : 0); break;
     case SETTING_CHOICE: snprintf(buf, len, "%s", s->choices[*(const int *)f]); break;
@@ -240,7 +264,7 @@ void settings_write(const Setting *t, int n, const void *opts, SettingsMeta *m)
 {
     char value[SETTINGS_META_VALUE];
     for (int i = 0; i < n; i++)
-        if (t[i].name && settings_key(&t[i]) && !t[i].library_key &&
+        if (t[i].name && settings_key(&t[i]) && !library_key(&t[i]) &&
             (!t[i].applies || t[i].applies(opts))) {
             settings_format(&t[i], opts, value, sizeof value);
             settings_meta_put(m, settings_key(&t[i]), value);
@@ -270,4 +294,33 @@ void settings_merge(const Setting *s, void *opts, bool given, const char *saved,
     }
     cli_usage_error("--%s %s does not match the snapshot %s, which has %s", s->name, mine,
                     path, theirs);
+}
+
+const char *settings_saved_value(const SettingsSaved *saved, const char *key, const char *before)
+{
+    const char *value = saved->value(saved->source, key);
+    if (!value)
+        value = before;
+    if (!value)
+        cli_die(1, "%s: missing metadata '%s' (was it saved by %s?)", saved->path, key,
+                saved->maker);
+    return value;
+}
+
+void settings_merge_all(const Setting *t, int n, void *opts, const bool *given, int first_id,
+                        const SettingsSaved *saved)
+{
+    char typed[SETTINGS_META_VALUE];
+    for (int i = 0; i < n; i++) {
+        const Setting *s = &t[i];
+        if (!s->name || !settings_key(s) || s->merge == SETTING_FREE ||
+            (s->applies && !s->applies(opts)))
+            continue;
+        const char *text = typed;
+        if (s->type == SETTING_CUSTOM)
+            settings_format(s, saved->theirs, typed, sizeof typed);
+        else
+            text = settings_saved_value(saved, settings_key(s), s->before);
+        settings_merge(s, opts, given[s->id - first_id], text, saved->path);
+    }
 }

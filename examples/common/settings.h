@@ -25,6 +25,8 @@ typedef enum {
     SETTING_INT,        /* int field, a whole number in [lo, hi] */
     SETTING_LONG,       /* long field, the same */
     SETTING_DOUBLE,     /* double field, a number in [lo, hi] */
+    SETTING_FLOAT,      /* float field, the same, rounded to float once in range (a library's
+                         * config that keeps a float, LoraConfig's alpha) */
     SETTING_BYTES,      /* size_t field, a size in [lo, hi] (cli_bytes: "64MiB") */
     SETTING_SWITCH,     /* bool field; the flag takes no value: given means true */
     SETTING_CHOICE,     /* int-sized enum field: the index of the value in choices */
@@ -32,12 +34,25 @@ typedef enum {
     SETTING_CUSTOM,     /* set() reads the value into the field(s); offset unused */
 } SettingType;
 
-/* What a resumed run (a loaded snapshot) does with the setting. */
+/* What a resumed run (a loaded snapshot) does with a setting that has a key (one without is
+ * never kept): kept unless the row says otherwise. */
 typedef enum {
-    SETTING_FREE,       /* not kept: the flag, or its default, applies to the resumed run */
     SETTING_KEPT,       /* kept: the snapshot's value is the run's; a flag given must agree */
     SETTING_ONWARD,     /* kept, but a flag given may go past it (--steps extends a run) */
+    SETTING_FREE,       /* not kept: the flag, or its default, applies to the resumed run */
 } SettingMerge;
+
+/* A condition a flag needs, shared by the rows it applies to: given without it, a flag is a
+ * usage error (settings_check_needs). The message is printed from refusal as a format given the
+ * flag's name and then the value of the setting value_id (as a snapshot stores it; "" for 0):
+ * "--%s applies to --optimizer sgd, not %s". */
+typedef struct {
+    bool      (*holds)(const void *opts);
+    const char *refusal;
+    int         value_id;
+    bool        early;          /* checked by settings_check_needs(..., true), the others by false
+                                 * (a program that reads a snapshot's settings in between) */
+} SettingNeed;
 
 typedef struct {
     const char *heading;        /* a line of --help between groups; the rest of the row unused */
@@ -45,19 +60,20 @@ typedef struct {
     int         id;             /* the option parser returns it for the flag (the program's flag enum) */
     SettingType type;
     size_t      offset;         /* offsetof(the program's options, the field) */
-    double      lo, hi;         /* INT, LONG, DOUBLE, BYTES: the range, the same for the key */
+    double      lo, hi;         /* the range of a number, the same for the key */
     bool        zero_unset;     /* a saved 0 means "not given" (the flag itself takes lo..hi) */
     const char *const *choices; /* CHOICE: the names, NULL-terminated */
     const char *def;            /* the default as one would type it; NULL: the field's zero */
     const char *arg;            /* the value's name in --help ("N", "FILE"); NULL for a switch */
     const char *help;           /* --help lines, '\n' between them; "(default DEF)" is added */
     const char *key;            /* the snapshot metadata key; NULL: not in a snapshot */
-    bool        library_key;    /* the key is written by a library's snapshot, not settings_write;
-                                 * a switch's is "true" or "false" there ("1" or "0" otherwise) */
+    bool        library_key;    /* the key is written by a library's snapshot, not settings_write
+                                 * (always so for a row with a range); a switch's is "true" or
+                                 * "false" there ("1" or "0" otherwise) */
     bool        negated;        /* SWITCH: the flag clears the field (--untied: model.tied) */
     const char *before;         /* the value of a run saved before the key existed (NULL: the key
                                  * was always written) */
-    unsigned    marks;          /* the program's own marks, for its checks of flags together */
+    const SettingNeed *needs[2];    /* what the flag needs to be given (NULL: nothing) */
     SettingMerge merge;
     /* A library's range (optim/train.h) instead of lo and hi, and its key instead of key. */
     const struct TrainRange *range;
@@ -70,6 +86,9 @@ typedef struct {
     /* Whether the key holds this flag's value in a snapshot made with these options (NULL:
      * always); a key that does not apply is neither written nor merged. */
     bool (*applies)(const void *opts);
+    /* A check of the value with the others once the flag has set it (a usage error
+     * "--flag value: why" otherwise), for what a range cannot say. */
+    bool (*check)(const void *opts, char *why, size_t len);
 } Setting;
 
 /* Every row with a default sets its field from it (as a flag would, not marked given). */
@@ -81,6 +100,10 @@ void settings_usage(const Setting *t, int n);
  * usage() and exit 0. Anything else not in the table is a usage error. */
 void settings_parse(const Setting *t, int n, void *opts, bool *given, int first_id,
                     void (*usage)(void), int argc, char **argv);
+/* Each flag given (given[id - first_id]) whose needs with this early do not hold: a usage error
+ * from the need's refusal. Rows in table order, a row's needs in order. */
+void settings_check_needs(const Setting *t, int n, const void *opts, const bool *given,
+                          int first_id, bool early);
 /* The row of flag id, or NULL. */
 const Setting *settings_find(const Setting *t, int n, int id);
 
@@ -108,5 +131,26 @@ void settings_meta_put(SettingsMeta *m, const char *key, const char *value);
  * error naming the flag, both values and path when they differ), then becomes the field's. */
 void settings_merge(const Setting *s, void *opts, bool given, const char *saved,
                     const char *path);
+
+/* A snapshot's settings as a resumed run reads them: value(source, key) is the key's text
+ * (NULL when the file lacks it), theirs the program's options as the library read the
+ * snapshot's config into them (a custom row's saved value is its format of theirs), maker
+ * the program that writes such files (named when a key is missing). */
+typedef struct {
+    const char  *path;
+    const char  *maker;
+    const char *(*value)(const void *source, const char *key);
+    const void  *source;
+    const void  *theirs;
+} SettingsSaved;
+
+/* The key's value, or before when the file lacks it (a key added since); exit 1 naming the
+ * file and the key when it has neither. */
+const char *settings_saved_value(const SettingsSaved *saved, const char *key, const char *before);
+/* Every kept row (a key, not SETTING_FREE, that applies to opts) in table order through
+ * settings_merge: the snapshot's value becomes the run's, a flag given (given[id - first_id])
+ * must agree. */
+void settings_merge_all(const Setting *t, int n, void *opts, const bool *given, int first_id,
+                        const SettingsSaved *saved);
 
 #endif

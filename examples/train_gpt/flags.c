@@ -13,27 +13,16 @@
 #include "optim/schedule.h"
 #include "optim/snapshot_keys.h"
 
-const char *options_flag_name(Flag f)
-{
-    const Setting *s = settings_find(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, f);
-    return s ? s->name : "?";
-}
-
 bool options_given(const Options *o, Flag f) { return o->given[f - FLAG_TASK]; }
 
 static void check_schedule(const Options *o)
 {
-    if (o->decay != SCHED_DECAY_WSD &&
-        (options_given(o, FLAG_COOLDOWN) || options_given(o, FLAG_COOLDOWN_SHAPE)))
-        cli_usage_error("--cooldown and --cooldown-shape apply to --decay wsd");
-    if (options_given(o, FLAG_WARMUP_FRACTION) && o->warmup_type != SCHED_WARMUP_CONSTANT)
-        cli_usage_error("--warmup-fraction applies to --warmup-type constant");
     SchedConfig c = options_schedule(o);
     long W = c.warmup == SCHED_WARMUP_NONE ? 0 : c.warmup_steps;
-    if (o->decay != SCHED_DECAY_CONSTANT && o->steps > 0 && W + c.cooldown_steps >= o->steps)
+    if (c.decay != SCHED_DECAY_CONSTANT && o->steps > 0 && W + c.cooldown_steps >= o->steps)
         cli_usage_error("--warmup %ld%s leave%s no step of --steps %ld to decay over", W,
-                        o->decay == SCHED_DECAY_WSD ? " and the cooldown" : "",
-                        o->decay == SCHED_DECAY_WSD ? "" : "s", o->steps);
+                        c.decay == SCHED_DECAY_WSD ? " and the cooldown" : "",
+                        c.decay == SCHED_DECAY_WSD ? "" : "s", o->steps);
     char err[160];
     if (!sched_check(&c, err, sizeof err))
         cli_usage_error("the schedule: %s", err);
@@ -52,42 +41,21 @@ void options_check_products(const Options *o)
                     (long[]){ o->batch, o->accum, o->seq });
 }
 
-/* Combinations no single value shows wrong. */
+/* Combinations no single value shows wrong: first what each flag needs (the table's needs,
+ * settings.c), then the rest. */
 static void check_combinations(const Options *o)
 {
+    settings_check_needs(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, o, o->given, FLAG_TASK,
+                         false);
     options_check_products(o);
-    if (o->data && options_given(o, FLAG_TASK))
-        cli_usage_error("--task and --data exclude each other: train on a task or on a text");
-    if (o->data && (options_given(o, FLAG_TASK_SIZE) || o->msd_first))
-        cli_usage_error("--%s applies to a task, not to --data",
-                        options_given(o, FLAG_TASK_SIZE) ? "task-size" : "msd-first");
     if (o->msd_first && o->task && strcmp(o->task, "add") != 0 && strcmp(o->task, "sub") != 0)
         cli_usage_error("--msd-first applies to add and sub, not to %s", o->task);
-    TrainOptimizer opt = o->cfg.optimizer;
-    if (opt != TRAIN_SGD && options_given(o, FLAG_MOMENTUM))
-        cli_usage_error("--momentum applies to --optimizer sgd, not %s",
-                        trainer_optimizer_name(opt));
-    bool adam = opt == TRAIN_ADAMW || opt == TRAIN_ADAM8BIT;
-    if (!adam && (options_given(o, FLAG_BETA1) || options_given(o, FLAG_BETA2)))
-        cli_usage_error("--beta1 and --beta2 apply to --optimizer adamw and adam8bit, not %s",
-                        trainer_optimizer_name(opt));
-    if (opt != TRAIN_ADAM8BIT && options_given(o, FLAG_ADAM8BIT_ROUNDING))
-        cli_usage_error("--adam8bit-rounding applies to --optimizer adam8bit, not %s",
-                        trainer_optimizer_name(opt));
-    if ((options_given(o, FLAG_TEMPERATURE) || options_given(o, FLAG_SAMPLE_SEED)) &&
-        (!o->data || o->sample == 0))
-        cli_usage_error("--%s applies to a text sample: --data with --sample N (a task's "
-                        "samples are greedy answers)",
-                        options_given(o, FLAG_TEMPERATURE) ? "temperature" : "sample-seed");
     check_schedule(o);
     if (o->cfg.model.n_embd % o->cfg.model.n_head != 0)
         cli_usage_error("--embd %d is not a multiple of --heads %d: each head gets C/H "
                         "channels", o->cfg.model.n_embd, o->cfg.model.n_head);
-    if (o->plot_path && !o->log_path)
-        cli_usage_error("--plot needs --log: the figure is drawn from the log");
     precision_check_options(o);
     parallel_check_options(o);
-    precision_check_scaling(o);
     /* Files written must not be one another or an input; --save over --load is fine (the
      * snapshot is replaced atomically, once the run is done). */
     const char *names[] = { "log", "plot", "save", "load", "data" };
@@ -110,12 +78,13 @@ Options options_parse(int argc, char **argv)
         o.task = NULL;
     o.cfg.sgd.weight_decay = o.cfg.adafactor.weight_decay = o.cfg.adamw.weight_decay;
     o.cfg.policy = precision_policy(&o);
+    settings_check_needs(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, &o, o.given, FLAG_TASK, true);
     lora_check_options(&o);
     pipeline_check_options(&o);
     /* A short run (--steps 20 to try things) still gets a decay: the default warmup shrinks to
      * a tenth of the steps. An explicit --warmup is taken as given. */
-    if (!options_given(&o, FLAG_WARMUP) && !o.load_path && o.warmup > o.steps / 10)
-        o.warmup = o.steps / 10;
+    if (!options_given(&o, FLAG_WARMUP) && !o.load_path && o.sched.warmup_steps > o.steps / 10)
+        o.sched.warmup_steps = o.steps / 10;
     if (!o.load_path)
         check_combinations(&o);   /* with --load, once the snapshot's settings are in */
     return o;
@@ -123,35 +92,26 @@ Options options_parse(int argc, char **argv)
 
 /* Agreeing with a snapshot ------------------------------------------------------------------ */
 
-static const char *snapshot_path;
-
-/* A key's value in today's layout: the library's keys migrated (optim/snapshot_keys.h), a key
- * of the table's own that an older train_gpt did not write given the row's .before, the value
- * the run that saved it had. Missing otherwise: the file was not made by train_gpt. */
-static const char *saved_value(const SnapshotKeyView *v, const char *key, const char *before)
+/* Keys in today's layout: the library's migrated (optim/snapshot_keys.h). */
+static const char *migrated_value(const void *view, const char *key)
 {
-    const char *value = snapshot_keys_value(v, key);
-    if (!value)
-        value = before;
-    if (!value)
-        cli_die(1, "%s: missing metadata '%s' (was it saved by train_gpt?)", snapshot_path, key);
-    return value;
+    return snapshot_keys_value(view, key);
 }
 
 /* A task or a text: the flags of the other kind are refused by name. */
-static void merge_data_kind(Options *o, const SnapshotKeyView *v)
+static void merge_data_kind(Options *o, const SettingsSaved *saved)
 {
-    bool text = strcmp(saved_value(v, "data.kind", NULL), "text") == 0;
+    bool text = strcmp(settings_saved_value(saved, "data.kind", NULL), "text") == 0;
     if (text && options_given(o, FLAG_TASK))
         cli_usage_error("--task %s does not match the snapshot %s, which has text data", o->task,
-                        snapshot_path);
+                        saved->path);
     if (text && (options_given(o, FLAG_TASK_SIZE) || o->msd_first))
         cli_usage_error("--%s applies to a task; the snapshot %s was trained on text",
                         options_given(o, FLAG_TASK_SIZE) ? "task-size" : "msd-first",
-                        snapshot_path);
+                        saved->path);
     if (!text && o->data)
         cli_usage_error("--data %s does not match the snapshot %s, which has a task", o->data,
-                        snapshot_path);
+                        saved->path);
     if (text) {
         if (!o->data)
             o->data = "";      /* the saved path follows (data.path) */
@@ -161,33 +121,23 @@ static void merge_data_kind(Options *o, const SnapshotKeyView *v)
     }
 }
 
-/* Each kept row in table order; a custom row (the precision flags) is compared as it would be
- * typed, formatted from the config the library read (saved). Then the config is the
- * snapshot's, but for the checkpointing, which changes no number. */
+/* The kept rows merged (settings_merge_all); the custom ones, the precision flags, compared as
+ * they would be typed, formatted from the config the library read (saved). Then the config is
+ * the snapshot's, but for the checkpointing, which changes no number. */
 void options_merge_snapshot(Options *o, const TrainerConfig *saved, const SnapshotReader *r,
                             const char *path)
 {
-    snapshot_path = path;
     SnapshotKeyView v;
     snapshot_keys_migrate(&v, r, path);
-    merge_data_kind(o, &v);
     Options theirs = *o;
     theirs.cfg = *saved;
     theirs.fp8_scaling = saved->policy.fp8_scaling;
     theirs.fp8_window = saved->policy.fp8_window;
-    char typed[SETTINGS_META_VALUE];
-    for (int i = 0; i < TRAIN_GPT_N_SETTINGS; i++) {
-        const Setting *st = &TRAIN_GPT_SETTINGS[i];
-        if (!st->name || !settings_key(st) || st->merge == SETTING_FREE ||
-            (st->applies && !st->applies(o)))
-            continue;
-        const char *text = typed;
-        if (st->type == SETTING_CUSTOM)
-            settings_format(st, &theirs, typed, sizeof typed);
-        else
-            text = saved_value(&v, settings_key(st), st->before);
-        settings_merge(st, o, options_given(o, st->id), text, path);
-    }
+    SettingsSaved snapshot = { .path = path, .maker = "train_gpt", .value = migrated_value,
+                               .source = &v, .theirs = &theirs };
+    merge_data_kind(o, &snapshot);
+    settings_merge_all(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, o, o->given, FLAG_TASK,
+                       &snapshot);
     CkptStrategy checkpoint = o->cfg.checkpoint;
     o->cfg = *saved;
     o->cfg.checkpoint = checkpoint;
@@ -202,7 +152,7 @@ void options_snapshot_meta(const Options *o, SettingsMeta *m)
     m->n = 0;
     settings_meta_put(m, "data.kind", o->data ? "text" : "task");
     settings_write(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, o, m);
-    if (o->lora_rank > 0) {     /* the base a resumed LoRA run reads again (lora.c) */
+    if (o->lora.rank > 0) {     /* the base a resumed LoRA run reads again (lora.c) */
         char hash[32];
         snprintf(hash, sizeof hash, "%016llx", (unsigned long long)lora_base_hash(o));
         settings_meta_put(m, "lora.base", o->load_base_path ? o->load_base_path : "");
@@ -210,26 +160,26 @@ void options_snapshot_meta(const Options *o, SettingsMeta *m)
     }
 }
 
-/* optim/schedule.h from the flags. S is --steps for a decaying schedule; a constant one only
- * needs S to cover the warmup, so a resumed run may extend --steps without changing the rate of
- * any step (a cosine or wsd curve is defined by --steps, and stretches with it instead). */
+/* optim/schedule.h from the flags: o->sched as they set it, completed with what no flag says
+ * alone. S is --steps for a decaying schedule; a constant one only needs S to cover the warmup,
+ * so a resumed run may extend --steps without changing the rate of any step (a cosine or wsd
+ * curve is defined by --steps, and stretches with it instead). */
 SchedConfig options_schedule(const Options *o)
 {
-    SchedConfig c = sched_defaults();
-    c.base_lr = o->lr;
+    SchedConfig c = o->sched;
+    c.final_fraction = sched_defaults().final_fraction;     /* no flag sets the floor */
     c.batch = o->batch;
     c.accum = o->accum;
-    c.base_batch = o->base_batch > 0 ? o->base_batch : o->batch * o->accum;
-    c.rule = o->lr_rule;
-    c.warmup = o->warmup > 0 ? o->warmup_type : SCHED_WARMUP_NONE;
-    c.warmup_steps = o->warmup;
-    c.warmup_fraction = o->warmup_fraction;
-    c.decay = o->decay;
-    c.cooldown = o->cooldown_shape;
-    if (o->decay == SCHED_DECAY_WSD)
-        c.cooldown_steps = o->cooldown > 0 ? o->cooldown : (o->steps >= 5 ? o->steps / 5 : 1);
-    long needed = (c.warmup == SCHED_WARMUP_NONE ? 0 : o->warmup) + c.cooldown_steps;
-    c.total_steps = o->decay == SCHED_DECAY_CONSTANT ? 1 : o->steps;
+    if (c.base_batch == 0)
+        c.base_batch = o->batch * o->accum;
+    if (c.warmup_steps == 0)
+        c.warmup = SCHED_WARMUP_NONE;
+    if (c.decay != SCHED_DECAY_WSD)
+        c.cooldown_steps = 0;           /* only wsd cools down */
+    else if (c.cooldown_steps == 0)
+        c.cooldown_steps = o->steps >= 5 ? o->steps / 5 : 1;
+    long needed = (c.warmup == SCHED_WARMUP_NONE ? 0 : c.warmup_steps) + c.cooldown_steps;
+    c.total_steps = c.decay == SCHED_DECAY_CONSTANT ? 1 : o->steps;
     if (c.total_steps < needed)
         c.total_steps = needed;
     if (c.total_steps < 1)

@@ -23,30 +23,14 @@
  * (the two layouts compute the same function); a base must have been trained with them. */
 void lora_check_options(Options *o)
 {
-    /* By the rows' marks (settings.c). With --load the snapshot holds the LoRA settings and
-     * names the base (lora_merge_snapshot); --save-adapter is checked against it there. */
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < TRAIN_GPT_N_SETTINGS; i++) {
-            const Setting *s = &TRAIN_GPT_SETTINGS[i];
-            if (!s->name || !options_given(o, s->id))
-                continue;
-            if (pass == 0 && o->load_path && (s->marks & MARK_FROM_LOAD))
-                cli_usage_error("--%s: --load takes the LoRA settings and the base from the "
-                                "snapshot %s (leave out --lora, --lora-alpha, --lora-targets, "
-                                "--qlora and --load-base)", s->name, o->load_path);
-            if (pass == 0 && !o->load_path && (s->marks & MARK_NEEDS_LORA) && !o->lora_rank)
-                cli_usage_error("--%s needs --lora R (R >= 1)", s->name);
-            if (pass == 1 && o->load_base_path && (s->marks & MARK_MODEL))
-                cli_usage_error("the model comes from --load-base %s: leave out --layers, "
-                                "--heads, --embd, --untied and --separate-qkv",
-                                o->load_base_path);
-        }
+    /* Which flags need --lora, or are the snapshot's with --load or the base's with
+     * --load-base: the rows' needs (settings.c). */
     if (o->save_adapter_path && o->load_base_path &&
         strcmp(o->save_adapter_path, o->load_base_path) == 0)
         cli_usage_error("--save-adapter and --load-base name the same file '%s'",
                         o->load_base_path);
     unsigned qkv = LORA_TARGET_Q | LORA_TARGET_K | LORA_TARGET_V;
-    if (o->lora_rank > 0 && (o->lora_targets & qkv) && !o->load_base_path)
+    if (o->lora.rank > 0 && (o->lora.targets & qkv) && !o->load_base_path)
         o->cfg.model.fused_qkv = false;
 }
 
@@ -66,16 +50,14 @@ void lora_base_config(const Options *o, GptConfig *model)
  * first step; otherwise trainer_new and lora_setup. */
 Trainer *lora_trainer_new(const TrainerConfig *cfg, const Options *o)
 {
-    if (!o->load_base_path || o->lora_rank == 0) {
+    if (!o->load_base_path || o->lora.rank == 0) {
         Trainer *tr = trainer_new(cfg);
         lora_setup(tr, o);
         return tr;
     }
-    LoraConfig lc = { .rank = o->lora_rank, .alpha = (float)o->lora_alpha,
-                      .targets = o->lora_targets, .qlora = o->qlora };
     SnapshotError err;
     /* The adapters' seed as lora_setup's. */
-    Trainer *tr = trainer_new_lora(cfg, &lc, o->cfg.seed + 1, o->load_base_path, &err);
+    Trainer *tr = trainer_new_lora(cfg, &o->lora, o->cfg.seed + 1, o->load_base_path, &err);
     if (!tr)
         cli_die(1, "%s", err.message);
     mem_reset_peaks();
@@ -97,18 +79,16 @@ void lora_setup(Trainer *tr, const Options *o)
         if (!ok)
             cli_die(1, "%s", err.message);
     }
-    if (o->lora_rank == 0) {
+    if (o->lora.rank == 0) {
         mem_reset_peaks();
         return;
     }
-    LoraConfig lc = { .rank = o->lora_rank, .alpha = (float)o->lora_alpha,
-                      .targets = o->lora_targets, .qlora = o->qlora };
     char why[256];
-    if (!lora_config_check(&lc, &tr->model->cfg, why, sizeof why))
+    if (!lora_config_check(&o->lora, &tr->model->cfg, why, sizeof why))
         cli_die(1, "%s%s%s", o->load_base_path ? o->load_base_path : "",
                 o->load_base_path ? ": " : "", why);
     /* A seed of their own: the adapters must not replay the base's initial random numbers. */
-    trainer_use_lora(tr, &lc, o->cfg.seed + 1);
+    trainer_use_lora(tr, &o->lora, o->cfg.seed + 1);
     mem_reset_peaks();
 }
 
@@ -200,10 +180,7 @@ void lora_merge_snapshot(Options *o, const SnapshotReader *r, const char *path,
                             path);
         return;
     }
-    o->lora_rank = lc.rank;
-    o->lora_alpha = lc.alpha;
-    o->lora_targets = lc.targets;
-    o->qlora = lc.qlora;
+    o->lora = lc;
     const char *base = snapshot_meta(r, "lora.base"), *hash = snapshot_meta(r, "lora.base_fnv1a");
     if (!base || !hash)
         cli_die(1, "%s: missing metadata '%s' (was it saved by train_gpt?)", path,

@@ -66,13 +66,11 @@ void parallel_set_option(void *opts, int f, const char *flag, const char *arg)
 
 void parallel_check_options(const Options *o)
 {
-    if (options_given(o, FLAG_BUCKET_KB) && !o->ddp)
-        cli_usage_error("--bucket-kb applies to --parallel ddp");
-    if (o->ddp && o->lora_rank > 0)
+    if (o->ddp && o->lora.rank > 0)
         cli_usage_error("--lora with --parallel ddp is not built yet");
     if (!o->zero_stage)
         return;
-    if (o->lora_rank > 0)
+    if (o->lora.rank > 0)
         cli_usage_error("--parallel zero%d: --lora is not built yet for ZeRO", o->zero_stage);
     if ((o->save_path || o->load_path) && o->cfg.optimizer == TRAIN_ADAM8BIT)
         cli_usage_error("--parallel zero%d: %s with 8-bit Adam is not built (its blocks follow "

@@ -42,17 +42,11 @@ bool pipeline_requested(const Options *o) { return o->parallel != NULL; }
 
 void pipeline_check_options(Options *o)
 {
-    bool any = options_given(o, FLAG_MICRO_BATCHES) || options_given(o, FLAG_STAGES) ||
-               options_given(o, FLAG_PIPE_EVENTS);
-    if (!o->parallel) {
-        if (any)
-            cli_usage_error("--micro-batches, --stages and --pipe-events need --parallel "
-                            "pipeline:...");
+    if (!o->parallel)       /* the pipeline flags need it (settings.c) */
         return;
-    }
     if (options_given(o, FLAG_ACCUM))
         cli_usage_error("--parallel pipeline accumulates its --micro-batches; leave --accum out");
-    if (o->load_path || o->save_path || o->lora_rank > 0 || o->load_base_path)
+    if (o->load_path || o->save_path || o->lora.rank > 0 || o->load_base_path)
         cli_usage_error("--parallel pipeline does not take --load, --save, --load-base or "
                         "--lora");
     if (o->plot_path)

@@ -1,43 +1,19 @@
 /* train_gpt's mixed precision (autograd/policy.h, optim/loss_scale.h; docs/mixed_precision.md):
- * the flags --precision, --fp8-scaling, --loss-scale and the dynamic scaler's --scale-*
- * factors (named after GradScaler's arguments), read and formatted for the settings table
- * (which merges them with a snapshot), the combinations not built, and the lines of the run
- * header and the report.
+ * the flags --precision, --fp8-scaling and --loss-scale, read and formatted for the settings
+ * table (which merges them with a snapshot; the dynamic scaler's --scale-* factors, named after
+ * GradScaler's arguments, are plain rows there), the combinations not built, and the lines of
+ * the run header and the report.
  *
  *     train_gpt --precision fp16 --loss-scale dynamic --scale-growth-interval 200 --log fp16.tsv
  *     train_gpt --precision fp8 --fp8-scaling delayed:16
  *
  * The log's loss_scale column is the scale each step's backward was seeded with, and skipped
  * is 1 when an inf or NaN gradient skipped the step's update. */
-#include <float.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "examples/common/cli.h"
 #include "examples/train_gpt/train_gpt.h"
-
-static const Flag SCALE_FLAGS[] = {
-    FLAG_SCALE_GROWTH_INTERVAL, FLAG_SCALE_GROWTH_FACTOR, FLAG_SCALE_BACKOFF_FACTOR,
-};
-enum { N_SCALE_FLAGS = 3 };
-
-/* A --scale-* flag: the value in the range loss_scale_check gives the dynamic mode. */
-static void set_scale_factor(Options *o, Flag f, const char *flag, const char *arg)
-{
-    LossScaleConfig c = o->cfg.loss_scale;
-    c.mode = LOSS_SCALE_DYNAMIC;
-    if (f == FLAG_SCALE_GROWTH_INTERVAL)
-        c.growth_interval = cli_long(flag, arg, 1, LOSS_SCALE_MAX_INTERVAL);
-    else if (f == FLAG_SCALE_GROWTH_FACTOR)
-        c.growth_factor = cli_double(flag, arg, 0.0, FLT_MAX);
-    else
-        c.backoff_factor = cli_double(flag, arg, 0.0, FLT_MAX);
-    char err[160];
-    if (!loss_scale_check(&c, err, sizeof err))
-        cli_usage_error("%s %s: %s", flag, arg, err);
-    c.mode = o->cfg.loss_scale.mode;
-    o->cfg.loss_scale = c;
-}
 
 /* "current", "delayed" or "delayed:W"; a window of 0 stands for the preset's. */
 static void set_fp8_scaling(Options *o, const char *flag, const char *arg)
@@ -73,11 +49,8 @@ void precision_set_option(void *opts, int f, const char *flag, const char *arg)
         o->cfg.loss_scale.mode = c.mode;
         o->cfg.loss_scale.init_scale = c.init_scale;
         break;
-    case FLAG_FP8_SCALING:
-        set_fp8_scaling(o, flag, arg);
-        break;
     default:
-        set_scale_factor(o, (Flag)f, flag, arg);
+        set_fp8_scaling(o, flag, arg);
     }
 }
 
@@ -108,19 +81,13 @@ static const char *fp8_scaling_format(const PrecisionPolicy *p, char *buf, size_
 void precision_format_option(const void *opts, int f, char *buf, size_t len)
 {
     const Options *o = opts;
-    const LossScaleConfig *c = &o->cfg.loss_scale;
-    switch (f) {
-    case FLAG_PRECISION: snprintf(buf, len, "%s", o->cfg.policy.name); break;
-    case FLAG_FP8_SCALING: {
-        PrecisionPolicy p = precision_policy(o);
+    PrecisionPolicy p = precision_policy(o);
+    if (f == FLAG_PRECISION)
+        snprintf(buf, len, "%s", o->cfg.policy.name);
+    else if (f == FLAG_LOSS_SCALE)
+        loss_scale_format(&o->cfg.loss_scale, buf, len);
+    else
         fp8_scaling_format(&p, buf, len);
-        break;
-    }
-    case FLAG_LOSS_SCALE: loss_scale_format(c, buf, len); break;
-    case FLAG_SCALE_GROWTH_INTERVAL: snprintf(buf, len, "%ld", c->growth_interval); break;
-    case FLAG_SCALE_GROWTH_FACTOR: snprintf(buf, len, "%.17g", c->growth_factor); break;
-    default: snprintf(buf, len, "%.17g", c->backoff_factor);
-    }
 }
 
 /* What the trainer refuses under a policy, said in flag names. */
@@ -130,23 +97,6 @@ void precision_check_options(const Options *o)
         cli_usage_error("--checkpoint with --fp8-scaling delayed is not built: the amax history "
                         "belongs to one tape, and the recomputed blocks run on fresh tapes (use "
                         "--fp8-scaling current)");
-}
-
-/* The --scale-* flags and --fp8-scaling apply to one mode each; refused elsewhere, since a
- * flag that silently does nothing misleads. */
-void precision_check_scaling(const Options *o)
-{
-    char spec[64];
-    loss_scale_format(&o->cfg.loss_scale, spec, sizeof spec);
-    for (int i = 0; i < N_SCALE_FLAGS; i++)
-        if (options_given(o, SCALE_FLAGS[i]) && o->cfg.loss_scale.mode != LOSS_SCALE_DYNAMIC)
-            cli_usage_error("--%s applies to --loss-scale dynamic, not %s: only a dynamic "
-                            "scale grows and backs off", options_flag_name(SCALE_FLAGS[i]),
-                            spec);
-    const PrecisionPolicy *p = &o->cfg.policy;
-    if (options_given(o, FLAG_FP8_SCALING) && !policy_is_scaled(tensor_dtype_format(p->act)))
-        cli_usage_error("--fp8-scaling applies to --precision fp8, not %s: no other preset "
-                        "stores a tensor in fp8", p->name);
 }
 
 /* The policy's dtypes and formats, and the loss scaling with the scale it starts from (a

@@ -1,8 +1,9 @@
 /* train_gpt's settings: one table (examples/common/settings.h) from which come the flags,
  * --help, the checks of each value, the snapshot's data, schedule and run keys, the merge
- * with a snapshot given by --load (flags.c) and which flags need --lora or are taken from a
- * snapshot or a base (the marks, lora.c). A new flag is a row here, its field in Options (or
- * in its TrainerConfig, cfg) and its Flag (train_gpt.h). */
+ * with a snapshot given by --load (flags.c) and what each flag needs to be given (its needs:
+ * the optimizer it applies to, --lora, no --load, ...). A new flag is a row here, its field
+ * in Options (or in a library's config there: cfg, sched, lora) and its Flag (train_gpt.h). */
+#include <float.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,20 +17,89 @@
 /* --attention's choices, and the values of the snapshot key run.attention. */
 static const char *const ATTENTION_NAMES[] = { "standard", "tiled", NULL };
 
-static bool is_task(const void *o) { return !((const Options *)o)->data; }
-static bool is_text(const void *o) { return ((const Options *)o)->data != NULL; }
-static bool is_sgd(const void *o) { return ((const Options *)o)->cfg.optimizer == TRAIN_SGD; }
-static bool is_adam8bit(const void *o)
-{
-    return ((const Options *)o)->cfg.optimizer == TRAIN_ADAM8BIT;
-}
+static const Options *opt(const void *o) { return o; }
+static bool is_task(const void *o) { return !opt(o)->data; }
+static bool is_text(const void *o) { return opt(o)->data != NULL; }
+static bool is_sgd(const void *o) { return opt(o)->cfg.optimizer == TRAIN_SGD; }
+static bool is_adam8bit(const void *o) { return opt(o)->cfg.optimizer == TRAIN_ADAM8BIT; }
 static bool is_adam(const void *o)
 {
-    return ((const Options *)o)->cfg.optimizer == TRAIN_ADAMW || is_adam8bit(o);
+    return opt(o)->cfg.optimizer == TRAIN_ADAMW || is_adam8bit(o);
 }
-static bool is_dynamic(const void *o)
+static bool is_dynamic(const void *o) { return opt(o)->cfg.loss_scale.mode == LOSS_SCALE_DYNAMIC; }
+static bool is_fp8(const void *o)
 {
-    return ((const Options *)o)->cfg.loss_scale.mode == LOSS_SCALE_DYNAMIC;
+    return policy_is_scaled(tensor_dtype_format(opt(o)->cfg.policy.act));
+}
+static bool is_wsd(const void *o) { return opt(o)->sched.decay == SCHED_DECAY_WSD; }
+static bool is_constant_warmup(const void *o)
+{
+    return opt(o)->sched.warmup == SCHED_WARMUP_CONSTANT;
+}
+static bool is_text_sample(const void *o) { return opt(o)->data && opt(o)->sample > 0; }
+static bool has_log(const void *o) { return opt(o)->log_path != NULL; }
+static bool is_ddp(const void *o) { return opt(o)->ddp; }
+static bool is_pipeline(const void *o) { return opt(o)->parallel != NULL; }
+/* With --load the snapshot says whether the run has adapters (lora_merge_snapshot). */
+static bool has_lora(const void *o) { return opt(o)->lora.rank > 0 || opt(o)->load_path; }
+static bool no_load(const void *o) { return !opt(o)->load_path; }
+static bool no_base(const void *o) { return !opt(o)->load_base_path; }
+
+/* What flags need (settings_check_needs): the early ones look at nothing --load takes from a
+ * snapshot and are checked before it is read, the others once the snapshot's settings are in
+ * (options_parse, check_combinations). */
+static const SettingNeed TASK = {
+    .holds = is_task,
+    .refusal = "--%s and --data exclude each other: train on a task or on a text" };
+static const SettingNeed A_TASK = {
+    .holds = is_task, .refusal = "--%s applies to a task, not to --data" };
+static const SettingNeed SGD = {
+    .holds = is_sgd, .refusal = "--%s applies to --optimizer sgd, not %s",
+    .value_id = FLAG_OPTIMIZER };
+static const SettingNeed ADAM = {
+    .holds = is_adam, .refusal = "--%s applies to --optimizer adamw and adam8bit, not %s",
+    .value_id = FLAG_OPTIMIZER };
+static const SettingNeed ADAM8BIT = {
+    .holds = is_adam8bit, .refusal = "--%s applies to --optimizer adam8bit, not %s",
+    .value_id = FLAG_OPTIMIZER };
+static const SettingNeed DYNAMIC = {
+    .holds = is_dynamic, .refusal = "--%s applies to --loss-scale dynamic, not %s: only a "
+                                    "dynamic scale grows and backs off",
+    .value_id = FLAG_LOSS_SCALE };
+static const SettingNeed FP8 = {
+    .holds = is_fp8, .refusal = "--%s applies to --precision fp8, not %s: no other preset "
+                                "stores a tensor in fp8",
+    .value_id = FLAG_PRECISION };
+static const SettingNeed WSD = {
+    .holds = is_wsd, .refusal = "--cooldown and --cooldown-shape apply to --decay wsd" };
+static const SettingNeed CONSTANT_WARMUP = {
+    .holds = is_constant_warmup, .refusal = "--%s applies to --warmup-type constant" };
+static const SettingNeed TEXT_SAMPLE = {
+    .holds = is_text_sample, .refusal = "--%s applies to a text sample: --data with --sample N "
+                                        "(a task's samples are greedy answers)" };
+static const SettingNeed LOG = {
+    .holds = has_log, .refusal = "--%s needs --log: the figure is drawn from the log" };
+static const SettingNeed DDP = { .holds = is_ddp, .refusal = "--%s applies to --parallel ddp" };
+static const SettingNeed PIPELINE = {
+    .holds = is_pipeline, .early = true,
+    .refusal = "--micro-batches, --stages and --pipe-events need --parallel pipeline:..." };
+static const SettingNeed LORA = {
+    .holds = has_lora, .early = true, .refusal = "--%s needs --lora R (R >= 1)" };
+static const SettingNeed NO_LOAD = {
+    .holds = no_load, .early = true, .value_id = FLAG_LOAD,
+    .refusal = "--%s: --load takes the LoRA settings and the base from the snapshot %s (leave "
+               "out --lora, --lora-alpha, --lora-targets, --qlora and --load-base)" };
+static const SettingNeed NO_BASE = {
+    .holds = no_base, .early = true, .value_id = FLAG_LOAD_BASE,
+    .refusal = "--%s: the model comes from --load-base %s (leave out --layers, --heads, "
+               "--embd, --untied and --separate-qkv)" };
+
+/* The --scale-* factors as the dynamic mode checks them, whatever the mode. */
+static bool scale_factors_valid(const void *o, char *why, size_t len)
+{
+    LossScaleConfig c = ((const Options *)o)->cfg.loss_scale;
+    c.mode = LOSS_SCALE_DYNAMIC;
+    return loss_scale_check(&c, why, len);
 }
 
 static void set_checkpoint(void *opts, int id, const char *flag, const char *arg)
@@ -44,7 +114,7 @@ static void set_lora_targets(void *opts, int id, const char *flag, const char *a
 {
     (void)id;
     char err[256];
-    if (!lora_targets_parse(arg, &((Options *)opts)->lora_targets, err, sizeof err))
+    if (!lora_targets_parse(arg, &((Options *)opts)->lora.targets, err, sizeof err))
         cli_usage_error("%s: %s", flag, err);
 }
 
@@ -59,6 +129,7 @@ static void set_parallel(void *opts, int id, const char *flag, const char *arg)
 
 #define FIELD(f) offsetof(Options, f)
 #define CFG(f) (offsetof(Options, cfg) + offsetof(TrainerConfig, f))   /* optim/train.h */
+#define SCHED(f) (offsetof(Options, sched) + offsetof(SchedConfig, f))  /* optim/schedule.h */
 
 
 /* Defaults: the demo. `train_gpt` with no flags learns 3-digit addition in under a minute on
@@ -71,44 +142,40 @@ static void set_parallel(void *opts, int id, const char *flag, const char *arg)
 const Setting TRAIN_GPT_SETTINGS[] = {
     { .heading = "Data (one of):" },
     { .name = "task", .id = FLAG_TASK, .type = SETTING_STRING, .offset = FIELD(task),
-      .choices = task_names, .def = "add", .arg = "NAME", .help = "add, sub, reverse or sort",
-      .key = "data.task", .merge = SETTING_KEPT, .applies = is_task },
+      .choices = task_names, .def = "add", .arg = "NAME", .key = "data.task",
+      .applies = is_task, .needs = { &TASK }, .help = "add, sub, reverse or sort" },
     { .name = "task-size", .id = FLAG_TASK_SIZE, .type = SETTING_INT, .offset = FIELD(task_size),
-      .lo = 1, .hi = TASK_MAX_SIZE, .zero_unset = false, .arg = "N",
-      .help = "digits or letters of a task (default: add, sub 3; others 5)",
-      .key = "data.task_size", .merge = SETTING_KEPT, .applies = is_task },
-    { .name = "msd-first", .id = FLAG_MSD_FIRST, .type = SETTING_SWITCH,
-      .offset = FIELD(msd_first),
+      .lo = 1, .hi = TASK_MAX_SIZE, .arg = "N", .key = "data.task_size", .applies = is_task,
+      .needs = { &A_TASK }, .help = "digits or letters of a task (default: add, sub 3; others 5)" },
+    { .name = "msd-first", .id = FLAG_MSD_FIRST, .type = SETTING_SWITCH, .offset = FIELD(msd_first),
+      .key = "data.msd_first", .applies = is_task, .needs = { &A_TASK },
       .help = "add, sub: answer most significant digit first (harder; the\n"
-              "default writes it backwards, see examples/common/tasks.h)",
-      .key = "data.msd_first", .merge = SETTING_KEPT, .applies = is_task },
+              "default writes it backwards, see examples/common/tasks.h)" },
     { .name = "data", .id = FLAG_DATA, .type = SETTING_STRING, .offset = FIELD(data),
-      .arg = "PATH", .help = "a text file: a character-level language model",
-      .key = "data.path", .merge = SETTING_KEPT, .applies = is_text },
+      .arg = "PATH", .key = "data.path", .applies = is_text,
+      .help = "a text file: a character-level language model" },
 
     { .heading = "Run:" },
     { .name = "steps", .id = FLAG_STEPS, .type = SETTING_LONG, .offset = FIELD(steps),
-      .lo = 0, .hi = 1000000000, .def = "2000", .arg = "N",
+      .lo = 0, .hi = 1000000000, .def = "2000", .arg = "N", .key = "train.step",
+      .library_key = true, .merge = SETTING_ONWARD,
       .help = "train until step N (with --load, default the snapshot's\n"
-              "step: evaluate and sample only)",
-      .key = "train.step", .library_key = true, .merge = SETTING_ONWARD },
+              "step: evaluate and sample only)" },
     { .name = "batch", .id = FLAG_BATCH, .type = SETTING_INT, .offset = FIELD(batch),
-      .lo = 1, .hi = 1 << 16, .def = "64", .arg = "N", .help = "rows per micro-batch",
-      .key = "schedule.batch", .merge = SETTING_KEPT },
+      .lo = 1, .hi = 1 << 16, .def = "64", .arg = "N", .key = "schedule.batch",
+      .help = "rows per micro-batch" },
     { .name = "accum", .id = FLAG_ACCUM, .type = SETTING_INT, .offset = FIELD(accum),
-      .lo = 1, .hi = 1 << 16, .def = "1", .arg = "K",
+      .lo = 1, .hi = 1 << 16, .def = "1", .arg = "K", .key = "schedule.accum", .before = "1",
       .help = "micro-batches per update: gradients accumulated over K\n"
               "batches of --batch rows, each loss divided by K; memory is\n"
-              "that of one micro-batch",
-      .key = "schedule.accum", .merge = SETTING_KEPT, .before = "1" },
+              "that of one micro-batch" },
     { .name = "seq", .id = FLAG_SEQ, .type = SETTING_INT, .offset = FIELD(seq),
-      .lo = 1, .hi = GPT_MAX_SEQ, .arg = "N",
+      .lo = 1, .hi = GPT_MAX_SEQ, .arg = "N", .key = "model.max_seq", .library_key = true,
       .help = "tokens per row = the model's T (default: a task's row length,\n"
-              "which is the only value a task allows; 64 for text)",
-      .key = "model.max_seq", .library_key = true, .merge = SETTING_KEPT },
+              "which is the only value a task allows; 64 for text)" },
     { .name = "seed", .id = FLAG_SEED, .type = SETTING_LONG, .offset = CFG(seed),   /* a u64 */
       .range = &TRAIN_RANGES[TRAIN_RANGE_SEED], .def = "1", .arg = "N",
-      .help = "weights and data", .library_key = true, .merge = SETTING_KEPT },
+      .help = "weights and data" },
     { .name = "threads", .id = FLAG_THREADS, .type = SETTING_INT, .offset = FIELD(threads),
       .lo = 0, .hi = 1024, .def = "0", .arg = "N", .help = "threads, 0 = one per core" },
     { .name = "mem-budget", .id = FLAG_MEM_BUDGET, .type = SETTING_BYTES,
@@ -125,48 +192,49 @@ const Setting TRAIN_GPT_SETTINGS[] = {
      * does, so in fp32 the two differ in the last bits: the snapshot keeps it. */
     { .name = "attention", .id = FLAG_ATTENTION, .type = SETTING_CHOICE,
       .offset = FIELD(attention), .choices = ATTENTION_NAMES, .def = "standard", .arg = "A",
+      .key = "run.attention", .before = "standard",
       .help = "standard (keeps the [T, T] probabilities) or tiled (keeps\n"
               "a statistic per row, recomputes; docs/attention_memory.md;\n"
-              "kept in a snapshot)",
-      .key = "run.attention", .merge = SETTING_KEPT, .before = "standard" },
+              "kept in a snapshot)" },
 
     { .heading = "Mixed precision (docs/mixed_precision.md):" },
     /* Custom rows, kept by the library's keys and compared as they would be typed. */
     { .name = "precision", .id = FLAG_PRECISION, .type = SETTING_CUSTOM,
       .set = precision_set_option, .format = precision_format_option, .def = "fp32", .arg = "P",
-      .key = "precision.policy", .library_key = true, .merge = SETTING_KEPT,
+      .key = "precision.policy", .library_key = true,
       .help = "fp32, tf32 (matmul inputs in tf32), bf16, fp16 (parameters,\n"
               "activations and gradients in 16 bits, fp32 master weights\n"
               "in the optimizer) or fp8 (e4m3 activations, e5m2 gradients,\n"
               "bf16 parameters)" },
     { .name = "fp8-scaling", .id = FLAG_FP8_SCALING, .type = SETTING_CUSTOM,
       .set = precision_set_option, .format = precision_format_option, .arg = "S",
-      .key = "precision.fp8_scaling", .library_key = true, .merge = SETTING_KEPT,
+      .key = "precision.fp8_scaling", .library_key = true, .needs = { &FP8 },
       .help = "fp8: an activation's scale from its own amax (current) or\n"
               "from the largest amax at its place in the last W steps\n"
               "(delayed[:W], W = 16) (default current)" },
     { .name = "loss-scale", .id = FLAG_LOSS_SCALE, .type = SETTING_CUSTOM,
       .set = precision_set_option, .format = precision_format_option, .arg = "S",
-      .key = "loss_scale.mode", .library_key = true, .merge = SETTING_KEPT,
+      .key = "loss_scale.mode", .library_key = true,
       .help = "none, static:S (backward seeded with S, gradients divided by\n"
               "S before clipping) or dynamic[:INIT] (S from INIT = 65536,\n"
               "shrunk on an inf/NaN gradient, grown after clean steps);\n"
               "a step with an inf/NaN gradient is always skipped\n"
               "(default none)" },
-    { .name = "scale-growth-interval", .id = FLAG_SCALE_GROWTH_INTERVAL,
-      .type = SETTING_CUSTOM, .set = precision_set_option, .format = precision_format_option,
-      .arg = "N", .key = "loss_scale.growth_interval", .library_key = true,
-      .merge = SETTING_KEPT, .applies = is_dynamic,
+    /* The dynamic scaler's factors, each checked with the others as the dynamic mode will. */
+    { .name = "scale-growth-interval", .id = FLAG_SCALE_GROWTH_INTERVAL, .type = SETTING_LONG,
+      .offset = CFG(loss_scale.growth_interval), .arg = "N",
+      .range = &TRAIN_RANGES[TRAIN_RANGE_GROWTH_INTERVAL], .applies = is_dynamic,
+      .needs = { &DYNAMIC }, .check = scale_factors_valid,
       .help = "dynamic: clean steps in a row before S grows\n(default 2000)" },
-    { .name = "scale-growth-factor", .id = FLAG_SCALE_GROWTH_FACTOR, .type = SETTING_CUSTOM,
-      .set = precision_set_option, .format = precision_format_option, .arg = "X",
-      .key = "loss_scale.growth_factor", .library_key = true, .merge = SETTING_KEPT,
-      .applies = is_dynamic,
+    { .name = "scale-growth-factor", .id = FLAG_SCALE_GROWTH_FACTOR, .type = SETTING_DOUBLE,
+      .offset = CFG(loss_scale.growth_factor), .lo = 0.0, .hi = FLT_MAX, .arg = "X",
+      .key = "loss_scale.growth_factor", .library_key = true, .applies = is_dynamic,
+      .needs = { &DYNAMIC }, .check = scale_factors_valid,
       .help = "dynamic: S is multiplied by X > 1 when it grows\n(default 2)" },
-    { .name = "scale-backoff-factor", .id = FLAG_SCALE_BACKOFF_FACTOR, .type = SETTING_CUSTOM,
-      .set = precision_set_option, .format = precision_format_option, .arg = "X",
-      .key = "loss_scale.backoff_factor", .library_key = true, .merge = SETTING_KEPT,
-      .applies = is_dynamic,
+    { .name = "scale-backoff-factor", .id = FLAG_SCALE_BACKOFF_FACTOR, .type = SETTING_DOUBLE,
+      .offset = CFG(loss_scale.backoff_factor), .lo = 0.0, .hi = FLT_MAX, .arg = "X",
+      .key = "loss_scale.backoff_factor", .library_key = true, .applies = is_dynamic,
+      .needs = { &DYNAMIC }, .check = scale_factors_valid,
       .help = "dynamic: S is multiplied by X in (0, 1) on an inf/NaN\n"
               "gradient (default 0.5)" },
 
@@ -182,7 +250,7 @@ const Setting TRAIN_GPT_SETTINGS[] = {
               "over the ranks; --accum K: K micro-batches per rank\n"
               "(default none)" },
     { .name = "bucket-kb", .id = FLAG_BUCKET_KB, .type = SETTING_INT, .offset = FIELD(bucket_kb),
-      .lo = 0, .hi = 1 << 20, .def = "256", .arg = "N",
+      .lo = 0, .hi = 1 << 20, .def = "256", .arg = "N", .needs = { &DDP },
       .help = "ddp: gradients sent in buckets of N KiB, each started while\n"
               "backward still runs; 0 = one bucket after backward\n"
               "(PyTorch's 25 MB scaled to these models)" },
@@ -190,137 +258,122 @@ const Setting TRAIN_GPT_SETTINGS[] = {
                  "  --parallel pipeline:S  split the blocks over the ranks and run schedule S:\n"
                  "                      naive, gpipe or 1f1b (default: one process)" },
     { .name = "micro-batches", .id = FLAG_MICRO_BATCHES, .type = SETTING_INT,
-      .offset = FIELD(micro_batches), .lo = 1, .hi = 1 << 12, .arg = "M",
+      .offset = FIELD(micro_batches), .lo = 1, .hi = 1 << 12, .arg = "M", .needs = { &PIPELINE },
       .help = "micro-batches of --batch rows per step (default 1)" },
     { .name = "stages", .id = FLAG_STAGES, .type = SETTING_STRING, .offset = FIELD(stages),
-      .arg = "LIST", .help = "blocks per stage, one count per rank (default: even)" },
+      .arg = "LIST", .needs = { &PIPELINE },
+      .help = "blocks per stage, one count per rank (default: even)" },
     { .name = "pipe-events", .id = FLAG_PIPE_EVENTS, .type = SETTING_STRING,
-      .offset = FIELD(pipe_events), .arg = "FILE",
+      .offset = FIELD(pipe_events), .arg = "FILE", .needs = { &PIPELINE },
       .help = "TSV, every forward and backward of every stage and step" },
 
     { .heading = "Model:" },
-    /* Marked: --load-base takes the model from the base. */
+    /* --load-base takes the model from the base; --untied and --separate-qkv clear the
+     * model's tied and fused_qkv (the keys keep those). */
     { .name = "layers", .id = FLAG_LAYERS, .type = SETTING_INT, .offset = CFG(model.n_layer),
-      .lo = 1, .hi = GPT_MAX_LAYERS, .def = "2", .arg = "N", .help = "transformer blocks",
-      .key = "model.n_layer", .library_key = true, .merge = SETTING_KEPT, .marks = MARK_MODEL },
+      .lo = 1, .hi = GPT_MAX_LAYERS, .def = "2", .arg = "N", .key = "model.n_layer",
+      .library_key = true, .needs = { &NO_BASE }, .help = "transformer blocks" },
     { .name = "heads", .id = FLAG_HEADS, .type = SETTING_INT, .offset = CFG(model.n_head),
-      .lo = 1, .hi = GPT_MAX_WIDTH, .def = "4", .arg = "N",
-      .help = "attention heads; must divide --embd", .key = "model.n_head",
-      .library_key = true, .merge = SETTING_KEPT, .marks = MARK_MODEL },
+      .lo = 1, .hi = GPT_MAX_WIDTH, .def = "4", .arg = "N", .key = "model.n_head",
+      .library_key = true, .needs = { &NO_BASE }, .help = "attention heads; must divide --embd" },
     { .name = "embd", .id = FLAG_EMBD, .type = SETTING_INT, .offset = CFG(model.n_embd),
-      .lo = 1, .hi = GPT_MAX_WIDTH, .def = "128", .arg = "N",
-      .help = "width C of the residual stream", .key = "model.n_embd",
-      .library_key = true, .merge = SETTING_KEPT, .marks = MARK_MODEL },
-    /* Switches that clear the model's tied and fused_qkv (the keys keep those). */
+      .lo = 1, .hi = GPT_MAX_WIDTH, .def = "128", .arg = "N", .key = "model.n_embd",
+      .library_key = true, .needs = { &NO_BASE }, .help = "width C of the residual stream" },
     { .name = "untied", .id = FLAG_UNTIED, .type = SETTING_SWITCH, .offset = CFG(model.tied),
-      .negated = true, .help = "a separate output head instead of the token embedding",
-      .key = "model.tied", .library_key = true, .merge = SETTING_KEPT, .marks = MARK_MODEL },
+      .negated = true, .key = "model.tied", .library_key = true, .needs = { &NO_BASE },
+      .help = "a separate output head instead of the token embedding" },
     { .name = "separate-qkv", .id = FLAG_SEPARATE_QKV, .type = SETTING_SWITCH,
-      .offset = CFG(model.fused_qkv), .negated = true,
-      .help = "three q, k, v projections instead of one fused", .key = "model.fused_qkv",
-      .library_key = true, .merge = SETTING_KEPT, .marks = MARK_MODEL },
+      .offset = CFG(model.fused_qkv), .negated = true, .key = "model.fused_qkv",
+      .library_key = true, .needs = { &NO_BASE },
+      .help = "three q, k, v projections instead of one fused" },
 
     { .heading = "Optimizer:" },
-    { .name = "optimizer", .id = FLAG_OPTIMIZER, .type = SETTING_CHOICE,
-      .offset = CFG(optimizer), .choices = TRAIN_OPTIMIZER_NAMES, .def = "adamw",
-      .arg = "NAME",
+    { .name = "optimizer", .id = FLAG_OPTIMIZER, .type = SETTING_CHOICE, .offset = CFG(optimizer),
+      .choices = TRAIN_OPTIMIZER_NAMES, .def = "adamw", .arg = "NAME", .key = "optim.kind",
+      .library_key = true,
       .help = "adamw, sgd, adam8bit (adamw with 8-bit moments) or adafactor\n"
-              "(factored second moment, absolute --lr)",
-      .key = "optim.kind", .library_key = true, .merge = SETTING_KEPT },
-    { .name = "lr", .id = FLAG_LR, .type = SETTING_DOUBLE, .offset = FIELD(lr),
-      .lo = 1e-12, .hi = 10.0, .def = "0.001", .arg = "X",
-      .help = "base learning rate, right for --base-batch",
-      .key = "schedule.lr", .merge = SETTING_KEPT },
+              "(factored second moment, absolute --lr)" },
+    { .name = "lr", .id = FLAG_LR, .type = SETTING_DOUBLE, .offset = SCHED(base_lr),
+      .lo = 1e-12, .hi = 10.0, .def = "0.001", .arg = "X", .key = "schedule.lr",
+      .help = "base learning rate, right for --base-batch" },
     { .heading = "Schedule (docs/batch_and_lr.md; the log's lr column shows the result):" },
-    { .name = "lr-rule", .id = FLAG_LR_RULE, .type = SETTING_CHOICE, .offset = FIELD(lr_rule),
-      .choices = SCHED_RULE_NAMES, .def = "none", .arg = "R",
+    { .name = "lr-rule", .id = FLAG_LR_RULE, .type = SETTING_CHOICE, .offset = SCHED(rule),
+      .choices = SCHED_RULE_NAMES, .def = "none", .arg = "R", .key = "schedule.lr_rule",
+      .before = "none",
       .help = "none, linear or sqrt: scale --lr by the effective batch\n"
-              "(batch x accum) over --base-batch",
-      .key = "schedule.lr_rule", .merge = SETTING_KEPT, .before = "none" },
+              "(batch x accum) over --base-batch" },
     { .name = "base-batch", .id = FLAG_BASE_BATCH, .type = SETTING_INT,
-      .offset = FIELD(base_batch), .lo = 1, .hi = 1 << 30, .zero_unset = true, .arg = "N",
-      .help = "the batch --lr is meant for (default: the effective batch)",
-      .key = "schedule.base_batch", .merge = SETTING_KEPT, .before = "0" },
+      .offset = SCHED(base_batch), .lo = 1, .hi = 1 << 30, .zero_unset = true, .arg = "N",
+      .key = "schedule.base_batch", .before = "0",
+      .help = "the batch --lr is meant for (default: the effective batch)" },
     { .name = "warmup-type", .id = FLAG_WARMUP_TYPE, .type = SETTING_CHOICE,
-      .offset = FIELD(warmup_type), .choices = SCHED_WARMUP_NAMES, .def = "gradual",
-      .arg = "W",
+      .offset = SCHED(warmup), .choices = SCHED_WARMUP_NAMES, .def = "gradual",
+      .arg = "W", .key = "schedule.warmup_type", .before = "gradual",
       .help = "none, constant (a fixed --warmup-fraction of the peak) or\n"
-              "gradual (a linear ramp to the peak)",
-      .key = "schedule.warmup_type", .merge = SETTING_KEPT, .before = "gradual" },
-    { .name = "warmup", .id = FLAG_WARMUP, .type = SETTING_LONG, .offset = FIELD(warmup),
-      .lo = 0, .hi = 1000000000, .def = "100", .arg = "N",
-      .help = "warmup steps (without the flag at most --steps / 10)",
-      .key = "schedule.warmup", .merge = SETTING_KEPT },
+              "gradual (a linear ramp to the peak)" },
+    { .name = "warmup", .id = FLAG_WARMUP, .type = SETTING_LONG, .offset = SCHED(warmup_steps),
+      .lo = 0, .hi = 1000000000, .def = "100", .arg = "N", .key = "schedule.warmup",
+      .help = "warmup steps (without the flag at most --steps / 10)" },
     { .name = "warmup-fraction", .id = FLAG_WARMUP_FRACTION, .type = SETTING_DOUBLE,
-      .offset = FIELD(warmup_fraction), .lo = 0.0, .hi = 1.0, .def = "0.1", .arg = "X",
-      .help = "constant warmup's rate, as a fraction of the peak",
-      .key = "schedule.warmup_fraction", .merge = SETTING_KEPT, .before = "0.1" },
-    { .name = "decay", .id = FLAG_DECAY, .type = SETTING_CHOICE, .offset = FIELD(decay),
-      .choices = SCHED_DECAY_NAMES, .def = "cosine", .arg = "D",
+      .offset = SCHED(warmup_fraction), .lo = 0.0, .hi = 1.0, .def = "0.1", .arg = "X",
+      .key = "schedule.warmup_fraction", .before = "0.1", .needs = { &CONSTANT_WARMUP },
+      .help = "constant warmup's rate, as a fraction of the peak" },
+    { .name = "decay", .id = FLAG_DECAY, .type = SETTING_CHOICE, .offset = SCHED(decay),
+      .choices = SCHED_DECAY_NAMES, .def = "cosine", .arg = "D", .key = "schedule.decay",
+      .before = "constant",
       .help = "after warmup: constant, cosine (to 0 at --steps) or wsd\n"
-              "(constant, then a cooldown to 0)",
-      .key = "schedule.decay", .merge = SETTING_KEPT, .before = "constant" },
-    { .name = "cooldown", .id = FLAG_COOLDOWN, .type = SETTING_LONG, .offset = FIELD(cooldown),
-      .lo = 1, .hi = 1000000000, .zero_unset = true, .arg = "N",
-      .help = "wsd: cooldown steps at the end (default: --steps / 5)",
-      .key = "schedule.cooldown", .merge = SETTING_KEPT, .before = "0" },
+              "(constant, then a cooldown to 0)" },
+    { .name = "cooldown", .id = FLAG_COOLDOWN, .type = SETTING_LONG,
+      .offset = SCHED(cooldown_steps), .lo = 1, .hi = 1000000000, .zero_unset = true, .arg = "N", .key = "schedule.cooldown",
+      .before = "0", .needs = { &WSD },
+      .help = "wsd: cooldown steps at the end (default: --steps / 5)" },
     { .name = "cooldown-shape", .id = FLAG_COOLDOWN_SHAPE, .type = SETTING_CHOICE,
-      .offset = FIELD(cooldown_shape), .choices = SCHED_COOLDOWN_NAMES, .def = "linear",
-      .arg = "S", .help = "wsd: linear or 1-sqrt",
-      .key = "schedule.cooldown_shape", .merge = SETTING_KEPT, .before = "linear" },
+      .offset = SCHED(cooldown), .choices = SCHED_COOLDOWN_NAMES, .def = "linear",
+      .arg = "S", .key = "schedule.cooldown_shape", .before = "linear", .needs = { &WSD },
+      .help = "wsd: linear or 1-sqrt" },
     { .name = "weight-decay", .id = FLAG_WEIGHT_DECAY, .type = SETTING_DOUBLE,
       .offset = CFG(adamw.weight_decay), .range = &TRAIN_RANGES[TRAIN_RANGE_WEIGHT_DECAY],
-      .def = "0.1", .arg = "X",
-      .help = "decoupled for adamw, L2 for sgd; matrices only",
-      .library_key = true, .merge = SETTING_KEPT },
+      .def = "0.1", .arg = "X", .help = "decoupled for adamw, L2 for sgd; matrices only" },
     { .name = "beta1", .id = FLAG_BETA1, .type = SETTING_DOUBLE, .offset = CFG(adamw.beta1),
-      .range = &TRAIN_RANGES[TRAIN_RANGE_BETA1], .def = "0.9", .arg = "X",
-      .help = "adamw's first moment", .library_key = true, .merge = SETTING_KEPT,
-      .applies = is_adam },
+      .range = &TRAIN_RANGES[TRAIN_RANGE_BETA1], .def = "0.9", .arg = "X", .applies = is_adam,
+      .needs = { &ADAM }, .help = "adamw's first moment" },
     { .name = "beta2", .id = FLAG_BETA2, .type = SETTING_DOUBLE, .offset = CFG(adamw.beta2),
-      .range = &TRAIN_RANGES[TRAIN_RANGE_BETA2], .def = "0.99", .arg = "X",
-      .help = "adamw's second moment", .library_key = true, .merge = SETTING_KEPT,
-      .applies = is_adam },
+      .range = &TRAIN_RANGES[TRAIN_RANGE_BETA2], .def = "0.99", .arg = "X", .applies = is_adam,
+      .needs = { &ADAM }, .help = "adamw's second moment" },
     { .name = "adam8bit-rounding", .id = FLAG_ADAM8BIT_ROUNDING, .type = SETTING_CHOICE,
       .offset = CFG(adam8bit_rounding), .choices = ADAM8BIT_ROUNDING_NAMES, .def = "nearest",
-      .arg = "R",
+      .arg = "R", .key = "optim.rounding", .library_key = true, .applies = is_adam8bit,
+      .needs = { &ADAM8BIT },
       .help = "adam8bit's moments re-encoded to the nearest level or to\n"
-              "a neighbour at random (stochastic)\n(docs/memory.md)",
-      .key = "optim.rounding", .library_key = true, .merge = SETTING_KEPT,
-      .applies = is_adam8bit },
+              "a neighbour at random (stochastic)\n(docs/memory.md)" },
     { .name = "momentum", .id = FLAG_MOMENTUM, .type = SETTING_DOUBLE, .offset = CFG(sgd.momentum),
-      .range = &TRAIN_RANGES[TRAIN_RANGE_MOMENTUM], .def = "0.9", .arg = "X",
-      .help = "sgd momentum", .library_key = true, .merge = SETTING_KEPT, .applies = is_sgd },
+      .range = &TRAIN_RANGES[TRAIN_RANGE_MOMENTUM], .def = "0.9", .arg = "X", .applies = is_sgd,
+      .needs = { &SGD }, .help = "sgd momentum" },
     { .name = "clip", .id = FLAG_CLIP, .type = SETTING_DOUBLE, .offset = CFG(clip),
       .range = &TRAIN_RANGES[TRAIN_RANGE_CLIP], .def = "1", .arg = "X",
-      .help = "largest global gradient norm, 0 = off", .library_key = true,
-      .merge = SETTING_KEPT },
+      .help = "largest global gradient norm, 0 = off" },
 
     { .heading = "Fine-tuning (docs/lora.md):" },
-    /* Marked: needs --lora, or taken from the snapshot with --load (lora_check_options). */
+    /* With --load the snapshot's (lora_merge_snapshot). */
     { .name = "load-base", .id = FLAG_LOAD_BASE, .type = SETTING_STRING,
-      .offset = FIELD(load_base_path), .arg = "FILE", .marks = MARK_FROM_LOAD,
+      .offset = FIELD(load_base_path), .arg = "FILE", .needs = { &NO_LOAD },
       .help = "start from this model (a --save snapshot or a base file);\n"
               "without --lora every parameter is fine-tuned" },
-    { .name = "lora", .id = FLAG_LORA, .type = SETTING_INT, .offset = FIELD(lora_rank),
-      .lo = 0, .hi = 1 << 14, .arg = "R", .marks = MARK_FROM_LOAD,
+    { .name = "lora", .id = FLAG_LORA, .type = SETTING_INT, .offset = FIELD(lora.rank),
+      .lo = 0, .hi = 1 << 14, .arg = "R", .needs = { &NO_LOAD },
       .help = "freeze the model, train rank-R adapters (default 0: off)" },
-    { .name = "lora-alpha", .id = FLAG_LORA_ALPHA, .type = SETTING_DOUBLE,
-      .offset = FIELD(lora_alpha), .lo = LORA_ALPHA_MIN, .hi = LORA_ALPHA_MAX, .def = "16",
-      .arg = "X", .help = "the adapters are scaled by X / R",
-      .marks = MARK_NEEDS_LORA | MARK_FROM_LOAD },
+    { .name = "lora-alpha", .id = FLAG_LORA_ALPHA, .type = SETTING_FLOAT,
+      .offset = FIELD(lora.alpha), .lo = LORA_ALPHA_MIN, .hi = LORA_ALPHA_MAX, .def = "16",
+      .arg = "X", .needs = { &NO_LOAD, &LORA }, .help = "the adapters are scaled by X / R" },
     { .name = "lora-targets", .id = FLAG_LORA_TARGETS, .type = SETTING_CUSTOM,
-      .set = set_lora_targets, .def = "q,v", .arg = "L",
-      .marks = MARK_NEEDS_LORA | MARK_FROM_LOAD,
+      .set = set_lora_targets, .def = "q,v", .arg = "L", .needs = { &NO_LOAD, &LORA },
       .help = "among q, k, v, o, mlp, or all (q, k, v need\n"
               "separate projections, switched on for a fresh model)" },
-    { .name = "qlora", .id = FLAG_QLORA, .type = SETTING_SWITCH, .offset = FIELD(qlora),
-      .help = "keep the frozen weights as NF4 (4.127 bits each)",
-      .marks = MARK_NEEDS_LORA | MARK_FROM_LOAD },
+    { .name = "qlora", .id = FLAG_QLORA, .type = SETTING_SWITCH, .offset = FIELD(lora.qlora),
+      .needs = { &NO_LOAD, &LORA }, .help = "keep the frozen weights as NF4 (4.127 bits each)" },
     { .name = "save-adapter", .id = FLAG_SAVE_ADAPTER, .type = SETTING_STRING,
-      .offset = FIELD(save_adapter_path), .arg = "FILE",
-      .help = "the adapters alone at the end (loads on top of the base)",
-      .marks = MARK_NEEDS_LORA },
+      .offset = FIELD(save_adapter_path), .arg = "FILE", .needs = { &LORA },
+      .help = "the adapters alone at the end (loads on top of the base)" },
 
     { .heading = "Evaluation and output:" },
     { .name = "eval-every", .id = FLAG_EVAL_EVERY, .type = SETTING_LONG,
@@ -332,7 +385,7 @@ const Setting TRAIN_GPT_SETTINGS[] = {
     { .name = "log", .id = FLAG_LOG, .type = SETTING_STRING, .offset = FIELD(log_path),
       .arg = "FILE", .help = "TSV, one row per step (columns in docs/gpt.md)" },
     { .name = "plot", .id = FLAG_PLOT, .type = SETTING_STRING, .offset = FIELD(plot_path),
-      .arg = "FILE",
+      .arg = "FILE", .needs = { &LOG },
       .help = "loss and accuracy PNG from the log, drawn by gnuplot (needs\n"
               "--log; script examples/train_gpt/loss.gp)" },
     { .name = "save", .id = FLAG_SAVE, .type = SETTING_STRING, .offset = FIELD(save_path),
@@ -347,17 +400,19 @@ const Setting TRAIN_GPT_SETTINGS[] = {
               "answers (task), or N generated characters (text)" },
     { .name = "temperature", .id = FLAG_TEMPERATURE, .type = SETTING_DOUBLE,
       .offset = FIELD(temperature), .lo = 0.0, .hi = 100.0, .def = "1", .arg = "X",
+      .needs = { &TEXT_SAMPLE },
       .help = "text samples: each character drawn from softmax(logits / X),\n"
               "0 = greedy (the likeliest), 0 to 100" },
     { .name = "sample-seed", .id = FLAG_SAMPLE_SEED, .type = SETTING_LONG,
       .offset = FIELD(sample_seed), .lo = 0, .hi = (double)(1L << 62), .arg = "N",
-      .help = "text samples: the generator's seed (default: --seed)" },
+      .needs = { &TEXT_SAMPLE }, .help = "text samples: the generator's seed (default: --seed)" },
     { .heading = "  -h, --help          this text" },
 };
 const int TRAIN_GPT_N_SETTINGS = sizeof TRAIN_GPT_SETTINGS / sizeof TRAIN_GPT_SETTINGS[0];
 
 #undef FIELD
 #undef CFG
+#undef SCHED
 
 void options_usage(void)
 {

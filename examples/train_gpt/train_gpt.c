@@ -147,7 +147,7 @@ static Trainer *load_trainer(Run *run, TrainerConfig *saved)
 {
     Options *o = &run->o;
     SnapshotError err;
-    Trainer *tr = o->lora_rank > 0 ? lora_resume(o, saved, run->loaded)
+    Trainer *tr = o->lora.rank > 0 ? lora_resume(o, saved, run->loaded)
                                    : train_snapshot_load(run->loaded, o->load_path, &err);
     if (!tr)
         cli_die(1, "%s", err.message);
@@ -490,7 +490,7 @@ static void describe(const Run *run)
         snprintf(decay, sizeof decay, "wsd, %s cooldown over the last %ld steps",
                  SCHED_COOLDOWN_NAMES[s.cooldown], s.cooldown_steps);
     printf("schedule: lr %g at batch %d, rule %s: peak %g; warmup %s over %ld steps; %s\n",
-           o->lr, s.base_batch, SCHED_RULE_NAMES[s.rule], sched_peak_lr(&s),
+           s.base_lr, s.base_batch, SCHED_RULE_NAMES[s.rule], sched_peak_lr(&s),
            SCHED_WARMUP_NAMES[s.warmup], s.warmup == SCHED_WARMUP_NONE ? 0 : s.warmup_steps,
            decay);
 }

@@ -54,16 +54,10 @@ typedef struct {
     TrainerConfig cfg;
     PolicyFp8Scaling fp8_scaling;   /* --fp8-scaling: current, or delayed over fp8_window */
     int         fp8_window;
-    /* schedule (optim/schedule.h) */
-    double      lr;              /* the base rate, at base_batch */
-    SchedRule   lr_rule;
-    int         base_batch;      /* 0: the effective batch (the rule then changes nothing) */
-    SchedWarmup warmup_type;
-    long        warmup;
-    double      warmup_fraction;
-    SchedDecay  decay;
-    long        cooldown;        /* 0 with wsd: a fifth of --steps */
-    SchedCooldown cooldown_shape;
+    /* The schedule's fields the flags set (optim/schedule.h): base_batch 0 is the effective
+     * batch (the rule then changes nothing), cooldown_steps 0 with wsd a fifth of --steps;
+     * options_schedule completes it. */
+    SchedConfig sched;
     /* evaluation and output */
     long        eval_every;
     int         eval_examples;
@@ -72,10 +66,7 @@ typedef struct {
     long        sample_seed;     /* its generator's seed (--seed unless given) */
     const char *log_path, *plot_path, *save_path, *load_path;
     /* LoRA and QLoRA (lora.c) */
-    int         lora_rank;       /* 0: no adapters */
-    double      lora_alpha;
-    unsigned    lora_targets;    /* LORA_TARGET_* bits */
-    bool        qlora;
+    LoraConfig  lora;            /* nn/gpt_lora.h; rank 0: no adapters */
     const char *load_base_path, *save_adapter_path;
     /* --parallel: data parallel training (parallel.c) or a pipeline (pipeline.c) */
     bool        ddp;             /* --parallel ddp */
@@ -91,10 +82,7 @@ typedef struct {
 /* flags.c: the command line, checked completely before anything is done (from the settings
  * table there). Bad input exits with a message (cli_usage_error). */
 Options options_parse(int argc, char **argv);
-/* settings.c: the table of every flag (examples/common/settings.h), and --help from it. The
- * marks of its rows (Setting.marks), for lora_check_options: a flag that needs --lora, a flag
- * --load takes from the snapshot instead, a model flag --load-base takes from the base. */
-enum { MARK_NEEDS_LORA = 1, MARK_FROM_LOAD = 2, MARK_MODEL = 4 };
+/* settings.c: the table of every flag (examples/common/settings.h), and --help from it. */
 extern const Setting TRAIN_GPT_SETTINGS[];
 extern const int     TRAIN_GPT_N_SETTINGS;
 void    options_usage(void);
@@ -107,8 +95,6 @@ void    options_check_products(const Options *o);
  * (train.step with --steps'). */
 void    options_merge_snapshot(Options *o, const TrainerConfig *saved_cfg,
                                const SnapshotReader *r, const char *path);
-/* The long name of flag f, without the dashes ("loss-scale"). */
-const char *options_flag_name(Flag f);
 /* The metadata train_gpt adds to a snapshot: the data, the schedule, the run's keys (the
  * settings table's) and a LoRA run's base. */
 void    options_snapshot_meta(const Options *o, SettingsMeta *m);
@@ -145,15 +131,12 @@ bool pipeline_requested(const Options *o);
 int  pipeline_main(Options *o, Dataset *ds);
 
 /* precision.c -------------------------------------------------------------------------------- */
-/* The value of --precision, --loss-scale, a --scale-* factor or --fp8-scaling (custom settings
- * of the table), and each as it would be typed, from o->cfg (how a snapshot's is compared). */
+/* The value of --precision, --loss-scale or --fp8-scaling (custom settings of the table), and
+ * each as it would be typed, from o->cfg (how a snapshot's is compared). */
 void precision_set_option(void *opts, int f, const char *flag, const char *arg);
 void precision_format_option(const void *opts, int f, char *buf, size_t len);
 /* Checkpointing with fp8 delayed scaling (the amax history belongs to one tape): refused. */
 void precision_check_options(const Options *o);
-/* The --scale-* flags need dynamic loss scaling, --fp8-scaling the fp8 preset: refused
- * otherwise. */
-void precision_check_scaling(const Options *o);
 /* The policy the options describe: the --precision preset with --fp8-scaling's settings. */
 PrecisionPolicy precision_policy(const Options *o);
 /* A line for the policy and one for the loss scaling in the run header; skipped steps and the

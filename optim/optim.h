@@ -99,8 +99,9 @@ void    optim_zero_grad(Optim *o);
 void         optim_use_master_weights(Optim *o, Dtype param_dtype);
 const float *optim_master(const Optim *o, int i);
 /* optim_use_master_weights also stores every parameter's gradient in param_dtype
- * (autograd/tensor.h, "packed gradients"): 2Psi of gradients under bf16 and fp16. This undoes
- * it, for code whose buffers take fp32 gradients (dist/); call it before the first backward. */
+ * (autograd/tensor.h, "packed gradients"): 2Psi of gradients under bf16 and fp16 (and
+ * optim_use_policy in e5m2 under fp8). This undoes it, for code whose buffers take fp32
+ * gradients (dist/); call it before the first backward. */
 void         optim_keep_fp32_grads(Optim *o);
 /* A policy's storage, what a trainer calls once before training: master weights and packed
  * parameters in p->param (optim_use_master_weights), and every parameter's gradient (a

@@ -283,8 +283,9 @@ static void exact_dw(const float *x, const float *dy, double *g)
 }
 
 /* e5m2 rounding's relative error: half its 2-bit mantissa's spacing, 2^-3, and the fp32 product
- * x * scale and quotient code / scale around it, 2^-24 each (no value here is subnormal: the
- * smallest nonzero one is 2^-4, the largest below 2^9, 2^13 apart, e5m2 has 2^30 of normals). */
+ * x * scale and quotient code / scale around it, 2^-24 each. No value here is subnormal: the
+ * smallest nonzero exact gradient is 2^-4 and the largest at most 2^8, while e5m2's normals span
+ * 2^-14 to 57344, almost 2^30, and the scale puts the amax at the top. */
 static const double E5M2_U = 0x1p-3 * (1.0 + 0x1p-19);
 
 /* One node: W's gradient, stored as 1-byte e5m2 codes with a scale, decodes to the exact fp32

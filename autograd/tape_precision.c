@@ -108,11 +108,11 @@ static void pack_last_saved(Tape *tape)
  * term added into an fp32 working copy: the rounded sum is encoded into its 2 (or 1) bytes with
  * the scale it was rounded with, and the copy freed, with or without a policy. Accumulation is
  * in fp32 where it needs to be: inside a node (a weight gradient's sum over the batch rows is
- * sgemm's fp32 accumulation, rounded once, not row by row) and across nodes, where a weight
- * used by several nodes (the tied embedding, every micro-batch of gradient accumulation)
- * decodes the stored sum to fp32, adds its term, and is rounded again with a new scale from
- * the new sum's amax: a stored e5m2 scale fits the values it was made for, and a sum that has
- * grown past them would saturate under it. What is stored between nodes is 1 byte a value. */
+ * sgemm's fp32 accumulation, rounded once, not row by row) and across nodes: for a weight used
+ * by several nodes (the tied embedding) and for every micro-batch of gradient accumulation,
+ * the stored sum is decoded to fp32, the term added, and the sum rounded again with a new scale
+ * from its own amax: a stored e5m2 scale fits the values it was made for, and a sum that has
+ * grown past them would saturate under it. What is kept between nodes is 1 byte a value. */
 static void round_grads(const PrecisionPolicy *p, Node *node)
 {
     for (int k = 0; k < node->n_in; k++) {

@@ -135,9 +135,9 @@ void    tensor_set_name(Tensor *t, const char *name);
  *   - a reader (clip's norm, the overflow check, an optimizer's update) takes the values with
  *     tensor_grad_read, one parameter at a time.
  *   - a multiplier (the loss scale's 1/S, clipping's coefficient) is not rounded back into the
- *     2 (or 1) bytes: tensor_grad_scale records it and every later read applies the recorded factors
- *     in order, so the update sees the fp32 products g * (1/S) * c exactly as with fp32
- *     storage. tensor_zero_grad clears them.
+ *     2 (or 1) bytes: tensor_grad_scale records it and every later read applies the recorded
+ *     factors in order, so the update sees the fp32 products g * (1/S) * c exactly as with
+ *     fp32 storage. tensor_zero_grad clears them.
  * With grad_dtype fp32 (the default) all of this is the plain fp32 buffer. */
 /* Gradients of t stored in d from now on; t must have no gradient yet. */
 void    tensor_set_grad_dtype(Tensor *t, Dtype d);

@@ -41,6 +41,11 @@ bool policy_is_scaled(Format f)
     return f == FMT_E4M3 || f == FMT_E5M2;
 }
 
+Dtype policy_param_grad_dtype(const PrecisionPolicy *p)
+{
+    return policy_is_scaled(tensor_dtype_format(p->grad)) ? p->grad : p->param;
+}
+
 bool policy_delays_fp8(const PrecisionPolicy *p)
 {
     return p && p->fp8_scaling == POLICY_FP8_DELAYED &&

@@ -15,7 +15,8 @@
  *            is where fp16 underflows); they are held in fp32 buffers (temp) with the low
  *            format's values. A parameter's gradient is rounded to the parameter's dtype after
  *            every node and stored in it, packed in the grad category (autograd/tensor.h,
- *            "packed gradients"; docs/mixed_precision.md).
+ *            "packed gradients"; docs/mixed_precision.md); under fp8 it is the policy's
+ *            e5m2 instead (policy_param_grad_dtype).
  *   compute  the format of matmul inputs (x and w forward; dy, x and w backward), with fp32
  *            accumulation; with accumulate_low set every partial sum is rounded to it too, to
  *            show why nobody accumulates in 16 bits.
@@ -60,6 +61,12 @@ const char *policy_preset_names(void);
 bool        policy_is_fp32(const PrecisionPolicy *p);
 /* fp8 (e4m3, e5m2): the formats stored with a per-tensor scale. */
 bool        policy_is_scaled(Format f);
+/* The dtype of a parameter's gradient (p not NULL): the parameter's own (PyTorch's rule: bf16
+ * under bf16, fp16 under fp16, the policy's grad dtype as well in those presets), except when
+ * the policy's gradients are fp8: then e5m2, the gradient format of fp8 training, 1 byte a
+ * value with a per-tensor scale (autograd/tensor.h, "packed gradients"). The fp8 preset's
+ * bf16 parameters therefore get e5m2 gradients. */
+Dtype       policy_param_grad_dtype(const PrecisionPolicy *p);
 /* Whether p (NULL: fp32) stores activations in fp8 with delayed scaling, the one case with an
  * amax history. */
 bool        policy_delays_fp8(const PrecisionPolicy *p);

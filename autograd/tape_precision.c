@@ -98,19 +98,30 @@ static void pack_last_saved(Tape *tape)
 }
 
 /* ---- gradients ----------------------------------------------------------------------------------
- * A gradient has its parameter's dtype (PyTorch's rule); an activation's has the policy's
- * gradient dtype, with fp8's current per-tensor scale. A scalar's (the loss's, seeded with the
- * loss scale) stays fp32, as the scalar itself does. A parameter whose gradient is stored packed
- * (tensor.h, "packed gradients") had this node's term added in an fp32 working copy: the
- * rounded sum is encoded into its 2 (or 1) bytes and the copy freed, with or without a policy. */
+ * An activation's gradient has the policy's gradient dtype; a parameter's has its parameter's
+ * dtype (PyTorch's rule), or e5m2 when the policy's gradients are fp8 (policy_param_grad_dtype).
+ * fp8 gets the current per-tensor scale from the amax of the fp32 values being rounded, the
+ * same policy_current_scale an activation packed with current scaling gets. A scalar's
+ * gradient (the loss's, seeded with the loss scale) stays fp32, as the scalar itself does.
+ *
+ * A parameter whose gradient is stored packed (tensor.h, "packed gradients") had this node's
+ * term added into an fp32 working copy: the rounded sum is encoded into its 2 (or 1) bytes with
+ * the scale it was rounded with, and the copy freed, with or without a policy. Accumulation is
+ * in fp32 where it needs to be: inside a node (a weight gradient's sum over the batch rows is
+ * sgemm's fp32 accumulation, rounded once, not row by row) and across nodes: for a weight used
+ * by several nodes (the tied embedding) and for every micro-batch of gradient accumulation,
+ * the stored sum is decoded to fp32, the term added, and the sum rounded again with a new scale
+ * from its own amax: a stored e5m2 scale fits the values it was made for, and a sum that has
+ * grown past them would saturate under it. What is kept between nodes is 1 byte a value. */
 static void round_grads(const PrecisionPolicy *p, Node *node)
 {
     for (int k = 0; k < node->n_in; k++) {
         Tensor *x = node->in[k];
         if (!x || !x->grad)
             continue;
-        Format f = p && x->size >= 2 ? tensor_dtype_format(x->is_param ? p->param : p->grad)
-                                     : FMT_FP32;
+        Format f = FMT_FP32;
+        if (p && x->size >= 2)
+            f = tensor_dtype_format(x->is_param ? policy_param_grad_dtype(p) : p->grad);
         float scale = policy_current_scale(f, x->grad, x->size);
         if (f != FMT_FP32)
             tensor_round_values(x->grad, x->grad, x->size, f, scale);

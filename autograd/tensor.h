@@ -49,7 +49,7 @@ typedef struct Tensor {
                                    * its fp32 working copy (temp), NULL between nodes */
     Dtype       grad_dtype;       /* storage of the gradient between nodes (packed gradients) */
     void       *grad_packed;      /* that storage (category grad), NULL for fp32 or none yet */
-    float       grad_scale;       /* packed gradient value = code / grad_scale */
+    float       grad_scale;       /* packed gradient value = code / grad_scale (fp8; else 1) */
     int         n_grad_factors;   /* multipliers pending on the packed gradient, in order */
     float       grad_factor[TENSOR_MAX_GRAD_FACTORS];
     MemCategory cat;              /* category of data (of the packed storage, once packed) */
@@ -114,24 +114,30 @@ void    tensor_free_grad(Tensor *t);
 void    tensor_set_name(Tensor *t, const char *name);
 
 /* ---- packed gradients ------------------------------------------------------------------------
- * Under a precision policy a parameter's gradient has the parameter's dtype (PyTorch's rule; the
- * tape rounds it to that format after every node, autograd/tape_precision.c). With grad_dtype
- * set to that dtype it is also stored in it: 2 bytes per element under bf16 and fp16 (1 and a
- * per-tensor scale for an fp8 one) in the grad category, so a step measures the lecture's 2Psi.
- * The values are those of the fp32 buffer it replaces, so training is unchanged to the bit.
+ * Under a precision policy a parameter's gradient has the parameter's dtype (PyTorch's rule), or
+ * e5m2 when the policy's gradients are fp8 (policy_param_grad_dtype, autograd/policy.h); the
+ * tape rounds it to that format after every node (autograd/tape_precision.c). With grad_dtype
+ * set to that dtype (optim_use_policy) it is also stored in it, in the grad category: 2 bytes
+ * per element under bf16 and fp16, so a step measures the lecture's 2Psi; 1 byte under fp8,
+ * code = round(g x grad_scale) in e5m2, with grad_scale = 57344 / amax of the values when they
+ * were rounded (fp8's current scaling, as its activations'), so a step measures 1Psi: the
+ * scale is a field here, not an allocation. The values are those of the fp32 buffer it
+ * replaces, so training is unchanged to the bit.
  *
  * Arithmetic is fp32, on copies in temp that live no longer than one use:
  *   - a backward node adds its term into a working copy: tensor_grad decodes the stored values
- *     into it (zero the first time), the op adds in fp32, and the tape encodes the sum after
- *     the node (tensor_grad_pack) and frees the copy. The running sum is rounded to the
- *     gradient format after every node, across micro-batches too: what PyTorch does with a
- *     bf16 .grad; no fp32 accumulator of the parameter's size outlives a node.
+ *     into it (zero the first time), the op adds in fp32, and the tape rounds the sum, encodes
+ *     it after the node (tensor_grad_pack, with the scale of the new sum under fp8: a sum that
+ *     grew past the old scale's amax would saturate under it) and frees the copy. The running
+ *     sum is rounded to the gradient format after every node, across micro-batches too: what
+ *     PyTorch does with a bf16 .grad; no fp32 accumulator of the parameter's size outlives a
+ *     node.
  *   - a reader (clip's norm, the overflow check, an optimizer's update) takes the values with
  *     tensor_grad_read, one parameter at a time.
  *   - a multiplier (the loss scale's 1/S, clipping's coefficient) is not rounded back into the
- *     2 bytes: tensor_grad_scale records it and every later read applies the recorded factors
- *     in order, so the update sees the fp32 products g * (1/S) * c exactly as with fp32
- *     storage. tensor_zero_grad clears them.
+ *     2 (or 1) bytes: tensor_grad_scale records it and every later read applies the recorded
+ *     factors in order, so the update sees the fp32 products g * (1/S) * c exactly as with
+ *     fp32 storage. tensor_zero_grad clears them.
  * With grad_dtype fp32 (the default) all of this is the plain fp32 buffer. */
 /* Gradients of t stored in d from now on; t must have no gradient yet. */
 void    tensor_set_grad_dtype(Tensor *t, Dtype d);

@@ -64,7 +64,7 @@ static void run_init(Run *r, const char *preset, const BenchCase *c)
     int n;
     Tensor *const *params = gpt_params(r->model, &n);
     r->opt = &adamw_new(params, n, adamw_defaults())->base;
-    optim_use_master_weights(r->opt, r->policy.param);
+    optim_use_policy(r->opt, &r->policy);
     r->param_bytes = mem_current(MEM_PARAM) - param0;
     r->tape = tape_new();
     r->tape->policy = policy_is_fp32(&r->policy) ? NULL : &r->policy;

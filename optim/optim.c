@@ -122,6 +122,17 @@ void optim_keep_fp32_grads(Optim *o)
             tensor_set_grad_dtype(o->params[i], DTYPE_F32);
 }
 
+void optim_use_policy(Optim *o, const PrecisionPolicy *p)
+{
+    optim_use_master_weights(o, p->param);
+    Dtype d = policy_param_grad_dtype(p);
+    for (int i = 0; i < o->n; i++) {
+        Tensor *t = o->params[i];
+        if (t->size >= 2 && t->grad_dtype != d)
+            tensor_set_grad_dtype(t, d);    /* fatal if it has a gradient already */
+    }
+}
+
 const float *optim_master(const Optim *o, int i) { return o->masters ? o->masters[i] : NULL; }
 
 void optim_expose_masters(Optim *o)

@@ -35,6 +35,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "autograd/policy.h"
 #include "autograd/tensor.h"
 
 typedef enum {
@@ -98,9 +99,15 @@ void    optim_zero_grad(Optim *o);
 void         optim_use_master_weights(Optim *o, Dtype param_dtype);
 const float *optim_master(const Optim *o, int i);
 /* optim_use_master_weights also stores every parameter's gradient in param_dtype
- * (autograd/tensor.h, "packed gradients"): 2Psi of gradients under bf16 and fp16. This undoes
- * it, for code whose buffers take fp32 gradients (dist/); call it before the first backward. */
+ * (autograd/tensor.h, "packed gradients"): 2Psi of gradients under bf16 and fp16 (and
+ * optim_use_policy in e5m2 under fp8). This undoes it, for code whose buffers take fp32
+ * gradients (dist/); call it before the first backward. */
 void         optim_keep_fp32_grads(Optim *o);
+/* A policy's storage, what a trainer calls once before training: master weights and packed
+ * parameters in p->param (optim_use_master_weights), and every parameter's gradient (a
+ * scalar's stays fp32) stored in policy_param_grad_dtype(p): the parameter's dtype, or e5m2
+ * under fp8, 1 byte a value, 1Psi of gradients. */
+void         optim_use_policy(Optim *o, const PrecisionPolicy *p);
 /* The master buffers alone, zero-filled, for parameters packed already: the caller fills them
  * (dist/zero.h gathers them from the ranks' shards). Does nothing if there are masters. */
 void         optim_add_masters(Optim *o);

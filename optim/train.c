@@ -137,7 +137,7 @@ Trainer *trainer_new_around(const TrainerConfig *cfg, Gpt *model, TrainerKeepFn 
     if (!policy_is_fp32(&t->cfg.policy))
         t->tape->policy = &t->cfg.policy;
     if (t->optim)
-        optim_use_master_weights(t->optim, cfg->policy.param);
+        optim_use_policy(t->optim, &cfg->policy);
     t->scaler = loss_scale_new(&cfg->loss_scale);
     t->data_rng = rng_new(cfg->seed, RNG_STREAM_DATA);
     return t;
@@ -163,7 +163,7 @@ void trainer_use_lora(Trainer *t, const LoraConfig *cfg, uint64_t seed)
     Tensor *const *params = gpt_lora_params(t->lora, &n);
     optim_free(t->optim);
     t->optim = trainer_make_optimizer(&t->cfg, params, n);
-    optim_use_master_weights(t->optim, t->cfg.policy.param);
+    optim_use_policy(t->optim, &t->cfg.policy);
 }
 
 /* The stages of a step ----------------------------------------------------------------------- */

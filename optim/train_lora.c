@@ -149,6 +149,6 @@ Trainer *trainer_new_lora(const TrainerConfig *cfg, const LoraConfig *lc, uint64
     Tensor *const *train = gpt_lora_params(t->lora, &n_train);
     optim_free(t->optim);
     t->optim = trainer_make_optimizer(&t->cfg, train, n_train);
-    optim_use_master_weights(t->optim, t->cfg.policy.param);
+    optim_use_policy(t->optim, &t->cfg.policy);
     return t;
 }

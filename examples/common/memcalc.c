@@ -337,17 +337,23 @@ double memcalc_temp_peak(const GptConfig *cfg, const McRun *run, McOptimizer o)
     return bytes;
 }
 
-/* Under a policy: parameters packed in its param dtype, and their gradients too (the tape
- * rounds them to it; autograd/tensor.h, "packed gradients"); fp32 master weights beside the
- * optimizer's state (optim.c's "master." buffers) when the parameters are packed. */
+/* Under a policy: parameters packed in its param dtype, and their gradients in
+ * policy_param_grad_dtype (the param dtype, or e5m2 under fp8: the tape rounds them to it;
+ * autograd/tensor.h, "packed gradients"); fp32 master weights beside the optimizer's state
+ * (optim.c's "master." buffers) when the parameters are packed. An fp8 gradient's per-tensor
+ * scale is a field of its Tensor, as an fp8 activation's is, not an allocation: no bytes of
+ * the grad category, which is 1 x Psi under fp8. */
 static McStates policy_states(const GptConfig *cfg, const PrecisionPolicy *policy, McOptimizer o)
 {
     McStates s = memcalc_gpt_states(cfg, MC_FP32, o);
-    if (!policy || policy->param == DTYPE_F32)
+    if (!policy)
         return s;
     double n = s.param / F32;
+    s.grad = (double)fmt_packed_bytes(tensor_dtype_format(policy_param_grad_dtype(policy)), 1) *
+             n;
+    if (policy->param == DTYPE_F32)
+        return s;
     s.param = (double)fmt_packed_bytes(tensor_dtype_format(policy->param), 1) * n;
-    s.grad = s.param;
     s.optim += F32 * n;
     return s;
 }

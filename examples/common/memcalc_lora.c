@@ -65,6 +65,14 @@ static double param_value_bytes(const PrecisionPolicy *policy)
     return (double)fmt_packed_bytes(tensor_dtype_format(policy->param), 1);
 }
 
+/* Bytes of one stored value of a parameter's gradient under the policy (NULL: fp32). */
+static double grad_value_bytes(const PrecisionPolicy *policy)
+{
+    if (!policy)
+        return F32;
+    return (double)fmt_packed_bytes(tensor_dtype_format(policy_param_grad_dtype(policy)), 1);
+}
+
 /* The frozen base: values kept as fp32 or packed, and QLoRA's NF4 weights. */
 static double base_bytes(const GptConfig *cfg, const PrecisionPolicy *policy, bool qlora,
                          double *quantized_values)
@@ -137,9 +145,9 @@ McPeaks memcalc_predict_lora(const GptConfig *cfg, const McRun *run, McOptimizer
     McPeaks p = { { 0 } };
     p.bytes[MEM_PARAM] = base_bytes(cfg, run->policy, lora->qlora, NULL) +
                          trainable * param_value_bytes(run->policy);
-    /* The adapters' gradients are packed like their values (autograd/tensor.h, "packed
-     * gradients"). */
-    p.bytes[MEM_GRAD] = trainable * param_value_bytes(run->policy);
+    /* The adapters' gradients are packed in policy_param_grad_dtype (autograd/tensor.h,
+     * "packed gradients"): like their values, or 1 byte under fp8 (e5m2). */
+    p.bytes[MEM_GRAD] = trainable * grad_value_bytes(run->policy);
     p.bytes[MEM_OPTIM] = state + (masters ? F32 * trainable : 0.0);
 
     /* The adapter op keeps s x A and its output beside the Linear's own, recorded or not. */

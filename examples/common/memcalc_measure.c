@@ -92,7 +92,7 @@ McPeaks memcalc_measure(const GptConfig *cfg, const McRun *run, McOptimizer o, u
     Tensor *const *params = gpt_params(model, &n);
     Optim *opt = make_optimizer(o, params, n);
     if (run->policy)
-        optim_use_master_weights(opt, run->policy->param);
+        optim_use_policy(opt, run->policy);
     McPeaks p = measured_step(model, opt, cfg, run, seed, base);
     optim_free(opt);
     gpt_free(model);
@@ -127,7 +127,7 @@ McPeaks memcalc_measure_lora(const GptConfig *cfg, const McRun *run, McOptimizer
     Tensor *const *train = gpt_lora_params(gl, &n);
     Optim *opt = make_optimizer(o, train, n);
     if (run->policy)
-        optim_use_master_weights(opt, run->policy->param);
+        optim_use_policy(opt, run->policy);
     McPeaks p = measured_step(model, opt, cfg, run, seed, base);
     optim_free(opt);
     gpt_lora_free(gl);

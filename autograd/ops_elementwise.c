@@ -28,7 +28,7 @@ static void op_add_backward(Node *n)
         if (!n->in[k]->requires_grad)
             continue;
         float *g = tensor_grad(n->in[k]);
-        #pragma omp parallel for simd schedule(static)
+        #pragma omp parallel for simd schedule(static) if (n->out->size >= PAR_MIN_ELEMENTS)
         for (size_t i = 0; i < n->out->size; i++)
             g[i] += dy[i];
     }
@@ -39,7 +39,7 @@ Tensor *op_add(Tape *tape, Tensor *a, Tensor *b)
     tape_use(tape, 2, (Tensor *[]){ a, b });
     check_same("op_add", a, b);
     Tensor *y = like(tape, a);
-    #pragma omp parallel for simd schedule(static)
+    #pragma omp parallel for simd schedule(static) if (y->size >= PAR_MIN_ELEMENTS)
     for (size_t i = 0; i < y->size; i++)
         y->data[i] = a->data[i] + b->data[i];
     tape_count(tape, 0, (int64_t)y->size);

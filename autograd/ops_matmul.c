@@ -4,9 +4,6 @@
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
 
-/* Below this many elements, filling rows with the bias is not worth a second thread. */
-enum { LINEAR_SPLIT_MIN = 1 << 15 };
-
 static void check_matmul(const Tensor *x, const Tensor *w, bool trans_w, int *K, int *N)
 {
     *K = tensor_last_dim(x);
@@ -211,7 +208,7 @@ Tensor *op_linear(Tape *tape, Tensor *x, Tensor *w, Tensor *bias)
     }
     Tensor *y = matmul_output(tape, x, N);
     long M = (long)tensor_rows(x);
-    #pragma omp parallel for schedule(static) if (M * N >= LINEAR_SPLIT_MIN)
+    #pragma omp parallel for schedule(static) if (M * N >= PAR_MIN_ELEMENTS)
     for (long r = 0; r < M; r++)
         memcpy(y->data + r * N, bias->data, (size_t)N * sizeof(float));
     const PrecisionPolicy *p = tape->policy;

@@ -48,13 +48,13 @@ void par_sgemm_serial(bool trans_a, bool trans_b, int M, int N, int K, float alp
 }
 
 /* A block of SUM_BLOCK columns is 1 KiB of running sums: they stay in L1 while the rows stream
- * past. Below SUM_SPLIT_MIN elements a second thread costs more to wake than it saves. */
-enum { SUM_BLOCK = 256, SUM_SPLIT_MIN = 1 << 15 };
+ * past. */
+enum { SUM_BLOCK = 256 };
 
 void par_sum_rows(const float *x, size_t rows, int n, float *sum)
 {
     int blocks = (n + SUM_BLOCK - 1) / SUM_BLOCK;
-    #pragma omp parallel for schedule(static) if (blocks > 1 && rows * n >= SUM_SPLIT_MIN)
+    #pragma omp parallel for schedule(static) if (blocks > 1 && rows * n >= PAR_MIN_ELEMENTS)
     for (int b = 0; b < blocks; b++) {
         int j0 = b * SUM_BLOCK, w = n - j0 < SUM_BLOCK ? n - j0 : SUM_BLOCK;
         float acc[SUM_BLOCK] = { 0 };

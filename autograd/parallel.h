@@ -8,6 +8,15 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* Below this many elements a loop of a few operations per element runs on the calling thread
+ * alone: waking the other thread costs more than it saves. With OMP_WAIT_POLICY=PASSIVE (the
+ * programs' default, docs/performance.md "Who owns the cores") the other thread sleeps between
+ * parallel regions, and a region measured 30 to 50 us more than with spinning threads on a
+ * 2-vCPU machine: the time one core takes to add about 2^18 floats held in its cache. Loops
+ * that do more per element (layernorm, gelu, softmax) and the products keep their own rules.
+ * The loops that use it give the same bits on any number of threads. */
+enum { PAR_MIN_ELEMENTS = 1 << 18 };
+
 /* Threads for everything that follows; n <= 0 means one per core. Also pins BLAS to one
  * thread. Call once at start-up, outside parallel regions. */
 void par_set_threads(int n);

@@ -35,6 +35,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "autograd/parallel.h"
 #include "autograd/policy.h"
 #include "autograd/tensor.h"
 
@@ -140,7 +141,8 @@ OptimBuffer *optim_buffer(const Optim *o, int i);
 OptimBuffer *optim_find_buffer(const Optim *o, const char *name);
 size_t       optim_buffer_bytes(const OptimBuffer *b);
 
-/* For update rules: elementwise loops above this size are split across the OpenMP threads. */
-enum { OPTIM_PARALLEL_MIN = 1 << 15 };
+/* For update rules: elementwise loops of this size and above are split across the OpenMP
+ * threads (autograd/parallel.h says why not below). */
+enum { OPTIM_PARALLEL_MIN = PAR_MIN_ELEMENTS };
 
 #endif

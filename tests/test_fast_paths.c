@@ -216,7 +216,7 @@ static void test_gelu_against_double(void **state)
 static void test_adamw_vector_equals_scalar(void **state)
 {
     (void)state;
-    enum { N = 40000 + 7, STEPS = 3 };   /* above OPTIM_PARALLEL_MIN, not a multiple of 16 */
+    enum { N = 40000 + 7, STEPS = 3 };   /* not a multiple of 16: the vector loop has a tail */
     Tensor *big = tensor_param("big", 1, (int[]){ N });
     Tensor **small = malloc(sizeof(Tensor *) * N);
     Rng rng = rng_new(16, 1);
@@ -251,6 +251,38 @@ static void test_adamw_vector_equals_scalar(void **state)
     tensor_free(big);
 }
 
+/* A tensor large enough to be split over the threads (OPTIM_PARALLEL_MIN) takes the same steps,
+ * to the bit, on 2 threads as on 1: each block is updated alone, whoever runs it. */
+static void test_adamw_threads_agree(void **state)
+{
+    (void)state;
+    enum { N = OPTIM_PARALLEL_MIN + 7, STEPS = 3 };
+    Tensor *p[2] = { tensor_param("two", 1, (int[]){ N }), tensor_param("one", 1, (int[]){ N }) };
+    Rng rng = rng_new(17, 1);
+    for (int j = 0; j < N; j++)
+        p[0]->data[j] = p[1]->data[j] = rng_normal(&rng);
+    AdamWConfig c = adamw_defaults();
+    c.decay_rule = OPTIM_DECAY_ALL;
+    c.weight_decay = 0.1;
+    AdamW *a[2] = { adamw_new(&p[0], 1, c), adamw_new(&p[1], 1, c) };
+    for (int k = 0; k < STEPS; k++) {
+        for (int j = 0; j < N; j++)
+            tensor_grad(p[0])[j] = tensor_grad(p[1])[j] = (k + 1) * 0.1f * rng_normal(&rng);
+        for (int i = 0; i < 2; i++) {
+            par_set_threads(2 - i);
+            optim_step(&a[i]->base, 1e-2);
+        }
+    }
+    par_set_threads(2);
+    assert_memory_equal(p[0]->data, p[1]->data, N * sizeof(float));
+    assert_memory_equal(a[0]->base.state[0]->data, a[1]->base.state[0]->data, N * sizeof(float));
+    assert_memory_equal(a[0]->base.state[1]->data, a[1]->base.state[1]->data, N * sizeof(float));
+    for (int i = 0; i < 2; i++) {
+        optim_free(&a[i]->base);
+        tensor_free(p[i]);
+    }
+}
+
 int main(void)
 {
     par_set_threads(2);
@@ -263,6 +295,7 @@ int main(void)
         cmocka_unit_test(test_sum_rows),
         cmocka_unit_test(test_gelu_against_double),
         cmocka_unit_test(test_adamw_vector_equals_scalar),
+        cmocka_unit_test(test_adamw_threads_agree),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -60,6 +60,15 @@ static int files_in(const char *dir)
     return n;
 }
 
+/* The run must fail, before the time limit, with text on exactly one line of stderr. */
+static void expect_one_message(const char *args, const char *text)
+{
+    Outcome o = run(args, text);
+    assert_int_not_equal(o.status, 0);
+    assert_int_not_equal(o.status, 124);
+    assert_int_equal(o.messages, 1);
+}
+
 static const char *small = "--steps 3 --layers 1 --embd 16 --heads 2 --batch 2 --threads 1 "
                            "--eval-every 0 --eval-examples 10";
 
@@ -69,10 +78,7 @@ static void test_missing_everywhere(void **s)
     char args[8192];
     snprintf(args, sizeof args, "-np 4 %s --parallel zero3 %s --data /nonexistent/x.txt", bin,
              small);
-    Outcome o = run(args, "/nonexistent/x.txt");
-    assert_int_not_equal(o.status, 0);
-    assert_int_not_equal(o.status, 124);
-    assert_int_equal(o.messages, 1);
+    expect_one_message(args, "/nonexistent/x.txt");
 }
 
 /* Ranks 0-2 find their data; rank 3's is missing (MPMD: its own command line). The others are
@@ -83,10 +89,7 @@ static void test_missing_on_one_rank(void **s)
     char args[8192];
     snprintf(args, sizeof args, "-np 3 %s --parallel ddp %s : -np 1 %s --parallel ddp %s "
              "--data /nonexistent/rank3.txt", bin, small, bin, small);
-    Outcome o = run(args, "/nonexistent/rank3.txt");
-    assert_int_not_equal(o.status, 0);
-    assert_int_not_equal(o.status, 124);
-    assert_int_equal(o.messages, 1);
+    expect_one_message(args, "/nonexistent/rank3.txt");
 }
 
 /* Ranks 1 and 3 both miss their data, rank 0 has its own: the lowest failing rank's message
@@ -99,10 +102,7 @@ static void test_missing_on_two_ranks(void **s)
              "--data /nonexistent/r1.txt : -np 1 %s --parallel zero1 %s : -np 1 %s --parallel "
              "zero1 %s --data /nonexistent/r3.txt", bin, small, bin, small, bin, small, bin,
              small);
-    Outcome o = run(args, "/nonexistent/r");
-    assert_int_not_equal(o.status, 0);
-    assert_int_not_equal(o.status, 124);
-    assert_int_equal(o.messages, 1);
+    expect_one_message(args, "/nonexistent/r");
     assert_int_equal(run(args, "/nonexistent/r1.txt").messages, 1);
 }
 
@@ -113,10 +113,7 @@ static void test_missing_on_rank_zero(void **s)
     char args[8192];
     snprintf(args, sizeof args, "-np 1 %s --parallel ddp %s --data /nonexistent/r0.txt : -np 3 "
              "%s --parallel ddp %s", bin, small, bin, small);
-    Outcome o = run(args, "/nonexistent/r0.txt");
-    assert_int_not_equal(o.status, 0);
-    assert_int_not_equal(o.status, 124);
-    assert_int_equal(o.messages, 1);
+    expect_one_message(args, "/nonexistent/r0.txt");
     assert_int_equal(run(args, "rank").messages, 0);    /* no rank died with a message of its own */
 }
 
@@ -130,10 +127,7 @@ static void test_corrupt_snapshot(void **s)
     fputs("\x10\x00\x00\x00\x00\x00\x00\x00{\"a\": [1, 2", f);
     fclose(f);
     snprintf(args, sizeof args, "-np 4 %s --parallel zero2 %s --load %s", bin, small, path);
-    Outcome o = run(args, "corrupt.st");
-    assert_int_not_equal(o.status, 0);
-    assert_int_not_equal(o.status, 124);
-    assert_int_equal(o.messages, 1);
+    expect_one_message(args, "corrupt.st");
     remove(path);
 }
 

@@ -17,13 +17,25 @@ bool optim_rule_decays(OptimDecayRule rule, const Tensor *p)
     return false;
 }
 
+static int by_name(const void *a, const void *b)
+{
+    return strcmp((*(Tensor *const *)a)->name, (*(Tensor *const *)b)->name);
+}
+
+/* A snapshot keys every parameter and its state by name, so two named alike would overwrite one
+ * another. Sorted by name, a repeat sits beside its twin: n log n, where comparing every pair
+ * took minutes for the tests' optimizers of 10^5 one-element tensors. Unnamed ones may repeat. */
 static void check_unique_names(Tensor *const *params, int n)
 {
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < i && params[i]->name[0]; j++)
-            if (strcmp(params[i]->name, params[j]->name) == 0)
-                tensor_fatal("optimizer: parameters %d and %d are both named '%s'", j, i,
-                             params[i]->name);
+    Tensor **sorted = malloc((size_t)n * sizeof *sorted);
+    if (!sorted)
+        tensor_fatal("out of memory for an optimizer of %d parameters", n);
+    memcpy(sorted, params, (size_t)n * sizeof *sorted);
+    qsort(sorted, (size_t)n, sizeof *sorted, by_name);
+    for (int i = 1; i < n; i++)
+        if (sorted[i]->name[0] && strcmp(sorted[i]->name, sorted[i - 1]->name) == 0)
+            tensor_fatal("optimizer: two parameters are named '%s'", sorted[i]->name);
+    free(sorted);
 }
 
 void optim_init(Optim *o, const char *kind, Tensor *const *params, int n, OptimDecayRule rule,

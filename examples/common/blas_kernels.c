@@ -36,10 +36,8 @@ bool blas_kernels_choose(void)
 
 void blas_kernels_undo(void)
 {
-    if (getenv(MARK)) {
-        unsetenv("OPENBLAS_CORETYPE");
-        unsetenv(MARK);
-    }
+    unsetenv("OPENBLAS_CORETYPE");
+    unsetenv(MARK);
 }
 
 void blas_kernels_check(void)

@@ -9,5 +9,8 @@
  * Returns only when that cannot be done (unreadable or over-long arguments, a failed exec);
  * the caller then carries on as it was and should undo its setenv calls. */
 void rerun_self(void);
+/* The value name had when this process started (NULL: unset), which is what a library read
+ * when it loaded: setenv since then changes getenv's answer, not the library's. */
+const char *rerun_start_env(const char *name);
 
 #endif

@@ -27,11 +27,12 @@ endif
 # their throughput. Override with ARCH= (empty) for a portable build.
 ARCH     ?= -march=native
 
-# The GEMM library behind every product (autograd/gemm.h; measured by bench/bench_gemm.c, the
-# table in docs/performance.md): openblas, or onednn (Debian's libdnnl-dev, no pkg-config file).
-GEMM     ?= openblas
-ifeq ($(filter $(GEMM),openblas onednn),)
-$(error GEMM=$(GEMM): choose openblas or onednn)
+# The GEMM libraries behind the products (autograd/gemm.h; measured by bench/bench_gemm.c, the
+# table in docs/performance.md): auto (both, each product to the faster for its shape),
+# openblas, or onednn (Debian's libdnnl-dev, no pkg-config file).
+GEMM     ?= auto
+ifeq ($(filter $(GEMM),auto openblas onednn),)
+$(error GEMM=$(GEMM): choose auto, openblas or onednn)
 endif
 
 PKGS     := openblas cmocka libcjson
@@ -46,9 +47,12 @@ CFLAGS   += -std=c11 -D_POSIX_C_SOURCE=200809L $(OPT) $(ARCH) -fopenmp -fno-trap
 # of an AVX2 build's small step. It changes no value: every operation is still IEEE's, in the
 # source's order.
 LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
-ifeq ($(GEMM),onednn)
-CFLAGS   += -DTAPEGRAD_GEMM_ONEDNN
+ifneq ($(GEMM),openblas)
+CFLAGS   += -DTAPEGRAD_WITH_ONEDNN
 LDLIBS   += -ldnnl
+endif
+ifeq ($(GEMM),auto)
+CFLAGS   += -DTAPEGRAD_GEMM_AUTO
 endif
 # MPI's headers are on every compile's path (harmless: only dist/ includes mpi.h); its library
 # is linked only into the binaries that use dist/ (MPI_BINS below).
@@ -134,7 +138,7 @@ $(DISTLIB): $(call OBJ,$(DIST_SRC))
 $(MPI_BINS): $(DISTLIB)
 $(MPI_BINS): LINK_MPI = $(DISTLIB) $(MPI_LIBS)
 
-# gemm.o is compiled for one GEMM library: a build folder remembers which, and a different
+# gemm.o is compiled for one GEMM= choice: a build folder remembers which, and a different
 # GEMM= recompiles it (and relinks everything).
 GEMM_STAMP := $(BUILD)/gemm-$(GEMM).stamp
 $(GEMM_STAMP):
@@ -203,6 +207,7 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(EXLIB) $(LIB)
 	$(CC) $(LDFLAGS) $(filter %.o,$^) $(LINK_MPI) $(EXLIB) $(LIB) $(LDLIBS) -o $@
 
 clean:
-	rm -rf build build-san build-avx2 build-fuzz build-onednn build-avx2-onednn
+	rm -rf build build-san build-avx2 build-fuzz build-onednn build-avx2-onednn build-openblas \
+	       build-avx2-openblas
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

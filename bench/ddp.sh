@@ -10,11 +10,13 @@
 # The medians come from steps 2.. of each run; timings on a shared machine are noisy, so only the
 # ratios of this run mean anything. PyTorch is skipped when Debian's python3-torch is missing.
 #
-# Both sides use the same OpenBLAS, whose kernels are chosen when it loads: on a CPU model it does
-# not know it falls back to its SSE3 "Prescott" kernels (seen here: an unnamed Xeon with AVX-512,
-# 3.6x slower at the large case). Unless OPENBLAS_CORETYPE is set already, the kernels are chosen
-# by measurement: one short tapegrad run at the large case with each candidate the CPU supports
-# (the default, SkylakeX with AVX-512, Haswell with AVX2), the fastest exported for both sides.
+# PyTorch's products run on OpenBLAS, whose kernels are chosen when it loads: on a CPU model it
+# does not know it falls back to its SSE3 "Prescott" kernels (seen here: an unnamed Xeon with
+# AVX-512, 3.6x slower at the large case). Unless OPENBLAS_CORETYPE is set already, the kernels
+# are chosen by measurement: one short run of one rank at the large case with each candidate
+# the CPU supports (the default, SkylakeX with AVX-512, Haswell with AVX2), the fastest exported
+# for both sides. PyTorch's own step decides; without PyTorch, tapegrad's (whose products run
+# on oneDNN instead where it has AVX-512 kernels: autograd/gemm.h).
 # Usage: sh bench/ddp.sh BUILD_DIR [STEPS]
 set -eu
 build=${1:-build}
@@ -36,20 +38,27 @@ cell() {
 # The median step ms of one rank at the large case under OPENBLAS_CORETYPE=$1 (empty: unset).
 probe() {
     if [ -n "$1" ]; then set -- env OPENBLAS_CORETYPE="$1"; else set -- env -u OPENBLAS_CORETYPE; fi
+    if [ "$torch" = yes ]; then
+        "$@" /usr/bin/python3 bench/ddp_torch_bench.py 1 65 128 6 6 384 4 1 3 2> /dev/null |
+            awk '/ms_per_step/ { print $2; found = 1 } END { if (!found) print 1e30 }'
+        return
+    fi
     "$@" "$build/bin/data_parallel" --modes ddp --layers 6 --heads 6 --embd 384 --seq 128 \
         --batch 4 --steps 3 --out "$work/probe" > /dev/null 2>&1 || { echo 1e30; return; }
     awk -F '\t' 'NR == 2 { print $17 }' "$work/probe/data_parallel.tsv"
 }
 if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
     best="" best_ms=$(probe "")
-    echo "OpenBLAS kernels, large case, 1 rank: default $best_ms ms"
+    who=tapegrad
+    [ "$torch" = yes ] && who=PyTorch
+    echo "OpenBLAS kernels, large case, 1 rank of $who: default $best_ms ms"
     for core in SkylakeX Haswell; do
         case $core in
             SkylakeX) grep -qw avx512f /proc/cpuinfo || continue ;;
             Haswell) grep -qw avx2 /proc/cpuinfo || continue ;;
         esac
         ms=$(probe "$core")
-        echo "OpenBLAS kernels, large case, 1 rank: $core $ms ms"
+        echo "OpenBLAS kernels, large case, 1 rank of $who: $core $ms ms"
         if awk -v a="$ms" -v b="$best_ms" 'BEGIN { exit !(a < b) }'; then best=$core best_ms=$ms; fi
     done
     [ -n "$best" ] && export OPENBLAS_CORETYPE="$best"

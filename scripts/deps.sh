@@ -9,8 +9,8 @@ command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
 have_pc openblas || need="$need libopenblas-dev"
 have_pc cmocka   || need="$need libcmocka-dev"
 have_pc libcjson || need="$need libcjson-dev"
-# make GEMM=onednn (autograd/gemm.h): oneDNN's headers and library; Debian ships no .pc for it.
-if [ "${GEMM:-openblas}" = onednn ] && [ ! -f /usr/include/dnnl.h ]; then
+# oneDNN's headers and library (autograd/gemm.h), unless make GEMM=openblas; no .pc in Debian.
+if [ "${GEMM:-auto}" != openblas ] && [ ! -f /usr/include/dnnl.h ]; then
     need="$need libdnnl-dev"
 fi
 command -v gnuplot >/dev/null 2>&1 || need="$need gnuplot-nox"

@@ -20,7 +20,8 @@ san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-fram
 # OpenBLAS's kernel choice re-runs a program (examples/common/blas_kernels.h): not here.
 export OPENBLAS_CORETYPE="${OPENBLAS_CORETYPE:-Haswell}" OMP_NUM_THREADS=1
 for name in ${FUZZ_ONLY:-snapshot train_load}; do
-    make -s BUILD=$build CC=clang OPT="-O1 -g -fsanitize=fuzzer-no-link $san" \
+    # GEMM=openblas: oneDNN is built on GCC's OpenMP, these harnesses on clang's.
+    make -s BUILD=$build CC=clang GEMM=openblas OPT="-O1 -g -fsanitize=fuzzer-no-link $san" \
         $build/fuzz/fuzz_$name
     mkdir -p $build/corpus/$name tests/fuzz/crashes/$name
     # Leaks are not bugs here: a refused load ends in exit(), which the harness turns into a

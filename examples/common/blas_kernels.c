@@ -50,7 +50,7 @@ void blas_kernels_check(void)
 
 const char *blas_kernels_note(char *buf, size_t len)
 {
-    if (strcmp(gemm_backend(), "openblas") != 0)
+    if (gemm_library() != GEMM_OPENBLAS)
         return gemm_describe(buf, len);     /* OpenBLAS is linked but runs no product */
     const char *fallback = getenv(MARK);
     if (fallback)

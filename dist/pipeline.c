@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "autograd/mem.h"
+#include "optim/clip.h"
 
 /* One micro-batch in flight on this stage: what its forward left for its backward. */
 typedef struct {
@@ -341,8 +342,7 @@ static double global_norm(Pipeline *pp)
         const Tensor *t = o->params[i];
         if (!t->grad || (skip_wte && t == pp->tr->model->wte))
             continue;
-        for (size_t j = 0; j < t->size; j++)
-            sum += (double)t->grad[j] * (double)t->grad[j];
+        sum += clip_sum_squares(t->grad, t->size);
     }
     return sqrt(dist_sum_double(pp->comm, sum));
 }

@@ -423,11 +423,8 @@ void zero_shard_weights(Zero *z)
 static double global_norm(Zero *z)
 {
     double sum = 0.0;
-    for (int i = 0; i < z->n; i++) {
-        const float *g = z->views[i]->grad;
-        for (size_t j = 0; j < z->views[i]->size; j++)
-            sum += (double)g[j] * (double)g[j];
-    }
+    for (int i = 0; i < z->n; i++)
+        sum += clip_sum_squares(z->views[i]->grad, z->views[i]->size);
     return sqrt(dist_sum_double(z->c, sum));
 }
 

@@ -4,14 +4,31 @@
 
 #include "optim/optim.h"
 
+enum { LANES = 8 };
+
+double clip_sum_squares(const float *g, size_t n)
+{
+    double acc[LANES] = { 0 };
+    size_t j = 0;
+    for (; j + LANES <= n; j += LANES)
+        for (int k = 0; k < LANES; k++)
+            acc[k] += (double)g[j + k] * (double)g[j + k];
+    for (int k = 0; j < n; j++, k++)
+        acc[k] += (double)g[j] * (double)g[j];
+    double sum = 0.0;
+    for (int k = 0; k < LANES; k++)
+        sum += acc[k];
+    return sum;
+}
+
 double clip_grad_norm(Tensor *const *params, int n)
 {
     double sum = 0.0;
     for (int i = 0; i < n; i++) {
         float *scratch;
         const float *g = tensor_grad_read(params[i], &scratch);
-        for (size_t j = 0; g && j < params[i]->size; j++)
-            sum += (double)g[j] * (double)g[j];
+        if (g)
+            sum += clip_sum_squares(g, params[i]->size);
         mem_free(scratch);
     }
     return sqrt(sum);

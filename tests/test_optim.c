@@ -336,6 +336,29 @@ static void test_clip_norm_is_double(void **state)
     tensor_free(a);
 }
 
+/* clip_sum_squares's order, written out again: element j into running sum j mod 8, the eight
+ * added in order. Bit for bit, at lengths around the eight-wide body and its tail. */
+static void test_clip_sum_squares_order(void **state)
+{
+    (void)state;
+    Rng rng = rng_new(3, 1);
+    float g[1001];
+    for (int j = 0; j < 1001; j++)
+        g[j] = rng_normal(&rng) * (j % 3 ? 1.0f : 1e-4f);
+    const int lengths[] = { 0, 1, 7, 8, 9, 16, 1001 };
+    for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
+        int n = lengths[l];
+        double acc[8] = { 0 }, want = 0.0;
+        for (int j = 0; j < n; j++)
+            acc[j % 8] += (double)g[j] * (double)g[j];
+        for (int k = 0; k < 8; k++)
+            want += acc[k];
+        double got = clip_sum_squares(g, (size_t)n);
+        if (memcmp(&got, &want, sizeof got) != 0)
+            fail_msg("n = %d: %.17g, want %.17g", n, got, want);
+    }
+}
+
 /* ---- state ---------------------------------------------------------------------------------- */
 
 static void test_state_memory(void **state)
@@ -468,6 +491,7 @@ int main(void)
         cmocka_unit_test(test_sgd_by_hand),
         cmocka_unit_test(test_clip),
         cmocka_unit_test(test_clip_norm_is_double),
+        cmocka_unit_test(test_clip_sum_squares_order),
         cmocka_unit_test(test_state_memory),
         cmocka_unit_test(test_state_names),
         cmocka_unit_test(test_state_restore),

@@ -38,9 +38,14 @@
  * bench/gpt_avx2.sh builds tapegrad with ARCH=-march=x86-64-v3 and runs it that way with
  * OPENBLAS_CORETYPE=Haswell.
  *
+ * Rounds: the three runs of a case (tapegrad with this process's wait policy, tapegrad PASSIVE,
+ * PyTorch) follow one another, --rounds N times (default 3), and each figure is the median over
+ * the rounds. On a shared machine a burst of load lasts seconds to a minute and slows whichever
+ * side runs then: single runs of the small case moved by 25% minutes apart, on either side.
+ *
  * A benchmark, not a test: it prints PASS or FAIL for each target and exits 0 either way.
  * Arguments (--help lists them): a case name (small, large, gpt2) runs only that case; --no-torch
- * skips PyTorch; --isa avx2 as above; anything else, an unknown case included, ends the program
+ * skips PyTorch; --isa avx2 as above; --rounds N; anything else, an unknown case included, ends the program
  * with status 2 before it runs anything; --child NAME is how the PASSIVE run is started (it prints
  * "ms_per_step X" and "ckpt_ms_per_step Y"). */
 #include <math.h>
@@ -62,7 +67,7 @@
 
 /* The best of PEAK_RUNS short runs (about 12 ms each) is taken as the peak: on a busy machine
  * some run still gets a core to itself. */
-enum { THREADS = 2, MAX_STEPS = 64, PEAK_RUNS = 20 };
+enum { THREADS = 2, MAX_STEPS = 64, PEAK_RUNS = 20, DEFAULT_ROUNDS = 3, MAX_ROUNDS = 9 };
 static const double MAX_CKPT_RATIO = 1.4;
 
 static const char *const PYTHON = "/usr/bin/python3";
@@ -253,6 +258,71 @@ static double run_torch(const BenchCase *c, const char *isa, char *setting, size
     return best;
 }
 
+/* A case's figures: medians over the rounds. */
+typedef struct {
+    OurRun own, passive;
+    double torch_ms;
+    char torch_setting[96];
+} CaseRun;
+
+/* The median of the values that are not NaN (a child that failed), or NaN if none. */
+static double median_of_finite(const double *v, int n)
+{
+    double w[MAX_ROUNDS];
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (!isnan(v[i]))
+            w[k++] = v[i];
+    return k ? bench_median(w, k) : NAN;
+}
+
+static void print_rounds(const char *who, const double *v, int n)
+{
+    printf(" %s", who);
+    for (int i = 0; i < n; i++)
+        printf(isnan(v[i]) ? " -" : " %.1f", v[i]);
+}
+
+/* The rounds of one case, run one after the other, reduced to medians. The allocation counts
+ * are the first round's, or the first round whose count grew. */
+static CaseRun run_case(const BenchCase *c, const char *isa, bool torch, int rounds)
+{
+    double own[MAX_ROUNDS] = { 0 }, own_ck[MAX_ROUNDS] = { 0 }, pas[MAX_ROUNDS] = { 0 };
+    double pas_ck[MAX_ROUNDS] = { 0 }, tms[MAX_ROUNDS] = { 0 };
+    CaseRun out = { .torch_setting = "-" };
+    char settings[MAX_ROUNDS][sizeof out.torch_setting];
+    for (int r = 0; r < rounds; r++) {
+        OurRun o = run_ours(c), p = run_ours_passive(c, isa);
+        if (r == 0 || (out.own.allocs_after == out.own.allocs_before &&
+                       o.allocs_after != o.allocs_before))
+            out.own = o;
+        own[r] = o.ms, own_ck[r] = o.ckpt_ms, pas[r] = p.ms, pas_ck[r] = p.ckpt_ms;
+        snprintf(settings[r], sizeof settings[r], "-");
+        tms[r] = torch ? run_torch(c, isa, settings[r], sizeof settings[r]) : NAN;
+    }
+    out.own.ms = median_of_finite(own, rounds);
+    out.own.ckpt_ms = median_of_finite(own_ck, rounds);
+    out.passive = (OurRun){ .ms = median_of_finite(pas, rounds),
+                            .ckpt_ms = median_of_finite(pas_ck, rounds) };
+    out.torch_ms = median_of_finite(tms, rounds);
+    /* PyTorch's setting: the one of the round closest to the median. */
+    for (int r = 0, best = -1; r < rounds; r++) {
+        if (isnan(tms[r]))
+            continue;
+        if (best < 0 || fabs(tms[r] - out.torch_ms) < fabs(tms[best] - out.torch_ms)) {
+            best = r;
+            memcpy(out.torch_setting, settings[r], sizeof out.torch_setting);
+        }
+    }
+    printf("# %s, ms per step in each of %d rounds:", c->name, rounds);
+    print_rounds("tapegrad", own, rounds);
+    print_rounds("| PASSIVE", pas, rounds);
+    if (torch)
+        print_rounds("| pytorch", tms, rounds);
+    printf("\n");
+    return out;
+}
+
 static const char *verdict(bool pass) { return pass ? "PASS" : "FAIL (target missed)"; }
 
 static void print_row(const BenchCase *c, const char *who, const char *setting, double ms,
@@ -274,9 +344,11 @@ static void print_row(const BenchCase *c, const char *who, const char *setting, 
 }
 
 /* Prints the case's rows and targets; returns the number of targets missed. */
-static int report(const BenchCase *c, const OurRun *own, const OurRun *passive, double torch_ms,
-                  const char *torch_setting, const Peaks *pk)
+static int report(const BenchCase *c, const CaseRun *run, const Peaks *pk)
 {
+    const OurRun *own = &run->own, *passive = &run->passive;
+    double torch_ms = run->torch_ms;
+    const char *torch_setting = run->torch_setting;
     Gpt *m = gpt_new(&c->cfg, 1);
     double fpt = flops_per_token(c, gpt_n_params(m));
     gpt_free(m);
@@ -366,12 +438,14 @@ static Peaks measure_peaks(bool hold_avx2)
 
 static void usage(void)
 {
-    printf("Usage: bench_gpt [CASE] [--no-torch] [--isa avx2]\n"
+    printf("Usage: bench_gpt [CASE] [--no-torch] [--isa avx2] [--rounds N]\n"
            "Time full GPT training steps beside PyTorch's and check issue 16's targets.\n\n"
            "  CASE          small, large or gpt2 (default: all three)\n"
            "  --no-torch    skip the PyTorch runs\n"
            "  --isa avx2    hold PyTorch to AVX2 and leave AVX-512 out of the peaks (for an\n"
            "                AVX2-only build: sh bench/gpt_avx2.sh)\n"
+           "  --rounds N    run each case's tapegrad and PyTorch runs N times in turn and\n"
+           "                report the medians (1 to 9, default 3)\n"
            "  -h, --help    this text\n\n"
            "A benchmark: it prints PASS or FAIL per target and exits 0 either way.\n");
 }
@@ -387,7 +461,7 @@ static const BenchCase *find_case(const char *name)
 /* Exits with status 2 on anything it does not know: a benchmark that would run nothing says so
  * instead of ending "all targets met". */
 static void parse_args(int argc, char **argv, const char **only, const char **child,
-                       const char **isa, bool *want_torch)
+                       const char **isa, bool *want_torch, int *rounds)
 {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -405,6 +479,16 @@ static void parse_args(int argc, char **argv, const char **only, const char **ch
                 exit(2);
             }
             *isa = argv[++i];
+        } else if (strcmp(a, "--rounds") == 0) {
+            char *end = NULL;
+            long n = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;
+            if (!end || end == argv[i + 1] || *end || n < 1 || n > MAX_ROUNDS) {
+                fprintf(stderr, "bench_gpt: --rounds takes a whole number from 1 to %d\n",
+                        MAX_ROUNDS);
+                exit(2);
+            }
+            *rounds = (int)n;
+            i++;
         } else if (a[0] != '-' && !*only) {
             *only = a;
         } else {
@@ -423,7 +507,8 @@ int main(int argc, char **argv)
 {
     const char *only = NULL, *child = NULL, *isa = NULL;
     bool want_torch = true;
-    parse_args(argc, argv, &only, &child, &isa, &want_torch);
+    int rounds = DEFAULT_ROUNDS;
+    parse_args(argc, argv, &only, &child, &isa, &want_torch, &rounds);
     blas_kernels_check();       /* may run this program again, with OPENBLAS_CORETYPE set */
     par_set_threads(THREADS);
     if (child) {
@@ -432,8 +517,8 @@ int main(int argc, char **argv)
         return 0;
     }
     printf("GPT training step (forward, backward, AdamW, zero grad), %d threads, median of the "
-           "timed steps; load average %.2f%s\n", THREADS, load_average(),
-           isa ? "; PyTorch held to AVX2 (--isa avx2)" : "");
+           "timed steps, median of %d rounds; load average %.2f%s\n", THREADS, rounds,
+           load_average(), isa ? "; PyTorch held to AVX2 (--isa avx2)" : "");
     Peaks pk = measure_peaks(isa != NULL);
     bool torch = want_torch && torch_available();
     if (want_torch && !torch)
@@ -445,11 +530,8 @@ int main(int argc, char **argv)
         const BenchCase *c = &CASES[i];
         if (only && strcmp(only, c->name) != 0)
             continue;
-        OurRun own = run_ours(c);
-        OurRun passive = run_ours_passive(c, isa);
-        char setting[96] = "-";
-        double torch_ms = torch ? run_torch(c, isa, setting, sizeof setting) : NAN;
-        missed += report(c, &own, &passive, torch_ms, setting, &pk);
+        CaseRun run = run_case(c, isa, torch, rounds);
+        missed += report(c, &run, &pk);
     }
     printf("load average at the end %.2f (on a machine busy with other jobs every time here is "
            "longer; compare on an idle one)\n", load_average());

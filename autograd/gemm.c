@@ -96,7 +96,8 @@ static int onednn_bits(void) { return 0; }
 
 /* bench/bench_gemm times both libraries on every product of a training step (docs/performance.md,
  * "Which GEMM library"). With AVX-512 kernels oneDNN was the faster on every product of every
- * case, on 1 thread and on 2 (Zen 4 and an AVX-512 Xeon), and the small case's step 8% shorter.
+ * case, on 1 thread and on 2 (a Zen 4; on 1 thread also an AVX-512 Xeon), and the small case's
+ * step 8% shorter.
  * With AVX2 kernels neither won throughout: oneDNN was faster on most small products and much
  * slower on a few wide ones (weight gradients of 128 x 512 and more, NN with N = 3072), and the
  * training step was no faster with either or with each product on its faster library. There

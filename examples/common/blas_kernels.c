@@ -6,7 +6,6 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <strings.h>
 
 /* OpenBLAS's own (cblas.h declares it, but without const on some versions). */

@@ -31,12 +31,16 @@ set logscale xy
 set format y "%.0e"
 set xlabel "compute C = 6ND (FLOP)"
 set ylabel "compute-optimal N"
-set key top left
+# bottom right: the corner the lines leave empty in both N_opt and D_opt panels
+set key bottom right
 plot optimal using "budget":"N_opt" with points pt 7 ps 1.4 lc rgb "#08519c" title "approach 2 minima", \
      lines using "C":"N_opt_a2" with lines lw 2 lc rgb "#08519c" title "approach 2 power law", \
      lines using "C":"N_opt_a3" with lines lw 2 dt 2 lc rgb "#d95f0e" title "approach 3 L(N, D)", \
      lines using "C":"N_opt_20" with lines lw 1 dt 3 lc rgb "#555555" title "D = 20 N"
 
+# The bottom row leaves room under its plots for the contour panel's key (below the plot, where
+# it covers no run); both panels get the same margin, so their axes stay level.
+set bmargin 7.5
 set title "D_opt(C) = C / (6 N_opt)"
 set ylabel "compute-optimal D (tokens)"
 plot optimal using "budget":"D_opt" with points pt 7 ps 1.4 lc rgb "#08519c" title "approach 2 minima", \
@@ -63,10 +67,10 @@ set table $contours
 splot law(10**x, 10**y)
 unset table
 unset contour
-set title "approach 3: contours of L(N, D), the runs, and the compute-optimal frontier"
+set title "approach 3: contours of L(N, D), the runs, the compute-optimal frontier"
 set xlabel "log10 N"
 set ylabel "log10 D (tokens)"
-set key bottom left
+set key below left Left reverse vertical maxrows 3 samplen 3
 plot $contours using 1:2 with lines lw 1 lc rgb "#9ecae1" title sprintf("L(N, D) every 0.1 nats from %.1f", lv0), \
      points using (log10(column("N"))):(log10(column("D"))):(column("budget_index") + 1) \
          with points pt 7 ps 1.1 lc variable title "runs (colour: budget)", \

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef enum { ACT_NONE, ACT_TABLE, ACT_LAYOUT, ACT_CONVERT, ACT_QUANTIZE, ACT_SPACING } Action;
 
@@ -86,8 +87,10 @@ static const Setting SETTINGS[] = {
               "0xINPUT<TAB>0xENCODED<TAB>0xDECODED per line" },
     { .name = "quantize", .id = FLAG_QUANTIZE, .type = SETTING_CUSTOM, .set = set_action,
       .arg = "KIND",
-      .help = "read numbers on stdin (int8, int4, nf4); print codes,\n"
-              "block constants, dequantized values and the error" },
+      .help = "KIND int8, int4 or nf4: quantize the numbers read from\n"
+              "standard input (spaces, commas or newlines between them;\n"
+              "Ctrl-D ends them at a terminal); print the codes, block\n"
+              "constants, dequantized values and the error" },
     { .name = "spacing", .id = FLAG_SPACING, .type = SETTING_CUSTOM, .set = set_action,
       .help = "gap to the next value against magnitude, e4m3 e5m2 fp16\n"
               "bf16 (TSV; figure.sh plots it)" },
@@ -120,8 +123,9 @@ static void usage(void)
            "Emulated number formats (fp32 tf32 bf16 fp16 e4m3 e5m2 e2m1) and quantization.\n"
            "\n", cli_program());
     settings_usage(SETTINGS, N_SETTINGS);
-    printf("\nExample: printf '0.1\\n0x7f800000\\n500\\n' | %s --convert e4m3 --saturate\n",
-           cli_program());
+    printf("\nExamples: printf '0.1\\n0x7f800000\\n500\\n' | %s --convert e4m3 --saturate\n"
+           "          echo 0.5 -1.25 3 100 | %s --quantize int8 --block 2\n",
+           cli_program(), cli_program());
 }
 
 static Options parse_args(int argc, char **argv)
@@ -293,6 +297,10 @@ static void print_spacing(void)
 
 static float *read_numbers(size_t *n)
 {
+    /* Started from a terminal with nothing piped in, the program would wait in silence. */
+    if (isatty(fileno(stdin)))
+        fprintf(stderr, "%s: reading the numbers to quantize from standard input "
+                "(Ctrl-D ends them)\n", cli_program());
     size_t cap = 1024, count = 0;
     float *x = malloc(cap * sizeof *x);
     char *line = NULL;

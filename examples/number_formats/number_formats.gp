@@ -24,38 +24,42 @@ is(f) = strcol(1) eq f
 fmts = "e4m3 e5m2 fp16 bf16"
 colors = "#d62728 #ff7f0e #1f77b4 #2ca02c"
 log2(v) = int(floor(log(v) / log(2) + 0.5))
-minlabel(i) = sprintf("%s min subnormal 2^{%d}", word(fmts, i), log2($2))
-maxlabel(i) = sprintf("%s max %.5g", word(fmts, i), $2)
+# Each format's ends go into its key entry rather than beside its marker: beside the markers
+# they crossed the other staircases and the frame.
+array ends[4]
+do for [i=1:4] {
+    f = word(fmts, i)
+    stats data using (is(f) && strcol(4) eq "max" ? $2 : NaN) skip 1 nooutput
+    mx = STATS_max
+    stats data using (is(f) && strcol(4) eq "min_subnormal" ? $2 : NaN) skip 1 nooutput
+    ends[i] = sprintf("%s: largest %.5g, smallest subnormal 2^{%d}", f, mx, log2(STATS_min))
+    if (i == 4) { bf16_max = mx; bf16_min = log2(STATS_min) }
+}
 
-# the staircases, then circles on the smallest subnormals and stars on the maxima, labelled
+# the staircases, then circles on the smallest subnormals and stars on the maxima (two black
+# key entries say which is which)
 PLOT = 'plot for [i=1:4] data using 2:(is(word(fmts, i)) ? $3 : NaN) skip 1 \
-           with lines lw 2 lc rgb word(colors, i) title word(fmts, i), \
+           with lines lw 2 lc rgb word(colors, i) title ends[i], \
        for [i=1:4] data using 2:(is(word(fmts, i)) && strcol(4) eq "min_subnormal" ? $3 : NaN) \
            skip 1 with points pt 6 ps 2 lc rgb word(colors, i) notitle, \
        for [i=1:4] data using 2:(is(word(fmts, i)) && strcol(4) eq "max" ? $3 : NaN) \
            skip 1 with points pt 3 ps 2.5 lc rgb word(colors, i) notitle, \
-       for [i=1:4] data using 2:(is(word(fmts, i)) && strcol(4) eq "min_subnormal" ? $3 : NaN):\
-           (minlabel(i)) skip 1 with labels right offset -1.5,0.6 font ",10" \
-           tc rgb word(colors, i) notitle, \
-       for [i=1:4] data using 2:(is(word(fmts, i)) && strcol(4) eq "max" ? $3 : NaN):\
-           (maxlabel(i)) skip 1 with labels left offset 1.5,-0.6 font ",10" \
-           tc rgb word(colors, i) notitle'
+       NaN with points pt 6 ps 2 lc rgb "black" title "smallest subnormal", \
+       NaN with points pt 3 ps 2.5 lc rgb "black" title "largest finite value"'
 
-# bf16's whole range: only its own ends are labelled, inside the frame
+# bf16's whole range: its ends marked, and named in the title
 PLOT_FULL = 'plot for [i=1:4] data using 2:(is(word(fmts, i)) ? $3 : NaN) skip 1 \
            with lines lw 2 lc rgb word(colors, i) notitle, \
-       data using 2:(is("bf16") && strcol(4) ne "-" ? $3 : NaN) skip 1 \
+       data using 2:(is("bf16") && strcol(4) eq "min_subnormal" ? $3 : NaN) skip 1 \
            with points pt 6 ps 2 lc rgb word(colors, 4) notitle, \
-       data using 2:(is("bf16") && strcol(4) eq "min_subnormal" ? $3 : NaN):(minlabel(4)) \
-           skip 1 with labels left offset 1.5,0 font ",10" tc rgb word(colors, 4) notitle, \
-       data using 2:(is("bf16") && strcol(4) eq "max" ? $3 : NaN):(maxlabel(4)) \
-           skip 1 with labels right offset -1.5,0 font ",10" tc rgb word(colors, 4) notitle'
+       data using 2:(is("bf16") && strcol(4) eq "max" ? $3 : NaN) skip 1 \
+           with points pt 3 ps 2.5 lc rgb word(colors, 4) notitle'
 
 set multiplot
 set size 1,0.64
 set origin 0,0.36
-set title "Representable values: spacing against magnitude (o smallest subnormal, * max)"
-set key bottom right box opaque
+set title "Representable values: the gap to the next one against magnitude" font ",14"
+set key top left box opaque Left reverse samplen 2 spacing 1.1 font ",11"
 set xrange [2**-30:2**22]
 set yrange [2**-30:2**18]
 set xtics 2**4
@@ -64,7 +68,8 @@ set ytics 2**4
 
 set size 1,0.36
 set origin 0,0
-set title "the same, over bf16's whole range"
+set title sprintf("the same over bf16's whole range, from 2^{%d} (smallest subnormal) to %.4g (largest)", \
+                  bf16_min, bf16_max) font ",12"
 set key off
 set xrange [2**-140:2**132]
 set yrange [2**-140:2**128]

@@ -5,7 +5,8 @@
 #   make test     deps + build + run the cmocka suite      (SANITIZE=1: ASan + UBSan)
 #   make demo     deps + build + run the main program
 #   make bench    deps + build + run the benchmarks (speed and memory targets live here)
-#   make figures  deps + build + regenerate docs/figures/
+#   make figures  deps + build + regenerate docs/figures/ (and check the docs' slow numbers)
+#   make check-docs  build + check every marked number in docs/*.md (scripts/check_docs.sh)
 #   make assignment [PARTS=a,b] [OUT=dir]   write a student tree (docs/coursework.md)
 #   make grade [STUDENT=dir] [TIMEOUT=s]    grade a student tree by tests/parts.tsv
 #
@@ -80,7 +81,7 @@ EXLIB    := $(BUILD)/lib/libexamples.a
 DISTLIB  := $(BUILD)/lib/libdist.a
 OBJ       = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
-.PHONY: all deps test demo bench figures clean check-tests assignment grade fuzz
+.PHONY: all deps test demo bench figures clean check-tests check-docs assignment grade fuzz
 # Object files of tests and benchmarks are built by a chain of pattern rules, which would make
 # them "intermediate" and deleted after linking; keep them so a second build does nothing.
 .SECONDARY:
@@ -92,9 +93,15 @@ deps:
 test: deps
 	@$(MAKE) --no-print-directory check-tests
 
-# test_mpi_faults starts train_gpt under mpirun itself.
-check-tests: $(TESTS) $(BUILD)/bin/train_gpt
-	@sh tests/run.sh $(TESTS)
+# test_mpi_faults starts train_gpt under mpirun itself; tests/check_docs.sh runs the quick part of
+# check-docs with the programs and benchmarks.
+check-tests: $(TESTS) $(BINS) $(BENCHES)
+	@BUILD=$(BUILD) sh tests/run.sh $(TESTS) tests/check_docs.sh
+
+# Every number marked in docs/*.md against what its command prints now, in the portable kernel
+# mode (scripts/check_docs.sh: the quick commands; make figures reruns the slow ones).
+check-docs: $(BINS) $(BENCHES)
+	@sh scripts/check_docs.sh --build $(BUILD)
 
 demo: deps
 	@$(MAKE) --no-print-directory $(BINS)
@@ -111,6 +118,7 @@ fuzz: deps
 figures: deps
 	@$(MAKE) --no-print-directory all
 	@sh docs/figures.sh $(BUILD)
+	@sh scripts/check_docs.sh --build $(BUILD) --slow
 
 # Coursework (docs/coursework.md): the student tree, and its grading.
 OUT      ?= build/assignment

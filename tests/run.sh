@@ -23,6 +23,7 @@ export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$here/lsan_mpi.supp:print_supp
 run_one() {
     case "$(basename "$1")" in
         test_dist_*) ASAN_OPTIONS="${ASAN_OPTIONS:-fast_unwind_on_malloc=0}" timeout 600 sh "$here/../scripts/mpirun" -np "$DIST_RANKS" "$1" ;;
+        *.sh) sh "$1" ;;
         *) "$1" ;;
     esac
 }

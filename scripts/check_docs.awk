@@ -3,7 +3,7 @@
 # DOC.new into tmp with the fresh numbers), tmp (a scratch folder).
 # Each doc comes twice on the command line: pass 1 collects its `cmd` markers, pass 2 checks.
 BEGIN {
-    NUMRE = "-?[0-9]+( [0-9][0-9][0-9])*(\\.[0-9]+)?([eE][-+]?[0-9]+)?"
+    NUMRE = "-?[0-9]+([ ,][0-9][0-9][0-9])*(\\.[0-9]+)?([eE][-+]?[0-9]+)?"
     OUTRE = "-?[0-9]+(\\.[0-9]+)?([eE][-+]?[0-9]+)?"
     ncache = 0; total_bad = 0; total_err = 0
 }
@@ -101,7 +101,7 @@ function output(name, line,    key, f, c, rc, l, k) {
     k = 0
     if (!(name in kind)) { err(line, "no command named " name " in this doc (<!-- cmd " name ": ... -->)"); return "" }
     if (kind[name] == "broken") return ""
-    key = kind[name] " " with_build(cmdtext[name])
+    key = kind[name] " " cmdfile[name] " " with_build(cmdtext[name])
     if (key in outn) return outn[key] < 0 ? "" : key
     if (kind[name] == "quick" || (kind[name] == "slow" && slow == 1)) {
         f = tmp "/out" (++ncache)
@@ -165,7 +165,7 @@ function formula(expr,    c, v) {
 }
 
 # The text of the doc's number in the same style as D (decimals, exponent, grouping).
-function like(d, v,    k, p, s, e, neg, ip, fp, g) {
+function like(d, v,    k, p, s, e, neg, ip, fp, g, sep) {
     k = 0; if ((p = index(d, ".")) > 0) { s = d; sub(/[eE].*/, "", s); k = length(s) - p }
     if (d ~ /[eE]/) {
         s = sprintf("%." k "e", v); e = s; sub(/.*e/, "", e); sub(/e.*/, "", s)
@@ -173,11 +173,12 @@ function like(d, v,    k, p, s, e, neg, ip, fp, g) {
     }
     s = sprintf("%." k "f", v)
     if (s ~ /^-0(\.0*)?$/) s = substr(s, 2)
-    if (index(d, " ") == 0) return s
+    sep = index(d, ",") ? "," : " "
+    if (index(d, sep) == 0) return s
     neg = (s ~ /^-/); if (neg) s = substr(s, 2)
     ip = s; fp = ""; if ((p = index(s, ".")) > 0) { ip = substr(s, 1, p - 1); fp = substr(s, p) }
     g = ""
-    while (length(ip) > 3) { g = " " substr(ip, length(ip) - 2) g; ip = substr(ip, 1, length(ip) - 3) }
+    while (length(ip) > 3) { g = sep substr(ip, length(ip) - 2) g; ip = substr(ip, 1, length(ip) - 3) }
     return (neg ? "-" : "") ip g fp
 }
 
@@ -209,9 +210,9 @@ function check(text, body,    t, pos, off, len, d, s, c, name, loc, timing, scal
         if (scale ~ /^\//) v /= substr(scale, 2) + 0
         cmp++; if (kind[name] != "quick" && slow != 1) rec++
     }
-    s = d; gsub(/ /, "", s)
+    s = d; gsub(/[ ,]/, "", s)
     fresh = like(d, v)
-    fs = fresh; gsub(/ /, "", fs)
+    fs = fresh; gsub(/[ ,]/, "", fs)
     if (fs + 0 == s + 0 && (s ~ /[eE]/ || fs == s)) return text
     if (update == 1) {
         printf "%s:%d: %s -> %s\n", doc, FNR, d, fresh

@@ -24,8 +24,8 @@
 #                                          NAME[ROW, COLUMN] or NAME[/REGEX/ K] is that value
 #
 # A marker follows its number directly (a `%`, `x` or `**` may sit between them). A number may
-# group thousands with spaces (`1 646 592`). The fresh value is rounded to the digits the doc
-# shows (`1.81` compares with 1.8099...) and must print the same.
+# group thousands with spaces or commas (`1 646 592`, `16,189,468`). The fresh value is rounded
+# to the digits the doc shows (`1.81` compares with 1.8099...) and must print the same.
 set -u
 build=build; slow=0; update=0
 while [ $# -gt 0 ]; do

@@ -17,7 +17,7 @@ set logscale xy
 set autoscale fix
 set offsets graph 0.05, graph 0.1, graph 0.15, graph 0.1
 set xlabel "layer forward evaluations (recompute)"
-set ylabel "peak activation MiB"
+set ylabel "peak activation memory (MiB)"
 MiB = 1048576.0
 stats input using "n" nooutput
 set title sprintf("memory against recompute, n = %d layers (measured)", STATS_max)
@@ -32,7 +32,7 @@ plot input using "forward_evals":(column("pareto") > 0 ? column("peak_act_bytes"
      input using "forward_evals":(mem("every")) with linespoints lw 2 pt 5 lc rgb "#2ca02c" \
          title "every:K (a run of K tapes)", \
      input using "forward_evals":(mem("every")):("K=".strcol("strategy")[7:]) with labels \
-         right offset -0.8,-0.3 font ",9" tc rgb "#2ca02c" notitle, \
+         right offset -1.6,-0.3 font ",9" tc rgb "#2ca02c" notitle, \
      input using "forward_evals":(mem("vanilla")) with points pt 9 ps 2.2 lc rgb "#d62728" \
          title "vanilla", \
      input using "forward_evals":(mem("sqrt")) with points pt 11 ps 2.2 lc rgb "#9467bd" \

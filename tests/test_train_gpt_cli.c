@@ -442,6 +442,53 @@ static void test_old_snapshot_loads(void **state)
     expect_refused(2, args, "--attention tiled does not match the snapshot");
 }
 
+/* The number after `label` in out, or NAN. */
+static double number_after(const char *out, const char *label)
+{
+    const char *at = strstr(out, label);
+    return at ? atof(at + strlen(label)) : NAN;
+}
+
+/* Issue 28: under --parallel each rank's tape counts the products of its own rows of the global
+ * batch only, and the report printed rank 0's count against the whole batch's estimate: 0.5 on
+ * 2 ranks. The job's count is every rank's: the ratio to (6N + 12LTC) D is 1, and the compute
+ * counted is what one process counts for the same global batch (--accum 2), exactly (FLOPs
+ * depend on the shapes alone). */
+static void test_parallel_counts_every_rank(void **state)
+{
+    (void)state;
+    if (system("command -v mpirun >/dev/null 2>&1") != 0)
+        skip();
+    const char *small = "--steps 3 --layers 1 --embd 16 --heads 2 --batch 2 --seq 12 "
+                        "--eval-every 0 --eval-examples 8";
+    const char *ratio = "products / estimate = ", *counted = "compute          ";
+    RunResult *one = malloc(sizeof *one), *r = malloc(sizeof *r);
+    char args[1024];
+    snprintf(args, sizeof args, "%s --accum 2", small);
+    run(one, 300, args);
+    assert_int_equal(one->status, 0);
+    double single = number_after(one->out, counted);
+    assert_true(single > 0.0);
+    assert_true(fabs(number_after(one->out, ratio) - 1.0) < 1e-6);
+    static const char *const modes[] = { "ddp", "zero1", "zero2", "zero3" };
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        char cmd[2048];
+        snprintf(cmd, sizeof cmd, "ASAN_OPTIONS=detect_leaks=0 OMP_NUM_THREADS=1 timeout -s KILL "
+                 "300 sh %s/scripts/mpirun -np 2 %s/bin/train_gpt --threads 1 --parallel %s %s "
+                 "2>&1", TAPEGRAD_SOURCE_DIR, TAPEGRAD_BUILD_DIR, modes[i], small);
+        r->status = test_run_shell(cmd, r->out, sizeof r->out);
+        double x = number_after(r->out, ratio), job = number_after(r->out, counted);
+        print_message("--parallel %s on 2 ranks: counted %g FLOP (one process, --accum 2: %g), "
+                      "products / estimate %.6f\n", modes[i], job, single, x);
+        if (r->status != 0 || !(fabs(x - 1.0) < 1e-6) || job != single) {
+            print_error("%s\n", r->out);
+            fail();
+        }
+    }
+    free(one);
+    free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -454,6 +501,7 @@ int main(void)
         cmocka_unit_test(test_tiled_attention_resume),
         cmocka_unit_test(test_precision_and_switches_resume),
         cmocka_unit_test(test_old_snapshot_loads),
+        cmocka_unit_test(test_parallel_counts_every_rank),
     };
     return cmocka_run_group_tests(tests, make_dir, remove_dir);
 }

@@ -395,6 +395,35 @@ void parallel_report(ParallelRun *p, const size_t *step_peak)
     free(all);
 }
 
+void parallel_sum_flops(const ParallelRun *p, TapeFlops *f)
+{
+    if (!p)
+        return;
+    enum { K = 6 };
+    FlopCount *parts[K / 2] = { &f->forward, &f->backward, &f->recompute };
+    int64_t mine[K], *all = calloc((size_t)p->c->size * K, sizeof *all);
+    if (!all)
+        dist_fail("out of memory");
+    for (int k = 0; k < K / 2; k++) {
+        mine[2 * k] = parts[k]->matmul;
+        mine[2 * k + 1] = parts[k]->other;
+    }
+    dist_allgather(p->c, mine, all, (size_t)p->c->size * K, sizeof *all);
+    for (int k = 0; k < K / 2; k++) {
+        parts[k]->matmul = parts[k]->other = 0;
+        for (int r = 0; r < p->c->size; r++) {
+            parts[k]->matmul += all[(size_t)r * K + 2 * k];
+            parts[k]->other += all[(size_t)r * K + 2 * k + 1];
+        }
+    }
+    free(all);
+}
+
+double parallel_sum(const ParallelRun *p, double x)
+{
+    return p ? dist_sum_double(p->c, x) : x;
+}
+
 void parallel_end(ParallelRun *p)
 {
     if (p) {

@@ -15,7 +15,9 @@
  * The tape counts the FLOPs of every step (docs/autograd.md, "Counting FLOPs"): the log's flop
  * column is the training compute so far, its mfu column a step's model FLOPs (forward and
  * backward, not recompute) over its time at the FMA peak measured when the run starts, and the
- * report sets the total beside the 6ND + 12LTCD estimate.
+ * report sets the total beside the 6ND + 12LTCD estimate. Under --parallel ddp and zero1-3 every
+ * rank counts only its own rows of the global batch: the numbers printed are the job's, every
+ * rank's counts summed after each step (parallel_sum_flops), over the ranks' peaks summed.
  *
  * Files: settings.c (every flag: one table), flags.c (the command line and a snapshot's
  * settings, from that table), evaluate.c (validation and samples), lora.c (LoRA and QLoRA),
@@ -60,7 +62,9 @@ typedef struct {
     size_t     peak[MEM_NCAT + 1];   /* the run's peak per category, over every phase */
     size_t     step_peak[MEM_NCAT + 1];   /* the same over the training steps alone */
     double     train_seconds;
-    double     peak_flops;           /* FLOP/s, measured at the start on the run's threads */
+    double     peak_flops;           /* FLOP/s, measured at the start on the run's threads
+                                      * (on every rank's, summed) */
+    TapeFlops  flops;                /* the training compute of the job: every rank's tape */
     long long  train_tokens;
     double     recent_loss[LOSS_WINDOW];
     long       steps_run;
@@ -279,6 +283,19 @@ static double all_flops(const TapeFlops *f)
     return model_flops(f) + (double)flop_total(f->recompute);
 }
 
+/* What the tape counted since `before`, on this rank. */
+static TapeFlops flops_since(const TapeFlops *now, const TapeFlops *before)
+{
+    TapeFlops d = *now;
+    d.forward.matmul -= before->forward.matmul;
+    d.forward.other -= before->forward.other;
+    d.backward.matmul -= before->backward.matmul;
+    d.backward.other -= before->backward.other;
+    d.recompute.matmul -= before->recompute.matmul;
+    d.recompute.other -= before->recompute.other;
+    return d;
+}
+
 /* The lecture's estimate per token of the products, 6N + 12LTC: N = 12LC^2 + VC, the weights
  * that enter a product (four per block: qkv 3C^2, proj C^2, fc 4C^2, proj 4C^2, and the head
  * V C, which a tied wte is; wpe, the embedding lookup, biases and LayerNorm are not products),
@@ -310,7 +327,7 @@ static void log_row(Run *run, long step, double lr, TrainStepResult r, double se
     log_cell(run->log, ev ? ev->accuracy : NAN);
     tsv_num(run->log, r.loss_scale);
     tsv_int(run->log, r.skipped);
-    tsv_num(run->log, all_flops(&run->tr->flops));
+    tsv_num(run->log, all_flops(&run->flops));
     tsv_num(run->log, step_model_flops / (seconds * run->peak_flops));
     for (int c = 0; c < MEM_NCAT; c++)
         tsv_int(run->log, (long long)peaks[c]);
@@ -336,13 +353,17 @@ static void train(Run *run)
     progress_start(&run->progress, first, o->steps, (o->steps - first) / 20);
     for (long step = first + 1; step <= o->steps; step++) {
         double lr = options_lr(o, step);
-        double t0 = progress_now(), flops_before = model_flops(&run->tr->flops);
+        double t0 = progress_now();
+        TapeFlops before = run->tr->flops;
         dataset_train_batch(run->ds, &run->tr->data_rng, run->K * run->B, run->tokens,
                             run->targets);
         TrainStepResult r = run->par
             ? parallel_step(run->par, run->tokens, run->targets, run->B, run->T, lr)
             : trainer_step_accum(run->tr, run->tokens, run->targets, run->B, run->T, run->K, lr);
         double seconds = progress_now() - t0;
+        TapeFlops step_flops = flops_since(&run->tr->flops, &before);
+        parallel_sum_flops(run->par, &step_flops);      /* every rank's rows: the job's */
+        tape_flops_add(&run->flops, &step_flops);
         size_t peaks[MEM_NCAT + 1];
         end_phase(run, peaks);
         for (int c = 0; c <= MEM_NCAT; c++)
@@ -367,7 +388,7 @@ static void train(Run *run)
             parallel_whole_weights(run->par, step == o->steps);
             end_phase(run, NULL);       /* the gathered weights belong to the evaluation */
         }
-        log_row(run, step, lr, r, seconds, model_flops(&run->tr->flops) - flops_before, peaks,
+        log_row(run, step, lr, r, seconds, model_flops(&step_flops), peaks,
                 eval_now ? &ev : NULL);
         char extra[48];
         if (o->cfg.loss_scale.mode == LOSS_SCALE_NONE)
@@ -395,11 +416,14 @@ static double mean_recent_loss(const Run *run)
 /* The training compute counted, beside the estimate and as a share of the peak. */
 static void report_compute(const Run *run)
 {
-    const TapeFlops *f = &run->tr->flops;
+    const TapeFlops *f = &run->flops;
     if (run->steps_run == 0)
         return;
-    printf("compute          %.4g FLOP counted: forward %.4g, backward %.4g, recompute %.4g; "
-           "products %.4g, the rest %.4g\n", all_flops(f), (double)flop_total(f->forward),
+    char ranks[48] = "";
+    if (run->par)
+        snprintf(ranks, sizeof ranks, " (%d ranks' tapes, summed)", parallel_ranks(run->par));
+    printf("compute          %.4g FLOP counted%s: forward %.4g, backward %.4g, recompute %.4g; "
+           "products %.4g, the rest %.4g\n", all_flops(f), ranks, (double)flop_total(f->forward),
            (double)flop_total(f->backward), (double)flop_total(f->recompute),
            (double)(f->forward.matmul + f->backward.matmul + f->recompute.matmul),
            (double)(f->forward.other + f->backward.other + f->recompute.other));
@@ -475,9 +499,12 @@ static void describe(const Run *run)
     printf("checkpointing over the blocks: %s (the log's peak_act and ms columns show the "
            "effect)\n", ckpt_name(o->cfg.checkpoint, ckpt, sizeof ckpt));
     printf("attention: %s\n", o->attention == ATTENTION_TILED ? "tiled" : "standard");
-    printf("peak: %.1f GFLOP/s fp32 FMA (%s, %d threads), measured now: the mfu column's "
+    char ranks[48] = "";
+    if (run->par)
+        snprintf(ranks, sizeof ranks, " on each of %d ranks, summed", parallel_ranks(run->par));
+    printf("peak: %.1f GFLOP/s fp32 FMA (%s, %d threads%s), measured now: the mfu column's "
            "denominator\n", 1e-9 * run->peak_flops, peak_isa_name[peak_best_isa()],
-           par_threads());
+           par_threads(), ranks);
     char blas[160];
     printf("gemm: %s\n", blas_kernels_note(blas, sizeof blas));
     printf("openmp wait policy: %s\n", wait_policy_note(blas, sizeof blas));
@@ -557,7 +584,7 @@ int main(int argc, char **argv)
         run.o.accum = parallel_ranks(run.par) * parallel_micro_batches(run.par);
     run.K = run.o.accum;
     options_check_products(&run.o);     /* --seq is known now, and accum under ddp */
-    run.peak_flops = measure_peak();
+    run.peak_flops = parallel_sum(run.par, measure_peak());
     describe(&run);
 
     size_t batch_tokens = (size_t)run.K * run.B * run.T;

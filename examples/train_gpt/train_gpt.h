@@ -188,6 +188,11 @@ TrainStepResult parallel_step(ParallelRun *p, const int *tokens, const int *targ
 void         parallel_whole_weights(ParallelRun *p, bool whole);
 void         parallel_training_done(ParallelRun *p);     /* ZeRO: the trainer whole again */
 void         parallel_report(ParallelRun *p, const size_t *step_peak);
+/* Collective: each rank's tape counts the FLOPs of its own rows of the global batch only, so the
+ * job's compute is the sum over the ranks. *f becomes that sum (exact: integers); x's sum is
+ * returned (the peak FLOP/s). With p NULL (one process) both are left as they are. */
+void         parallel_sum_flops(const ParallelRun *p, TapeFlops *f);
+double       parallel_sum(const ParallelRun *p, double x);
 void         parallel_end(ParallelRun *p);
 
 #endif

@@ -1,8 +1,8 @@
 /* Coursework mode (docs/coursework.md): the student tree made by scripts/assignment.sh, and the
- * autograder scripts/grade.sh run on a tiny fake tree (tests/grader_fixture/) with a passing,
- * a failing (edited to pass in the student's copy), a crashing, a hanging, a hidden and a
- * missing test. Both scripts run from the
- * source tree, in a scratch directory under /tmp. */
+ * autograder scripts/grade.sh run on a tiny instructor tree (tests/grader_fixture/instructor)
+ * against honest and hostile submissions (tests/grader_fixture/submissions/): forged OK lines,
+ * a rewritten test, reading the solution at run or build time, a hang, a crash, an _exit(0).
+ * Both scripts run from the source tree, in a scratch directory under /tmp. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -110,58 +110,109 @@ static const char *string(const cJSON *o, const char *key)
     return v->valuestring;
 }
 
-/* The entry `name` scored `score` of `max` and its output contains `says`. */
-static void expect(const cJSON *tests, const char *name, double score, double max, const char *says)
+/* One submission of tests/grader_fixture/submissions/ graded on the fixture's instructor tree
+ * (3 parts in one test binary, a hidden test, a row whose binary does not exist): the score of
+ * each part, and what the output of one failing row must say. */
+struct graded {
+    const char *name;
+    int part_a, part_b, part_c; /* of 4, 3, 2; part_d (no source) is always 0 of 1 */
+    const char *row;            /* a row to look at, and what its output must say */
+    const char *says;
+};
+
+static const struct graded submissions[] = {
+    /* the instructor's tree graded as a submission: everything that exists */
+    { "../instructor", 4, 3, 2, "part_a: test_hidden test_add_far", "[       OK ] test_add_far" },
+    { "honest", 4, 3, 0, "part_c: test_fix test_prefix_sum",
+      "prefix sum differs first at [0]: expected 3, got 0" },
+    /* a constructor outside the regions printing OK lines and a forged verdict, then _exit(0),
+     * and the student's copy of the test edited to pass: neither is built */
+    { "fake_ok", 4, 0, 0, "part_b: test_fix test_mul", "0 != 0x2a" },
+    /* rewrites the test source, binary and table from inside part_b, forges a verdict line */
+    { "rewrite_test", 4, 0, 0, "part_b: test_fix test_mul", "test_fix.c: refused" },
+    /* part_c answers right only if it can read the instructor's solution or the hidden test */
+    { "read_instructor", 4, 3, 0, "part_c: test_fix test_prefix_sum", "test_hidden.c: refused" },
+    { "build_time", 4, 3, 0, "part_c: test_fix test_prefix_sum", "the keyword asm" },
+    { "escape", 4, 0, 0, "part_c: test_fix test_prefix_sum",
+      "a } that closes the function around the region" },
+    /* part_b hangs, crashes or exits 0: parts a and c, in the same binary, keep their points */
+    { "loop", 4, 0, 2, "part_b: test_fix test_mul", "ran out of time (2 s)" },
+    { "segfault", 4, 0, 2, "part_b: test_fix test_mul", "Segmentation fault" },
+    { "exit0", 4, 0, 2, "part_b: test_fix test_mul", "exited 0 without the grader's token" },
+};
+
+static double part_score(const cJSON *tests, const char *part)
 {
-    const cJSON *t = entry(tests, name);
-    const char *out = string(t, "output");
-    printf("%-40s %g / %g  %.*s\n", name, number(t, "score"), number(t, "max_score"),
-           (int)strcspn(out, "\n"), out);
-    assert_true(number(t, "score") == score);
-    assert_true(number(t, "max_score") == max);
-    if (strstr(string(t, "output"), says) == NULL)
-        fail_msg("the output of '%s' does not say '%s': %s", name, says, string(t, "output"));
+    double s = 0;
+    const cJSON *t;
+    size_t n = strlen(part);
+    cJSON_ArrayForEach(t, tests) {
+        const char *name = string(t, "name");
+        if (strncmp(name, part, n) == 0 && name[n] == ':')
+            s += number(t, "score");
+    }
+    return s;
 }
 
-static void test_grader_on_a_fake_tree(void **state)
+static int have_bwrap(void)
 {
-    (void)state;
-    char cmd[1024], json[256];
-    snprintf(json, sizeof json, "%s/grade/results.json", scratch);
+    return system("bwrap --ro-bind / / --unshare-all --unshare-user --cap-drop ALL true "
+                  "> /dev/null 2>&1") == 0;
+}
+
+static void grade_one(const struct graded *g, int sandbox)
+{
+    char cmd[1536], json[256], work[192];
+    snprintf(work, sizeof work, "%s/grade-%s", scratch, g->name + (g->name[0] == '.' ? 3 : 0));
+    snprintf(json, sizeof json, "%s/results.json", work);
     snprintf(cmd, sizeof cmd,
              "sh '%s/scripts/grade.sh' --instructor '%s/tests/grader_fixture/instructor' "
-             "--student '%s/tests/grader_fixture/student' --timeout 2 --work '%s/grade/work' "
-             "--out '%s' > '%s/grade.log' 2>&1",
-             SRC, SRC, SRC, scratch, json, scratch);
+             "--student '%s/tests/grader_fixture/submissions/%s' --timeout 2 --work '%s/work' "
+             "--out '%s' %s > '%s.log' 2>&1",
+             SRC, SRC, SRC, g->name, work, json, sandbox ? "" : "--no-sandbox", work);
     fflush(stdout);
     assert_int_equal(system(cmd), 0);
     char *text = slurp(json);
     assert_non_null(text);
     cJSON *root = cJSON_Parse(text);
     assert_non_null(root);
-    assert_true(number(root, "score") == 5);
-    assert_true(number(root, "max_score") == 12);
     const cJSON *tests = cJSON_GetObjectItemCaseSensitive(root, "tests");
-    assert_int_equal(cJSON_GetArraySize(tests), 8);
-    expect(tests, "part_a: test_fake test_passes", 2, 2, "[       OK ] test_passes");
-    /* The student's copy of test_fake.c passes test_fails; the instructor's, which counts,
-     * does not. */
-    expect(tests, "part_a: test_fake test_fails", 0, 3, "0x4 != 0x5");
-    expect(tests, "part_b: test_crash test_before_crash", 1, 1, "OK");
-    expect(tests, "part_b: test_crash test_aborts", 0, 1, "crashed (signal 6)");
-    expect(tests, "part_b: test_crash test_after_crash", 0, 1, "crashed (signal 6)");
-    expect(tests, "part_c: test_hang", 0, 1, "ran out of time (2 s)");
-    expect(tests, "part_a: test_hidden", 2, 2, "");
-    expect(tests, "part_d: test_missing", 0, 1, "did not build");
-    assert_string_equal(string(entry(tests, "part_a: test_hidden"), "visibility"), "hidden");
-    assert_string_equal(string(entry(tests, "part_a: test_fake test_passes"), "visibility"),
-                        "visible");
+    assert_int_equal(cJSON_GetArraySize(tests), 5);
+    printf("%-16s part_a %g/4 part_b %g/3 part_c %g/2 part_d %g/1 total %g/%g\n", g->name,
+           part_score(tests, "part_a"), part_score(tests, "part_b"), part_score(tests, "part_c"),
+           part_score(tests, "part_d"), number(root, "score"), number(root, "max_score"));
+    assert_true(number(root, "max_score") == 10);
+    assert_true(part_score(tests, "part_a") == g->part_a);
+    assert_true(part_score(tests, "part_b") == g->part_b);
+    assert_true(part_score(tests, "part_c") == g->part_c);
+    assert_true(number(root, "score") == g->part_a + g->part_b + g->part_c);
+    const cJSON *row = entry(tests, g->row);
+    if (strstr(string(row, "output"), g->says) == NULL)
+        fail_msg("%s: the output of '%s' does not say '%s': %s", g->name, g->row, g->says,
+                 string(row, "output"));
+    assert_non_null(strstr(string(entry(tests, "part_d: test_missing"), "output"), "did not build"));
+    assert_string_equal(string(entry(tests, "part_a: test_hidden test_add_far"), "visibility"),
+                        "hidden");
+    /* Nothing the submission printed holds the instructor's solution or the hidden test. */
+    assert_null(strstr(text, "instructor-secret"));
+    assert_null(strstr(text, "hidden-secret"));
     cJSON_Delete(root);
     free(text);
-    /* The hidden test's source went into the grader's copy, never into the student's tree. */
-    snprintf(cmd, sizeof cmd, "test -f '%s/grade/work/tests/test_hidden.c' && "
-             "! test -e '%s/tests/grader_fixture/student/tests/test_hidden.c'", scratch, SRC);
-    assert_int_equal(system(cmd), 0);
+}
+
+static void test_grader_on_hostile_submissions(void **state)
+{
+    (void)state;
+    int sandbox = have_bwrap();
+    if (!sandbox)
+        printf("bwrap cannot run here: grading with --no-sandbox, without the two submissions "
+               "that need it (rewrite_test, read_instructor)\n");
+    for (size_t i = 0; i < sizeof submissions / sizeof submissions[0]; i++) {
+        if (!sandbox && (strcmp(submissions[i].name, "rewrite_test") == 0 ||
+                         strcmp(submissions[i].name, "read_instructor") == 0))
+            continue;
+        grade_one(&submissions[i], sandbox);
+    }
 }
 
 int main(void)
@@ -171,7 +222,7 @@ int main(void)
         cmocka_unit_test(test_parts_strips_only_those),
         cmocka_unit_test(test_unknown_part_is_an_error_naming_it),
         cmocka_unit_test(test_broken_regions_are_refused_with_file_and_line),
-        cmocka_unit_test(test_grader_on_a_fake_tree),
+        cmocka_unit_test(test_grader_on_hostile_submissions),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -50,8 +50,15 @@ set title "exact match, greedy decoding (base: before fine-tuning)"
 set yrange [0:1.2]
 set ytics ("0%%" 0, "25%%" 0.25, "50%%" 0.5, "75%%" 0.75, "100%%" 1)
 set key top right horizontal
+# Each bar's value above it, so a 0% (a task lost entirely) reads as a value, not a missing bar.
+# Clustered with gap 1, the two bars of row i are centred at i -+ 1/6.
+pct(c) = sprintf("%.0f%%", 100 * column(c))
 plot input using "acc_new":xtic(1) lc rgb "#2ca02c" title "new task", \
-     "" using "acc_old" lc rgb "#8c564b" title "old task"
+     "" using "acc_old" lc rgb "#8c564b" title "old task", \
+     "" using ($0 - 1/6.0):(column("acc_new") + 0.04):(pct("acc_new")) with labels font ",8" \
+         tc rgb "#2ca02c" notitle, \
+     "" using ($0 + 1/6.0):(column("acc_old") + 0.04):(pct("acc_old")) with labels font ",8" \
+         tc rgb "#8c564b" notitle
 set ytics autofreq
 
 set title "old task's validation loss (forgetting; log scale)"

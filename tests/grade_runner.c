@@ -1,6 +1,7 @@
 /* The grader's verdict channel (scripts/grade.sh, docs/coursework.md). Linked into every graded
  * test binary with -Wl,--wrap=_cmocka_run_group_tests, only by the grader: the test's own main()
- * runs unchanged, and its call to cmocka_run_group_tests lands here.
+ * runs unchanged, and its call to cmocka_run_group_tests lands here (and skip(), with
+ * -Wl,--wrap=_skip, so that a skipped row does not pass).
  *
  * The grader runs the binary once per row of tests/parts.tsv, with
  *   TAPEGRAD_GRADE_TEST   the one cmocka test to run (or * for all of them),
@@ -26,7 +27,18 @@ int __wrap__cmocka_run_group_tests(const char *group_name, const struct CMUnitTe
                                    const size_t num_tests, CMFixtureFunction group_setup,
                                    CMFixtureFunction group_teardown);
 
+void __real__skip(const char *const file, const int line);
+void __wrap__skip(const char *const file, const int line);
+
 static char token[80];
+static int skipped; /* a skipped test is not a passed one: it scores nothing */
+
+void __wrap__skip(const char *const file, const int line)
+{
+    skipped = 1;
+    __real__skip(file, line);
+}
+
 static int have_token = -1; /* -1: fd 3 not read yet; 0: no grader; 1: graded run */
 
 static void read_token(void)
@@ -67,7 +79,8 @@ int __wrap__cmocka_run_group_tests(const char *group_name, const struct CMUnitTe
     int failed = __real__cmocka_run_group_tests(group_name, tests, num_tests, group_setup,
                                                 group_teardown);
     char line[256];
-    int len = snprintf(line, sizeof line, "%s %s %s %s\n", token, failed == 0 ? "pass" : "fail",
+    int len = snprintf(line, sizeof line, "%s %s %s %s\n", token,
+                       failed ? "fail" : skipped ? "skip" : "pass",
                        all ? "*" : want, group_name);
     if (len > 0 && (size_t)len < sizeof line && write(4, line, (size_t)len) != len)
         return 1;

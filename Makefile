@@ -5,6 +5,7 @@
 #   make test     deps + build + run the cmocka suite      (SANITIZE=1: ASan + UBSan)
 #   make demo     deps + build + run the main program
 #   make bench    deps + build + run the benchmarks (speed and memory targets live here)
+#   make claims   deps + build + check the demos' claims over seeds, threads, kernel modes
 #   make figures  deps + build + regenerate docs/figures/ (and check the docs' slow numbers)
 #   make check-docs  build + check every marked number in docs/*.md (scripts/check_docs.sh)
 #   make assignment [PARTS=a,b] [OUT=dir]   write a student tree (docs/coursework.md)
@@ -110,6 +111,12 @@ demo: deps
 bench: deps
 	@$(MAKE) --no-print-directory all
 	@sh bench/run.sh $(BUILD)
+
+# The demos' headline claims over seeds 1-5 x 1, 2 threads x portable, fast kernels: a table of
+# PASS/FAIL rows (bench/claims.sh; SEEDS=, THREADS=, KERNELS=, CLAIMS= narrow it). Long.
+claims: deps
+	@$(MAKE) --no-print-directory $(BINS) $(BUILD)/bench/bench_checkpoint
+	@sh bench/claims.sh $(BUILD)
 
 # The snapshot readers under libFuzzer, FUZZ_SECONDS each (docs/gpt.md, tests/fuzz/).
 fuzz: deps

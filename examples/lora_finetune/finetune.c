@@ -112,7 +112,7 @@ void pretrain(Gpt *model, const Task *task, const Options *o)
     int n;
     Tensor *const *params = gpt_params(model, &n);
     LoopConfig c = { .sched = schedule(o->lr_pretrain, o->pretrain_steps, o->pretrain_batch,
-                                       SCHED_DECAY_CONSTANT),
+                                       (SchedDecay)o->pretrain_decay),
                      .weight_decay = 0.1, .data = rng_new((uint64_t)o->seed, RNG_STREAM_DATA),
                      .label = "pretrain" };
     train_loop(model, params, n, task, c);
@@ -213,7 +213,7 @@ Result base_result(const char *base_path, const Task *task, const Task *old, con
     Result r = { .method = METHOD_BASE, .params = gpt_n_params(m),
                  .base_fp32_bytes = fp32_bytes(m), .ms_per_step = NAN, .final_loss = NAN,
                  .acc_new = greedy_accuracy(m, task, o), .acc_old = greedy_accuracy(m, old, o),
-                 .loss_old = validation_loss(m, old, o) };
+                 .loss_old = validation_loss(m, old, o), .acc_old_off = NAN };
     gpt_free(m);
     return r;
 }
@@ -247,6 +247,7 @@ Result finetune(const char *base_path, Method method, int rank, const Task *task
     r.acc_old = greedy_accuracy(m, old, o);
     r.loss_old = validation_loss(m, old, o);
     gpt_lora_free(lora);
+    r.acc_old_off = lora ? greedy_accuracy(m, old, o) : NAN;
     gpt_free(m);
     return r;
 }

@@ -32,7 +32,7 @@
 static const char *const COLUMNS[] = {
     "run", "method", "rank", "params", "trainable", "trainable_pct", "peak_param", "peak_grad",
     "peak_optim", "peak_act", "peak_temp", "frozen_bytes", "frozen_ratio", "ms_per_step",
-    "final_loss", "acc_new", "acc_old", "loss_old", NULL,
+    "final_loss", "acc_new", "acc_old", "loss_old", "acc_old_off", NULL,
 };
 
 enum { ITEM_LEN = 16 };
@@ -65,12 +65,16 @@ static int parse_ranks(const char *list, int *ranks)
 
 static unsigned parse_methods(const char *list)
 {
-    static const char *const names[] = { "full", "lora", "qlora", NULL };
-    char items[3][ITEM_LEN];
+    static const char *const names[] = { "full", "lora", "qlora", "none", NULL };
+    char items[4][ITEM_LEN];
     unsigned bits = 0;
-    int n = split_list("--methods", list, items, 3);
-    for (int i = 0; i < n; i++)
-        bits |= 1u << cli_choice("--methods", items[i], names);
+    int n = split_list("--methods", list, items, 4);
+    for (int i = 0; i < n; i++) {
+        int m = cli_choice("--methods", items[i], names);
+        if (m == 3 && n > 1)
+            cli_usage_error("--methods '%s': none (the base only) goes alone", list);
+        bits |= m == 3 ? 0u : 1u << m;
+    }
     return bits;
 }
 
@@ -78,7 +82,7 @@ enum {
     FLAG_PRETRAIN_TASK = 256, FLAG_TASK, FLAG_LAYERS, FLAG_HEADS, FLAG_EMBD, FLAG_PRETRAIN_STEPS,
     FLAG_PRETRAIN_BATCH, FLAG_BASE, FLAG_CACHE_DIR, FLAG_STEPS, FLAG_BATCH, FLAG_LR_PRETRAIN,
     FLAG_LR_FULL, FLAG_LR_LORA, FLAG_LORA_ALPHA, FLAG_LORA_TARGETS, FLAG_RANKS, FLAG_QLORA_RANK,
-    FLAG_METHODS, FLAG_SEED, FLAG_THREADS, FLAG_EVAL_EXAMPLES, FLAG_LOG, FLAG_PLOT,
+    FLAG_METHODS, FLAG_PRETRAIN_DECAY, FLAG_SEED, FLAG_THREADS, FLAG_EVAL_EXAMPLES, FLAG_LOG, FLAG_PLOT,
 };
 
 /* The values that are more than a number or a name: a folder, lists. */
@@ -96,6 +100,9 @@ static void set_value(void *opts, int id, const char *flag, const char *arg)
     case FLAG_METHODS: o->methods = parse_methods(arg); break;
     }
 }
+
+/* Indexed like SchedDecay. */
+static const char *const decay_names[] = { "constant", "cosine", NULL };
 
 #define FIELD(f) offsetof(Options, f)
 static const Setting SETTINGS[] = {
@@ -130,6 +137,9 @@ static const Setting SETTINGS[] = {
     { .name = "lr-pretrain", .id = FLAG_LR_PRETRAIN, .type = SETTING_DOUBLE,
       .offset = FIELD(lr_pretrain), .lo = 0.0, .hi = 10.0, .def = "1e-3", .arg = "X",
       .help = "pretraining's learning rate" },
+    { .name = "pretrain-decay", .id = FLAG_PRETRAIN_DECAY, .type = SETTING_CHOICE,
+      .offset = FIELD(pretrain_decay), .choices = decay_names, .def = "cosine", .arg = "NAME",
+      .help = "pretraining's schedule after the warmup: constant or cosine" },
     { .name = "lr-full", .id = FLAG_LR_FULL, .type = SETTING_DOUBLE, .offset = FIELD(lr_full),
       .lo = 0.0, .hi = 10.0, .def = "5e-4", .arg = "X",
       .help = "full fine-tuning's learning rate" },
@@ -147,7 +157,8 @@ static const Setting SETTINGS[] = {
       .offset = FIELD(qlora_rank), .lo = 1, .hi = 4096, .def = "8", .arg = "N",
       .help = "rank of the QLoRA run" },
     { .name = "methods", .id = FLAG_METHODS, .type = SETTING_CUSTOM, .set = set_value,
-      .def = "full,lora,qlora", .arg = "LIST", .help = "among full, lora, qlora" },
+      .def = "full,lora,qlora", .arg = "LIST",
+      .help = "among full, lora, qlora; none scores the base only" },
     { .heading = "Run and output:" },
     { .name = "seed", .id = FLAG_SEED, .type = SETTING_LONG, .offset = FIELD(seed),
       .lo = 0, .hi = (double)(1L << 40), .def = "1", .arg = "N", .help = "weights and data" },
@@ -221,9 +232,10 @@ static const char *base_file(const Options *o, const Task *old, const Task *task
     if (o->base_path)
         return o->base_path;
     snprintf(path, len,
-             "%s/base-%s-L%d-H%d-C%d-steps%ld-lr%g-batch%d-seed%ld-threads%d.safetensors",
+             "%s/base-%s-L%d-H%d-C%d-steps%ld-lr%g-%s-batch%d-seed%ld-threads%d.safetensors",
              o->cache_dir, o->pretrain_task, o->layers, o->heads, o->embd, o->pretrain_steps,
-             o->lr_pretrain, o->pretrain_batch, o->seed, par_threads());
+             o->lr_pretrain, decay_names[o->pretrain_decay], o->pretrain_batch, o->seed,
+             par_threads());
     if (access(path, R_OK) == 0) {
         printf("base: %s (cached; delete it to pretrain again)\n", path);
         return path;
@@ -295,6 +307,7 @@ static void log_result(TsvWriter *log, const Result *r, const char *run)
     tsv_num(log, r->acc_new);
     tsv_num(log, r->acc_old);
     tsv_num(log, r->loss_old);
+    log_num(log, r->acc_old_off);
     if (!tsv_end_row(log))
         cli_die(1, "write failed (disk full?)");
 }
@@ -303,16 +316,19 @@ static void print_result(const Result *r)
 {
     char run[32];
     if (r->method == METHOD_BASE) {
-        printf("%-10s %8s %7s %9s %9s %9s %9s %10s %7s %7.1f%% %7.1f%% %8.4f\n", "base", "-",
-               "-", "-", "-", "-", "-", "-", "-", 100.0 * r->acc_new, 100.0 * r->acc_old,
-               r->loss_old);
+        printf("%-10s %8s %7s %9s %9s %9s %9s %10s %7s %7.1f%% %7.1f%% %8.4f %8s\n", "base",
+               "-", "-", "-", "-", "-", "-", "-", "-", 100.0 * r->acc_new, 100.0 * r->acc_old,
+               r->loss_old, "-");
         return;
     }
-    printf("%-10s %8zu %6.2f%% %9zu %9zu %9zu %9zu %10zu %7.2f %7.1f%% %7.1f%% %8.4f\n",
+    char off[16] = "       -";
+    if (!isnan(r->acc_old_off))
+        snprintf(off, sizeof off, "%7.1f%%", 100.0 * r->acc_old_off);
+    printf("%-10s %8zu %6.2f%% %9zu %9zu %9zu %9zu %10zu %7.2f %7.1f%% %7.1f%% %8.4f %s\n",
            run_name(r->method, r->rank, run, sizeof run),
            r->trainable, 100.0 * (double)r->trainable / (double)r->params, r->peak[MEM_PARAM],
            r->peak[MEM_GRAD], r->peak[MEM_OPTIM], r->peak[MEM_ACT], r->frozen_bytes,
-           r->ms_per_step, 100.0 * r->acc_new, 100.0 * r->acc_old, r->loss_old);
+           r->ms_per_step, 100.0 * r->acc_new, 100.0 * r->acc_old, r->loss_old, off);
 }
 
 /* The issue's targets, from the measured rows: LoRA at r = 8 against full fine-tuning, and the
@@ -378,11 +394,12 @@ int main(int argc, char **argv)
         n++;
     }
     printf("\nfine-tuned on %s, %ld steps each; peak bytes while training\n", o.task, o.steps);
-    char old_loss[32];
+    char old_loss[32], old_off[32];
     snprintf(old_loss, sizeof old_loss, "%s loss", o.pretrain_task);
-    printf("%-10s %8s %7s %9s %9s %9s %9s %10s %7s %8s %8s %8s\n", "run", "trained", "share",
-           "param", "grad", "optim", "act", "frozen", "ms/step", o.task, o.pretrain_task,
-           old_loss);
+    snprintf(old_off, sizeof old_off, "%s off", o.pretrain_task);
+    printf("%-10s %8s %7s %9s %9s %9s %9s %10s %7s %8s %8s %8s %8s\n", "run", "trained",
+           "share", "param", "grad", "optim", "act", "frozen", "ms/step", o.task,
+           o.pretrain_task, old_loss, old_off);
     for (int i = 0; i < n; i++)
         print_result(&res[i]);
     print_targets(res, n);

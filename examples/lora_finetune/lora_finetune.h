@@ -17,11 +17,12 @@ typedef struct {
     long        pretrain_steps, steps;
     int         batch, pretrain_batch;
     double      lr_pretrain, lr_full, lr_lora;
+    int         pretrain_decay;      /* SchedDecay of the pretraining: constant or cosine */
     double      alpha;           /* the adapters' alpha: a float in LoraConfig */
     unsigned    targets;
     int         ranks[MAX_RANKS], n_ranks;
     int         qlora_rank;
-    unsigned    methods;             /* bit m set: run Method m */
+    unsigned    methods;             /* bit m set: run Method m; none: only the base */
     long        seed;
     int         threads;
     int         eval_examples;
@@ -49,6 +50,10 @@ typedef struct {
     double final_loss;               /* mean training loss of the last steps */
     double acc_new, acc_old;         /* greedy exact match on the new task and on the old one */
     double loss_old;                 /* validation loss on the old task (forgetting, graded) */
+    /* The old task once the adapter is removed (LoRA, QLoRA; NAN otherwise): the frozen base
+     * again, so LoRA's equals the base's, which is the sense in which LoRA keeps the old task;
+     * QLoRA's base comes back dequantized from NF4, not exactly. */
+    double acc_old_off;
 } Result;
 
 const char *method_name(Method m);   /* "full", "lora", "qlora", "base" */

@@ -90,6 +90,9 @@ static void test_lora_finetune(void **state)
     refused("lora_finetune", "--cache-dir ''", "--cache-dir: the folder name is empty");
     refused("lora_finetune", "--task add", "--task and --pretrain-task are both 'add'");
     refused("lora_finetune", "--plot x.png", "--plot needs --log");
+    refused("lora_finetune", "--methods full,none", "none (the base only) goes alone");
+    refused("lora_finetune", "--pretrain-decay wsd", "--pretrain-decay: 'wsd' is not one of");
+    expect(0, "lora_finetune", "--help", "or cosine to 0 (default cosine)");
     expect(0, "lora_finetune", "--help", "--ranks LIST        LoRA ranks (default 1,2,4,8,16)");
     expect(0, "lora_finetune", "--help", "--lr-full X         full fine-tuning's learning rate "
            "(default 5e-4)");

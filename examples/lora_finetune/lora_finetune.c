@@ -139,7 +139,7 @@ static const Setting SETTINGS[] = {
       .help = "pretraining's learning rate" },
     { .name = "pretrain-decay", .id = FLAG_PRETRAIN_DECAY, .type = SETTING_CHOICE,
       .offset = FIELD(pretrain_decay), .choices = decay_names, .def = "cosine", .arg = "NAME",
-      .help = "pretraining's schedule after the warmup: constant or cosine" },
+      .help = "pretraining's decay after the warmup: constant\nor cosine to 0" },
     { .name = "lr-full", .id = FLAG_LR_FULL, .type = SETTING_DOUBLE, .offset = FIELD(lr_full),
       .lo = 0.0, .hi = 10.0, .def = "5e-4", .arg = "X",
       .help = "full fine-tuning's learning rate" },

@@ -58,6 +58,14 @@ instructor_only() {
     echo tests/coursework_check.sh
     if [ -d tests/grader_fixture ]; then find tests/grader_fixture -type f | sort; fi
     echo docs/coursework.md
+    # The homework's answer: the reference search (fit_largest and its search library), their
+    # tests, and the page with its winners. The student tree gets its own docs/fit_largest.md
+    # (the task, the table to fill, the measurement tools: student_homework below).
+    for f in examples/fit_largest/*.c examples/fit_largest/*.h examples/common/fit_search.c \
+             examples/common/fit_search.h tests/test_fit_search.c tests/test_fit_largest_cli.c \
+             docs/fit_largest.md; do
+        [ -f "$f" ] && echo "$f"
+    done
 }
 
 # The state machine of one file: strips the regions of the parts in `parts` (a list ",a,b,"),
@@ -170,10 +178,58 @@ EOT
 
 Under a fixed memory budget, train the largest model you can on `data/tinyshakespeare.txt` and
 fill the table of `docs/fit_largest.md` (setup, parameters, peak memory measured, eval loss,
-batch size, time, a sample). `train_gpt --mem-budget 64MiB` enforces the budget;
-`build/bin/fit_largest --budget 64MiB --time 120s` is the reference search to compare against,
-and `build/bin/fit_largest --exercise max-batch --budget 64MiB` the checkpointing exercise
-(the largest batch with and without checkpointing).
+batch size, time, a sample). `train_gpt --mem-budget 64MiB` enforces the budget, and
+`memory_calculator` predicts a configuration's bytes before you run it.
+EOT
+}
+
+# The homework's page in the student tree: the task, the rules the budget follows, the table to
+# fill and the tools; the instructor's page (the reference search and its winners) stays out.
+student_homework() {
+    cat <<'EOT'
+# Fit the largest model you can: the homework on CPU
+
+Given a fixed memory budget, train the largest model you can on the character-level Shakespeare
+corpus (`data/tinyshakespeare.txt`), using what the lectures taught: batch size and gradient
+accumulation, activation checkpointing, 8-bit optimizers and optimizers with less state, mixed
+precision. The checkpointing lecture adds an exercise: the largest batch that fits with and
+without checkpointing.
+
+## The budget, enforced
+
+`train_gpt --mem-budget SIZE` limits the bytes the run holds in use, over every category of the
+accounting allocator (`autograd/mem.h`, `mem_set_budget`), from before the model exists: an
+allocation over the budget ends the run with the category and the bytes. Sizes are written
+`67108864`, `64MiB`, `1.5GiB`. The run's memory report prints the peak of every category and the
+total.
+
+## The tools
+
+- `build/bin/train_gpt` (`--help`): `--layers`, `--embd`, `--heads`, `--seq`, `--batch`,
+  `--accum`, `--checkpoint`, `--precision`, `--optimizer`, `--mem-budget`, `--sample`.
+- `build/bin/memory_calculator` (`--help`): the bytes a configuration needs, per category,
+  before you spend a run on it.
+- `docs/checkpointing.md`, `docs/batch_and_lr.md`, `docs/precision.md`, `docs/memory.md`: why
+  each saving works and what it costs.
+
+## Your table
+
+Budgets 64 MiB and 256 MiB, about 120 s of training each. Peak memory is the total tracked bytes
+over train_gpt's whole run, as its memory report prints it; eval loss is the validation
+cross-entropy after the last update (nats per character; a uniform guess over the 65
+characters is 4.17); the sample is 200 characters.
+
+| budget | setup | parameters | peak memory measured (predicted) | eval loss | batch | updates | time | sample |
+|---|---|---|---|---|---|---|---|---|
+| 64 MiB | | | | | | | | |
+| 256 MiB | | | | | | | | |
+
+## The checkpointing exercise
+
+For one model (L4 C128 H4, T 64, fp32, AdamW) and a 64 MiB budget: the largest `--batch` that
+trains without checkpointing, with `--checkpoint sqrt` and with `--checkpoint memory-poor`,
+found with `train_gpt --mem-budget` (a batch that fits, and the batch above it refused), and the
+calculator's prediction beside each.
 EOT
 }
 
@@ -267,12 +323,19 @@ for f in $(marked_files); do
     [ "$sol" = /dev/null ] || [ -s "$sol" ] || rm -f "$sol"
 done
 student_readme "$parts" > "$out/ASSIGNMENT.md"
+if [ -f docs/fit_largest.md ]; then student_homework > "$out/docs/fit_largest.md"; fi
 # The README's list of pages names the instructors' page, which the student tree does not hold:
 # that item points to the student's guide instead.
 awk '/^[0-9]+\. `docs\/coursework\.md`/ {
          n = $1; skip = 1
          print n " `ASSIGNMENT.md`: your assignment: the parts to write, where they are, how they"
          print "   are graded, and the homework (`docs/fit_largest.md`)."
+         next
+     }
+     /^[0-9]+\. `docs\/fit_largest\.md`/ {
+         n = $1; skip = 1
+         print n " `docs/fit_largest.md`: the homework \"fit the largest model you can\" under a memory"
+         print "   budget the allocator enforces, with the checkpointing exercise."
          next
      }
      skip && /^   / { next }

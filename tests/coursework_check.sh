@@ -26,8 +26,16 @@ roundtrip)
         grep -q 'YOUR CODE HERE (part ' "$dir/student/$f" || fail "$f has no YOUR CODE HERE line"
     done
     for h in $hidden; do
+        [ "$h" = docs/fit_largest.md ] && continue
         [ -e "$dir/student/$h" ] && fail "$h is in the student tree"
     done
+    # The homework's page is the student's own: the task and the table to fill, no answer
+    # (the instructor's page names its winners' setups, e.g. L1 C640 H20).
+    grep -q 'Your table' "$dir/student/docs/fit_largest.md" || fail "the student's docs/fit_largest.md has no table to fill"
+    grep -qiE 'winner|C640|fit_largest --' "$dir/student/docs/fit_largest.md" &&
+        fail "the student's docs/fit_largest.md holds the reference answer"
+    grep -rqs 'fit_largest --budget' "$dir/student/ASSIGNMENT.md" "$dir/student/README.md" &&
+        fail "the student tree points to the reference search"
     awk -F'\t' '!/^#/ && NF >= 5 && $5 != "visible"' "$dir/student/tests/parts.tsv" | grep -q . &&
         fail "the student's tests/parts.tsv lists hidden tests"
     sh scripts/assignment.sh --restore "$dir/student" "$dir/sol" > "$dir/log" 2>&1 ||

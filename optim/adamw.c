@@ -9,8 +9,12 @@ AdamWConfig adamw_defaults(void)
                           .decay_rule = OPTIM_DECAY_MATRICES };
 }
 
+/* The constants of update t (adamw.h: the rule, and where it rounds to float): the betas and
+ * their complements, eps, the bias corrections folded into the step size lr / (1 - b1^t) and
+ * the divisor sqrt(1 - b2^t), and the decoupled decay's factor 1 - lr wd. */
 AdamWStep adamw_step_constants(const AdamWConfig *c, double lr, long t)
 {
+    /* BEGIN SOLUTION adamw_step */
     return (AdamWStep){
         .b1 = (float)c->beta1, .one_minus_b1 = (float)(1.0 - c->beta1),
         .b2 = (float)c->beta2, .one_minus_b2 = (float)(1.0 - c->beta2),
@@ -19,6 +23,11 @@ AdamWStep adamw_step_constants(const AdamWConfig *c, double lr, long t)
         .bc2_sqrt = (float)sqrt(1.0 - pow(c->beta2, (double)t)),
         .shrink_decayed = (float)(1.0 - lr * c->weight_decay),
     };
+    /* STUDENT
+    (void)c, (void)lr, (void)t;
+    return (AdamWStep){ .eps = 1.0f, .bc2_sqrt = 1.0f, .shrink_decayed = 1.0f };
+    */
+    /* END SOLUTION adamw_step */
 }
 
 /* The rule in adamw.h for element j; shrink = 1 - lr wd (1 where no decay). */

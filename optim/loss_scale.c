@@ -155,7 +155,17 @@ bool loss_scale_unscale_grads(LossScaler *s, Tensor *const *params, int n)
     return bad != 0;
 }
 
-/* The products are taken in double and rounded to float, as GradScaler's update kernel does
+/* The rule of PyTorch's GradScaler (docs/mixed_precision.md, "Loss scaling"), after a step's
+ * gradients were checked; found_inf: some gradient is inf or NaN. Returns whether the step is
+ * skipped (the optimizer must not move).
+ *   - Every mode: a step with found_inf is counted in s->skipped and skipped; in the static
+ *     and none modes nothing else happens (the scale never changes).
+ *   - Dynamic, found_inf: scale <- scale * backoff_factor; the count of clean steps in a row,
+ *     s->growth_tracker, restarts at 0; the step is skipped.
+ *   - Dynamic, a clean step: growth_tracker + 1; when it reaches growth_interval, scale <-
+ *     scale * growth_factor unless that product is not finite (then the scale stays), and the
+ *     count restarts at 0 either way; the step is not skipped.
+ * The products are taken in double and rounded to float, as GradScaler's update kernel does
  * with its float scale and double factors. */
 bool loss_scale_update(LossScaler *s, bool found_inf)
 {

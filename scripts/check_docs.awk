@@ -97,7 +97,7 @@ function refresh(name,    c) {
 }
 
 # The output of NAME, run once per command (kept in tmp): returns its key, or "" on failure.
-function output(name, line,    key, f, c, rc, l, k) {
+function output(name, line,    key, f, c, rc, l, k, w) {
     k = 0
     if (!(name in kind)) { err(line, "no command named " name " in this doc (<!-- cmd " name ": ... -->)"); return "" }
     if (kind[name] == "broken") return ""
@@ -106,10 +106,18 @@ function output(name, line,    key, f, c, rc, l, k) {
     if (kind[name] == "quick" || (kind[name] == "slow" && slow == 1)) {
         f = tmp "/out" (++ncache)
         c = with_build(cmdtext[name])
-        if (kind[name] == "quick") rc = system(c " > " f " 2> " f ".err")
+        if (kind[name] == "quick" && cache != "") {
+            # --cache DIR: a quick command's output is kept under the checksum of its text.
+            print c > (tmp "/cmd"); close(tmp "/cmd")
+            l = "cksum < " tmp "/cmd"; l | getline k; close(l)
+            f = cache "/" (split(k, w, " ") ? w[1] : k) ".out"
+            if ((getline l < f) > 0) { close(f); rc = 0 } else rc = system(c " > " f " 2> " f ".err")
+            k = 0
+        } else if (kind[name] == "quick") rc = system(c " > " f " 2> " f ".err")
         else { printf "running the slow command %s: %s\n", name, c; rc = system(c " 2> " f ".err") }
         if (rc != 0) {
             err(line, "the command " name " failed (exit " rc "): " refresh(name))
+            if (cache != "") system("rm -f " f)
             while ((getline l < (f ".err")) > 0) if (++k <= 5) print "    " l
             close(f ".err"); outn[key] = -1; return ""
         }

@@ -1,13 +1,14 @@
 #!/bin/sh
 # Checks that every marked number in docs/*.md is what its command prints now (issue 28).
 #
-#   sh scripts/check_docs.sh [--build DIR] [--slow] [--update] [DOC.md ...]
+#   sh scripts/check_docs.sh [--build DIR] [--slow] [--update] [--cache DIR] [DOC.md ...]
 #
 # Every command runs with TAPEGRAD_KERNELS=portable (the same bits on every x86-64 CPU and
 # thread count), from the repository root, with the word `build` (or `build/...`) in it replaced
 # by DIR. Without --slow, the quick commands run and the slow ones are compared with the output
 # they recorded; --slow (make figures) runs the slow ones too, after figures.sh. --update writes
-# the fresh numbers into the docs instead of failing (to regenerate them).
+# the fresh numbers into the docs instead of failing (to regenerate them). --cache DIR keeps
+# the quick commands' outputs there and reuses them (tests/check_docs.sh checks edited copies).
 #
 # The markers are HTML comments, invisible when the page is rendered:
 #
@@ -27,13 +28,14 @@
 # group thousands with spaces or commas (`1 646 592`, `16,189,468`). The fresh value is rounded
 # to the digits the doc shows (`1.81` compares with 1.8099...) and must print the same.
 set -u
-build=build; slow=0; update=0
+build=build; slow=0; update=0; cache=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --build) build=${2:?--build needs a folder}; shift 2 ;;
         --slow) slow=1; shift ;;
         --update) update=1; shift ;;
-        -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --cache) cache=${2:?--cache needs a folder}; mkdir -p "$cache" || exit 2; shift 2 ;;
+        -h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) echo "check_docs: unknown flag $1 (see --help)" >&2; exit 2 ;;
         *) break ;;
     esac
@@ -54,7 +56,7 @@ for d in "$@"; do
     files="$files $d $d"
 done
 # shellcheck disable=SC2086
-awk -v build="$build" -v slow="$slow" -v update="$update" -v tmp="$tmp" -f scripts/check_docs.awk $files
+awk -v build="$build" -v slow="$slow" -v update="$update" -v tmp="$tmp" -v cache="$cache" -f scripts/check_docs.awk $files
 status=$?
 if [ "$update" = 1 ]; then
     for d in "$@"; do

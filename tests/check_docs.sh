@@ -16,7 +16,7 @@ result() {  # NAME OK
 }
 
 echo "[ RUN      ] check_docs_passes"
-sh scripts/check_docs.sh --build "$build" > "$tmp/all.log" 2>&1; rc=$?
+sh scripts/check_docs.sh --build "$build" --cache "$tmp/cache" > "$tmp/all.log" 2>&1; rc=$?
 grep -v ': not compared: timing' "$tmp/all.log"
 result check_docs_passes $rc
 
@@ -45,8 +45,8 @@ for t in quick recorded formula; do
             q = p - 1; while (q > 0 && substr($0, q, 1) !~ /[0-9]/) q--
             $0 = substr($0, 1, q - 1) ((substr($0, q, 1) + 1) % 10) substr($0, q + 1) }
         { print }' "$1" > "$copy"
-    echo "changed $1:$2: $(diff "$1" "$copy" | sed -n 's/^> //p' | cut -c1-100)"
-    sh scripts/check_docs.sh --build "$build" "$copy" > "$tmp/one.log" 2>&1; rc=$?
+    printf 'changed %s:%s: %s\n' "$1" "$2" "$(diff "$1" "$copy" | sed -n 's/^> //p' | cut -c1-100)"
+    sh scripts/check_docs.sh --build "$build" --cache "$tmp/cache" "$copy" > "$tmp/one.log" 2>&1; rc=$?
     grep -v ': not compared: timing' "$tmp/one.log" | head -n 8
     if [ $rc -ne 0 ] && grep -q "^$copy:$2: the doc says" "$tmp/one.log"; then result $name 0; else result $name 1; fi
 done

@@ -9,7 +9,7 @@
 #   make figures  deps + build + regenerate docs/figures/ (and check the docs' slow numbers)
 #   make check-docs  build + check every marked number in docs/*.md (scripts/check_docs.sh)
 #   make assignment [PARTS=a,b] [OUT=dir]   write a student tree (docs/coursework.md)
-#   make grade [STUDENT=dir] [TIMEOUT=s]    grade a student tree by tests/parts.tsv
+#   make grade [STUDENT=dir] [PARTS=a,b] [TIMEOUT=s]   grade a submission by tests/parts.tsv
 #
 # Layout: sources in precision/ autograd/ nn/ optim/ form libtapegrad.a; examples/common/
 # forms libexamples.a; dist/ (training on many ranks, the only MPI code) forms libdist.a; every
@@ -137,8 +137,10 @@ assignment:
 	@sh scripts/assignment.sh --out $(OUT) $(if $(PARTS),--parts $(PARTS)) \
 	    $(if $(SOLUTIONS),--solutions $(SOLUTIONS))
 
-grade: deps
-	@sh scripts/grade.sh --student $(STUDENT) --timeout $(TIMEOUT)
+# deps with "grade" adds bubblewrap, the grader's sandbox (docs/coursework.md, "Grading").
+grade:
+	@GEMM=$(GEMM) sh scripts/deps.sh grade
+	@sh scripts/grade.sh --student $(STUDENT) --timeout $(TIMEOUT) $(if $(PARTS),--parts $(PARTS))
 
 $(LIB): $(call OBJ,$(LIB_SRC))
 	@mkdir -p $(dir $@)

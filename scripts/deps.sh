@@ -25,6 +25,11 @@ if [ "${1:-}" = fuzz ]; then
     [ -n "$(find /usr/lib/llvm-* -name 'libomp.so' 2>/dev/null | head -n 1)" ] ||
         need="$need libomp-dev"
 fi
+# `make grade` only (it passes "grade"): bubblewrap, the sandbox scripts/grade.sh runs
+# submissions in.
+if [ "${1:-}" = grade ]; then
+    command -v bwrap >/dev/null 2>&1 || need="$need bubblewrap"
+fi
 [ -z "$need" ] && exit 0
 
 cmd="apt-get install -y --no-install-recommends$need"

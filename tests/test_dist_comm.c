@@ -51,7 +51,14 @@ static void test_allreduce_adds_in_rank_order(void **state)
                 want[i] += term(r, i);
         }
         dist_allreduce_sum(c, x, N);
-        ok = ok && memcmp(x, want, sizeof x) == 0;
+        for (size_t i = 0; i < N; i++)
+            if (memcmp(&x[i], &want[i], sizeof x[i]) != 0) {
+                printf("rank %d of %d: element %zu of the all-reduce: expected %.9g (the sum in "
+                       "rank order), got %.9g\n", c->rank, n_ranks, i, (double)want[i],
+                       (double)x[i]);
+                ok = false;
+                break;
+            }
         dist_comm_free(c);
     }
     assert_true(dist_test_all(ok));

@@ -67,7 +67,9 @@ static void test_step0_logits_identical(void **state)
     float *adapted = logits_of(m);
     /* B = 0: every adapter adds exact zeros, so equality, not closeness. */
     for (size_t i = 0; i < n_logits(m); i++)
-        assert_true(adapted[i] == base[i]);
+        if (adapted[i] != base[i])
+            fail_msg("logit %zu with B = 0: expected %.9g (the base's), got %.9g", i,
+                     (double)base[i], (double)adapted[i]);
     /* ...and the adapters are really on the path: a nonzero B changes the logits. */
     int n;
     Tensor *const *p = gpt_lora_params(lora, &n);

@@ -16,6 +16,21 @@
 #include "optim/optim.h"
 #include "optim/train.h"
 
+/* A scale compared exactly, and a step that must be skipped: on failure both say what was
+ * expected and what came. */
+#define assert_scale(s, want)                                                                   \
+    do {                                                                                        \
+        float got_ = loss_scale_value(s), want_ = (float)(want);                                \
+        if (got_ != want_)                                                                      \
+            fail_msg("loss scale: expected %g, got %g", (double)want_, (double)got_);           \
+    } while (0)
+#define assert_skipped(s, found)                                                                \
+    do {                                                                                        \
+        if (!loss_scale_update(s, found))                                                       \
+            fail_msg("loss_scale_update(found_inf = %s) returned false: a step with an inf or " \
+                     "NaN gradient must be skipped", (found) ? "true" : "false");              \
+    } while (0)
+
 static LossScaler dynamic_scaler(void)
 {
     LossScaleConfig c = loss_scale_defaults();
@@ -38,9 +53,9 @@ static void test_defaults_are_gradscalers(void **state)
     assert_true(c.init_scale == 65536.0 && c.growth_factor == 2.0 && c.backoff_factor == 0.5);
     assert_int_equal(c.growth_interval, 2000);
     LossScaler none = loss_scale_new(&c);
-    assert_true(loss_scale_value(&none) == 1.0f);
+    assert_scale(&none, 1.0f);
     LossScaler dyn = dynamic_scaler();
-    assert_true(loss_scale_value(&dyn) == 65536.0f);
+    assert_scale(&dyn, 65536.0f);
 }
 
 /* An inf, a -inf or a NaN anywhere: found, the step skipped, the scale halved, and the count of
@@ -59,12 +74,12 @@ static void test_overflow_halves_and_skips(void **state)
         size_t counts[] = { 5, 100, 3 };
         bool found = loss_scale_unscale(&s, grads, counts, 3);
         assert_true(found);
-        assert_true(loss_scale_update(&s, found));
-        assert_true(loss_scale_value(&s) == 32768.0f);
+        assert_skipped(&s, found);
+        assert_scale(&s, 32768.0f);
         assert_int_equal(s.growth_tracker, 0);
         assert_int_equal(s.skipped, 1);
-        assert_true(loss_scale_update(&s, true));
-        assert_true(loss_scale_value(&s) == 16384.0f);
+        assert_skipped(&s, true);
+        assert_scale(&s, 16384.0f);
         assert_int_equal(s.skipped, 2);
     }
 }
@@ -75,15 +90,15 @@ static void test_growth_at_exactly_the_interval(void **state)
     (void)state;
     LossScaler s = dynamic_scaler();
     clean_steps(&s, 1999);
-    assert_true(loss_scale_value(&s) == 65536.0f);
+    assert_scale(&s, 65536.0f);
     assert_int_equal(s.growth_tracker, 1999);
     clean_steps(&s, 1);
-    assert_true(loss_scale_value(&s) == 131072.0f);
+    assert_scale(&s, 131072.0f);
     assert_int_equal(s.growth_tracker, 0);
     clean_steps(&s, 1999);
-    assert_true(loss_scale_value(&s) == 131072.0f);
+    assert_scale(&s, 131072.0f);
     clean_steps(&s, 1);
-    assert_true(loss_scale_value(&s) == 262144.0f);
+    assert_scale(&s, 262144.0f);
     assert_int_equal(s.skipped, 0);
 }
 
@@ -94,12 +109,12 @@ static void test_overflow_restarts_the_count(void **state)
     (void)state;
     LossScaler s = dynamic_scaler();
     clean_steps(&s, 1999);
-    assert_true(loss_scale_update(&s, true));
-    assert_true(loss_scale_value(&s) == 32768.0f);
+    assert_skipped(&s, true);
+    assert_scale(&s, 32768.0f);
     clean_steps(&s, 1999);
-    assert_true(loss_scale_value(&s) == 32768.0f);
+    assert_scale(&s, 32768.0f);
     clean_steps(&s, 1);
-    assert_true(loss_scale_value(&s) == 65536.0f);
+    assert_scale(&s, 65536.0f);
 }
 
 /* A static scale skips the bad steps too, but neither halves nor grows. */
@@ -113,15 +128,15 @@ static void test_static_never_changes(void **state)
     for (int i = 0; i < 5000; i++) {
         bool bad = i % 7 == 3;
         assert_true(loss_scale_update(&s, bad) == bad);
-        assert_true(loss_scale_value(&s) == 1024.0f);
+        assert_scale(&s, 1024.0f);
     }
     assert_int_equal(s.skipped, 5000 / 7 + (5000 % 7 > 3));
     /* none: scale 1 always, and a bad step is still skipped */
     LossScaleConfig n = loss_scale_defaults();
     LossScaler ns = loss_scale_new(&n);
-    assert_true(loss_scale_update(&ns, true));
+    assert_skipped(&ns, true);
     clean_steps(&ns, 4000);
-    assert_true(loss_scale_value(&ns) == 1.0f);
+    assert_scale(&ns, 1.0f);
 }
 
 /* growth 4, backoff 0.25, interval 3, init 10: 10 -> (3 clean) 40 -> (inf) 10 -> (2 clean) 10
@@ -136,24 +151,24 @@ static void test_factors_are_settable(void **state)
     c.backoff_factor = 0.25;
     c.growth_interval = 3;
     LossScaler s = loss_scale_new(&c);
-    assert_true(loss_scale_value(&s) == 10.0f);
+    assert_scale(&s, 10.0f);
     clean_steps(&s, 2);
-    assert_true(loss_scale_value(&s) == 10.0f);
+    assert_scale(&s, 10.0f);
     clean_steps(&s, 1);
-    assert_true(loss_scale_value(&s) == 40.0f);
-    assert_true(loss_scale_update(&s, true));
-    assert_true(loss_scale_value(&s) == 10.0f);
+    assert_scale(&s, 40.0f);
+    assert_skipped(&s, true);
+    assert_scale(&s, 10.0f);
     clean_steps(&s, 2);
-    assert_true(loss_scale_value(&s) == 10.0f);
+    assert_scale(&s, 10.0f);
     clean_steps(&s, 1);
-    assert_true(loss_scale_value(&s) == 40.0f);
+    assert_scale(&s, 40.0f);
 
     c.init_scale = ldexp(1.0, 127);
     c.growth_factor = 2.0;
     c.growth_interval = 1;
     LossScaler top = loss_scale_new(&c);
     clean_steps(&top, 3);
-    assert_true(loss_scale_value(&top) == ldexpf(1.0f, 127));
+    assert_scale(&top, ldexpf(1.0f, 127));
     assert_int_equal(top.growth_tracker, 0);
 }
 

@@ -79,7 +79,9 @@ static double run_against_reference(Optim *opt, Params *p, double lr, double wd,
         double want = ref(p0[j], j, lr, j < NW ? wd : 0.0, cfg);
         double diff = fabs(*param_elem(p, j) - want);
         worst = fmax(worst, diff);
-        assert_true(diff <= 5e-7);
+        if (!(diff <= 5e-7))
+            fail_msg("element %d (of w then b) after %d steps: expected %.9g, got %.9g "
+                     "(tolerance 5e-7)", j, STEPS, want, *param_elem(p, j));
     }
     return worst;
 }
@@ -120,6 +122,13 @@ static void test_adamw_matches_reference(void **state)
 
 /* p = 1, g = 0.5, lr = 0.1, wd = 0.1 by hand: decay gives 0.99; m = 0.05, v = 0.00025, and the
  * corrected m / sqrt(v) = 0.5 / 0.5 = 1, so p = 0.99 - 0.1 = 0.89. */
+/* |got - want| <= tol, or a failure that names the element and both values. */
+static void assert_close_at(const char *what, int i, double got, double want, double tol)
+{
+    if (!(fabs(got - want) <= tol))
+        fail_msg("%s[%d]: expected %.9g, got %.9g (tolerance %.3g)", what, i, want, got, tol);
+}
+
 static void test_adamw_first_step_by_hand(void **state)
 {
     (void)state;
@@ -153,7 +162,7 @@ static void test_adamw_first_step_is_lr_sign(void **state)
     for (int i = 0; i < n; i++) {
         double want = -lr * (g[i] > 0 ? 1.0 : -1.0);
         /* Off by lr * eps / |g| from eps, plus float rounding. */
-        assert_true(fabs(w->data[i] - want) <= lr * (c.eps / fabs(g[i]) + 1e-6));
+        assert_close_at("w", i, w->data[i], want, lr * (c.eps / fabs(g[i]) + 1e-6));
     }
     optim_free(&opt->base);
     tensor_free(w);
@@ -175,12 +184,14 @@ static void test_adamw_decay_is_decoupled(void **state)
     for (int s = 0; s < k; s++)
         optim_step(&opt->base, lr);
     for (int j = 0; j < NW; j++)
-        assert_true(fabs(p.w->data[j] - w0[j] * pow(1 - lr * c.weight_decay, k)) <= 1e-6);
+        assert_close_at("w", j, p.w->data[j], w0[j] * pow(1 - lr * c.weight_decay, k), 1e-6);
     /* The bias is not decayed by the default rule, and has no gradient to move it. */
     assert_memory_equal(p.b->data, b0, sizeof b0);
     for (int i = 0; i < optim_state_count(&opt->base); i++)
         for (size_t j = 0; j < opt->base.state[i]->size; j++)
-            assert_true(opt->base.state[i]->data[j] == 0.0f);
+            if (opt->base.state[i]->data[j] != 0.0f)
+                fail_msg("state %s [%zu]: expected 0 (no gradient), got %g",
+                         opt->base.state[i]->name, j, (double)opt->base.state[i]->data[j]);
     optim_free(&opt->base);
     free_params(&p);
 }

@@ -50,8 +50,12 @@ static void test_nf4_codebook(void **state)
     const float *table = quant_nf4_codebook();
     for (int i = 0; i < 16; i++) {
         worst = fmax(worst, fabs(built[i] - published_nf4[i]));
-        assert_true(fabs(built[i] - published_nf4[i]) <= 1e-7);
-        assert_true(table[i] == (float)published_nf4[i]);
+        if (!(fabs(built[i] - published_nf4[i]) <= 1e-7))
+            fail_msg("nf4 level %d built from the quantiles: expected %.9f, got %.9f", i,
+                     published_nf4[i], built[i]);
+        if (table[i] != (float)published_nf4[i])
+            fail_msg("nf4 codebook[%d]: expected %.9g, got %.9g", i, (double)(float)published_nf4[i],
+                     (double)table[i]);
         if (i > 0)
             assert_true(table[i] > table[i - 1]);
     }

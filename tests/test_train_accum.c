@@ -87,11 +87,17 @@ static void test_accumulated_step_is_the_big_batch_step(void **state)
     draw_rows(&acc->data_rng, K * MICRO, tokens, targets);
     TrainStepResult ra = trainer_step_accum(acc, tokens, targets, MICRO, T, K, 0.5);
     TrainStepResult rb = trainer_step(big, tokens, targets, K * MICRO, T, 0.5);
-    assert_true(fabs(ra.grad_norm - rb.grad_norm) <= 1e-6 * rb.grad_norm);
+    if (!(fabs(ra.grad_norm - rb.grad_norm) <= 1e-6 * rb.grad_norm))
+        fail_msg("gradient norm: expected %.9g (one batch of %d rows), got %.9g (%d x %d)",
+                 rb.grad_norm, K * MICRO, ra.grad_norm, K, MICRO);
     int n;
     Tensor *const *pa = gpt_params(acc->model, &n), *const *pb = gpt_params(big->model, &n);
     for (int i = 0; i < n; i++)
-        assert_true(test_max_abs_diff(pa[i]->data, pb[i]->data, pa[i]->size) <= 1e-6);
+        for (size_t j = 0; j < pa[i]->size; j++)
+            if (!(fabs(pa[i]->data[j] - pb[i]->data[j]) <= 1e-6))
+                fail_msg("%s[%zu] after the step: expected %.9g (one batch), got %.9g "
+                         "(accumulated)", pa[i]->name, j, (double)pb[i]->data[j],
+                         (double)pa[i]->data[j]);
     assert_int_equal(acc->step, 1);
     assert_int_equal(acc->optim->step, 1);
     trainer_free(acc);

@@ -20,7 +20,7 @@ pass == 1 {
     while ((i = index(rest, "<!--")) > 0) {
         j = index(substr(rest, i + 4), "-->"); if (j == 0) break
         body = trim(substr(rest, i + 4, j - 1)); rest = substr(rest, i + 4 + j + 2)
-        if (body ~ /^cmd [A-Za-z0-9_.-]+( slow| figure [^ :]+)?:/) define(body)
+        if (body ~ /^cmd [A-Za-z0-9_.-]+( (slow|figure) [^ :]+)?:/) define(body)
     }
     next
 }
@@ -50,19 +50,12 @@ END {
 function trim(s) { sub(/^[ \t]+/, "", s); sub(/[ \t]+$/, "", s); return s }
 function base(p) { sub(/.*\//, "", p); return p }
 
-# `cmd NAME[ slow| figure FILE]: COMMAND`
+# `cmd NAME[ slow FILE| figure FILE]: COMMAND`
 function define(body,    head, name, c, w, n) {
     c = index(body, ":"); head = substr(body, 5, c - 5); n = split(head, w, " ")
     name = w[1]; kind[name] = (n >= 2) ? w[2] : "quick"
     cmdtext[name] = trim(substr(body, c + 1))
-    if (kind[name] == "figure") cmdfile[name] = w[3]
-    if (kind[name] == "slow") {
-        if (!match(cmdtext[name], />[ ]*[^ >]+$/)) {
-            err(FNR, "slow command " name " must end with > FILE (the output it keeps)")
-            kind[name] = "broken"; return
-        }
-        cmdfile[name] = trim(substr(cmdtext[name], RSTART + 1))
-    }
+    if (kind[name] != "quick") cmdfile[name] = w[3]
 }
 
 function start_doc() { n = cmp = rec = form = tim = bad = errs = 0 }
@@ -114,7 +107,7 @@ function output(name, line,    key, f, c, rc, l, k, w) {
             if ((getline l < f) > 0) { close(f); rc = 0 } else rc = system(c " > " f " 2> " f ".err")
             k = 0
         } else if (kind[name] == "quick") rc = system(c " > " f " 2> " f ".err")
-        else { printf "running the slow command %s: %s\n", name, c; rc = system(c " 2> " f ".err") }
+        else { printf "running the slow command %s: %s\n", name, c; rc = system(c " > " f " 2> " f ".err") }
         if (rc != 0) {
             err(line, "the command " name " failed (exit " rc "): " refresh(name))
             if (cache != "") system("rm -f " f)

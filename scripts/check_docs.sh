@@ -13,8 +13,8 @@
 # The markers are HTML comments, invisible when the page is rendered:
 #
 #   <!-- cmd NAME: COMMAND -->            a quick command (seconds), run by make check-docs
-#   <!-- cmd NAME slow: COMMAND > FILE -->  a slow one: make figures runs it and keeps its
-#                                          output in FILE, which make check-docs reads
+#   <!-- cmd NAME slow FILE: COMMAND -->    a slow one (minutes): make figures runs it, and it
+#                                          writes FILE (committed), which make check-docs reads
 #   <!-- cmd NAME figure FILE: COMMAND -->  FILE is written by COMMAND, which make figures runs
 #   NUMBER<!-- NAME: ROW, COLUMN -->       NAME's output is a TSV: the row whose first field is
 #                                          ROW, in the column headed COLUMN

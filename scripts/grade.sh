@@ -63,6 +63,10 @@ rows=$(awk -F'\t' -v want=",$parts," '/^#/ || /^[ \t]*$/ { next }
         printf "grade: %s:%d: want binary, test, part, points, visibility (tab-separated)\n",
                FILENAME, NR > "/dev/stderr"; bad = 1 }
     want == ",," || index(want, "," $3 ",") { print } END { exit bad }' "$table") || exit 2
+for p in $(echo "$parts" | tr ',' ' '); do
+    awk -F'\t' -v p="$p" '!/^#/ && $3 == p { found = 1 } END { exit !found }' "$table" ||
+        die "--parts: no row of $table grades part '$p'"
+done
 [ -n "$rows" ] || die "no row of $table grades the parts '$parts'"
 all_parts=$(printf '%s\n' "$rows" | awk -F'\t' '!seen[$3]++ { print $3 }')
 binaries=$(printf '%s\n' "$rows" | cut -f1 | sort -u)
@@ -216,13 +220,31 @@ targets=$(for b in $binaries; do printf 'build/tests/%s ' "$b"; done)
 
 # The base: the instructor's tree and graded tests, built once, in the sandbox at $tree. A
 # test that does not build there (no source) fails its rows in every part's tree.
-echo "grade: building the instructor's tree" >&2
-(cd "$instructor" && tar cf - --exclude=./.git --exclude='./build*' .) | (mkdir -p "$tree" && cd "$tree" && tar xf -)
+# GRADE_BASE_CACHE=DIR keeps that build for the next grading with the same --work, instructor
+# sources, runner and tests (grading many submissions in a row): its key is their checksum.
 cc -O2 -Wall -Wextra $(pkg-config --cflags cmocka 2>/dev/null) -c "$runner_src" -o "$work/grade_runner.o" ||
     die "cannot compile $runner_src"
-box --bind "$tree" "$tree" --ro-bind "$work/grade_runner.o" "$work/grade_runner.o" --chdir "$tree" -- \
-    make -k -j"$jobs" BUILD=build "LDFLAGS=$wrap" $targets > "$res/base.build" 2>&1
-mv "$tree" "$work/base"
+key=""; cache="${GRADE_BASE_CACHE:-}"
+if [ -n "$cache" ]; then
+    key=$({ (cd "$instructor" && tar cf - --exclude=./.git --exclude='./build*' --sort=name \
+                 --mtime=@0 --owner=0 --group=0 .); cat "$runner_src"; echo "$work $targets";
+            cc --version; } | md5sum | cut -d' ' -f1)
+fi
+if [ -n "$key" ] && [ "$(cat "$cache/key" 2> /dev/null)" = "$key" ]; then
+    echo "grade: the instructor's tree, built before ($cache)" >&2
+    cp -a "$cache/base" "$work/base"
+    cp "$cache/base.build" "$res/base.build"
+else
+    echo "grade: building the instructor's tree" >&2
+    (cd "$instructor" && tar cf - --exclude=./.git --exclude='./build*' .) | (mkdir -p "$tree" && cd "$tree" && tar xf -)
+    box --bind "$tree" "$tree" --ro-bind "$work/grade_runner.o" "$work/grade_runner.o" --chdir "$tree" -- \
+        make -k -j"$jobs" BUILD=build "LDFLAGS=$wrap" $targets > "$res/base.build" 2>&1
+    mv "$tree" "$work/base"
+    if [ -n "$key" ]; then
+        rm -rf "$cache" && mkdir -p "$cache" && cp -a "$work/base" "$cache/base" &&
+            cp "$res/base.build" "$cache/base.build" && echo "$key" > "$cache/key"
+    fi
+fi
 
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 for p in $all_parts; do

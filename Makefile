@@ -40,7 +40,7 @@ endif
 PKGS     := openblas cmocka libcjson
 CC       ?= cc
 CFLAGS   += -std=c11 -D_POSIX_C_SOURCE=200809L $(OPT) $(ARCH) -fopenmp -fno-trapping-math \
-            -fno-math-errno \
+            -fno-math-errno -ffp-contract=off \
             -Wall -Wextra -I. -MMD -MP $(shell pkg-config --cflags $(PKGS) 2>/dev/null) \
             -DTAPEGRAD_SOURCE_DIR='"$(CURDIR)"'
 # TAPEGRAD_SOURCE_DIR lets a program find the gnuplot script kept next to its source, from any
@@ -51,6 +51,11 @@ CFLAGS   += -std=c11 -D_POSIX_C_SOURCE=200809L $(OPT) $(ARCH) -fopenmp -fno-trap
 # source's order. -fno-math-errno: nothing reads errno after a math function either, and with
 # it sqrtf is one instruction that loops vectorize (AdamW's update, optim/adamw.c), where
 # before each call went through libm for errno's sake. sqrt is correctly rounded either way.
+# -ffp-contract=off: a multiply and an add stay two roundings unless the source says fmaf.
+# Contraction is a choice the compiler makes per loop and per -march, so it would make an
+# AVX-512 build and an AVX2 build differ in the last bits; the portable kernel mode
+# (autograd/kernels.h) promises they do not. (It is already GCC's default under -std=c11;
+# written here so that nothing, e.g. a switch to gnu11, quietly turns it on.)
 LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
 ifneq ($(GEMM),openblas)
 CFLAGS   += -DTAPEGRAD_WITH_ONEDNN
@@ -195,6 +200,8 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(EXLIB) $(LIB)
 $(BUILD)/tests/test_train_gpt_cli: $(BUILD)/bin/train_gpt
 $(BUILD)/obj/tests/test_train_gpt_cli.o: CFLAGS += -DTAPEGRAD_BUILD_DIR='"$(CURDIR)/$(BUILD)"'
 $(BUILD)/tests/test_wait_policy: $(BUILD)/bin/train_gpt
+$(BUILD)/tests/test_portable_train: $(BUILD)/bin/train_gpt
+$(BUILD)/obj/tests/test_portable_train.o: CFLAGS += -DTAPEGRAD_BUILD_DIR='"$(CURDIR)/$(BUILD)"'
 $(BUILD)/obj/tests/test_wait_policy.o: CFLAGS += -DTAPEGRAD_BUILD_DIR='"$(CURDIR)/$(BUILD)"'
 $(BUILD)/tests/test_fit_largest_cli: $(BUILD)/bin/fit_largest
 $(BUILD)/obj/tests/test_fit_largest_cli.o: CFLAGS += -DTAPEGRAD_BUILD_DIR='"$(CURDIR)/$(BUILD)"'

@@ -1,6 +1,9 @@
 /* The GEMM libraries behind every product (autograd/gemm.h). */
 #include "autograd/gemm.h"
 
+#include "autograd/gemm_portable.h"
+#include "autograd/kernels.h"
+
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,7 +119,9 @@ GemmLib gemm_library(void)
 void gemm_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
                 int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
-    if (gemm_library() == GEMM_ONEDNN)
+    if (kernels_mode() == KERNELS_PORTABLE)
+        gemm_portable_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else if (gemm_library() == GEMM_ONEDNN)
         onednn_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     else
         openblas_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -138,11 +143,18 @@ const char *gemm_backend(void)
 
 int gemm_vector_bits(void)
 {
+    if (kernels_mode() == KERNELS_PORTABLE)
+        return 256; /* gemm_portable.c's kernel is AVX2's on every CPU */
     return gemm_library() == GEMM_ONEDNN ? onednn_bits() : openblas_bits();
 }
 
 const char *gemm_describe(char *buf, size_t len)
 {
+    if (kernels_mode() == KERNELS_PORTABLE) {
+        snprintf(buf, len, "tapegrad's portable product (kernels portable: one fma chain "
+                           "per element in k order, the same bits on every CPU)");
+        return buf;
+    }
     const char *rule = "";
 #if defined(TAPEGRAD_GEMM_AUTO)
     rule = gemm_library() == GEMM_ONEDNN ? " (GEMM=auto: oneDNN has AVX-512 kernels here)"

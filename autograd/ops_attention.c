@@ -12,6 +12,7 @@
 
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
+#include "autograd/reduce.h"
 #include "autograd/vexp.h"
 
 /* ---- one causal softmax row, shared by the fused op and op_causal_softmax -------------------
@@ -28,13 +29,10 @@ static void causal_softmax_row(const float *x, float *y, int i, int n, float sca
     #pragma omp simd reduction(max:m)
     for (int j = 0; j <= i; j++)
         m = scale * x[j] > m ? scale * x[j] : m;
-    float sum = 0.0f;
-    #pragma omp simd reduction(+:sum)
-    for (int j = 0; j <= i; j++) {
+    #pragma omp simd
+    for (int j = 0; j <= i; j++)
         y[j] = vexp_nonpos(scale * x[j] - m);
-        sum += y[j];
-    }
-    float inv = 1.0f / sum;
+    float inv = 1.0f / red_sum(y, i + 1);
     for (int j = 0; j <= i; j++)
         y[j] *= inv;
     for (int j = i + 1; j < n; j++)
@@ -43,15 +41,6 @@ static void causal_softmax_row(const float *x, float *y, int i, int n, float sca
 
 /* Unmasked entries of a causal T x T matrix: the rows have 1, 2, ..., T. */
 static int64_t causal_entries(int64_t T) { return T * (T + 1) / 2; }
-
-static float row_dot(const float *a, const float *b, int n)
-{
-    float acc = 0.0f;
-    #pragma omp simd reduction(+:acc)
-    for (int j = 0; j < n; j++)
-        acc += a[j] * b[j];
-    return acc;
-}
 
 /* ---- where the heads are --------------------------------------------------------------------
  * q, k, v and their gradients are [B, T, *] with row stride ld: C for three separate tensors,
@@ -119,7 +108,7 @@ static void head_ds_rows(const float *p, float *ds, int r0, int r1, int T, float
     for (int t = r0; t < r1; t++) {
         const float *pt = p + (long)t * T;
         float *dst = ds + (long)t * T;
-        float dot = row_dot(pt, dst, t + 1);
+        float dot = red_dot(pt, dst, t + 1);
         #pragma omp simd
         for (int s = 0; s <= t; s++)
             dst[s] = scale * pt[s] * (dst[s] - dot);
@@ -127,7 +116,7 @@ static void head_ds_rows(const float *p, float *ds, int r0, int r1, int T, float
             dst[s] = 0.0f;
     }
     /* STUDENT
-    (void)p, (void)ds, (void)r0, (void)r1, (void)T, (void)scale, (void)row_dot;
+    (void)p, (void)ds, (void)r0, (void)r1, (void)T, (void)scale;
     */
     /* END SOLUTION attention_backward */
 }
@@ -331,7 +320,7 @@ static void op_causal_softmax_backward(Node *n)
     for (long r = 0; r < rows; r++) {
         int i = (int)(r % T);
         const float *yr = y->data + r * T, *dyr = dy + r * T;
-        float dot = row_dot(yr, dyr, i + 1);
+        float dot = red_dot(yr, dyr, i + 1);
         for (int j = 0; j <= i; j++)
             dx[r * T + j] += scale * yr[j] * (dyr[j] - dot);
     }

@@ -13,6 +13,7 @@
 
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
+#include "autograd/reduce.h"
 #include "autograd/vexp.h"
 
 /* Query rows per block (BR) and key columns per block (BC). Measured on one thread, one forward
@@ -92,12 +93,10 @@ static float online_row(float *s, int n, int width, float *m, float *l)
     #pragma omp simd reduction(max:mx)
     for (int j = 0; j < n; j++)
         mx = s[j] > mx ? s[j] : mx;
-    float sum = 0.0f;
-    #pragma omp simd reduction(+:sum)
-    for (int j = 0; j < n; j++) {
+    #pragma omp simd
+    for (int j = 0; j < n; j++)
         s[j] = vexp_nonpos(s[j] - mx);
-        sum += s[j];
-    }
+    float sum = red_sum(s, n);
     for (int j = n; j < width; j++)
         s[j] = 0.0f;
     float rescale = vexp_nonpos(*m - mx);   /* 0 on the first block, where m = -inf */
@@ -224,11 +223,7 @@ static void head_backward(const Heads *a, int b, int h, const float *o, const fl
     float *p = scratch, *ds = p + BR * BC, *delta = ds + BR * BC;
     for (int t = 0; t < T; t++) {
         const float *orow = o + (long)t * ldo, *drow = dout + (long)t * ldo;
-        float acc = 0.0f;
-        #pragma omp simd reduction(+:acc)
-        for (int d = 0; d < D; d++)
-            acc += orow[d] * drow[d];
-        delta[t] = acc;
+        delta[t] = red_dot(orow, drow, D);
     }
     for (int i0 = 0; i0 < T; i0 += BR)
         for (int j0 = 0; j0 < imin(i0 + BR, T); j0 += BC) {

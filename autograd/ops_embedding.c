@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "autograd/ops.h"
+#include "autograd/reduce.h"
 #include "autograd/vexp.h"
 
 /* The embedding backward adds many positions into the same table row. Columns are split into
@@ -103,11 +104,7 @@ static float row_logsumexp(const float *x, int V)
     #pragma omp simd reduction(max:m)
     for (int j = 1; j < V; j++)
         m = x[j] > m ? x[j] : m;
-    float s = 0.0f;
-    #pragma omp simd reduction(+:s)
-    for (int j = 0; j < V; j++)
-        s += vexp_nonpos(x[j] - m);
-    return m + logf(s);
+    return m + logf(red_sum_exp(x, m, V));
 }
 
 static void check_targets(const Tensor *logits, const int *targets)

@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "autograd/ops.h"
+#include "autograd/reduce.h"
 #include "autograd/vexp.h"
 
 /* Parameter gradients are sums over rows. Giving each block of COL_BLOCK columns to one thread,
@@ -33,17 +34,8 @@ static void check_layernorm(const Tensor *x, const Tensor *gamma, const Tensor *
  * catastrophically when the mean is large compared with the spread. */
 static void row_stats(const float *x, int C, float eps, float *mean, float *rstd)
 {
-    float s = 0.0f;
-    #pragma omp simd reduction(+:s)
-    for (int j = 0; j < C; j++)
-        s += x[j];
-    float m = s / (float)C;
-    float v = 0.0f;
-    #pragma omp simd reduction(+:v)
-    for (int j = 0; j < C; j++) {
-        float d = x[j] - m;
-        v += d * d;
-    }
+    float m = red_sum(x, C) / (float)C;
+    float v = red_sum_sq_dev(x, m, C);
     *mean = m;
     *rstd = 1.0f / sqrtf(v / (float)C + eps);
 }
@@ -71,13 +63,9 @@ static void layernorm_dx(const Node *n, const float *stats)
     for (size_t r = 0; r < rows; r++) {
         const float *xr = x->data + r * C, *dyr = dy + r * C;
         float mu = stats[2 * r], rstd = stats[2 * r + 1];
-        float sum_d = 0.0f, sum_dx = 0.0f;
-        #pragma omp simd reduction(+:sum_d, sum_dx)
-        for (int j = 0; j < C; j++) {
-            float d = dyr[j] * gamma[j];
-            sum_d += d;
-            sum_dx += d * (xr[j] - mu) * rstd;
-        }
+        /* sum_j dxhat_j and sum_j dxhat_j xhat_j, with rstd taken out of the second sum */
+        float sum_d = red_dot(dyr, gamma, C);
+        float sum_dx = red_dot_dev(dyr, gamma, xr, mu, C) * rstd;
         float mean_d = sum_d / (float)C, mean_dx = sum_dx / (float)C;
         float *dxr = dx + r * C;
         #pragma omp simd
@@ -194,13 +182,10 @@ static void softmax_row(const float *x, float *y, int C)
     #pragma omp simd reduction(max:m)
     for (int j = 1; j < C; j++)
         m = x[j] > m ? x[j] : m;
-    float s = 0.0f;
-    #pragma omp simd reduction(+:s)
-    for (int j = 0; j < C; j++) {
+    #pragma omp simd
+    for (int j = 0; j < C; j++)
         y[j] = vexp_nonpos(x[j] - m);
-        s += y[j];
-    }
-    float inv = 1.0f / s;
+    float inv = 1.0f / red_sum(y, C);
     #pragma omp simd
     for (int j = 0; j < C; j++)
         y[j] *= inv;
@@ -217,10 +202,7 @@ static void op_softmax_backward(Node *n)
     #pragma omp parallel for schedule(static)
     for (size_t r = 0; r < rows; r++) {
         const float *yr = y->data + r * C, *dyr = dy + r * C;
-        float dot = 0.0f;
-        #pragma omp simd reduction(+:dot)
-        for (int j = 0; j < C; j++)
-            dot += dyr[j] * yr[j];
+        float dot = red_dot(dyr, yr, C);
         float *dxr = dx + r * C;
         #pragma omp simd
         for (int j = 0; j < C; j++)

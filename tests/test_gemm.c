@@ -24,15 +24,6 @@ static const Shape SHAPES[] = {
     { true, false, 200, 512, 256 },  { true, true, 96, 80, 64 },
 };
 
-static float *random_floats(Rng *rng, long n)
-{
-    float *x = malloc((size_t)n * sizeof(float));
-    assert_non_null(x);
-    for (long i = 0; i < n; i++)
-        x[i] = rng_normal(rng);
-    return x;
-}
-
 static void test_products_match_naive(void **state)
 {
     (void)state;
@@ -41,8 +32,8 @@ static void test_products_match_naive(void **state)
         const Shape *s = &SHAPES[i];
         int lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
         long n = (long)s->M * s->N;
-        float *A = random_floats(&rng, (long)s->M * s->K);
-        float *B = random_floats(&rng, (long)s->K * s->N);
+        float *A = test_normal_floats(&rng, (long)s->M * s->K);
+        float *B = test_normal_floats(&rng, (long)s->K * s->N);
         float *C = calloc((size_t)n, sizeof(float)), *ref = calloc((size_t)n, sizeof(float));
         assert_non_null(C);
         assert_non_null(ref);

@@ -19,6 +19,16 @@
 #include "autograd/rng.h"
 #include "autograd/tensor.h"
 
+/* n N(0, 1) floats in a malloc'd array (for the products' tests, which take plain arrays). */
+static inline float *test_normal_floats(Rng *rng, long n)
+{
+    float *x = malloc((size_t)n * sizeof(float));
+    assert_non_null(x);
+    for (long i = 0; i < n; i++)
+        x[i] = rng_normal(rng);
+    return x;
+}
+
 /* A leaf tensor (category temp, requires_grad) filled with N(0, scale^2) values. */
 static inline Tensor *test_leaf(Rng *rng, float scale, int ndim, const int *shape)
 {

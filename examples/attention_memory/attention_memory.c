@@ -28,7 +28,7 @@ typedef struct {
 } Options;
 
 enum { FLAG_TMIN = 256, FLAG_TMAX, FLAG_BATCH, FLAG_HEADS, FLAG_HEAD_DIM, FLAG_REPS,
-       FLAG_THREADS, FLAG_LOG, FLAG_PLOT };
+       FLAG_THREADS, FLAG_KERNELS, FLAG_LOG, FLAG_PLOT };
 
 #define FIELD(f) offsetof(Options, f)
 static const Setting SETTINGS[] = {
@@ -48,6 +48,8 @@ static const Setting SETTINGS[] = {
               "printed (0 skips timing)" },
     { .name = "threads", .id = FLAG_THREADS, .type = SETTING_INT, .offset = FIELD(threads),
       .lo = 0, .hi = 1024, .def = "0", .arg = "N", .help = "threads, 0 = one per core" },
+    { .name = "kernels", .id = FLAG_KERNELS, .type = SETTING_CUSTOM,
+      .set = settings_set_kernels, .arg = "K", .help = SETTINGS_KERNELS_HELP },
     { .name = "log", .id = FLAG_LOG, .type = SETTING_STRING, .offset = FIELD(log_path),
       .arg = "FILE", .help = "also write the TSV to FILE" },
     { .name = "plot", .id = FLAG_PLOT, .type = SETTING_STRING, .offset = FIELD(plot_path),

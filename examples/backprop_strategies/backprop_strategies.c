@@ -55,6 +55,7 @@ typedef struct {
 
 enum { FLAG_N_FROM = 256, FLAG_N_TO, FLAG_N_STEP, FLAG_WIDTH, FLAG_BATCH, FLAG_STRATEGIES,
        FLAG_FRONTIER_N, FLAG_BUDGETS, FLAG_INTERVALS, FLAG_REPS, FLAG_SEED, FLAG_THREADS,
+       FLAG_KERNELS,
        FLAG_PICTURE, FLAG_LOG, FLAG_FRONTIER_LOG, FLAG_PLOT_MEMORY, FLAG_PLOT_FORWARDS,
        FLAG_PLOT_FRONTIER };
 
@@ -93,6 +94,8 @@ static const Setting SETTINGS[] = {
       .help = "seed of the weights and the data" },
     { .name = "threads", .id = FLAG_THREADS, .type = SETTING_INT, .offset = FIELD(threads),
       .lo = 0, .hi = 1024, .def = "0", .arg = "N", .help = "threads, 0 = one per core" },
+    { .name = "kernels", .id = FLAG_KERNELS, .type = SETTING_CUSTOM,
+      .set = settings_set_kernels, .arg = "K", .help = SETTINGS_KERNELS_HELP },
     { .name = "picture", .id = FLAG_PICTURE, .type = SETTING_INT, .offset = FIELD(picture),
       .lo = 1, .hi = 64, .arg = "N",
       .help = "print which f nodes each strategy holds at every backward\n"

@@ -2,6 +2,7 @@
 #include "examples/common/blas_kernels.h"
 
 #include "autograd/gemm.h"
+#include "autograd/kernels.h"
 #include "examples/common/rerun.h"
 
 #include <stdio.h>
@@ -49,7 +50,7 @@ void blas_kernels_check(void)
 
 const char *blas_kernels_note(char *buf, size_t len)
 {
-    if (gemm_library() != GEMM_OPENBLAS)
+    if (gemm_library() != GEMM_OPENBLAS || kernels_mode() == KERNELS_PORTABLE)
         return gemm_describe(buf, len);     /* OpenBLAS is linked but runs no product */
     const char *fallback = getenv(MARK);
     if (fallback)

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/kernels.h"
 #include "examples/common/cli.h"
 #include "optim/train.h"
 
@@ -323,4 +324,16 @@ void settings_merge_all(const Setting *t, int n, void *opts, const bool *given, 
             text = settings_saved_value(saved, settings_key(s), s->before);
         settings_merge(s, opts, given[s->id - first_id], text, saved->path);
     }
+}
+
+void settings_set_kernels(void *opts, int id, const char *flag, const char *text)
+{
+    (void)opts, (void)id;
+    KernelsMode mode;
+    if (!kernels_parse(text, &mode))
+        cli_usage_error("%s %s: choose portable or fast", flag, text);
+    kernels_set(mode);
+    /* The programs another program starts (fit_largest's train_gpt runs, the seeds of
+     * loss_scaling --jobs) run in the same mode. */
+    setenv("TAPEGRAD_KERNELS", kernels_name(mode), 1);
 }

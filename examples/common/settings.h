@@ -153,4 +153,16 @@ const char *settings_saved_value(const SettingsSaved *saved, const char *key, co
 void settings_merge_all(const Setting *t, int n, void *opts, const bool *given, int first_id,
                         const SettingsSaved *saved);
 
+/* --kernels, in every program that trains: a CUSTOM row whose set is settings_set_kernels and
+ * whose help is SETTINGS_KERNELS_HELP, without a default (unset, TAPEGRAD_KERNELS decides):
+ *     { .name = "kernels", .id = FLAG_KERNELS, .type = SETTING_CUSTOM,
+ *       .set = settings_set_kernels, .arg = "K", .help = SETTINGS_KERNELS_HELP },
+ * It chooses the kernel mode of autograd/kernels.h for the whole process at once. */
+void settings_set_kernels(void *opts, int id, const char *flag, const char *text);
+#define SETTINGS_KERNELS_HELP                                                                  \
+    "the products: fast (the best library for this CPU; the last\n"                          \
+    "bits depend on the CPU) or portable (tapegrad's own: the same\n"                       \
+    "bits on every CPU and thread count, slower) (default: the\n"                          \
+    "environment's TAPEGRAD_KERNELS, else fast)"
+
 #endif

@@ -28,7 +28,8 @@
 
 enum {
     OPT_BUDGET = 256, OPT_TIME, OPT_DATA, OPT_SEQ, OPT_TARGET_BATCH, OPT_VERIFY, OPT_MIN_STEPS,
-    OPT_NO_TRAIN, OPT_SAMPLE, OPT_OUT, OPT_WORK, OPT_TRAIN_GPT, OPT_THREADS, OPT_EXERCISE,
+    OPT_NO_TRAIN, OPT_SAMPLE, OPT_OUT, OPT_WORK, OPT_TRAIN_GPT, OPT_THREADS, OPT_KERNELS,
+    OPT_EXERCISE,
     OPT_LAYERS, OPT_EMBD, OPT_PRECISION, OPT_OPTIMIZER, OPT_MAX_BATCH, OPT_BASE, OPT_END
 };
 
@@ -119,6 +120,8 @@ static const Setting SETTINGS[] = {
               "fine-tuning and LoRA/QLoRA (ranks 64..4) of its shape" },
     { .name = "threads", .id = OPT_THREADS, .type = SETTING_INT, .offset = FIELD(threads),
       .lo = 0, .hi = 1024, .def = "0", .arg = "N", .help = "threads, 0 = one per core" },
+    { .name = "kernels", .id = OPT_KERNELS, .type = SETTING_CUSTOM,
+      .set = settings_set_kernels, .arg = "K", .help = SETTINGS_KERNELS_HELP },
     { .heading = "The checkpointing exercise:" },
     { .name = "exercise", .id = OPT_EXERCISE, .type = SETTING_CUSTOM, .set = set_exercise,
       .arg = "max-batch",

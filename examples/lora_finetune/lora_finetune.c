@@ -82,7 +82,8 @@ enum {
     FLAG_PRETRAIN_TASK = 256, FLAG_TASK, FLAG_LAYERS, FLAG_HEADS, FLAG_EMBD, FLAG_PRETRAIN_STEPS,
     FLAG_PRETRAIN_BATCH, FLAG_BASE, FLAG_CACHE_DIR, FLAG_STEPS, FLAG_BATCH, FLAG_LR_PRETRAIN,
     FLAG_LR_FULL, FLAG_LR_LORA, FLAG_LORA_ALPHA, FLAG_LORA_TARGETS, FLAG_RANKS, FLAG_QLORA_RANK,
-    FLAG_METHODS, FLAG_PRETRAIN_DECAY, FLAG_SEED, FLAG_THREADS, FLAG_EVAL_EXAMPLES, FLAG_LOG, FLAG_PLOT,
+    FLAG_METHODS, FLAG_PRETRAIN_DECAY, FLAG_SEED, FLAG_THREADS, FLAG_KERNELS, FLAG_EVAL_EXAMPLES,
+    FLAG_LOG, FLAG_PLOT,
 };
 
 /* The values that are more than a number or a name: a folder, lists. */
@@ -166,6 +167,8 @@ static const Setting SETTINGS[] = {
       .lo = 0, .hi = 1024, .def = "1", .arg = "N",
       .help = "0 = one per core (the thread count changes the order of\n"
               "sums, and the base's pretraining with it)" },
+    { .name = "kernels", .id = FLAG_KERNELS, .type = SETTING_CUSTOM,
+      .set = settings_set_kernels, .arg = "K", .help = SETTINGS_KERNELS_HELP },
     { .name = "eval-examples", .id = FLAG_EVAL_EXAMPLES, .type = SETTING_INT,
       .offset = FIELD(eval_examples), .lo = 1, .hi = 1 << 20, .def = "1000", .arg = "N",
       .help = "validation examples per accuracy" },

@@ -37,7 +37,7 @@
 
 enum { FLAG_PROBE_ONLY = 256, FLAG_RUNS_ONLY, FLAG_OUT, FLAG_TRAIN_GPT, FLAG_STEPS,
        FLAG_PROBE_STEP, FLAG_EVAL_EVERY, FLAG_EVAL_EXAMPLES, FLAG_COMPARE_STEP, FLAG_SEED,
-       FLAG_SEEDS, FLAG_FROM_LOGS, FLAG_THREADS, FLAG_JOBS };
+       FLAG_SEEDS, FLAG_FROM_LOGS, FLAG_THREADS, FLAG_KERNELS, FLAG_JOBS };
 
 static void set_out(void *opts, int id, const char *flag, const char *arg)
 {
@@ -105,6 +105,8 @@ static const Setting SETTINGS[] = {
       .help = "threads per run and for part 1 (the results depend on\n"
               "the thread count, and one is reproducible); the control\n"
               "runs on 2 (on 1 if N is not 1)" },
+    { .name = "kernels", .id = FLAG_KERNELS, .type = SETTING_CUSTOM,
+      .set = settings_set_kernels, .arg = "K", .help = SETTINGS_KERNELS_HELP },
     { .name = "jobs", .id = FLAG_JOBS, .type = SETTING_INT, .offset = FIELD(jobs),
       .lo = 1, .hi = N_RUNS, .def = "1", .arg = "N",
       .help = "runs at once; results do not depend on it" },

@@ -46,7 +46,7 @@ typedef struct {
 
 enum { FLAG_SCHEDULES = 256, FLAG_FULL, FLAG_OUT, FLAG_TRAIN_GPT, FLAG_SEEDS, FLAG_EPOCHS,
        FLAG_EPOCH_EXAMPLES, FLAG_BASE_BATCH, FLAG_MAX_MICRO, FLAG_EMBD, FLAG_LR_SGD,
-       FLAG_LR_ADAMW, FLAG_WARMUP_EPOCHS, FLAG_CLIP, FLAG_EVAL_EXAMPLES, FLAG_THREADS,
+       FLAG_LR_ADAMW, FLAG_WARMUP_EPOCHS, FLAG_CLIP, FLAG_EVAL_EXAMPLES, FLAG_THREADS, FLAG_KERNELS,
        FLAG_JOBS };
 
 static void set_out(void *opts, int id, const char *flag, const char *arg)
@@ -102,6 +102,8 @@ static const Setting SETTINGS[] = {
       .lo = 0, .hi = 1024, .def = "1", .arg = "N",
       .help = "threads per run (runs are small, and one thread is\n"
               "reproducible and immune to a busy machine)" },
+    { .name = "kernels", .id = FLAG_KERNELS, .type = SETTING_CUSTOM,
+      .set = settings_set_kernels, .arg = "K", .help = SETTINGS_KERNELS_HELP },
     { .name = "jobs", .id = FLAG_JOBS, .type = SETTING_INT, .offset = FIELD(jobs),
       .lo = 1, .hi = MAX_SEEDS, .def = "1", .arg = "N",
       .help = "runs at once; results do not depend on it" },

@@ -47,6 +47,7 @@ typedef struct {
 enum { FLAG_LECTURE = 256, FLAG_FRAGMENTATION, FLAG_PARAMS, FLAG_SWEEP, FLAG_PRECISION,
        FLAG_OPTIMIZER, FLAG_RANKS, FLAG_VOCAB, FLAG_SEQ, FLAG_LAYERS, FLAG_HEADS, FLAG_EMBD,
        FLAG_UNTIED, FLAG_SEPARATE_QKV, FLAG_BATCH, FLAG_STRATEGY, FLAG_POLICY, FLAG_THREADS,
+       FLAG_KERNELS,
        FLAG_NO_MEASURE };
 
 static void set_policy(void *opts, int id, const char *flag, const char *arg)
@@ -113,6 +114,8 @@ static const Setting SETTINGS[] = {
       .lo = 0, .hi = 1024, .def = "0", .arg = "N",
       .help = "threads, 0 = one per core; the attention backward takes a\n"
               "T x T scratch per thread" },
+    { .name = "kernels", .id = FLAG_KERNELS, .type = SETTING_CUSTOM,
+      .set = settings_set_kernels, .arg = "K", .help = SETTINGS_KERNELS_HELP },
     { .name = "no-measure", .id = FLAG_NO_MEASURE, .type = SETTING_SWITCH,
       .offset = FIELD(no_measure), .help = "formulas only" },
     { .heading = "  -h, --help          this text" },

@@ -68,7 +68,8 @@ static void set_seeds(void *opts, int id, const char *flag, const char *arg)
 }
 
 enum { FLAG_OUT = 256, FLAG_FROM_LOGS, FLAG_QUICK, FLAG_SEEDS, FLAG_STEPS, FLAG_EVAL_EVERY,
-       FLAG_EVAL_EXAMPLES, FLAG_DATA, FLAG_THREADS, FLAG_JOBS, FLAG_TRAIN_GPT, FLAG_END };
+       FLAG_EVAL_EXAMPLES, FLAG_DATA, FLAG_THREADS, FLAG_KERNELS, FLAG_JOBS, FLAG_TRAIN_GPT,
+       FLAG_END };
 
 #define FIELD(f) offsetof(Options, f)
 static const Setting SETTINGS[] = {
@@ -98,6 +99,8 @@ static const Setting SETTINGS[] = {
       .help = "the text" },
     { .name = "threads", .id = FLAG_THREADS, .type = SETTING_INT, .offset = FIELD(threads),
       .lo = 0, .hi = 1024, .def = "1", .arg = "N", .help = "threads per run" },
+    { .name = "kernels", .id = FLAG_KERNELS, .type = SETTING_CUSTOM,
+      .set = settings_set_kernels, .arg = "K", .help = SETTINGS_KERNELS_HELP },
     { .name = "jobs", .id = FLAG_JOBS, .type = SETTING_INT, .offset = FIELD(jobs),
       .lo = 1, .hi = MAX_JOBS, .def = "2", .arg = "N",
       .help = "runs at once; results do not depend on it" },

@@ -63,7 +63,7 @@ static void set_seed(void *opts, int id, const char *flag, const char *arg)
 }
 
 enum { FLAG_QUICK = 256, FLAG_DATA, FLAG_OUT, FLAG_FROM, FLAG_MIN_STEPS, FLAG_MAX_EPOCHS,
-       FLAG_SEQ, FLAG_BATCH, FLAG_LR, FLAG_EVAL, FLAG_BOOT, FLAG_SEED, FLAG_THREADS };
+       FLAG_SEQ, FLAG_BATCH, FLAG_LR, FLAG_EVAL, FLAG_BOOT, FLAG_SEED, FLAG_THREADS, FLAG_KERNELS };
 
 #define FIELD(f) offsetof(Options, f)
 static const Setting SETTINGS[] = {
@@ -104,6 +104,8 @@ static const Setting SETTINGS[] = {
       .arg = "N", .help = "weights and data of every run, and the resampling" },
     { .name = "threads", .id = FLAG_THREADS, .type = SETTING_INT, .offset = FIELD(train.threads),
       .lo = 1, .hi = 1024, .def = "2", .arg = "N", .help = "threads" },
+    { .name = "kernels", .id = FLAG_KERNELS, .type = SETTING_CUSTOM,
+      .set = settings_set_kernels, .arg = "K", .help = SETTINGS_KERNELS_HELP },
     { .heading = "  -h, --help          this text" },
 };
 #undef FIELD

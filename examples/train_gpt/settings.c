@@ -178,6 +178,8 @@ const Setting TRAIN_GPT_SETTINGS[] = {
       .help = "weights and data" },
     { .name = "threads", .id = FLAG_THREADS, .type = SETTING_INT, .offset = FIELD(threads),
       .lo = 0, .hi = 1024, .def = "0", .arg = "N", .help = "threads, 0 = one per core" },
+    { .name = "kernels", .id = FLAG_KERNELS, .type = SETTING_CUSTOM,
+      .set = settings_set_kernels, .arg = "K", .help = SETTINGS_KERNELS_HELP },
     { .name = "mem-budget", .id = FLAG_MEM_BUDGET, .type = SETTING_BYTES,
       .offset = FIELD(mem_budget), .lo = 1, .hi = (double)((size_t)1 << 50), .arg = "SIZE",
       .help = "the most tracked memory (every category) the run may hold,\n"

@@ -108,7 +108,7 @@ static double accuracy(const Mlp *m, Tensor *x, const int *labels)
 }
 
 enum { FLAG_STEPS = 256, FLAG_BATCH, FLAG_HIDDEN, FLAG_LAYERS, FLAG_LR, FLAG_MOMENTUM,
-       FLAG_SEED, FLAG_THREADS, FLAG_LOG, FLAG_PLOT };
+       FLAG_SEED, FLAG_THREADS, FLAG_KERNELS, FLAG_LOG, FLAG_PLOT };
 
 #define FIELD(f) offsetof(Options, f)
 static const Setting SETTINGS[] = {
@@ -130,6 +130,8 @@ static const Setting SETTINGS[] = {
       .help = "seed for the weights and the data" },
     { .name = "threads", .id = FLAG_THREADS, .type = SETTING_INT, .offset = FIELD(threads),
       .lo = 0, .hi = 1024, .def = "0", .arg = "N", .help = "threads, 0 = one per core" },
+    { .name = "kernels", .id = FLAG_KERNELS, .type = SETTING_CUSTOM,
+      .set = settings_set_kernels, .arg = "K", .help = SETTINGS_KERNELS_HELP },
     { .name = "log", .id = FLAG_LOG, .type = SETTING_STRING, .offset = FIELD(log_path),
       .def = "train_mlp.tsv", .arg = "FILE", .help = "TSV log: step, loss" },
     { .name = "plot", .id = FLAG_PLOT, .type = SETTING_STRING, .offset = FIELD(plot_path),

@@ -66,9 +66,9 @@ tsv_last() {
 
 claim_lora() {  # seed threads kernels dir
     # Full fine-tuning and LoRA r=8 only, 500 examples per accuracy: the claim's runs and no
-    # more. One base cache per kernel mode (the base's file name does not say the mode).
+    # more. The bases are cached (their names say the seed, threads and kernel mode).
     "$build/bin/lora_finetune" --methods full,lora --ranks 8 --eval-examples 500 \
-        --seed "$1" --threads "$2" --cache-dir "$out/lora_cache_$3" --log "$4/lora.tsv" \
+        --seed "$1" --threads "$2" --cache-dir "$out/lora_cache" --log "$4/lora.tsv" \
         > "$4/lora.out" 2>&1 || { row lora_base "$1" "$2" "$3" "lora_finetune failed: $4/lora.out" FAIL; return; }
     base=$(tsv_get "$4/lora.tsv" base acc_old)
     full=$(tsv_get "$4/lora.tsv" full acc_new)

@@ -228,19 +228,22 @@ static void check_adapters(const GptConfig *m, const Options *o, const char *whe
 }
 
 /* The base: --base, or the cached one for these settings, or a new one pretrained and cached.
- * The kernel mode and the thread count are part of the name: in the fast mode the thread count
- * decides how sums are split, and the two modes sum in different orders, so each trains its own
- * base from the same seed (the portable mode the same one on every thread count). */
+ * The kernel mode is part of the name, since the two modes sum in different orders and train
+ * different bases from the same seed; in the fast mode so is the thread count, which decides
+ * how the library splits its sums. The portable mode trains the same base on every count. */
 static const char *base_file(const Options *o, const Task *old, const Task *task, char *path,
                              size_t len)
 {
     if (o->base_path)
         return o->base_path;
-    snprintf(path, len,
-             "%s/base-%s-L%d-H%d-C%d-steps%ld-lr%g-%s-batch%d-seed%ld-threads%d-%s.safetensors",
+    char mode[32];
+    if (kernels_mode() == KERNELS_PORTABLE)
+        snprintf(mode, sizeof mode, "portable");
+    else
+        snprintf(mode, sizeof mode, "threads%d-fast", par_threads());
+    snprintf(path, len, "%s/base-%s-L%d-H%d-C%d-steps%ld-lr%g-%s-batch%d-seed%ld-%s.safetensors",
              o->cache_dir, o->pretrain_task, o->layers, o->heads, o->embd, o->pretrain_steps,
-             o->lr_pretrain, decay_names[o->pretrain_decay], o->pretrain_batch, o->seed,
-             par_threads(), kernels_name(kernels_mode()));
+             o->lr_pretrain, decay_names[o->pretrain_decay], o->pretrain_batch, o->seed, mode);
     if (access(path, R_OK) == 0) {
         printf("base: %s (cached; delete it to pretrain again)\n", path);
         return path;

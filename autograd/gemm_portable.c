@@ -133,15 +133,31 @@ static void block(int kc, const float *a, const float *b, bool first, float beta
             C[r * ldc + j] = acc[r][j];
 }
 
-static void *alloc_or_die(size_t floats)
+/* The copies of A and B live in buffers each thread keeps from call to call (and never frees:
+ * the process's end does). A fresh malloc of a few hundred KiB per call is a fresh mmap, whose
+ * pages fault in on first touch: that alone made the small products of a tiny model twice as
+ * slow. They are scratch of the product, like OpenBLAS's own buffers, not tensor storage, so
+ * they are not in the memory accounting: both kernel modes report the same bytes. */
+typedef struct {
+    float *data;
+    size_t floats;
+} Buffer;
+
+static _Thread_local Buffer a_buffer, b_buffer;
+
+static float *buffer_at_least(Buffer *b, size_t floats)
 {
-    float *p = malloc(floats * sizeof *p);
-    if (!p) {
-        fprintf(stderr, "tapegrad: out of memory for the portable product's %zu-byte buffer\n",
-                floats * sizeof *p);
-        exit(1);
+    if (b->floats < floats) {
+        free(b->data);
+        b->data = malloc(floats * sizeof *b->data);
+        if (!b->data) {
+            fprintf(stderr, "tapegrad: out of memory for the portable product's %zu-byte "
+                    "buffer\n", floats * sizeof *b->data);
+            exit(1);
+        }
+        b->floats = floats;
     }
-    return p;
+    return b->data;
 }
 
 void gemm_portable_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
@@ -150,8 +166,8 @@ void gemm_portable_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float 
 {
     int kc_max = imin(KC, K), mc_max = imin(MC, M), nc_max = imin(NC, N);
     /* Room for whole tiles and panels: the last ones are padded. */
-    float *a_pack = alloc_or_die((size_t)(mc_max + MR - 1) / MR * MR * kc_max);
-    float *b_pack = alloc_or_die((size_t)(nc_max + NR - 1) / NR * NR * kc_max);
+    float *a_pack = buffer_at_least(&a_buffer, (size_t)(mc_max + MR - 1) / MR * MR * kc_max);
+    float *b_pack = buffer_at_least(&b_buffer, (size_t)(nc_max + NR - 1) / NR * NR * kc_max);
     for (int j0 = 0; j0 < N; j0 += NC) {
         int nc = imin(NC, N - j0);
         for (int k0 = 0; k0 < K; k0 += KC) {
@@ -168,6 +184,4 @@ void gemm_portable_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float 
             }
         }
     }
-    free(a_pack);
-    free(b_pack);
 }

@@ -10,6 +10,8 @@ for b in "$build"/bench/*; do
 done
 echo "== gpt_avx2.sh (bench_gpt built and run as on an AVX2-only CPU)"
 sh "$(dirname "$0")/gpt_avx2.sh" || status=1
+echo "== kernels.sh (the portable kernel mode against fast)"
+sh "$(dirname "$0")/kernels.sh" "$build" || status=1
 echo "== ddp.sh (data parallel against PyTorch DDP, scripts/mpirun)"
 sh "$(dirname "$0")/ddp.sh" "$build" || status=1
 exit $status

@@ -313,7 +313,14 @@ for p in $all_parts; do
             "$@" 3< "$res/token" 4>> "$row.verdict" < /dev/null > "$row.full" 2>&1
         rc=$?
         rm -f "$res/token"
-        head -c 65536 "$row.full" > "$row.out"; rm -f "$row.full"
+        # A long output keeps its first and last 8 KiB (the report is at the end).
+        if [ "$(wc -c < "$row.full")" -gt 16384 ]; then
+            { head -c 8192 "$row.full"; printf '\n[... %s bytes left out ...]\n' "$(( $(wc -c < "$row.full") - 16384 ))"
+              tail -c 8192 "$row.full"; } > "$row.out"
+        else
+            cp "$row.full" "$row.out"
+        fi
+        rm -f "$row.full"
         echo "$rc" > "$row.rc"
         ok=0
         if [ "$rc" = 0 ]; then
@@ -359,8 +366,9 @@ function why(rc, b) {
     score = ok ? pts : 0
     total += score; max += pts; n++
     label = part ": " b (name == "*" ? "" : " " name)
-    entries[n] = sprintf("    {\"name\": \"%s\", \"score\": %s, \"max_score\": %s, \"visibility\": \"%s\", \"tags\": [\"%s\"], \"output\": \"%s\"}",
-                         esc(label), score, pts, vis, esc(part), esc(text))
+    # Concatenation, not sprintf: an output may be long (mawk limits sprintf to 8 KiB).
+    entries[n] = "    {\"name\": \"" esc(label) "\", \"score\": " score ", \"max_score\": " pts \
+                 ", \"visibility\": \"" vis "\", \"tags\": [\"" esc(part) "\"], \"output\": \"" esc(text) "\"}"
     printf "%-24s %-52s %5s / %-5s %s%s\n", part, b (name == "*" ? "" : " " name), score, pts,
            (ok ? "pass" : "FAIL"), (vis == "visible" ? "" : " (" vis ")")
     if (!(part in pscore)) order[++np] = part
@@ -371,7 +379,7 @@ END {
     printf "{\n  \"score\": %s,\n  \"max_score\": %s,\n", total, max > json
     if (note != "") printf "  \"output\": \"%s\",\n", note > json
     printf "  \"tests\": [\n" > json
-    for (i = 1; i <= n; i++) printf "%s%s\n", entries[i], (i < n ? "," : "") > json
+    for (i = 1; i <= n; i++) print entries[i] (i < n ? "," : "") > json
     printf "  ]\n}\n" > json
     print ""
     for (i = 1; i <= np; i++) printf "%-24s %5s / %s\n", order[i], pscore[order[i]], pmax[order[i]]

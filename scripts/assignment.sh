@@ -149,11 +149,16 @@ it has to compute, and the docs/ page of its topic explains why.
     make test       # the cmocka suite; a failing test prints its reference numbers
     make grade      # runs the graded tests as the grader will (hidden tests excepted)
 
-The grader runs the tests of tests/parts.tsv, each test program with a time limit: a test
-that crashes or hangs scores 0, and so do the tests of the same program that had not run yet;
-grading goes on. Some tests are hidden: only the grader has them.
-A test may also fail because a part it builds on is still missing (a GPT's gradient needs every
-op's backward): start with the parts that come first in the table below.
+Only the code between the two marker lines is graded: the grader takes each part's gaps
+from your tree, puts them into the reference tree (the reference code for every other part),
+and builds and runs that part's tests of tests/parts.tsv there, each test alone, with a time
+limit. A test that crashes, hangs or exits early scores 0 and costs no other test anything.
+Nothing else of your tree is used (its tests, Makefile or other files), and a gap may hold
+statements only: no #include or #define, no asm, no attributes, no brace that closes the
+function (the grader says which rule a gap breaks, and that part scores 0). Some tests are
+hidden: only the grader has them. In your own `make test` a test may also fail because a part
+it builds on is still missing (a GPT's gradient needs every op's backward): start with the
+parts that come first in the table below.
 
 ## The parts
 

@@ -85,35 +85,45 @@ static void kernel(int kc, const float *a, const float *b, float acc[MR][NR])
         kernel_plain(kc, a, b, acc);
 }
 
-/* op(A)[i][k] for row-major A: A[i lda + k], or A[k lda + i] when transposed. */
-static float at(const float *A, bool trans, long ld, int i, int k)
-{
-    return trans ? A[(long)k * ld + i] : A[(long)i * ld + k];
-}
-
-/* Rows i0..i0+mc-1, columns k0..k0+kc-1 of alpha op(A), as tiles of MR rows, each k-major.
- * Rows past the end repeat row i0 (any finite values do: their results are never stored). */
+/* Rows i0..i0+mc-1, columns k0..k0+kc-1 of alpha op(A), as tiles of MR rows, each k-major:
+ * tile t holds a[k][r] = alpha op(A)[i0 + t + r][k0 + k]. Rows past the end repeat the last
+ * real row (any finite values do: their results are never stored). */
 static void pack_a(float *dst, const float *A, bool trans, long lda, int i0, int mc, int k0,
                    int kc, float alpha)
 {
-    for (int t = 0; t < mc; t += MR)
-        for (int k = 0; k < kc; k++)
-            for (int r = 0; r < MR; r++) {
-                int i = t + r < mc ? i0 + t + r : i0;
-                float v = at(A, trans, lda, i, k0 + k);
-                *dst++ = alpha == 1.0f ? v : alpha * v;
-            }
+    for (int t = 0; t < mc; t += MR) {
+        const float *row[MR];   /* where op(A)[i][k0] is; the next k is one step further */
+        long step = trans ? lda : 1, across = trans ? 1 : lda;
+        for (int r = 0; r < MR; r++)
+            row[r] = A + (long)(i0 + (t + r < mc ? t + r : mc - 1)) * across + k0 * step;
+        for (int k = 0; k < kc; k++, dst += MR)
+            for (int r = 0; r < MR; r++)
+                dst[r] = row[r][(long)k * step];
+        if (alpha != 1.0f)
+            for (int i = -kc * MR; i < 0; i++)
+                dst[i] *= alpha;
+    }
 }
 
-/* Rows k0..k0+kc-1, columns j0..j0+nc-1 of op(B), as panels of NR columns, each k-major.
- * Columns past the end are 0. */
+/* Rows k0..k0+kc-1, columns j0..j0+nc-1 of op(B), as panels of NR columns, each k-major:
+ * panel p holds b[k][j] = op(B)[k0 + k][j0 + p + j]. Columns past the end are 0. */
 static void pack_b(float *dst, const float *B, bool trans, long ldb, int k0, int kc, int j0,
                    int nc)
 {
-    for (int p = 0; p < nc; p += NR)
-        for (int k = 0; k < kc; k++)
-            for (int j = 0; j < NR; j++)
-                *dst++ = p + j < nc ? at(B, trans, ldb, k0 + k, j0 + p + j) : 0.0f;
+    for (int p = 0; p < nc; p += NR) {
+        int w = nc - p < NR ? nc - p : NR;
+        for (int k = 0; k < kc; k++, dst += NR) {
+            if (trans) {
+                const float *col = B + (long)(j0 + p) * ldb + k0 + k;
+                for (int j = 0; j < w; j++)
+                    dst[j] = col[(long)j * ldb];
+            } else {
+                memcpy(dst, B + (long)(k0 + k) * ldb + j0 + p, (size_t)w * sizeof *dst);
+            }
+            for (int j = w; j < NR; j++)
+                dst[j] = 0.0f;
+        }
+    }
 }
 
 /* The block of C at (i, j), mr x nr of it real, after one block of k: the first block starts

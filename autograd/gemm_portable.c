@@ -34,42 +34,43 @@ enum { KC = 256, MC = 120, NC = 512 };
 
 static int imin(int a, int b) { return a < b ? a : b; }
 
-/* acc[r][j] = fma(a[k][r], b[k][j], acc[r][j]) for k = 0..kc-1: a is a tile of MR rows stored
- * k-major (MR values per k), b a panel of NR columns (NR values per k). The definition; CPUs
- * without AVX2 and FMA run it (slowly: the compiler does not keep acc in registers). */
+/* c[r][j] = fma(a[k][r], b[k][j], c[r][j]) for k = 0..kc-1, where c[r][j] is c[r ldc + j]:
+ * a is a tile of MR rows stored k-major (MR values per k), b a panel of NR columns (NR values
+ * per k). The definition; CPUs without AVX2 and FMA run it (slowly: the compiler does not keep
+ * the block of C in registers). */
 static void kernel_plain(int kc, const float *restrict a, const float *restrict b,
-                         float acc[restrict MR][NR])
+                         float *restrict c, long ldc)
 {
     for (int k = 0; k < kc; k++)
         for (int r = 0; r < MR; r++)
             for (int j = 0; j < NR; j++)
-                acc[r][j] = fmaf(a[(long)k * MR + r], b[(long)k * NR + j], acc[r][j]);
+                c[r * ldc + j] = fmaf(a[(long)k * MR + r], b[(long)k * NR + j], c[r * ldc + j]);
 }
 
 /* The same fmas, written with AVX2 intrinsics so that the 6 x 16 block stays in twelve
  * registers: each _mm256_fmadd_ps is eight of kernel_plain's fmaf, on eight elements of C, so
- * the bits are kernel_plain's (tests/test_gemm.c compares the two). CPUs with AVX-512 run this
- * one too. */
+ * the bits are kernel_plain's (tests/test_gemm_portable.c compares the two). CPUs with AVX-512
+ * run this one too. */
 __attribute__((target("avx2,fma"))) static void kernel_avx2(int kc, const float *restrict a,
                                                             const float *restrict b,
-                                                            float acc[restrict MR][NR])
+                                                            float *restrict c, long ldc)
 {
-    __m256 c[MR][2];
+    __m256 acc[MR][2];
     for (int r = 0; r < MR; r++) {
-        c[r][0] = _mm256_loadu_ps(&acc[r][0]);
-        c[r][1] = _mm256_loadu_ps(&acc[r][8]);
+        acc[r][0] = _mm256_loadu_ps(c + r * ldc);
+        acc[r][1] = _mm256_loadu_ps(c + r * ldc + 8);
     }
     for (int k = 0; k < kc; k++) {
         __m256 b0 = _mm256_loadu_ps(b + (long)k * NR), b1 = _mm256_loadu_ps(b + (long)k * NR + 8);
         for (int r = 0; r < MR; r++) {
             __m256 ar = _mm256_broadcast_ss(a + (long)k * MR + r);
-            c[r][0] = _mm256_fmadd_ps(ar, b0, c[r][0]);
-            c[r][1] = _mm256_fmadd_ps(ar, b1, c[r][1]);
+            acc[r][0] = _mm256_fmadd_ps(ar, b0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(ar, b1, acc[r][1]);
         }
     }
     for (int r = 0; r < MR; r++) {
-        _mm256_storeu_ps(&acc[r][0], c[r][0]);
-        _mm256_storeu_ps(&acc[r][8], c[r][1]);
+        _mm256_storeu_ps(c + r * ldc, acc[r][0]);
+        _mm256_storeu_ps(c + r * ldc + 8, acc[r][1]);
     }
 }
 
@@ -77,12 +78,12 @@ static bool use_plain = false;
 
 void gemm_portable_force_plain(bool plain) { use_plain = plain; }
 
-static void kernel(int kc, const float *a, const float *b, float acc[MR][NR])
+static void kernel(int kc, const float *a, const float *b, float *c, long ldc)
 {
     if (!use_plain && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        kernel_avx2(kc, a, b, acc);
+        kernel_avx2(kc, a, b, c, ldc);
     else
-        kernel_plain(kc, a, b, acc);
+        kernel_plain(kc, a, b, c, ldc);
 }
 
 /* Rows i0..i0+mc-1, columns k0..k0+kc-1 of alpha op(A), as tiles of MR rows, each k-major:
@@ -127,20 +128,25 @@ static void pack_b(float *dst, const float *B, bool trans, long ldb, int k0, int
 }
 
 /* The block of C at (i, j), mr x nr of it real, after one block of k: the first block starts
- * from beta C, the later ones from what the earlier left in C. */
+ * from beta C, the later ones from what the earlier left in C. A whole block is worked on where
+ * it lies in C; a partial one (the last rows or columns) in a copy padded to MR x NR. */
 static void block(int kc, const float *a, const float *b, bool first, float beta, float *C,
                   long ldc, int mr, int nr)
 {
+    if (first && beta != 1.0f)
+        for (int r = 0; r < mr; r++)
+            for (int j = 0; j < nr; j++)
+                C[r * ldc + j] = beta == 0.0f ? 0.0f : beta * C[r * ldc + j];
+    if (mr == MR && nr == NR) {
+        kernel(kc, a, b, C, ldc);
+        return;
+    }
     float acc[MR][NR] = { { 0 } };
     for (int r = 0; r < mr; r++)
-        for (int j = 0; j < nr; j++) {
-            float c = C[r * ldc + j];
-            acc[r][j] = !first ? c : beta == 0.0f ? 0.0f : beta == 1.0f ? c : beta * c;
-        }
-    kernel(kc, a, b, acc);
+        memcpy(acc[r], C + r * ldc, (size_t)nr * sizeof(float));
+    kernel(kc, a, b, &acc[0][0], NR);
     for (int r = 0; r < mr; r++)
-        for (int j = 0; j < nr; j++)
-            C[r * ldc + j] = acc[r][j];
+        memcpy(C + r * ldc, acc[r], (size_t)nr * sizeof(float));
 }
 
 /* The copies of A and B live in buffers each thread keeps from call to call (and never frees:

@@ -63,7 +63,7 @@ instructor_only() {
     # (the task, the table to fill, the measurement tools: student_homework below).
     for f in examples/fit_largest/*.c examples/fit_largest/*.h examples/common/fit_search.c \
              examples/common/fit_search.h tests/test_fit_search.c tests/test_fit_largest_cli.c \
-             docs/fit_largest.md; do
+             docs/fit_largest.md docs/measured/fit_largest*; do
         [ -f "$f" ] && echo "$f"
     done
 }

@@ -36,6 +36,8 @@ roundtrip)
         fail "the student's docs/fit_largest.md holds the reference answer"
     grep -rqs 'fit_largest --budget' "$dir/student/ASSIGNMENT.md" "$dir/student/README.md" &&
         fail "the student tree points to the reference search"
+    ls "$dir/student/docs/measured" 2>/dev/null | grep -q fit_largest &&
+        fail "the student tree holds fit_largest's recorded output"
     awk -F'\t' '!/^#/ && NF >= 5 && $5 != "visible"' "$dir/student/tests/parts.tsv" | grep -q . &&
         fail "the student's tests/parts.tsv lists hidden tests"
     sh scripts/assignment.sh --restore "$dir/student" "$dir/sol" > "$dir/log" 2>&1 ||

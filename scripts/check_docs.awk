@@ -191,7 +191,7 @@ function check(text, body,    t, pos, off, len, d, s, c, name, loc, timing, scal
     while (match(s, NUMRE)) { pos = off + RSTART; len = RLENGTH; off += RSTART + RLENGTH - 1; s = substr(s, RSTART + RLENGTH) }
     if (pos == 0 || pos + len - 1 != length(t)) { err(FNR, "the marker <!-- " body " --> does not follow a number"); return text }
     d = substr(t, pos, len)
-    if (d ~ /^-/ && pos > 1 && substr(t, pos - 1, 1) ~ /[A-Za-z0-9_.^]/) { d = substr(d, 2); pos++; len-- }
+    if (d ~ /^-/ && pos > 1 && substr(t, pos - 1, 1) ~ /[A-Za-z0-9_.]/) { d = substr(d, 2); pos++; len-- }
     n++
     if (body ~ /^=/) {
         form++; name = "formula"; v = expand(substr(body, 2)); if (v == "") return text
@@ -228,12 +228,15 @@ function check(text, body,    t, pos, off, len, d, s, c, name, loc, timing, scal
 
 # A formula with every NAME[ROW, COLUMN] or NAME[/REGEX/ K] replaced by that value, or "" when
 # one cannot be found.
-function expand(expr,    out, ref, b, name, loc, key, v) {
+function expand(expr,    out, rest, e, b, name, loc, key, v) {
     out = ""
-    while (match(expr, /[A-Za-z_][A-Za-z0-9_.-]*\[[^]]+\]/)) {
-        ref = substr(expr, RSTART, RLENGTH); out = out substr(expr, 1, RSTART - 1)
-        expr = substr(expr, RSTART + RLENGTH)
-        b = index(ref, "["); name = substr(ref, 1, b - 1); loc = substr(ref, b + 1, length(ref) - b - 1)
+    while (match(expr, /[A-Za-z_][A-Za-z0-9_.-]*\[/)) {
+        name = substr(expr, RSTART, RLENGTH - 1); out = out substr(expr, 1, RSTART - 1)
+        rest = substr(expr, RSTART + RLENGTH)
+        # a /REGEX/ may hold brackets of its own: the reference ends at the first ] after it
+        b = (substr(rest, 1, 1) == "/") ? index(substr(rest, 2), "/") + 1 : 0
+        e = index(substr(rest, b + 1), "]"); if (e == 0) { err(FNR, "no ] after " name "["); return "" }
+        loc = substr(rest, 1, b + e - 1); expr = substr(rest, b + e + 1)
         key = output(name, FNR); if (key == "") return ""
         v = locate(key, trim(loc), FNR); if (!found) return ""
         out = out sprintf("%.17g", v)

@@ -1,6 +1,7 @@
 /* Faults under mpirun: train_gpt --parallel on 4 ranks (scripts/mpirun) when a file is missing on
- * every rank, when it is missing on one rank only, when the snapshot to resume is corrupt, and
- * when training diverges before a snapshot is written. Each must end every rank with a non-zero
+ * every rank, when it is missing on one rank only, when the snapshot to resume is corrupt, when
+ * training diverges before a snapshot is written, and when the ranks are given different
+ * settings or one of them a bad flag. Each must end every rank with a non-zero
  * exit and its message printed once, within seconds (no rank left waiting), and leave no
  * snapshot and no temporary file behind. The ranks are real processes: this test starts mpirun
  * itself and reads what the run printed. */
@@ -149,6 +150,66 @@ static void test_divergence_leaves_no_snapshot(void **s)
     rmdir(dir);
 }
 
+/* Issue 30: ranks given different settings (MPMD: each its own command line) hung (ddp against
+ * zero1, --steps 4 against 8, --micro-batches 2 against 3) or ran silently to the end (--lr,
+ * --seed, the pipeline schedule). They compare their settings before the first collective: one
+ * message, from one rank, naming the first differing setting and both values; every rank
+ * exits non-zero within seconds. */
+static void test_settings_disagree(void **s)
+{
+    (void)s;
+    static const struct { const char *a, *b, *needle; } cases[] = {
+        { "--parallel ddp", "--parallel zero1", "--parallel is ddp on rank 0, zero1 on rank 1" },
+        { "--parallel ddp --steps 4", "--parallel ddp --steps 8",
+          "--steps is 4 on rank 0, 8 on rank 1" },
+        { "--parallel pipeline:gpipe --micro-batches 2 --layers 2",
+          "--parallel pipeline:gpipe --micro-batches 3 --layers 2",
+          "--micro-batches is 2 on rank 0, 3 on rank 1" },
+        { "--parallel zero2 --lr 0.001", "--parallel zero2 --lr 0.002",
+          "--lr is 0.001 on rank 0, 0.002 on rank 1" },
+        { "--parallel ddp --seed 1", "--parallel ddp --seed 2",
+          "--seed is 1 on rank 0, 2 on rank 1" },
+        { "--parallel pipeline:gpipe --layers 2", "--parallel pipeline:1f1b --layers 2",
+          "--parallel is pipeline:gpipe on rank 0, pipeline:1f1b on rank 1" },
+        { "--parallel zero3 --kernels fast", "--parallel zero3 --kernels portable",
+          "--kernels is fast on rank 0, portable on rank 1" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[8192];
+        snprintf(args, sizeof args, "-np 1 %s %s %s : -np 1 %s %s %s", bin, small, cases[i].a,
+                 bin, small, cases[i].b);
+        expect_one_message(args, cases[i].needle);
+        assert_int_equal(run(args, "different settings").messages, 1);
+    }
+    /* Three ranks agree, the fourth differs: it alone names itself. */
+    char args[8192];
+    snprintf(args, sizeof args, "-np 3 %s %s --parallel ddp : -np 1 %s %s --parallel ddp "
+             "--clip 0.5", bin, small, bin, small);
+    expect_one_message(args, "--clip is 1 on rank 0, 0.5 on rank 3");
+}
+
+/* A bad flag on one rank only: the others no longer wait for it in the first collective. */
+static void test_bad_flag_on_one_rank(void **s)
+{
+    (void)s;
+    char args[8192];
+    snprintf(args, sizeof args, "-np 1 %s %s --parallel ddp : -np 1 %s %s --parallel ddp "
+             "--lr abc", bin, small, bin, small);
+    expect_one_message(args, "--lr: 'abc' is not a number");
+    snprintf(args, sizeof args, "-np 1 %s %s --parallel ddp --lr abc : -np 1 %s %s --parallel "
+             "ddp", bin, small, bin, small);
+    expect_one_message(args, "--lr: 'abc' is not a number");
+}
+
+/* A pipeline whose rank count does not divide the blocks: the error once, not once per rank. */
+static void test_pipeline_wrong_np(void **s)
+{
+    (void)s;
+    char args[8192];
+    snprintf(args, sizeof args, "-np 3 %s %s --layers 2 --parallel pipeline:1f1b", bin, small);
+    expect_one_message(args, "3 ranks do not divide the model's 2 blocks");
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -174,6 +235,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_missing_on_rank_zero),
         cmocka_unit_test(test_corrupt_snapshot),
         cmocka_unit_test(test_divergence_leaves_no_snapshot),
+        cmocka_unit_test(test_settings_disagree),
+        cmocka_unit_test(test_bad_flag_on_one_rank),
+        cmocka_unit_test(test_pipeline_wrong_np),
     };
     int failed = cmocka_run_group_tests(t, NULL, NULL);
     char err[1100];

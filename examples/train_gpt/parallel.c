@@ -9,8 +9,11 @@
  * trains on rows r B .. (r + 1) B - 1. Rank 0 alone prints and writes the log, the figure and
  * the snapshot (the replicas are identical). Without --parallel, MPI is never initialised.
  *
- * Failures: the options are the same on every rank, so a bad flag fails on all of them at once;
- * only rank 0's message is shown and every rank leaves MPI cleanly with the usage error's code.
+ * Failures: the options are usually the same on every rank, so a bad flag fails on all of them
+ * at once; only rank 0's message is shown and every rank leaves MPI cleanly with the usage
+ * error's code (a bad flag on one rank alone votes like a setup failure). Ranks given different
+ * settings are stopped before their first collective with one message naming the first
+ * differing setting (agree_on_settings).
  * A failure while the run is set up (a data file missing on one host or on all, a snapshot that
  * does not load) can happen on any set of ranks: they vote (parallel_setup_done, the first
  * collective), the lowest failing rank's message alone is shown, and every rank leaves MPI
@@ -21,6 +24,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "autograd/checkpoint.h"
+#include "autograd/kernels.h"
 #include "autograd/mem.h"
 #include "dist/ddp.h"
 #include "dist/zero.h"
@@ -46,7 +51,9 @@ struct ParallelRun {
 /* PARSING: options_parse; SETUP: the data, the model, a snapshot, up to the vote; AGREED: the
  * vote found a failure and every rank is exiting. */
 static enum { PAR_OFF, PAR_PARSING, PAR_SETUP, PAR_AGREED, PAR_RUNNING, PAR_DONE } phase = PAR_OFF;
-static int saved_stderr = -1;
+/* stderr's buffer on ranks other than 0 from MPI_Init to the end of the setup: a rank's message
+ * is printed only if it is the lowest failing rank's (setup_failed). */
+static char held[1 << 14];
 
 /* --parallel other than pipeline:... (that goes to pipeline.c, flags.c). */
 void parallel_set_option(void *opts, int f, const char *flag, const char *arg)
@@ -112,18 +119,21 @@ static void setup_failed(void)
     dist_finalize();
 }
 
-/* After an exit during parsing every rank is exiting the same way: MPI ends cleanly; during
- * the setup, after the vote (setup_failed). Any later exit before the end may leave other
- * ranks waiting: MPI_Abort ends them. */
+/* An exit while parsing or setting up: after the vote (setup_failed). The ranks usually parse
+ * the same command line, but an MPMD launch (`-np 1 prog A : -np 1 prog B`) gives each its own,
+ * and a rank that stopped at a bad flag without voting would leave the others waiting in the
+ * vote (and itself in MPI_Finalize, which waits for them). After the vote every rank is exiting
+ * alike: MPI ends cleanly. Any later exit before the end may leave other ranks waiting:
+ * MPI_Abort ends them. */
 static void at_exit(void)
 {
     if (!dist_initialized())
         return;
-    if (phase == PAR_PARSING || phase == PAR_AGREED) {
+    if (phase == PAR_AGREED) {
         dist_finalize();
         return;
     }
-    if (phase == PAR_SETUP) {
+    if (phase == PAR_PARSING || phase == PAR_SETUP) {
         setup_failed();
         return;
     }
@@ -154,34 +164,136 @@ void parallel_begin(int *argc, char ***argv)
         fflush(stdout);
         if (!freopen("/dev/null", "w", stdout))
             perror("freopen");
-        /* The same message from every rank would say nothing more. */
+        /* The same message from every rank would say nothing more: held until the vote. */
         fflush(stderr);
-        saved_stderr = dup(2);
-        FILE *null = fopen("/dev/null", "w");
-        if (null) {
-            dup2(fileno(null), 2);
-            fclose(null);
-        }
+        setvbuf(stderr, held, _IOFBF, sizeof held);
     }
 }
 
 void parallel_parsed(void)
 {
-    if (saved_stderr >= 0) {
-        dup2(saved_stderr, 2);
-        close(saved_stderr);
-        saved_stderr = -1;
-    }
-    if (phase == PAR_PARSING) {
+    if (phase == PAR_PARSING)
         phase = PAR_SETUP;
-        /* Only rank 0 prints while things go well; see at_exit for the others' messages. */
-        static char held[1 << 14];
-        if (dist_world()->rank != 0)
-            setvbuf(stderr, held, _IOFBF, sizeof held);
+}
+
+/* Settings agreement ---------------------------------------------------------------------------
+ * MPMD command lines (`mpirun -np 1 prog A : -np 1 prog B`), or a script that passes each host
+ * its own flags, can give the ranks different settings. Ranks that disagree on the mode or on
+ * the step count enter different collectives and wait for each other forever; ranks that
+ * disagree on --lr or --seed run to the end and write numbers no single command line gives.
+ * So after the setup vote every rank writes the settings that must agree as text ("name\tvalue"
+ * lines, in table order), rank 0's text is broadcast, and each rank compares it with its own:
+ * the lowest rank that differs names the first differing setting with both values, the others
+ * leave quietly, every rank exits 1. Rows that are the rank's own business are left out: the
+ * threads, the memory budget, outputs only rank 0 writes, the samples printed at the end.
+ * Checkpointing is compared (ZeRO-3 gathers weights again for a recomputed block). */
+static bool rank_local(int id)
+{
+    static const Flag local[] = {
+        FLAG_THREADS, FLAG_MEM_BUDGET, FLAG_LOG, FLAG_PLOT, FLAG_SAVE, FLAG_SAVE_ADAPTER,
+        FLAG_PIPE_EVENTS, FLAG_SAMPLE, FLAG_TEMPERATURE, FLAG_SAMPLE_SEED, FLAG_EVAL_EXAMPLES,
+    };
+    for (size_t i = 0; i < sizeof local / sizeof local[0]; i++)
+        if ((int)local[i] == id)
+            return true;
+    return false;
+}
+
+/* One setting as its flag would be typed (the custom rows without a format of their own here). */
+static void agreed_value(const Setting *s, const Options *o, char *buf, size_t len)
+{
+    static const char *const modes[] = { "none", "ddp", "zero1", "zero2", "zero3" };
+    char name[64];
+    switch (s->id) {
+    case FLAG_PARALLEL:
+        snprintf(buf, len, "%s", o->parallel ? o->parallel
+                                             : modes[o->ddp ? 1 : o->zero_stage ? o->zero_stage + 1 : 0]);
+        break;
+    case FLAG_KERNELS: snprintf(buf, len, "%s", kernels_name(kernels_mode())); break;
+    case FLAG_CHECKPOINT: snprintf(buf, len, "%s", ckpt_name(o->cfg.checkpoint, name, sizeof name)); break;
+    case FLAG_LORA_TARGETS: snprintf(buf, len, "%u", (unsigned)o->lora.targets); break;
+    default: settings_format(s, o, buf, len);
     }
 }
 
-void parallel_setup_done(void)
+enum { AGREED_MAX = 1 << 16 };
+
+/* The text every rank must share: each row's "--name\tvalue\n", then the step a loaded
+ * snapshot resumes from. */
+static size_t agreed_text(const Options *o, long start_step, char *buf, size_t len)
+{
+    size_t at = 0;
+    char value[SETTINGS_META_VALUE];
+    for (int i = 0; i < TRAIN_GPT_N_SETTINGS && at < len; i++) {
+        const Setting *s = &TRAIN_GPT_SETTINGS[i];
+        /* a pipeline's --accum is its --micro-batches (pipeline_check_options): named so */
+        if (!s->name || rank_local(s->id) || (s->id == FLAG_ACCUM && o->parallel))
+            continue;
+        agreed_value(s, o, value, sizeof value);
+        at += (size_t)snprintf(buf + at, len - at, "--%s\t%s\n", s->name, value);
+    }
+    if (at < len)
+        at += (size_t)snprintf(buf + at, len - at, "the snapshot's step\t%ld\n", start_step);
+    return at < len ? at : len - 1;
+}
+
+/* The first line where mine and theirs differ: its name, and each side's value. */
+static void first_difference(const char *mine, const char *theirs, int rank, char *out,
+                             size_t len)
+{
+    while (*mine || *theirs) {
+        size_t a = strcspn(mine, "\n"), b = strcspn(theirs, "\n");
+        if (a != b || memcmp(mine, theirs, a) != 0) {
+            size_t name = strcspn(mine, "\t");
+            size_t tb = strcspn(theirs, "\t");
+            if (name > a)
+                name = a;
+            if (tb > b)
+                tb = b;
+            snprintf(out, len, "%.*s is %.*s on rank 0, %.*s on rank %d", (int)name, mine,
+                     (int)(b - (tb < b ? tb + 1 : b)), theirs + (tb < b ? tb + 1 : b),
+                     (int)(a - (name < a ? name + 1 : a)), mine + (name < a ? name + 1 : a),
+                     rank);
+            return;
+        }
+        mine += a + (mine[a] != '\0');
+        theirs += b + (theirs[b] != '\0');
+    }
+    snprintf(out, len, "the settings differ");
+}
+
+/* Every rank alive after the setup vote: rank 0's settings broadcast and compared. */
+static void agree_on_settings(const Options *o, long start_step)
+{
+    DistComm *c = dist_world();
+    static char mine[AGREED_MAX], theirs[AGREED_MAX];
+    uint64_t n = agreed_text(o, start_step, mine, sizeof mine);
+    uint64_t n0 = n;
+    dist_broadcast(c, &n0, sizeof n0, 0);
+    if (n0 >= sizeof theirs)
+        n0 = sizeof theirs - 1;
+    if (c->rank == 0)
+        memcpy(theirs, mine, n0);
+    dist_broadcast(c, theirs, n0, 0);
+    theirs[n0] = '\0';
+    bool differs = n != n0 || memcmp(mine, theirs, n) != 0;
+    int first = first_failing_rank(differs);
+    if (first < 0)
+        return;
+    phase = PAR_AGREED;
+    if (first == c->rank) {
+        char why[1024];
+        first_difference(mine, theirs, c->rank, why, sizeof why);
+        fprintf(stderr, "%s: the ranks were given different settings: %s (every rank must run "
+                "the same flags and snapshot)\n", cli_program(), why);
+    } else {
+        drop_held_stderr();
+    }
+    fflush(stderr);
+    exit(1);
+}
+
+void parallel_setup_done(const Options *o, long start_step)
 {
     if (phase != PAR_SETUP)
         return;
@@ -190,12 +302,13 @@ void parallel_setup_done(void)
         drop_held_stderr();
         exit(1);
     }
+    agree_on_settings(o, start_step);
     phase = PAR_RUNNING;
 }
 
 ParallelRun *parallel_start(const Options *o, Trainer *tr)
 {
-    parallel_setup_done();
+    parallel_setup_done(o, tr->step);
     if (phase == PAR_OFF || !(o->ddp || o->zero_stage))
         return NULL;
     ParallelRun *p = calloc(1, sizeof *p);

@@ -56,7 +56,8 @@ void pipeline_check_options(Options *o)
     o->accum = o->micro_batches;        /* the schedule's effective batch is batch x m */
 }
 
-/* The same error on every rank (each found it from the same arguments): nobody waits. */
+/* The same error on every rank (each found it from the same arguments, which the ranks have
+ * agreed on: parallel_setup_done): nobody waits, and rank 0 alone says it, once. */
 static _Noreturn void die_everywhere(int rank, const char *fmt, ...)
 {
     char msg[512];
@@ -64,7 +65,9 @@ static _Noreturn void die_everywhere(int rank, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "%s: rank %d: %s\n", cli_program(), rank, msg);   /* one write per rank */
+    if (rank == 0)
+        fprintf(stderr, "%s: %s\n", cli_program(), msg);
+    fflush(stderr);
     dist_finalize();
     exit(1);
 }
@@ -130,7 +133,7 @@ typedef struct {
 int pipeline_main(Options *o, Dataset *ds)
 {
     dist_init(NULL, NULL);
-    parallel_setup_done();
+    parallel_setup_done(o, 0);
     DistComm *w = dist_world();
     int p = w->size, rank = w->rank;
     TrainerConfig cfg = o->cfg;
@@ -139,7 +142,7 @@ int pipeline_main(Options *o, Dataset *ds)
     int *first = malloc((size_t)(p + 1) * sizeof *first);
     char err[256];
     if (!first)
-        die_everywhere(rank, "out of memory");
+        dist_fail("out of memory");
     if (!pipe_split_parse(o->stages, cfg.model.n_layer, p, first, err, sizeof err))
         die_everywhere(rank, "%s", err);
     if (o->seq > cfg.model.max_seq || cfg.model.vocab_size < dataset_vocab_size(ds))
@@ -174,7 +177,7 @@ int pipeline_main(Options *o, Dataset *ds)
     size_t *peaks = calloc((size_t)p, sizeof *peaks);
     double *bubble = calloc((size_t)p, sizeof *bubble);
     if (!tokens || !targets || !peaks || !bubble)
-        die_everywhere(rank, "out of memory for %zu tokens", n_tok);
+        dist_fail("out of memory for %zu tokens", n_tok);
     Trainer *tr = pipe_trainer(pp);
     Totals tot = { 0 };
     double last_loss = 0.0;

@@ -175,9 +175,11 @@ void         parallel_check_options(const Options *o);
 void         parallel_begin(int *argc, char ***argv);
 void         parallel_parsed(void);          /* after options_parse */
 /* The end of the setup (the data, the model, a snapshot): the ranks vote on whether any of them
- * failed, and all exit if one did. The first collective of a run: parallel_start and
- * pipeline_main call it first. */
-void         parallel_setup_done(void);
+ * failed, and all exit if one did; then they compare the settings that must agree (every flag
+ * but the rank's own threads, outputs, ...; and the step a snapshot resumes from, start_step),
+ * and all exit 1 if any differs, the lowest differing rank naming the first setting and both
+ * values. The first collectives of a run: parallel_start and pipeline_main call it first. */
+void         parallel_setup_done(const Options *o, long start_step);
 ParallelRun *parallel_start(const Options *o, Trainer *tr);
 bool         parallel_is_root(void);
 int          parallel_ranks(const ParallelRun *p);

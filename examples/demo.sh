@@ -4,6 +4,11 @@
 # machine; docs/gpt.md has the measured accuracy and time), then the quick train_mlp run. Logs,
 # figures and the snapshot go into BUILD/demo/.
 set -e
+# The portable kernel mode (autograd/kernels.h) unless the caller chose: the demo then prints,
+# on any CPU and thread count, the numbers docs/gpt.md shows (seed 1 solves the task), where
+# the fast mode's last bits, and with them the run, depend on the CPU.
+TAPEGRAD_KERNELS=${TAPEGRAD_KERNELS:-portable}
+export TAPEGRAD_KERNELS
 build=${1:-build}
 out="$build/demo"
 mkdir -p "$out"

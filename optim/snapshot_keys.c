@@ -267,7 +267,7 @@ static bool double_in_range(const SnapshotKey *k, double v, char *why, size_t le
 
 static bool positive_float(const SnapshotKey *k, double v, char *why, size_t len)
 {
-    if (v > 0.0 && (double)(float)v == v)
+    if (v > 0.0 && v <= FLT_MAX && (double)(float)v == v)
         return true;
     snprintf(why, len, "'%s' = %g is not a positive float", key_of(k), v);
     return false;
@@ -329,6 +329,14 @@ static bool parse_u64(const char *text, uint64_t *out)
 }
 
 /* The names of a choice, "a, b, c", into buf. */
+/* A number in decimal, as "%.17g" writes one: strtod would also take hex ("0x10"), which no
+ * snapshot holds. (inf and nan parse, and then fail their key's range with its message.) */
+static bool decimal_number(const char *text)
+{
+    text += *text == '+' || *text == '-';
+    return !(text[0] == '0' && (text[1] == 'x' || text[1] == 'X'));
+}
+
 static const char *choice_list(const SnapshotKey *k, char *buf, size_t len)
 {
     size_t used = 0;
@@ -350,8 +358,9 @@ static bool parse_value(const SnapshotKey *k, const char *text, void *s, const c
     switch (k->type) {
     case KEY_DOUBLE: case KEY_FLOAT:
         x = strtod(text, &end);
-        if (end == text || *end)
-            return gpt_snapshot_fail(err, path, "metadata '%s' is '%s', not a number", key, text);
+        if (end == text || *end || !decimal_number(text))
+            return gpt_snapshot_fail(err, path, "metadata '%s' is '%s', not a decimal number",
+                                     key, text);
         if (k->type == KEY_FLOAT) {     /* checked here: the float would lose what is wrong */
             if (!positive_float(k, x, list, sizeof list))
                 return gpt_snapshot_fail(err, path, "metadata %s", list);

@@ -4,6 +4,7 @@
 #include "nn/lora_snapshot.h"
 #include "optim/snapshot_keys.h"
 
+#include <float.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -132,6 +133,40 @@ bool train_snapshot_save(const Trainer *t, const char *path, const char *const *
 
 /* Loading: the config ---------------------------------------------------------------------- */
 
+/* A snapshot names its precision preset and then every field of the policy (so the file says
+ * what it ran without the reader knowing the presets). The two must say the same thing: a field
+ * that differs from its preset's (precision.param = e4m3 under an fp32 policy) is a file edited
+ * or damaged, and loading either reading would change the numbers silently. The fp8 scaling
+ * and its window are the run's own choice on top of the preset, but delayed scaling needs fp8
+ * activations (nothing else keeps an amax history). */
+static bool policy_agrees(const PrecisionPolicy *p, const char *path, SnapshotError *err)
+{
+    PrecisionPolicy preset;
+    if (!policy_preset(p->name, &preset))       /* read by KEY_PRESET: cannot happen */
+        return gpt_snapshot_fail(err, path, "metadata 'precision.policy' is '%s', not %s",
+                                 p->name, policy_preset_names());
+    const struct { const char *key, *mine, *theirs; } dtypes[] = {
+        { "precision.param", tensor_dtype_name(p->param), tensor_dtype_name(preset.param) },
+        { "precision.act", tensor_dtype_name(p->act), tensor_dtype_name(preset.act) },
+        { "precision.grad", tensor_dtype_name(p->grad), tensor_dtype_name(preset.grad) },
+        { "precision.compute", fmt_name(p->compute), fmt_name(preset.compute) },
+        { "precision.grad_compute", fmt_name(p->grad_compute), fmt_name(preset.grad_compute) },
+        { "precision.accumulate_low", p->accumulate_low ? "true" : "false",
+          preset.accumulate_low ? "true" : "false" },
+    };
+    for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
+        if (strcmp(dtypes[i].mine, dtypes[i].theirs) != 0)
+            return gpt_snapshot_fail(err, path, "metadata '%s' = %s contradicts "
+                                     "'precision.policy' = %s, whose %s is %s", dtypes[i].key,
+                                     dtypes[i].mine, p->name, dtypes[i].key + 10,
+                                     dtypes[i].theirs);
+    if (p->fp8_scaling == POLICY_FP8_DELAYED && !policy_is_scaled(tensor_dtype_format(p->act)))
+        return gpt_snapshot_fail(err, path, "metadata 'precision.fp8_scaling' = delayed "
+                                 "contradicts 'precision.policy' = %s: delayed scaling needs "
+                                 "fp8 activations", p->name);
+    return true;
+}
+
 bool train_snapshot_config(const SnapshotReader *r, const char *path, TrainerConfig *cfg,
                            SnapshotError *err)
 {
@@ -149,6 +184,8 @@ bool train_snapshot_config(const SnapshotReader *r, const char *path, TrainerCon
     char why[256];
     if (!trainer_config_check(&c, why, sizeof why))    /* the rules across keys */
         return gpt_snapshot_fail(err, path, "metadata %s", why);
+    if (!policy_agrees(&c.policy, path, err))
+        return false;
     *cfg = c;
     return true;
 }
@@ -173,6 +210,26 @@ static bool read_counters(SnapshotReader *r, const char *path, const Trainer *t,
         return gpt_snapshot_fail(err, path, "the loss scaler's counters are inconsistent "
                                  "(growth_tracker %ld, checks %ld, skipped %ld, %ld steps)",
                                  c->growth_tracker, c->checks, c->skipped, c->step);
+    /* The scale a mode can hold: none multiplies by 1, static by its initial scale, dynamic
+     * by any positive float (checked by its key). */
+    const LossScaleConfig *ls = &t->cfg.loss_scale;
+    double want = ls->mode == LOSS_SCALE_NONE ? 1.0 : (double)(float)ls->init_scale;
+    if (ls->mode != LOSS_SCALE_DYNAMIC && (double)c->scale != want)
+        return gpt_snapshot_fail(err, path, "metadata 'loss_scale.scale' = %.17g contradicts "
+                                 "'loss_scale.mode' = %s, whose scale is always %.17g",
+                                 (double)c->scale, LOSS_SCALE_MODE_NAMES[ls->mode], want);
+    /* The amax history: a row per stored activation, filled one column per recorded step; a
+     * step records at most one column, so there are no more recorded steps than steps, and
+     * rows exist only once a step has been recorded. */
+    if (c->delayed && (c->history_steps > c->step || c->history_steps > INT_MAX))
+        return gpt_snapshot_fail(err, path, "metadata 'precision.amax_history_steps' = %ld "
+                                 "contradicts 'train.step' = %ld (a step records the history "
+                                 "once at most)", c->history_steps, c->step);
+    if (c->delayed && c->history_slots > 0 && c->history_steps == 0)
+        return gpt_snapshot_fail(err, path, "metadata 'precision.amax_history_steps' = %ld "
+                                 "contradicts 'precision.amax_history_slots' = %ld (rows exist "
+                                 "once a step has been recorded)", c->history_steps,
+                                 c->history_slots);
     if ((uint64_t)c->history_slots > HISTORY_MAX_VALUES / policy_fp8_window(&t->cfg.policy))
         return gpt_snapshot_fail(err, path, "metadata 'precision.amax_history_slots' = %ld is "
                                  "more stored activations than a tape holds", c->history_slots);
@@ -254,8 +311,8 @@ static bool read_tensors(SnapshotReader *r, const char *path, Trainer *t, long h
 
 /* Into the trainer's fresh tape, which takes ownership of the buffer (it grows and frees it
  * with realloc and free). */
-static bool read_amax_history(SnapshotReader *r, Trainer *t, const TrainerCounters *c,
-                              SnapshotError *err)
+static bool read_amax_history(SnapshotReader *r, const char *path, Trainer *t,
+                              const TrainerCounters *c, SnapshotError *err)
 {
     if (!c->delayed)
         return true;
@@ -270,6 +327,16 @@ static bool read_amax_history(SnapshotReader *r, Trainer *t, const TrainerCounte
             free(h);
             return false;
         }
+        /* An amax is a largest magnitude: finite and >= 0 (0 for a column not yet filled). A
+         * NaN or an inf would become every later scale of its activation. */
+        for (size_t i = 0; i < (size_t)c->history_slots * (size_t)w; i++)
+            if (!(h[i] >= 0.0f && h[i] <= FLT_MAX)) {
+                float bad = h[i];
+                free(h);
+                return gpt_snapshot_fail(err, path, "tensor '%s' holds %g at row %zu, column "
+                                         "%zu: an amax is a finite magnitude >= 0", HISTORY,
+                                         (double)bad, i / (size_t)w, i % (size_t)w);
+            }
     }
     Tape *tape = t->tape;
     free(tape->amax_history);
@@ -284,7 +351,7 @@ static bool read_state(SnapshotReader *r, const char *path, Trainer *t, Snapshot
     TrainerCounters c;
     if (!read_counters(r, path, t, &c, err) || !read_tensors(r, path, t, c.history_slots, err) ||
         !snapshot_read_rng(r, "train.data_rng", &t->data_rng, err) ||
-        !read_amax_history(r, t, &c, err))
+        !read_amax_history(r, path, t, &c, err))
         return false;
     t->step = c.step;
     t->optim->step = c.optim_step;

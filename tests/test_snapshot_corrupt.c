@@ -314,6 +314,103 @@ static void test_wrong_metadata(void **state)
     assert_int_equal(counts[LOAD_CLEAR], (int)n + 1);
 }
 
+/* ---- keys that contradict each other ---------------------------------------------------------
+ * Issue 30: each key in range, but two of them saying different things, was loaded silently
+ * (precision.param = e4m3 under an fp32 policy changed the validation loss). Each must be
+ * refused with one message naming both keys; a float key takes decimal text only. */
+
+/* A snapshot of a tiny trainer under preset, after one step (so fp8 delayed scaling has an
+ * amax history); with poison, the history's first value is amax when it is saved. */
+static void save_policy(const char *path, const char *preset, bool delayed, bool poison,
+                        float amax)
+{
+    TrainerConfig c = trainer_config_default();
+    c.model = (GptConfig){ .vocab_size = 11, .max_seq = 8, .n_layer = 1, .n_head = 2,
+                           .n_embd = 16, .tied = true, .fused_qkv = true };
+    assert_true(policy_preset(preset, &c.policy));
+    if (delayed)
+        c.policy.fp8_scaling = POLICY_FP8_DELAYED;
+    Trainer *t = trainer_new(&c);
+    int tokens[16], targets[16];
+    for (int i = 0; i < 16; i++)
+        tokens[i] = targets[i] = i % 11;
+    trainer_step(t, tokens, targets, 2, 8, 1e-3);
+    if (poison) {
+        assert_non_null(t->tape->amax_history);
+        t->tape->amax_history[0] = amax;
+    }
+    SnapshotError err;
+    assert_true(train_snapshot_save(t, path, NULL, NULL, 0, &err));
+    trainer_free(t);
+}
+
+static void test_contradicting_metadata(void **state)
+{
+    (void)state;
+    char fp32[512], fp8[512], bad[512];
+    in_dir(fp32, sizeof fp32, "fp32.safetensors");
+    in_dir(fp8, sizeof fp8, "fp8_delayed.safetensors");
+    in_dir(bad, sizeof bad, "contradiction.safetensors");
+    save_policy(fp32, "fp32", false, false, 0);
+    save_policy(fp8, "fp8", true, false, 0);
+    assert_int_equal(load_outcome(fp32, ""), LOAD_ACCEPTED);
+    assert_int_equal(load_outcome(fp8, ""), LOAD_ACCEPTED);
+    static const struct {
+        bool        fp8;
+        const char *key, *value, *key2, *value2, *needle;
+    } cases[] = {
+        { false, "precision.param", "\"e4m3\"", NULL, NULL,
+          "'precision.param' = e4m3 contradicts 'precision.policy' = fp32, whose param is fp32" },
+        { false, "precision.policy", "\"fp8\"", NULL, NULL,
+          "'precision.param' = fp32 contradicts 'precision.policy' = fp8, whose param is bf16" },
+        { false, "precision.compute", "\"bf16\"", NULL, NULL,
+          "'precision.compute' = bf16 contradicts 'precision.policy' = fp32" },
+        { false, "precision.accumulate_low", "\"true\"", NULL, NULL,
+          "'precision.accumulate_low' = true contradicts 'precision.policy' = fp32" },
+        { false, "precision.fp8_scaling", "\"delayed\"", NULL, NULL,
+          "'precision.fp8_scaling' = delayed contradicts 'precision.policy' = fp32" },
+        { false, "loss_scale.scale", "\"2147483648\"", NULL, NULL,
+          "'loss_scale.scale' = 2147483648 contradicts 'loss_scale.mode' = none" },
+        { false, "loss_scale.mode", "\"static\"", "loss_scale.scale", "\"3\"",
+          "'loss_scale.scale' = 3 contradicts 'loss_scale.mode' = static, whose scale is "
+          "always 65536" },
+        { false, "train.clip", "\"0x1\"", NULL, NULL, "'train.clip' is '0x1', not a decimal" },
+        { false, "optim.beta1", "\"0x0.8p0\"", NULL, NULL, "'optim.beta1' is '0x0.8p0'" },
+        { false, "loss_scale.scale", "\"0x10\"", NULL, NULL, "'loss_scale.scale' is '0x10'" },
+        { true, "precision.amax_history_steps", "\"0\"", NULL, NULL,
+          "'precision.amax_history_steps' = 0 contradicts 'precision.amax_history_slots'" },
+        { true, "precision.amax_history_steps", "\"2147483648\"", NULL, NULL,
+          "'precision.amax_history_steps' = 2147483648 contradicts 'train.step' = 1" },
+        { true, "precision.amax_history_steps", "\"2\"", NULL, NULL,
+          "'precision.amax_history_steps' = 2 contradicts 'train.step' = 1" },
+        { true, "precision.act", "\"fp32\"", NULL, NULL,
+          "'precision.act' = fp32 contradicts 'precision.policy' = fp8, whose act is e4m3" },
+    };
+    size_t n = sizeof cases / sizeof cases[0];
+    int clear = 0;
+    for (size_t i = 0; i < n; i++) {
+        edit_meta(cases[i].fp8 ? fp8 : fp32, bad, cases[i].key, cases[i].value);
+        if (cases[i].key2)
+            edit_meta(bad, bad, cases[i].key2, cases[i].value2);
+        LoadOutcome got = load_outcome(bad, cases[i].needle);
+        clear += got == LOAD_CLEAR;
+        if (got != LOAD_CLEAR)
+            print_error("%s = %s: %s (expected a message with \"%s\")\n", cases[i].key,
+                        cases[i].value, OUTCOME_NAMES[got], cases[i].needle);
+    }
+    /* An amax history holding what no amax is. */
+    const float poisons[] = { NAN, -1.0f, INFINITY };
+    for (int i = 0; i < 3; i++) {
+        save_policy(bad, "fp8", true, true, poisons[i]);
+        LoadOutcome got = load_outcome(bad, "an amax is a finite magnitude >= 0");
+        clear += got == LOAD_CLEAR;
+        if (got != LOAD_CLEAR)
+            print_error("amax history %g: %s\n", (double)poisons[i], OUTCOME_NAMES[got]);
+    }
+    print_message("%zu snapshots with contradicting keys: %d clear errors\n", n + 3, clear);
+    assert_int_equal(clear, (int)n + 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -322,6 +419,7 @@ int main(void)
         cmocka_unit_test(test_malformed_headers),
         cmocka_unit_test(test_open_errors),
         cmocka_unit_test(test_wrong_metadata),
+        cmocka_unit_test(test_contradicting_metadata),
     };
     return cmocka_run_group_tests(tests, make_dir, remove_dir);
 }

@@ -69,9 +69,12 @@ static void set_from_key(const Setting *s, void *opts, const char *text, const c
         bool integer = s->type != SETTING_DOUBLE && s->type != SETTING_FLOAT;
         errno = 0;
         x = integer ? (double)strtoll(text, &end, 10) : strtod(text, &end);
-        if (end == text || *end || errno == ERANGE)
+        /* decimal, as settings_format writes it: strtod would take hex ("0x10") too */
+        if (end == text || *end || errno == ERANGE ||
+            strncmp(text + (*text == '-' || *text == '+'), "0x", 2) == 0 ||
+            strncmp(text + (*text == '-' || *text == '+'), "0X", 2) == 0)
             cli_die(1, "%s: metadata '%s' is '%s', not %s", path, key, text,
-                    integer ? "an integer" : "a number");
+                    integer ? "an integer" : "a decimal number");
         if (!(x >= lo(s) && x <= hi(s)) && !(s->zero_unset && x == 0.0))
             cli_die(1, "%s: metadata '%s' = %s is out of range [%g, %g], the range of --%s",
                     path, key, text, lo(s), hi(s), s->name);

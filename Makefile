@@ -102,7 +102,7 @@ test: deps
 # test_mpi_faults starts train_gpt under mpirun itself; tests/check_docs.sh runs the quick part of
 # check-docs with the programs and benchmarks.
 check-tests: $(TESTS) $(BINS) $(BENCHES)
-	@BUILD=$(BUILD) sh tests/run.sh $(TESTS) tests/check_docs.sh
+	@BUILD=$(BUILD) SANITIZE=$(SANITIZE) sh tests/run.sh $(TESTS) tests/check_docs.sh
 
 # Every number marked in docs/*.md against what its command prints now, in the portable kernel
 # mode (scripts/check_docs.sh: the quick commands; make figures reruns the slow ones).

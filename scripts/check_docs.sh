@@ -27,6 +27,9 @@
 # A marker follows its number directly (a `%`, `x` or `**` may sit between them). A number may
 # group thousands with spaces or commas (`1 646 592`, `16,189,468`). The fresh value is rounded
 # to the digits the doc shows (`1.81` compares with 1.8099...) and must print the same.
+# A `cmd` marker stands on a line of its own (it may hold `--flags`); a number's marker stands
+# inside a line, where an HTML comment may not hold `--`, and in a table a `|` is written `\|`.
+# No marker goes inside a code block, where it would show.
 set -u
 build=build; slow=0; update=0; cache=""
 while [ $# -gt 0 ]; do

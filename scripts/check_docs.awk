@@ -186,6 +186,7 @@ function like(d, v,    k, p, s, e, neg, ip, fp, g, sep) {
 # Checks the marker BODY against the number that ends TEXT; returns TEXT, with the fresh number
 # in it if updating.
 function check(text, body,    t, pos, off, len, d, s, c, name, loc, timing, scale, key, v, fresh, fs, w, m) {
+    if (index(body, "--")) { err(FNR, "a marker inside a line may not hold -- (it would show on GitHub): " body); return text }
     t = text; sub(/[%x*]*$/, "", t)
     pos = 0; off = 0; s = t
     while (match(s, NUMRE)) { pos = off + RSTART; len = RLENGTH; off += RSTART + RLENGTH - 1; s = substr(s, RSTART + RLENGTH) }

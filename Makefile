@@ -96,7 +96,9 @@ all: $(BINS) $(TESTS) $(BENCHES)
 deps:
 	@GEMM=$(GEMM) sh scripts/deps.sh
 
-test: deps
+# The tests grade hostile submissions in the grader's sandbox (test_coursework): bubblewrap too.
+test:
+	@GEMM=$(GEMM) sh scripts/deps.sh grade
 	@$(MAKE) --no-print-directory check-tests
 
 # test_mpi_faults starts train_gpt under mpirun itself; tests/check_docs.sh runs the quick part of

@@ -18,6 +18,7 @@
  * stay in cache, and the kernel keeps an MR x NR block of C in registers for a whole block of
  * k. The copies change no value (alpha A_ik is rounded once, in the copy). */
 #include "autograd/gemm_portable.h"
+#include "autograd/tensor.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -167,8 +168,8 @@ static float *buffer_at_least(Buffer *b, size_t floats)
         free(b->data);
         b->data = malloc(floats * sizeof *b->data);
         if (!b->data) {
-            fprintf(stderr, "tapegrad: out of memory for the portable product's %zu-byte "
-                    "buffer\n", floats * sizeof *b->data);
+            fprintf(stderr, "%s: out of memory for the portable product's %zu-byte "
+                    "buffer\n", tensor_program(), floats * sizeof *b->data);
             exit(1);
         }
         b->floats = floats;

@@ -1,5 +1,6 @@
 #include "autograd/mem.h"
 #include "autograd/mem_device.h"
+#include "autograd/tensor.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -209,7 +210,7 @@ void *mem_alloc(MemCategory cat, size_t bytes)
 {
     void *p = mem_try_alloc(cat, bytes);
     if (!p) {
-        fprintf(stderr, "tapegrad: %s\n", last_error);
+        fprintf(stderr, "%s: %s\n", tensor_program(), last_error);
         exit(1);
     }
     return p;
@@ -226,7 +227,8 @@ static BlockHeader *header_of(const void *p)
 {
     BlockHeader *h = (BlockHeader *)((unsigned char *)p - HEADER_BYTES);
     if (h->magic != BLOCK_MAGIC) {
-        fprintf(stderr, "tapegrad: mem_free of a pointer that mem_alloc did not return\n");
+        fprintf(stderr, "%s: mem_free of a pointer that mem_alloc did not return\n",
+                tensor_program());
         abort();
     }
     return h;

@@ -6,11 +6,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The name the library's own messages start with: the program's, once it has said it. */
+static const char *program = "tapegrad";
+
+void tensor_set_program(const char *name)
+{
+    if (name && *name)
+        program = name;
+}
+
+const char *tensor_program(void) { return program; }
+
 void tensor_fatal(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "tapegrad: ");
+    fprintf(stderr, "%s: ", program);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);

@@ -162,7 +162,11 @@ int     tensor_last_dim(const Tensor *t);
 const char *tensor_shape_str(const Tensor *t, char *buf, size_t len);
 
 /* A programming error (shapes that do not fit an op, a bad argument): prints
- * "tapegrad: <message>" and aborts, so a debugger or sanitizer stops at the caller. */
+ * "PROGRAM: <message>" and aborts, so a debugger or sanitizer stops at the caller. */
 _Noreturn void tensor_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The name the library's messages (tensor_fatal, out of memory in mem_alloc, a kernel's) start
+ * with: "tapegrad" until a program gives its own (cli_init does; the string must outlive it). */
+void        tensor_set_program(const char *name);
+const char *tensor_program(void);
 
 #endif

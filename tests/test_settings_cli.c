@@ -67,6 +67,12 @@ static void test_backprop_strategies(void **state)
     refused("backprop_strategies", "--strategies foo",
             "--strategies: unknown checkpoint strategy 'foo'");
     refused("backprop_strategies", "--budgets 1,0", "--budgets: 0 is out of range");
+    /* issue 30: empty lists and entries were skipped (a typo ran the default frontier) */
+    refused("backprop_strategies", "--budgets ''", "--budgets '': an empty entry");
+    refused("backprop_strategies", "--budgets ,", "--budgets ',': an empty entry");
+    refused("backprop_strategies", "--intervals ''", "--intervals '': an empty entry");
+    refused("backprop_strategies", "--intervals 1,,2", "--intervals '1,,2': an empty entry");
+    refused("backprop_strategies", "--strategies sqrt,", "--strategies 'sqrt,': an empty entry");
     refused("backprop_strategies", "--n-from 9 --n-to 4", "--n-from 9 is larger than --n-to 4");
     refused("backprop_strategies", "--log", "'--log' needs a value");
     refused("backprop_strategies", "--no-such-flag", "unknown option '--no-such-flag'");
@@ -137,6 +143,11 @@ static void test_memory_calculator(void **state)
     refused("memory_calculator", "--strategy budget:2", "--strategy: budget:S has no formula");
     refused("memory_calculator", "--embd 130", "130");
     refused("memory_calculator", "--params 0", "--params: 0 is out of range");
+    /* issue 30: two modes ran the first alone */
+    refused("memory_calculator", "--lecture --sweep 3", "--lecture and --sweep are two modes");
+    refused("memory_calculator", "--params 1e9 --sweep 3", "--params and --sweep are two modes");
+    refused("memory_calculator", "--fragmentation --lecture",
+            "--lecture and --fragmentation are two modes");
     expect(0, "memory_calculator", "--help", "--vocab N           vocabulary V (default 40)");
     expect(0, "memory_calculator", "--help", "Policies: fp32|");
     /* the switches still turn things off: no measured column without a step */

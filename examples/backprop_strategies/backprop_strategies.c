@@ -131,7 +131,8 @@ static void usage(void)
            "  backprop_strategies --n-to 32 --strategies vanilla,sqrt,budget:3\n");
 }
 
-/* Splits a comma-separated list; each item goes to add(), which exits on a bad one. */
+/* Splits a comma-separated list; each item goes to add(), which exits on a bad one. An empty
+ * list or an empty entry ('', ',', "1,,2") is refused: it is a typo, not "none". */
 static void split_list(const char *flag, const char *text, void (*add)(Options *, const char *,
                        const char *), Options *o)
 {
@@ -139,9 +140,15 @@ static void split_list(const char *flag, const char *text, void (*add)(Options *
     if (strlen(text) >= sizeof buf)
         cli_usage_error("%s: list too long", flag);
     strcpy(buf, text);
-    for (char *save = NULL, *item = strtok_r(buf, ",", &save); item;
-         item = strtok_r(NULL, ",", &save))
+    for (char *item = buf, *comma; item; item = comma ? comma + 1 : NULL) {
+        comma = strchr(item, ',');
+        if (comma)
+            *comma = '\0';
+        if (!*item)
+            cli_usage_error("%s '%s': an empty entry; give a comma-separated list of values",
+                            flag, text);
         add(o, flag, item);
+    }
 }
 
 static void add_strategy(Options *o, const char *flag, const char *item)

@@ -1,5 +1,6 @@
 #include "examples/common/cli.h"
 
+#include "autograd/tensor.h"
 #include "examples/common/blas_kernels.h"
 #include "examples/common/rerun.h"
 #include "examples/common/wait_policy.h"
@@ -27,6 +28,7 @@ void cli_init(const char *argv0)
     }
     const char *slash = argv0 ? strrchr(argv0, '/') : NULL;
     program = slash ? slash + 1 : (argv0 ? argv0 : program);
+    tensor_set_program(program);    /* the library's messages (out of memory) name it too */
 }
 
 const char *cli_program(void) { return program; }

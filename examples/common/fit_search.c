@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "autograd/policy.h"
+#include "autograd/tensor.h"
 #include "autograd/rng.h"
 #include "examples/common/progress.h"
 #include "nn/gpt_snapshot.h"
@@ -376,7 +377,9 @@ FitMeasure fit_measure(const FitCandidate *c, size_t budget, unsigned what)
     char *nl = strchr(text, '\n');
     if (nl)
         *nl = '\0';
-    const char *msg = strncmp(text, "tapegrad: ", 10) == 0 ? text + 10 : text;
+    size_t name = strlen(tensor_program());
+    const char *msg = strncmp(text, tensor_program(), name) == 0 &&
+                      strncmp(text + name, ": ", 2) == 0 ? text + name + 2 : text;
     if (*msg)
         snprintf(m.error, sizeof m.error, "%s", msg);
     else if (WIFSIGNALED(status))

@@ -144,6 +144,19 @@ static Options parse(int argc, char **argv)
     o.model.tied = !o.untied;
     o.model.fused_qkv = !o.separate_qkv;
     o.measure = !o.no_measure;
+    /* The modes exclude each other: a second one would be ignored without a word. */
+    const char *modes[4];
+    int n_modes = 0;
+    if (o.lecture)
+        modes[n_modes++] = "--lecture";
+    if (o.fragmentation)
+        modes[n_modes++] = "--fragmentation";
+    if (o.params > 0.0)
+        modes[n_modes++] = "--params";
+    if (o.sweep > 0)
+        modes[n_modes++] = "--sweep";
+    if (n_modes > 1)
+        cli_usage_error("%s and %s are two modes; give one", modes[0], modes[1]);
     char err[160];
     if (!gpt_config_check(&o.model, err, sizeof err))
         cli_usage_error("%s", err);

@@ -57,6 +57,40 @@ static char *temp_template(const char *path)
     return t;
 }
 
+/* The temporary files open now, removed by an exit that comes before their commit or abort: a
+ * program that ends on an error (cli_die after a failed --log row, a diverged loss) leaves no
+ * ".NAME.XXXXXX" behind. Only the process that made them removes them (a forked child's exit
+ * must not take its parent's files). */
+enum { OPEN_MAX = 64 };
+static char  *open_tmp[OPEN_MAX];
+static pid_t  open_pid[OPEN_MAX];
+
+static void remove_open_temps(void)
+{
+    for (int i = 0; i < OPEN_MAX; i++)
+        if (open_tmp[i] && open_pid[i] == getpid())
+            unlink(open_tmp[i]);
+}
+
+static void track(const char *tmp, bool add)
+{
+    static bool registered;
+    if (add && !registered)
+        registered = atexit(remove_open_temps) == 0;
+    for (int i = 0; i < OPEN_MAX; i++) {
+        if (add && !open_tmp[i]) {
+            open_tmp[i] = strdup(tmp);      /* NULL when out of memory: then not tracked */
+            open_pid[i] = getpid();
+            return;
+        }
+        if (!add && open_tmp[i] && strcmp(open_tmp[i], tmp) == 0) {
+            free(open_tmp[i]);
+            open_tmp[i] = NULL;
+            return;
+        }
+    }
+}
+
 bool outfile_open(OutFile *o, const char *path, char *err, size_t errlen)
 {
     *o = (OutFile){ .fd = -1 };
@@ -90,6 +124,7 @@ bool outfile_open(OutFile *o, const char *path, char *err, size_t errlen)
         outfile_abort(o);
         return false;
     }
+    track(o->tmp, true);
     /* mkstemp makes 0600; an output is as readable as any file the user creates */
     mode_t mask = umask(0);
     umask(mask);
@@ -129,6 +164,8 @@ bool outfile_commit(OutFile *o, char *err, size_t errlen)
         outfile_abort(o);
         return false;
     }
+    if (o->tmp)
+        track(o->tmp, false);
     free(o->tmp);
     free(o->path);
     *o = (OutFile){ .fd = -1 };
@@ -139,8 +176,10 @@ void outfile_abort(OutFile *o)
 {
     if (o->fd >= 0)
         close_file(o, false);
-    if (o->tmp)
+    if (o->tmp) {
         unlink(o->tmp);
+        track(o->tmp, false);
+    }
     free(o->tmp);
     free(o->path);
     *o = (OutFile){ .fd = -1 };
@@ -162,4 +201,26 @@ bool outfile_check_writable(const char *path, char *err, size_t errlen)
         return false;
     outfile_abort(&o);
     return true;
+}
+
+bool outfile_check_kind(const char *path, char *err, size_t errlen)
+{
+    char *target = path && *path ? resolve_links(path) : NULL;
+    struct stat st;
+    const char *what = NULL;
+    if (target && stat(target, &st) == 0) {
+        if (S_ISDIR(st.st_mode))
+            what = "is a folder";
+        else if (S_ISFIFO(st.st_mode))
+            what = "is a FIFO (a named pipe: writing would wait for a reader)";
+        else if (S_ISSOCK(st.st_mode))
+            what = "is a socket";
+    }
+    free(target);
+    if (!what)
+        return true;
+    if (err && errlen)
+        snprintf(err, errlen, "%s %s, not a file (a regular file or a link to one is replaced "
+                 "whole, a character device such as /dev/null is written through)", path, what);
+    return false;
 }

@@ -11,8 +11,9 @@
  * What the path names decides how:
  *   - a regular file, or nothing yet: the data goes to a temporary file with a unique name in
  *     the same folder (".NAME.XXXXXX", so the rename cannot cross file systems and two runs
- *     cannot share it), flushed to disk, then renamed over the path; on any failure, and on
- *     outfile_abort, the temporary file is removed and the path is untouched;
+ *     cannot share it), flushed to disk, then renamed over the path; on any failure, on
+ *     outfile_abort, and on an exit() before the commit (a program ending on an error), the
+ *     temporary file is removed and the path is untouched;
  *   - a symbolic link: the same, at the file the link points to (the link stays a link);
  *   - anything else that can be written (a terminal, a pipe, /dev/null): written through,
  *     since renaming a regular file over a device would replace the device;
@@ -37,6 +38,11 @@ FILE *outfile_stream(OutFile *o);
 bool outfile_commit(OutFile *o, char *err, size_t errlen);
 /* Closes and removes the temporary file; the path keeps what it had. */
 void outfile_abort(OutFile *o);
+/* False, with the reason, for a path (links followed) that names a folder, a named FIFO or a
+ * socket: what a program's own output file cannot be (a FIFO would hold the run until a reader
+ * came; a snapshot must be a file). The process's own pipes (/dev/stdout piped) are not named
+ * FIFOs and pass. */
+bool outfile_check_kind(const char *path, char *err, size_t errlen);
 /* The name outfile_open would write through or rename to, a temporary file created there and
  * removed again: false, with the reason, when that fails. */
 bool outfile_check_writable(const char *path, char *err, size_t errlen);

@@ -7,6 +7,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #ifndef TAPEGRAD_BUILD_DIR
 #define TAPEGRAD_BUILD_DIR "build"
@@ -86,6 +88,13 @@ static void test_flag_needs(void **state)
         expect_refused(2, cases[i].args, cases[i].needle);
 }
 
+/* Issue 30: the library's out-of-memory message began "tapegrad:", not the program's name. */
+static void test_out_of_memory_names_the_program(void **state)
+{
+    (void)state;
+    expect_refused(1, "--steps 1 --mem-budget 1KiB", "train_gpt: memory budget exceeded");
+}
+
 /* Issue 18: --save's folder was found missing only after the last step. */
 static void test_outputs_checked_before_training(void **state)
 {
@@ -154,6 +163,59 @@ static void run_ok(const char *args)
     free(r);
 }
 
+/* Issue 30: a FIFO given as an output held the run forever at its first write (a snapshot,
+ * a log row, the pipeline's events); a socket or a folder is no file either. Each is refused
+ * before training, one message naming the flag. And a --log whose write fails halfway (here
+ * the file size limit, as a full disk would) ends the run with the path named and no
+ * ".log.tsv.XXXXXX" left in the folder. */
+static void test_special_outputs_refused(void **state)
+{
+    (void)state;
+    char sub[512], fifo[600], args[2048], listing[512];
+    snprintf(sub, sizeof sub, "%s/special", dir);
+    assert_int_equal(mkdir(sub, 0755), 0);
+    snprintf(fifo, sizeof fifo, "%s/fifo", sub);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    static const char *const flags[] = { "--save", "--log", "--save-adapter" };
+    for (int i = 0; i < 3; i++) {
+        snprintf(args, sizeof args, "--steps 3 %s %s %s", i == 2 ? "--lora 2" : "", flags[i],
+                 fifo);
+        char needle[1400];
+        snprintf(needle, sizeof needle, "%s %s is a FIFO", flags[i], fifo);
+        expect_refused(1, args, needle);
+        snprintf(args, sizeof args, "--steps 3 %s %s %s", i == 2 ? "--lora 2" : "", flags[i],
+                 sub);
+        snprintf(needle, sizeof needle, "%s %s is a folder", flags[i], sub);
+        expect_refused(1, args, needle);
+    }
+    /* a link to the FIFO is the FIFO */
+    char link[600];
+    snprintf(link, sizeof link, "%s/link", sub);
+    assert_int_equal(symlink(fifo, link), 0);
+    snprintf(args, sizeof args, "--steps 3 --log %s", link);
+    expect_refused(1, args, "is a FIFO");
+    /* a character device is written through */
+    run_ok("--steps 2 --eval-every 0 --eval-examples 8 --log /dev/null --save /dev/zero");
+    unlink(link);
+    unlink(fifo);
+    /* a log that cannot be written to the end: 1 KiB at most (ulimit -f, with SIGXFSZ ignored
+     * so that the write fails instead of killing the run) */
+    RunResult *r = malloc(sizeof *r);
+    snprintf(args, sizeof args, "trap '' XFSZ; ulimit -f 1; OMP_NUM_THREADS=1 timeout -s KILL "
+             "120 %s/bin/train_gpt --threads 1 --steps 40 --eval-every 0 --eval-examples 8 "
+             "--log %s/log.tsv 2>&1", TAPEGRAD_BUILD_DIR, sub);
+    r->status = test_run_shell(args, r->out, sizeof r->out);
+    if (r->status != 1 || !strstr(r->out, "log.tsv")) {
+        print_error("expected status 1 naming log.tsv, got %d:\n%s\n", r->status, r->out);
+        fail();
+    }
+    free(r);
+    snprintf(args, sizeof args, "ls -A '%s'", sub);
+    test_run_shell(args, listing, sizeof listing);
+    assert_string_equal(listing, "");
+    rmdir(sub);
+}
+
 /* A snapshot of train_gpt's at path: 2 steps of the default task. */
 static void save_good(const char *path)
 {
@@ -210,6 +272,18 @@ static void test_wrong_program_metadata(void **state)
         { "optim.eps", "\"-1\"", "'optim.eps' = -1 is out of range" },
         { "model.n_layer", "\"2147483647\"", "'model.n_layer' is 2147483647, not in 1..64" },
         { "model.n_layer", "\"100000\"", "'model.n_layer' is 100000, not in 1..64" },
+        /* issue 30: any data.kind but text ran as a task; keys contradicting each other */
+        { "data.kind", "\"bogus\"", "'data.kind' is 'bogus', not task or text" },
+        { "data.kind", "\"\"", "'data.kind' is '', not task or text" },
+        { "data.kind", "\"t\u00e9xt\"", "not task or text" },
+        { "schedule.lr", "\"0x10\"", "'schedule.lr' is '0x10', not a decimal number" },
+        { "train.clip", "\"0x1p0\"", "'train.clip' is '0x1p0', not a decimal number" },
+        { "precision.param", "\"e4m3\"",
+          "'precision.param' = e4m3 contradicts 'precision.policy' = fp32" },
+        { "precision.policy", "\"fp8\"",
+          "'precision.param' = fp32 contradicts 'precision.policy' = fp8" },
+        { "loss_scale.scale", "\"2147483648\"",
+          "'loss_scale.scale' = 2147483648 contradicts 'loss_scale.mode' = none" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         edit_meta(good, bad, cases[i].key, cases[i].value);
@@ -489,12 +563,91 @@ static void test_parallel_counts_every_rank(void **state)
     free(r);
 }
 
+/* `scripts/mpirun -np N train_gpt --threads 1 ARGS` into r (status, output). */
+static void run_ranks(RunResult *r, int n, const char *args)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "ASAN_OPTIONS=detect_leaks=0 OMP_NUM_THREADS=1 timeout -s KILL 300 "
+             "sh %s/scripts/mpirun -np %d %s/bin/train_gpt --threads 1 %s 2>&1",
+             TAPEGRAD_SOURCE_DIR, n, TAPEGRAD_BUILD_DIR, args);
+    r->status = test_run_shell(cmd, r->out, sizeof r->out);
+}
+
+static void run_ranks_ok(RunResult *r, int n, const char *args)
+{
+    run_ranks(r, n, args);
+    if (r->status != 0) {
+        print_error("mpirun -np %d train_gpt %s failed:\n%s\n", n, args, r->out);
+        fail();
+    }
+}
+
+/* Issue 30: a data-parallel run with --accum recorded ranks x accum as its accum, so resuming
+ * with the same flags was refused ("--accum 2 does not match the snapshot, which has 4") and
+ * resuming without --accum drew half the batch (the loss differed from the next step on). The
+ * snapshot keeps --accum and the rank count apart: on 2 ranks with --accum 2, 6 steps straight
+ * and 3 + save + load + 3 (with the flag or without) log the same loss and gradient norm to the
+ * last digit under ddp and ZeRO 1-3; another rank count is refused with the reason unless it
+ * draws the same global batch. (A pipeline takes neither --accum nor --load.) */
+static void test_parallel_accum_resume(void **state)
+{
+    (void)state;
+    if (system("command -v mpirun >/dev/null 2>&1") != 0)
+        skip();
+    const char *common = "--layers 1 --embd 16 --heads 2 --batch 4 --eval-every 0 "
+                         "--eval-examples 8 --decay constant --warmup 0";
+    static const char *const modes[] = { "ddp", "zero1", "zero2", "zero3" };
+    RunResult *r = malloc(sizeof *r);
+    char args[2048], straight[512], second[512], half[512], a[8192], b[8192];
+    in_dir(straight, sizeof straight, "par_straight.tsv");
+    in_dir(second, sizeof second, "par_second.tsv");
+    in_dir(half, sizeof half, "par_half.safetensors");
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        snprintf(args, sizeof args, "%s --parallel %s --accum 2 --steps 6 --log %s", common,
+                 modes[i], straight);
+        run_ranks_ok(r, 2, args);
+        snprintf(args, sizeof args, "%s --parallel %s --accum 2 --steps 3 --save %s", common,
+                 modes[i], half);
+        run_ranks_ok(r, 2, args);
+        for (int flag = 1; flag >= 0; flag--) {
+            snprintf(args, sizeof args, "--parallel %s %s --eval-every 0 --eval-examples 8 "
+                     "--load %s --steps 6 --log %s", modes[i], flag ? "--accum 2" : "", half,
+                     second);
+            run_ranks_ok(r, 2, args);
+            log_rows(straight, 4, a, sizeof a);
+            log_rows(second, 4, b, sizeof b);
+            print_message("--parallel %s --accum 2 on 2 ranks, steps 4-6 resumed%s:\n%s",
+                          modes[i], flag ? "" : " (no --accum)", b);
+            assert_true(strlen(a) > 20);
+            assert_string_equal(a, b);
+        }
+    }
+    /* another rank count: the same global batch of 4 micro-batches or nothing; 3 ranks cannot
+     * share it (refused by every rank alike, one message), one process with --accum 3 would
+     * draw 3, one process takes --accum 4 by itself and says that the sums are grouped anew */
+    snprintf(args, sizeof args, "--parallel zero3 --eval-every 0 --load %s --steps 6", half);
+    run_ranks(r, 3, args);
+    assert_int_equal(r->status, 1);
+    assert_non_null(strstr(r->out, "the snapshot's run drew 4 micro-batches a step (2 ranks x "
+                                    "--accum 2), which 3 ranks cannot share evenly"));
+    snprintf(args, sizeof args, "--load %s --steps 6 --accum 3", half);
+    expect_refused(2, args, "1 rank x --accum 3 draws 3: give --accum 4");
+    snprintf(args, sizeof args, "--eval-every 0 --eval-examples 8 --load %s --steps 4", half);
+    run(r, 300, args);
+    assert_int_equal(r->status, 0);
+    assert_non_null(strstr(r->out, "resuming 2 ranks x --accum 2 on 1 rank x --accum 4: the "
+                                   "same 4 micro-batches a step"));
+    free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_products_of_flags),
         cmocka_unit_test(test_flag_needs),
         cmocka_unit_test(test_outputs_checked_before_training),
+        cmocka_unit_test(test_special_outputs_refused),
+        cmocka_unit_test(test_out_of_memory_names_the_program),
         cmocka_unit_test(test_non_finite_model_refused),
         cmocka_unit_test(test_wrong_program_metadata),
         cmocka_unit_test(test_lora_resume),
@@ -502,6 +655,7 @@ int main(void)
         cmocka_unit_test(test_precision_and_switches_resume),
         cmocka_unit_test(test_old_snapshot_loads),
         cmocka_unit_test(test_parallel_counts_every_rank),
+        cmocka_unit_test(test_parallel_accum_resume),
     };
     return cmocka_run_group_tests(tests, make_dir, remove_dir);
 }

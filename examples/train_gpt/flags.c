@@ -33,12 +33,15 @@ static void check_schedule(const Options *o)
  * again then). Every count of rows or tokens is an int. */
 void options_check_products(const Options *o)
 {
-    cli_product(INT_MAX, "rows per step", 2, (const char *[]){ "--batch", "--accum" },
-                (long[]){ o->batch, o->accum });
+    /* under ddp and ZeRO every rank draws the global batch: the ranks count too */
+    long ranks = o->ranks > 1 ? o->ranks : 1;
+    long rows = (long)o->accum * ranks;     /* both at most 2^16, 2^20 */
+    const char *accum = ranks > 1 ? "--accum x ranks" : "--accum";
+    cli_product(INT_MAX, "rows per step", 2, (const char *[]){ "--batch", accum },
+                (long[]){ o->batch, rows });
     if (o->seq > 0)
-        cli_product(INT_MAX, "tokens per step", 3,
-                    (const char *[]){ "--batch", "--accum", "--seq" },
-                    (long[]){ o->batch, o->accum, o->seq });
+        cli_product(INT_MAX, "tokens per step", 3, (const char *[]){ "--batch", accum, "--seq" },
+                    (long[]){ o->batch, rows, o->seq });
 }
 
 /* Combinations no single value shows wrong: first what each flag needs (the table's needs,
@@ -70,7 +73,7 @@ static void check_combinations(const Options *o)
 
 Options options_parse(int argc, char **argv)
 {
-    Options o = { .cfg = trainer_config_default() };   /* what no flag sets (eps, ...) */
+    Options o = { .cfg = trainer_config_default(), .ranks = 1 };   /* what no flag sets */
     settings_defaults(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, &o);
     settings_parse(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, &o, o.given, FLAG_TASK, options_usage,
                    argc, argv);
@@ -101,7 +104,10 @@ static const char *migrated_value(const void *view, const char *key)
 /* A task or a text: the flags of the other kind are refused by name. */
 static void merge_data_kind(Options *o, const SettingsSaved *saved)
 {
-    bool text = strcmp(settings_saved_value(saved, "data.kind", NULL), "text") == 0;
+    const char *kind = settings_saved_value(saved, "data.kind", NULL);
+    if (strcmp(kind, "text") != 0 && strcmp(kind, "task") != 0)
+        cli_die(1, "%s: metadata 'data.kind' is '%s', not task or text", saved->path, kind);
+    bool text = strcmp(kind, "text") == 0;
     if (text && options_given(o, FLAG_TASK))
         cli_usage_error("--task %s does not match the snapshot %s, which has text data", o->task,
                         saved->path);
@@ -121,6 +127,48 @@ static void merge_data_kind(Options *o, const SettingsSaved *saved)
     }
 }
 
+/* A step of a data-parallel run draws --accum K micro-batches on each of N ranks: N K
+ * micro-batches from the one data generator, in rank order; a snapshot keeps K (schedule.accum)
+ * and N (run.ranks) apart. On the same N the run resumes exactly (K is a kept setting: a flag
+ * must agree). On another N it resumes only with the same global batch, N K micro-batches (K
+ * derived when not given): the same rows, the same schedule, the gradients summed in another
+ * grouping (the last bits may differ from an unbroken run, which a line says); any other N K
+ * would draw other batches, and is refused with the --accum that fits. Returns the K to run with
+ * on another N, 0 on the same. (A snapshot from before run.ranks reads as one process.) */
+static int merge_ranks(Options *o, const SettingsSaved *saved)
+{
+    const char *text = settings_saved_value(saved, "run.ranks", "1");
+    const char *accum = settings_saved_value(saved, "schedule.accum", "1");
+    char *end, *end2;
+    long n = strtol(text, &end, 10), k = strtol(accum, &end2, 10);
+    if (end == text || *end || n < 1 || n > 1 << 20)
+        cli_die(1, "%s: metadata 'run.ranks' is '%s', not a rank count", saved->path, text);
+    int mine = parallel_data_ranks(o);
+    if (n == mine || end2 == accum || *end2 || k < 1 || k > 1 << 16)
+        return 0;       /* the same ranks, or a bad accum the merge names */
+    long global = n * k;
+    long want = options_given(o, FLAG_ACCUM) ? o->accum : global / mine;
+    if (want * mine != global) {
+        if (global % mine == 0)
+            cli_usage_error("--load %s: the snapshot's run drew %ld micro-batches a step (%ld "
+                            "rank%s x --accum %ld); %d rank%s x --accum %d draw%s %ld: give "
+                            "--accum %ld", saved->path, global, n, n == 1 ? "" : "s", k, mine,
+                            mine == 1 ? "" : "s", o->accum, mine == 1 ? "s" : "",
+                            (long)mine * o->accum, global / mine);
+        cli_die(1, "--load %s: the snapshot's run drew %ld micro-batches a step (%ld rank%s x "
+                "--accum %ld), which %d ranks cannot share evenly: resume on %ld ranks (another "
+                "global batch would draw other batches and not continue the run)", saved->path,
+                global, n, n == 1 ? "" : "s", k, mine, n);
+    }
+    if (parallel_is_root())
+        printf("resuming %ld rank%s x --accum %ld on %d rank%s x --accum %ld: the same %ld "
+               "micro-batches a step, their gradients summed in another grouping (the last bits "
+               "may differ from a run kept on %ld)\n", n, n == 1 ? "" : "s", k, mine,
+               mine == 1 ? "" : "s", want, global, n);
+    o->given[FLAG_ACCUM - FLAG_TASK] = false;      /* the snapshot's K merges, then ours */
+    return (int)want;
+}
+
 /* The kept rows merged (settings_merge_all); the custom ones, the precision flags, compared as
  * they would be typed, formatted from the config the library read (saved). Then the config is
  * the snapshot's, but for the checkpointing, which changes no number. */
@@ -136,8 +184,14 @@ void options_merge_snapshot(Options *o, const TrainerConfig *saved, const Snapsh
     SettingsSaved snapshot = { .path = path, .maker = "train_gpt", .value = migrated_value,
                                .source = &v, .theirs = &theirs };
     merge_data_kind(o, &snapshot);
+    bool accum_given = options_given(o, FLAG_ACCUM);
+    int accum = merge_ranks(o, &snapshot);
     settings_merge_all(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, o, o->given, FLAG_TASK,
                        &snapshot);
+    if (accum) {
+        o->accum = accum;
+        o->given[FLAG_ACCUM - FLAG_TASK] = accum_given;
+    }
     CkptStrategy checkpoint = o->cfg.checkpoint;
     o->cfg = *saved;
     o->cfg.checkpoint = checkpoint;
@@ -152,6 +206,9 @@ void options_snapshot_meta(const Options *o, SettingsMeta *m)
     m->n = 0;
     settings_meta_put(m, "data.kind", o->data ? "text" : "task");
     settings_write(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, o, m);
+    char ranks[16];
+    snprintf(ranks, sizeof ranks, "%d", o->ranks);
+    settings_meta_put(m, "run.ranks", ranks);
     if (o->lora.rank > 0) {     /* the base a resumed LoRA run reads again (lora.c) */
         char hash[32];
         snprintf(hash, sizeof hash, "%016llx", (unsigned long long)lora_base_hash(o));
@@ -169,9 +226,9 @@ SchedConfig options_schedule(const Options *o)
     SchedConfig c = o->sched;
     c.final_fraction = sched_defaults().final_fraction;     /* no flag sets the floor */
     c.batch = o->batch;
-    c.accum = o->accum;
+    c.accum = o->accum * o->ranks;        /* the effective batch: every rank's micro-batches */
     if (c.base_batch == 0)
-        c.base_batch = o->batch * o->accum;
+        c.base_batch = o->batch * c.accum;
     if (c.warmup_steps == 0)
         c.warmup = SCHED_WARMUP_NONE;
     if (c.decay != SCHED_DECAY_WSD)

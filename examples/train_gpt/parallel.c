@@ -24,8 +24,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "autograd/checkpoint.h"
-#include "autograd/kernels.h"
 #include "autograd/mem.h"
 #include "dist/ddp.h"
 #include "dist/zero.h"
@@ -176,98 +174,15 @@ void parallel_parsed(void)
         phase = PAR_SETUP;
 }
 
-/* Settings agreement ---------------------------------------------------------------------------
- * MPMD command lines (`mpirun -np 1 prog A : -np 1 prog B`), or a script that passes each host
- * its own flags, can give the ranks different settings. Ranks that disagree on the mode or on
- * the step count enter different collectives and wait for each other forever; ranks that
- * disagree on --lr or --seed run to the end and write numbers no single command line gives.
- * So after the setup vote every rank writes the settings that must agree as text ("name\tvalue"
- * lines, in table order), rank 0's text is broadcast, and each rank compares it with its own:
- * the lowest rank that differs names the first differing setting with both values, the others
- * leave quietly, every rank exits 1. Rows that are the rank's own business are left out: the
- * threads, the memory budget, outputs only rank 0 writes, the samples printed at the end.
- * Checkpointing is compared (ZeRO-3 gathers weights again for a recomputed block). */
-static bool rank_local(int id)
-{
-    static const Flag local[] = {
-        FLAG_THREADS, FLAG_MEM_BUDGET, FLAG_LOG, FLAG_PLOT, FLAG_SAVE, FLAG_SAVE_ADAPTER,
-        FLAG_PIPE_EVENTS, FLAG_SAMPLE, FLAG_TEMPERATURE, FLAG_SAMPLE_SEED, FLAG_EVAL_EXAMPLES,
-    };
-    for (size_t i = 0; i < sizeof local / sizeof local[0]; i++)
-        if ((int)local[i] == id)
-            return true;
-    return false;
-}
-
-/* One setting as its flag would be typed (the custom rows without a format of their own here). */
-static void agreed_value(const Setting *s, const Options *o, char *buf, size_t len)
-{
-    static const char *const modes[] = { "none", "ddp", "zero1", "zero2", "zero3" };
-    char name[64];
-    switch (s->id) {
-    case FLAG_PARALLEL:
-        snprintf(buf, len, "%s", o->parallel ? o->parallel
-                                             : modes[o->ddp ? 1 : o->zero_stage ? o->zero_stage + 1 : 0]);
-        break;
-    case FLAG_KERNELS: snprintf(buf, len, "%s", kernels_name(kernels_mode())); break;
-    case FLAG_CHECKPOINT: snprintf(buf, len, "%s", ckpt_name(o->cfg.checkpoint, name, sizeof name)); break;
-    case FLAG_LORA_TARGETS: snprintf(buf, len, "%u", (unsigned)o->lora.targets); break;
-    default: settings_format(s, o, buf, len);
-    }
-}
-
-enum { AGREED_MAX = 1 << 16 };
-
-/* The text every rank must share: each row's "--name\tvalue\n", then the step a loaded
- * snapshot resumes from. */
-static size_t agreed_text(const Options *o, long start_step, char *buf, size_t len)
-{
-    size_t at = 0;
-    char value[SETTINGS_META_VALUE];
-    for (int i = 0; i < TRAIN_GPT_N_SETTINGS && at < len; i++) {
-        const Setting *s = &TRAIN_GPT_SETTINGS[i];
-        /* a pipeline's --accum is its --micro-batches (pipeline_check_options): named so */
-        if (!s->name || rank_local(s->id) || (s->id == FLAG_ACCUM && o->parallel))
-            continue;
-        agreed_value(s, o, value, sizeof value);
-        at += (size_t)snprintf(buf + at, len - at, "--%s\t%s\n", s->name, value);
-    }
-    if (at < len)
-        at += (size_t)snprintf(buf + at, len - at, "the snapshot's step\t%ld\n", start_step);
-    return at < len ? at : len - 1;
-}
-
-/* The first line where mine and theirs differ: its name, and each side's value. */
-static void first_difference(const char *mine, const char *theirs, int rank, char *out,
-                             size_t len)
-{
-    while (*mine || *theirs) {
-        size_t a = strcspn(mine, "\n"), b = strcspn(theirs, "\n");
-        if (a != b || memcmp(mine, theirs, a) != 0) {
-            size_t name = strcspn(mine, "\t");
-            size_t tb = strcspn(theirs, "\t");
-            if (name > a)
-                name = a;
-            if (tb > b)
-                tb = b;
-            snprintf(out, len, "%.*s is %.*s on rank 0, %.*s on rank %d", (int)name, mine,
-                     (int)(b - (tb < b ? tb + 1 : b)), theirs + (tb < b ? tb + 1 : b),
-                     (int)(a - (name < a ? name + 1 : a)), mine + (name < a ? name + 1 : a),
-                     rank);
-            return;
-        }
-        mine += a + (mine[a] != '\0');
-        theirs += b + (theirs[b] != '\0');
-    }
-    snprintf(out, len, "the settings differ");
-}
-
+/* Settings agreement (agree.c): MPMD command lines (`mpirun -np 1 prog A : -np 1 prog B`), or a
+ * script that passes each host its own flags, can give the ranks different settings; they would
+ * wait for each other in different collectives, or train to numbers no command line gives. */
 /* Every rank alive after the setup vote: rank 0's settings broadcast and compared. */
 static void agree_on_settings(const Options *o, long start_step)
 {
     DistComm *c = dist_world();
-    static char mine[AGREED_MAX], theirs[AGREED_MAX];
-    uint64_t n = agreed_text(o, start_step, mine, sizeof mine);
+    static char mine[OPTIONS_AGREED_MAX], theirs[OPTIONS_AGREED_MAX];
+    uint64_t n = options_agreed_text(o, start_step, mine, sizeof mine);
     uint64_t n0 = n;
     dist_broadcast(c, &n0, sizeof n0, 0);
     if (n0 >= sizeof theirs)
@@ -283,7 +198,7 @@ static void agree_on_settings(const Options *o, long start_step)
     phase = PAR_AGREED;
     if (first == c->rank) {
         char why[1024];
-        first_difference(mine, theirs, c->rank, why, sizeof why);
+        options_first_difference(mine, theirs, c->rank, why, sizeof why);
         fprintf(stderr, "%s: the ranks were given different settings: %s (every rank must run "
                 "the same flags and snapshot)\n", cli_program(), why);
     } else {
@@ -317,9 +232,8 @@ ParallelRun *parallel_start(const Options *o, Trainer *tr)
     p->c = dist_world();
     p->cfg = tr->cfg;
     p->stage = o->zero_stage;
-    /* A snapshot of a run on N ranks records --accum N K (its global batch): only the command
-     * line's --accum is this run's K. */
-    p->micro = options_given(o, FLAG_ACCUM) ? o->accum : 1;
+    /* --accum as given (or a snapshot's, which records it per rank, with the rank count apart) */
+    p->micro = o->accum;
     if (p->stage) {
         p->zero = zero_new(p->c, tr, p->stage);
         p->psi = zero_param_count(p->zero);
@@ -332,6 +246,10 @@ ParallelRun *parallel_start(const Options *o, Trainer *tr)
 }
 
 bool parallel_is_root(void) { return phase == PAR_OFF || dist_world()->rank == 0; }
+int  parallel_data_ranks(const Options *o)
+{
+    return phase != PAR_OFF && (o->ddp || o->zero_stage) ? dist_world()->size : 1;
+}
 int  parallel_ranks(const ParallelRun *p) { return p ? p->c->size : 1; }
 int  parallel_micro_batches(const ParallelRun *p) { return p ? p->micro : 1; }
 

@@ -377,7 +377,9 @@ const Setting TRAIN_GPT_SETTINGS[] = {
       .offset = FIELD(save_adapter_path), .arg = "FILE", .needs = { &LORA },
       .help = "the adapters alone at the end (loads on top of the base)" },
 
-    { .heading = "Evaluation and output:" },
+    { .heading = "Evaluation and output (each output FILE is written whole or not at all; a\n"
+                 "symlink is followed, a character device such as /dev/null written through; a\n"
+                 "FIFO, a socket or a folder is refused before training):" },
     { .name = "eval-every", .id = FLAG_EVAL_EVERY, .type = SETTING_LONG,
       .offset = FIELD(eval_every), .lo = 0, .hi = 1000000000, .def = "250", .arg = "N",
       .help = "validation loss and accuracy every N steps, 0 = only at the\nend" },

@@ -489,7 +489,7 @@ static void describe(const Run *run)
            gpt_n_params(run->tr->model));
     SchedConfig s = options_schedule(o);
     printf("training: %s, batch %d x %d %s = %ld, clip %g, %d threads; steps %ld to "
-           "%ld\n", trainer_optimizer_name(o->cfg.optimizer), o->batch, o->accum,
+           "%ld\n", trainer_optimizer_name(o->cfg.optimizer), o->batch, run->K,
            run->par ? "(ranks x micro-batches)" : "accumulated",
            sched_effective_batch(&s), o->cfg.clip, par_threads(), run->tr->step, o->steps);
     if (o->cfg.optimizer == TRAIN_ADAM8BIT)
@@ -544,17 +544,19 @@ static void finish_outputs(Run *run)
 }
 
 /* Outputs written only at the end are checked now: a run must not train for an hour and then
- * find that it cannot save (a missing folder, a folder given as the file). The check leaves
- * nothing behind. */
+ * find that it cannot save (a missing folder, a folder given as the file), or block at its first
+ * log row on a FIFO nobody reads. The check leaves nothing behind. */
 static void check_outputs(const Options *o)
 {
     const struct { const char *flag, *path; } outputs[] = {
         { "--save", o->save_path }, { "--save-adapter", o->save_adapter_path },
         { "--plot", o->plot_path }, { "--log", o->log_path },
+        { "--pipe-events", o->pipe_events },
     };
     for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++) {
         char err[512];
-        if (outputs[i].path && !outfile_check_writable(outputs[i].path, err, sizeof err))
+        if (outputs[i].path && (!outfile_check_kind(outputs[i].path, err, sizeof err) ||
+                                !outfile_check_writable(outputs[i].path, err, sizeof err)))
             cli_die(1, "%s %s", outputs[i].flag, err);
     }
 }
@@ -577,12 +579,11 @@ int main(int argc, char **argv)
     run.par = parallel_start(&run.o, run.tr);
     run.B = run.o.batch;
     run.T = run.o.seq;
-    /* Under ddp and ZeRO the batch drawn is the global one, --accum K micro-batches per rank:
-     * --accum N K's, which the schedule (--lr-rule) and the snapshot's metadata then see as
-     * the effective batch. */
-    if (run.par)
-        run.o.accum = parallel_ranks(run.par) * parallel_micro_batches(run.par);
-    run.K = run.o.accum;
+    /* Under ddp and ZeRO the batch drawn is the global one, --accum K micro-batches on each of
+     * N ranks: the batch --accum N K draws in one process, which the schedule (--lr-rule) sees
+     * as the effective batch. The snapshot keeps K and N apart (options_snapshot_meta). */
+    run.o.ranks = parallel_ranks(run.par);
+    run.K = run.o.accum * run.o.ranks;
     options_check_products(&run.o);     /* --seq is known now, and accum under ddp */
     run.peak_flops = parallel_sum(run.par, measure_peak());
     describe(&run);

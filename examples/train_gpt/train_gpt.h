@@ -42,7 +42,9 @@ typedef struct {
     /* run */
     long        steps;           /* train until this step (a total, counting a loaded run's) */
     int         batch;           /* rows per micro-batch */
-    int         accum;           /* micro-batches per update */
+    int         accum;           /* micro-batches per update (per rank under ddp and ZeRO) */
+    int         ranks;           /* data-parallel ranks: 1, or mpirun's N under ddp and ZeRO (set
+                                  * once the run starts); a step draws batch x accum x ranks rows */
     int         seq;             /* 0: the task's row length, or 64 for text */
     int         threads;
     size_t      mem_budget;      /* bytes of tracked memory the run may hold; 0: no limit */
@@ -96,12 +98,22 @@ void    options_check_products(const Options *o);
 void    options_merge_snapshot(Options *o, const TrainerConfig *saved_cfg,
                                const SnapshotReader *r, const char *path);
 /* The metadata train_gpt adds to a snapshot: the data, the schedule, the run's keys (the
- * settings table's) and a LoRA run's base. */
+ * settings table's; --accum as given, per rank), the data-parallel rank count (run.ranks) and a
+ * LoRA run's base. */
 void    options_snapshot_meta(const Options *o, SettingsMeta *m);
 /* The schedule the options describe (checked when the options were parsed), and the learning
  * rate of step (1-based) under it. */
 SchedConfig options_schedule(const Options *o);
 double  options_lr(const Options *o, long step);
+
+/* agree.c: the settings every rank of a --parallel run must share, as text: a "--name\tvalue"
+ * line per flag (but the rank's own: threads, memory budget, outputs, samples), with the
+ * kernel mode and then the step a snapshot resumes from; its length (at most len - 1). And the
+ * first line where two such texts differ, "--steps is 4 on rank 0, 8 on rank R" into out. */
+enum { OPTIONS_AGREED_MAX = 1 << 16 };
+size_t options_agreed_text(const Options *o, long start_step, char *buf, size_t len);
+void   options_first_difference(const char *mine, const char *theirs, int rank, char *out,
+                                size_t len);
 
 /* evaluate.c ---------------------------------------------------------------------------------- */
 typedef struct {
@@ -182,6 +194,9 @@ void         parallel_parsed(void);          /* after options_parse */
 void         parallel_setup_done(const Options *o, long start_step);
 ParallelRun *parallel_start(const Options *o, Trainer *tr);
 bool         parallel_is_root(void);
+/* The ranks a data-parallel run (--parallel ddp, zero1-3) of these options trains on: mpirun's
+ * N, or 1 (no --parallel, or a pipeline). Known from MPI_Init on (parallel_begin). */
+int          parallel_data_ranks(const Options *o);
 int          parallel_ranks(const ParallelRun *p);
 int          parallel_micro_batches(const ParallelRun *p);    /* per rank: --accum */
 void         parallel_describe(const ParallelRun *p, int B);

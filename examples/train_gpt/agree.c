@@ -1,0 +1,95 @@
+/* The settings every rank of a --parallel run must share, as text (train_gpt.h), compared by
+ * parallel.c after the setup vote (agree_on_settings). MPMD command lines (`mpirun -np 1 prog A
+ * : -np 1 prog B`), or a script that passes each host its own flags, can give the ranks
+ * different settings. Ranks that disagree on the mode or on the step count enter different
+ * collectives and wait for each other forever; ranks that disagree on --lr or --seed run to the
+ * end and write numbers no single command line gives. So every rank writes the settings that
+ * must agree as "--name\tvalue" lines in table order, rank 0's text is broadcast, and each rank
+ * compares it with its own: the lowest rank that differs names the first differing setting with
+ * both values, the others leave quietly, every rank exits 1. Rows that are the rank's own
+ * business are left out: the threads, the memory budget, outputs only rank 0 writes, the
+ * samples printed at the end. Checkpointing is compared (ZeRO-3 gathers weights again for a
+ * recomputed block); so is the kernel mode (ranks in different modes would mix gradients of
+ * different bits, which no single process reproduces). */
+#include <stdio.h>
+#include <string.h>
+
+#include "autograd/checkpoint.h"
+#include "autograd/kernels.h"
+#include "examples/train_gpt/train_gpt.h"
+
+static bool rank_local(int id)
+{
+    static const Flag local[] = {
+        FLAG_THREADS, FLAG_MEM_BUDGET, FLAG_LOG, FLAG_PLOT, FLAG_SAVE, FLAG_SAVE_ADAPTER,
+        FLAG_PIPE_EVENTS, FLAG_SAMPLE, FLAG_TEMPERATURE, FLAG_SAMPLE_SEED, FLAG_EVAL_EXAMPLES,
+    };
+    for (size_t i = 0; i < sizeof local / sizeof local[0]; i++)
+        if ((int)local[i] == id)
+            return true;
+    return false;
+}
+
+/* One setting as its flag would be typed (the custom rows without a format of their own here). */
+static void agreed_value(const Setting *s, const Options *o, char *buf, size_t len)
+{
+    static const char *const modes[] = { "none", "ddp", "zero1", "zero2", "zero3" };
+    char name[64];
+    switch (s->id) {
+    case FLAG_PARALLEL:
+        snprintf(buf, len, "%s",
+                 o->parallel ? o->parallel : modes[o->ddp ? 1 : o->zero_stage ? o->zero_stage + 1
+                                                                                : 0]);
+        break;
+    case FLAG_KERNELS: snprintf(buf, len, "%s", kernels_name(kernels_mode())); break;
+    case FLAG_CHECKPOINT:
+        snprintf(buf, len, "%s", ckpt_name(o->cfg.checkpoint, name, sizeof name));
+        break;
+    case FLAG_LORA_TARGETS: snprintf(buf, len, "%u", (unsigned)o->lora.targets); break;
+    default: settings_format(s, o, buf, len);
+    }
+}
+
+/* The text every rank must share: each row's "--name\tvalue\n", then the step a loaded
+ * snapshot resumes from. */
+size_t options_agreed_text(const Options *o, long start_step, char *buf, size_t len)
+{
+    size_t at = 0;
+    char value[SETTINGS_META_VALUE];
+    for (int i = 0; i < TRAIN_GPT_N_SETTINGS && at < len; i++) {
+        const Setting *s = &TRAIN_GPT_SETTINGS[i];
+        /* a pipeline's --accum is its --micro-batches (pipeline_check_options): named so */
+        if (!s->name || rank_local(s->id) || (s->id == FLAG_ACCUM && o->parallel))
+            continue;
+        agreed_value(s, o, value, sizeof value);
+        at += (size_t)snprintf(buf + at, len - at, "--%s\t%s\n", s->name, value);
+    }
+    if (at < len)
+        at += (size_t)snprintf(buf + at, len - at, "the snapshot's step\t%ld\n", start_step);
+    return at < len ? at : len - 1;
+}
+
+/* The first line where mine and theirs differ: its name, and each side's value. */
+void options_first_difference(const char *mine, const char *theirs, int rank, char *out,
+                             size_t len)
+{
+    while (*mine || *theirs) {
+        size_t a = strcspn(mine, "\n"), b = strcspn(theirs, "\n");
+        if (a != b || memcmp(mine, theirs, a) != 0) {
+            size_t name = strcspn(mine, "\t");
+            size_t tb = strcspn(theirs, "\t");
+            if (name > a)
+                name = a;
+            if (tb > b)
+                tb = b;
+            snprintf(out, len, "%.*s is %.*s on rank 0, %.*s on rank %d", (int)name, mine,
+                     (int)(b - (tb < b ? tb + 1 : b)), theirs + (tb < b ? tb + 1 : b),
+                     (int)(a - (name < a ? name + 1 : a)), mine + (name < a ? name + 1 : a),
+                     rank);
+            return;
+        }
+        mine += a + (mine[a] != '\0');
+        theirs += b + (theirs[b] != '\0');
+    }
+    snprintf(out, len, "the settings differ");
+}

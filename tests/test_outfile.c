@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -149,6 +150,57 @@ static void test_refused_paths(void **state)
     assert_true(outfile_no_temp_beside(in_dir("fresh.txt")));
 }
 
+/* Issue 30: what cannot be a program's output file (a folder, a named FIFO, a socket, through a
+ * link too) is named by outfile_check_kind; a file, a device and a fresh name pass. */
+static void test_kinds_refused(void **state)
+{
+    (void)state;
+    char err[512];
+    const char *fifo = in_dir("kind_fifo"), *link = in_dir("kind_link");
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(symlink(fifo, link), 0);
+    assert_false(outfile_check_kind(fifo, err, sizeof err));
+    assert_non_null(strstr(err, "is a FIFO"));
+    assert_false(outfile_check_kind(link, err, sizeof err));
+    assert_non_null(strstr(err, "is a FIFO"));
+    assert_false(outfile_check_kind(dir, err, sizeof err));
+    assert_non_null(strstr(err, "is a folder"));
+    assert_true(outfile_check_kind("/dev/null", err, sizeof err));
+    assert_true(outfile_check_kind(in_dir("kind_fresh.txt"), err, sizeof err));
+    unlink(link);
+    unlink(fifo);
+}
+
+/* Issue 30: a program that ends (exit) between open and commit, as one does on a failed write,
+ * leaves no temporary file; a forked child's exit does not take its parent's. */
+static void test_exit_removes_the_temporary(void **state)
+{
+    (void)state;
+    const char *path = in_dir("exit.txt");
+    char err[512];
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        OutFile o;
+        if (!outfile_open(&o, path, err, sizeof err))
+            _exit(3);
+        exit(1);                /* no commit, no abort */
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_int_equal(WEXITSTATUS(status), 1);
+    assert_true(outfile_no_temp_beside(path));
+    OutFile mine;
+    assert_true(outfile_open(&mine, path, err, sizeof err));
+    pid = fork();
+    if (pid == 0)
+        exit(0);                /* the child's exit leaves the parent's file */
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_false(outfile_no_temp_beside(path));
+    outfile_abort(&mine);
+    assert_true(outfile_no_temp_beside(path));
+}
+
 int main(void)
 {
     if (!mkdtemp(dir))
@@ -158,6 +210,8 @@ int main(void)
         cmocka_unit_test(test_abort_keeps_the_old_file),
         cmocka_unit_test(test_symlink_followed_and_kept),
         cmocka_unit_test(test_devices_and_pipes_written_through),
+        cmocka_unit_test(test_kinds_refused),
+        cmocka_unit_test(test_exit_removes_the_temporary),
         cmocka_unit_test(test_refused_paths),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

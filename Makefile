@@ -231,6 +231,9 @@ $(BUILD)/obj/tests/fuzz/%.o: CFLAGS += -DTAPEGRAD_LIBFUZZER
 $(BUILD)/fuzz/fuzz_train_load: $(FUZZ_TG_OBJ) $(DISTLIB)
 $(BUILD)/fuzz/fuzz_train_load: LINK_MPI = $(DISTLIB) $(MPI_LIBS)
 $(BUILD)/fuzz/fuzz_train_load: LDFLAGS += -Wl,--wrap=exit
+$(BUILD)/fuzz/fuzz_settings_agree: $(FUZZ_TG_OBJ) $(DISTLIB)
+$(BUILD)/fuzz/fuzz_settings_agree: LINK_MPI = $(DISTLIB) $(MPI_LIBS)
+$(BUILD)/fuzz/fuzz_settings_agree: LDFLAGS += -Wl,--wrap=exit
 
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(EXLIB) $(LIB)
 	@mkdir -p $(dir $@)

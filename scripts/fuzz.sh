@@ -3,8 +3,10 @@
 #
 # Builds the library and the harnesses with clang, -fsanitize=fuzzer + AddressSanitizer + UBSan,
 # into build-fuzz/, and runs each harness for FUZZ_SECONDS (default 300) on its corpus:
-#     snapshot     the safetensors reader on any bytes
-#     train_load   train_gpt's whole --load on any bytes
+#     snapshot        the safetensors reader on any bytes
+#     train_load      train_gpt's whole --load on any bytes
+#     lora_adapter    a LoRA adapter file (--save-adapter's) loaded onto a base
+#     settings_agree  two ranks' train_gpt command lines: parsed, their agreed settings compared
 # New inputs that reach new code go to build-fuzz/corpus/NAME (merge the useful ones into
 # tests/fuzz/corpus/NAME with -merge=1, keeping it small); an input that crashes, aborts, hangs
 # (FUZZ_TIMEOUT seconds, default 20) or trips a sanitizer is written to tests/fuzz/crashes/NAME/,
@@ -19,7 +21,7 @@ build=build-fuzz
 san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 # OpenBLAS's kernel choice re-runs a program (examples/common/blas_kernels.h): not here.
 export OPENBLAS_CORETYPE="${OPENBLAS_CORETYPE:-Haswell}" OMP_NUM_THREADS=1
-for name in ${FUZZ_ONLY:-snapshot train_load}; do
+for name in ${FUZZ_ONLY:-snapshot train_load lora_adapter settings_agree}; do
     # GEMM=openblas: oneDNN is built on GCC's OpenMP, these harnesses on clang's.
     make -s BUILD=$build CC=clang GEMM=openblas OPT="-O1 -g -fsanitize=fuzzer-no-link $san" \
         $build/fuzz/fuzz_$name

@@ -13,6 +13,16 @@
 
 #include "tests/fuzz/fuzz_snapshot.c"
 #include "tests/fuzz/fuzz_train_load.c"
+#include "tests/fuzz/fuzz_lora_adapter.c"
+#include "tests/fuzz/fuzz_settings_agree.c"
+
+typedef int (*Harness)(const uint8_t *data, size_t size);
+
+/* fuzz_snapshot_one says whether the file opened: 0 for an accepted input, as the others. */
+static int snapshot_status(const uint8_t *data, size_t size)
+{
+    return !fuzz_snapshot_one(data, size);
+}
 
 typedef struct {
     int files, accepted, refused, other;    /* other: a train_load status not 0, 1 or 2 */
@@ -38,7 +48,7 @@ static uint8_t *slurp(const char *path, size_t *size)
 }
 
 /* Every regular file of TAPEGRAD_SOURCE_DIR/tests/fuzz/KIND/NAME through the harness. */
-static void replay_dir(const char *kind, const char *name, bool train_load, Replay *r)
+static void replay_dir(const char *kind, const char *name, Harness harness, Replay *r)
 {
     char dir[1024], path[1400];
     snprintf(dir, sizeof dir, "%s/tests/fuzz/%s/%s", TAPEGRAD_SOURCE_DIR, kind, name);
@@ -54,7 +64,7 @@ static void replay_dir(const char *kind, const char *name, bool train_load, Repl
         uint8_t *data = slurp(path, &size);
         assert_non_null(data);
         r->files++;
-        int status = train_load ? fuzz_train_load_one(data, size) : !fuzz_snapshot_one(data, size);
+        int status = harness(data, size);
         if (status == 0)
             r->accepted++;
         else if (status == 1 || status == 2)  /* a bad file; a flag against the file */
@@ -66,7 +76,7 @@ static void replay_dir(const char *kind, const char *name, bool train_load, Repl
     closedir(d);
 }
 
-static void check(const char *name, bool train_load)
+static void check(const char *name, Harness harness)
 {
     Replay r = { 0 };
     /* Each refused input prints its one message; hundreds of them would bury the report. A
@@ -76,8 +86,8 @@ static void check(const char *name, bool train_load)
     int saved = quiet ? dup(2) : -1, null = quiet ? open("/dev/null", O_WRONLY) : -1;
     if (saved >= 0 && null >= 0)
         dup2(null, 2);
-    replay_dir("corpus", name, train_load, &r);
-    replay_dir("crashes", name, train_load, &r);
+    replay_dir("corpus", name, harness, &r);
+    replay_dir("crashes", name, harness, &r);
     fflush(stderr);
     if (saved >= 0) {
         dup2(saved, 2);
@@ -94,13 +104,26 @@ static void check(const char *name, bool train_load)
 static void test_snapshot_reader_corpus(void **s)
 {
     (void)s;
-    check("snapshot", false);
+    check("snapshot", snapshot_status);
 }
 
 static void test_train_load_corpus(void **s)
 {
     (void)s;
-    check("train_load", true);
+    check("train_load", fuzz_train_load_one);
+}
+
+/* Issue 30's harnesses: LoRA adapter files, and two ranks' command lines compared. */
+static void test_lora_adapter_corpus(void **s)
+{
+    (void)s;
+    check("lora_adapter", fuzz_lora_adapter_one);
+}
+
+static void test_settings_agree_corpus(void **s)
+{
+    (void)s;
+    check("settings_agree", fuzz_settings_agree_one);
 }
 
 int main(void)
@@ -112,6 +135,8 @@ int main(void)
     const struct CMUnitTest t[] = {
         cmocka_unit_test(test_snapshot_reader_corpus),
         cmocka_unit_test(test_train_load_corpus),
+        cmocka_unit_test(test_lora_adapter_corpus),
+        cmocka_unit_test(test_settings_agree_corpus),
     };
     return cmocka_run_group_tests(t, NULL, NULL);
 }

@@ -46,6 +46,7 @@ void __wrap_exit(int code)
  * fuzzer or in the replay under SANITIZE=1. */
 const char *__asan_default_options(void);
 const char *__asan_default_options(void) { return "detect_leaks=0"; }
+#define TAPEGRAD_FUZZ_EXIT_WRAP     /* fuzz_settings_agree.c uses these in the replay */
 
 /* What an input left behind, freed whether it returned or jumped. */
 static Run fuzz_run;

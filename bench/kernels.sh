@@ -10,6 +10,7 @@
 # and on 2, printed the same losses (the mode's promise, on this machine) and says so.
 #
 #   sh bench/kernels.sh [BUILD] [ROUNDS]        (default build, 3 rounds)
+#   CASES="large" THREADS="2" sh bench/kernels.sh     (some of the cases and thread counts)
 build=${1:-build}
 rounds=${2:-3}
 bin="$build/bin/train_gpt"
@@ -41,7 +42,8 @@ log_losses() { cut -f 1,2 "$1"; }
 # yes when every portable run of case $1 (each round, each thread count) printed the losses of
 # the first.
 portable_identical() {
-    log_losses "$work/$1.1.portable.1.tsv" > "$work/ref"
+    set -- "$1" "$work/$1".*.portable.1.tsv
+    log_losses "$2" > "$work/ref"
     for f in "$work/$1".*.portable.*.tsv; do
         log_losses "$f" | cmp -s - "$work/ref" || { echo no; return; }
     done
@@ -49,8 +51,8 @@ portable_identical() {
 }
 
 printf 'case\tthreads\tfast_ms\tportable_ms\tportable/fast\n'
-for c in tiny small large; do
-    for t in 1 2; do
+for c in ${CASES:-tiny small large}; do
+    for t in ${THREADS:-1 2}; do
         for r in $(seq "$rounds"); do
             for k in fast portable; do
                 # shellcheck disable=SC2046

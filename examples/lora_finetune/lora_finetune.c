@@ -385,8 +385,8 @@ int main(int argc, char **argv)
     /* 1500 steps at a constant rate after the warmup (the recipe before issue 28) ended at the
      * pretraining's edge: 97% of add on one thread of an EPYC, 1.0% on one thread of a Xeon.
      * A cosine decay over the same steps still left one run of ten at 88%; over 3000 steps
-     * every run checked solves 100% (docs/lora.md; bench/claims.sh checks 95%). Other flags can
-     * still leave the base short. */
+     * one run of four checked (portable, seed 3) stops at 9%, on a second plateau
+     * (docs/lora.md; bench/claims.sh checks 95%). */
     if (res[0].acc_old < 0.9)
         printf("note: the base solves only %.1f%% of %s, so the forgetting columns say little; "
                "pretrain longer (--pretrain-steps)\n", 100.0 * res[0].acc_old, o.pretrain_task);

@@ -624,7 +624,8 @@ static void test_parallel_accum_resume(void **state)
     }
     /* another rank count: the same global batch of 4 micro-batches or nothing; 3 ranks cannot
      * share it (refused by every rank alike, one message), one process with --accum 3 would
-     * draw 3, one process takes --accum 4 by itself and says that the sums are grouped anew */
+     * draw 3, one process without --accum is refused (not bit for bit: the reason and the two
+     * ways on), one process given --accum 4 goes on and says that the sums are grouped anew */
     snprintf(args, sizeof args, "--parallel zero3 --eval-every 0 --load %s --steps 6", half);
     run_ranks(r, 3, args);
     assert_int_equal(r->status, 1);
@@ -633,6 +634,11 @@ static void test_parallel_accum_resume(void **state)
     snprintf(args, sizeof args, "--load %s --steps 6 --accum 3", half);
     expect_refused(2, args, "1 rank x --accum 3 draws 3: give --accum 4");
     snprintf(args, sizeof args, "--eval-every 0 --eval-examples 8 --load %s --steps 4", half);
+    expect_refused(2, args, "on 1 rank its gradients would be summed in another grouping and the "
+                            "run would not continue bit for bit: resume on 2 ranks for that, or "
+                            "give --accum 4 to continue it regrouped");
+    snprintf(args, sizeof args, "--eval-every 0 --eval-examples 8 --load %s --steps 4 --accum 4",
+             half);
     run(r, 300, args);
     assert_int_equal(r->status, 0);
     assert_non_null(strstr(r->out, "resuming 2 ranks x --accum 2 on 1 rank x --accum 4: the "

@@ -147,6 +147,16 @@ static int merge_ranks(Options *o, const SettingsSaved *saved)
     if (n == mine || end2 == accum || *end2 || k < 1 || k > 1 << 16)
         return 0;       /* the same ranks, or a bad accum the merge names */
     long global = n * k;
+    /* Exact or refused: on another rank count the same global batch sums its micro-batches'
+     * gradients in another grouping, so the run goes on, but not bit for bit. That takes an
+     * --accum the user gives knowingly; without one, the reason and the two ways on. */
+    if (!options_given(o, FLAG_ACCUM) && global % mine == 0)
+        cli_usage_error("--load %s: the snapshot's run was %ld rank%s x --accum %ld; on %d "
+                        "rank%s its gradients would be summed in another grouping and the run "
+                        "would not continue bit for bit: resume on %ld rank%s for that, or give "
+                        "--accum %ld to continue it regrouped", saved->path, n,
+                        n == 1 ? "" : "s", k, mine, mine == 1 ? "" : "s", n, n == 1 ? "" : "s",
+                        global / mine);
     long want = options_given(o, FLAG_ACCUM) ? o->accum : global / mine;
     if (want * mine != global) {
         if (global % mine == 0)

@@ -231,7 +231,7 @@ static void print_lecture_activations(void)
     snprintf(sq, sizeof sq, "sqrt (every:%d)", ckpt_interval(sqrt_strategy, g->n_layer));
     printf("\nActivations, GPT-2 1.5B (L %d, C %d, H %d, T %d, V %d), B %d: peak act, GB:\n",
            g->n_layer, g->n_embd, g->n_head, T, g->vocab_size, B);
-    printf("  %-42s %9s %9s   %s\n", "", "fp32", "16-bit", "slide");
+    printf("  %-42s %9s %9s   %s\n", "", "fp32", "16-bit", "cited");
     double zp = memcalc_act_zero_paper(g, B, T, 2.0);
     printf("  %-42s %9.1f %9.1f   ~60 GB   (a)\n", "slide's formula, 12 x C B T L",
            memcalc_act_zero_paper(g, B, T, 4.0) / 1e9, zp / 1e9);
@@ -243,17 +243,19 @@ static void print_lecture_activations(void)
             snprintf(label, sizeof label, "ours, %s, %s", labels[i], t ? "tiled" : "standard");
             const char *slide = t        ? ""
                                 : i == 0 ? "   ~60 GB   (b)"
-                                : i == 2 ? "   ~8 GB    (c)"
+                                : i == 2 ? "   ~8 GB*   (c)"
                                          : "";
             printf("  %-42s %9.1f %9.1f%s\n", label, gpt2_act(names[i], t, false) / 1e9,
                    gpt2_act(names[i], t, true) / 1e9, slide);
         }
-    printf("  %-42s %9s %9.1f   ~8 GB    (d)\n", "slide's formula / sqrt(L)", "",
+    printf("  %-42s %9s %9.1f   ~8 GB*   (d)\n", "slide's formula / sqrt(L)", "",
            zp / sqrt((double)g->n_layer) / 1e9);
     double x = 2.0 * B * T * g->n_embd;
-    printf("  %-42s %9s %9.1f   ~8 GB    (e)\n", "slide's count, per-block checkpoints", "",
+    printf("  %-42s %9s %9.1f   ~8 GB*   (e)\n", "slide's count, per-block checkpoints", "",
            (g->n_layer * x + 12.0 * x) / 1e9);
     double P = (double)B * g->n_head * T * T;
+    printf("  cited: ~60 GB is on the slide (the ZeRO paper's estimate, quoted); * ~8 GB is the\n"
+           "      ZeRO paper's figure with activation checkpointing, not on the slides.\n");
     printf("  (a) 12 values of C per token and layer (the block's outputs), half precision: no\n"
            "      attention probabilities, no layernorm statistics, no embedding, no head.\n"
            "  (b) every tensor our ops keep: 18 C + 4 values per token per block (memcalc.h), the\n"

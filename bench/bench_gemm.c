@@ -23,6 +23,8 @@
  *   BLIS       libblis.so.4       cblas_sgemm  (Debian's 0.9.0: no AVX-512 kernels at all)
  *   oneDNN     libdnnl.so.2       dnnl_sgemm   (row-major; DNNL_MAX_CPU_ISA caps its kernels)
  *   libxsmm    libxsmm.so         libxsmm_sgemm, when a shared library exists
+ * and, linked in, tapegrad's own portable product (autograd/gemm_portable.h: what
+ * TAPEGRAD_KERNELS=portable runs; it is the same code, and the same bits, under either --isa).
  * A library that is not installed is skipped with a line saying so.
  *
  * The instruction set is fixed when a library loads, so the program runs itself twice, in
@@ -46,11 +48,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "autograd/gemm_portable.h"
 #include "bench/bench_util.h"
 #include "examples/common/blas_kernels.h"
 #include "examples/common/peak_fma.h"
 
-enum { THREADS = 2, SAMPLES = 31, PEAK_RUNS = 20, MAX_LIBS = 4, MAX_SHAPES = 16 };
+enum { THREADS = 2, SAMPLES = 31, PEAK_RUNS = 20, MAX_LIBS = 5, MAX_SHAPES = 16 };
 /* par_sgemm's rule (autograd/parallel.c): smaller products run on one thread. */
 static const double SPLIT_MIN_FLOPS = 1 << 18;
 
@@ -128,6 +131,7 @@ typedef struct {
     CblasSgemm  cblas;
     DnnlSgemm   dnnl;
     XsmmSgemm   xsmm;
+    bool        portable;       /* gemm_portable_sgemm, linked in */
     char        about[160];
 } Lib;
 
@@ -140,6 +144,8 @@ static void lib_sgemm(const Lib *l, bool ta, bool tb, int M, int N, int K, const
                  K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
     } else if (l->dnnl) {
         l->dnnl(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
+    } else if (l->portable) {
+        gemm_portable_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
     } else {
         /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T. */
         float one = 1.0f, zero = 0.0f;
@@ -230,11 +236,18 @@ static bool load_xsmm(Lib *l)
     return l->xsmm != NULL;
 }
 
+static bool load_portable(Lib *l)
+{
+    l->portable = true;
+    snprintf(l->about, sizeof l->about, "tapegrad's portable product, 6 x 16 AVX2 kernel");
+    return true;
+}
+
 static int load_libs(Lib *libs)
 {
     static const struct { const char *name; bool (*load)(Lib *); } all[] = {
         { "openblas", load_openblas }, { "blis", load_blis }, { "onednn", load_dnnl },
-        { "libxsmm", load_xsmm },
+        { "libxsmm", load_xsmm }, { "portable", load_portable },
     };
     int n = 0;
     for (int i = 0; i < (int)(sizeof all / sizeof all[0]); i++) {

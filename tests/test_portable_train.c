@@ -18,11 +18,12 @@
 #define SMALL_RUN "--data " TAPEGRAD_SOURCE_DIR "/data/tinyshakespeare.txt --layers 2 --heads 2 " \
                   "--embd 64 --seq 32 --batch 8 --steps 30 --eval-every 15"
 
-static void train(const char *env, int threads, const char *log)
+/* train_gpt SMALL_RUN with the environment assignment env and the extra flags args. */
+static void train(const char *env, const char *args, int threads, const char *log)
 {
     char cmd[1024], out[8192];
-    snprintf(cmd, sizeof cmd, "%s %s/bin/train_gpt %s --threads %d --log %s 2>&1", env,
-             TAPEGRAD_BUILD_DIR, SMALL_RUN, threads, log);
+    snprintf(cmd, sizeof cmd, "%s %s/bin/train_gpt %s %s --threads %d --log %s 2>&1", env,
+             TAPEGRAD_BUILD_DIR, SMALL_RUN, args, threads, log);
     int status = test_run_shell(cmd, out, sizeof out);
     if (status != 0)
         fail_msg("%s\nexited with %d:\n%s", cmd, status, out);
@@ -82,40 +83,35 @@ static int compare_logs(const char *path_a, const char *path_b)
 static void test_threads_give_the_same_log(void **state)
 {
     (void)state;
-    char one[600], two[600];
+    char one[600], two[600], flag[600];
     snprintf(one, sizeof one, "%s/one.tsv", dir);
     snprintf(two, sizeof two, "%s/two.tsv", dir);
-    train("TAPEGRAD_KERNELS=portable", 1, one);
-    train("TAPEGRAD_KERNELS=portable", 2, two);
+    snprintf(flag, sizeof flag, "%s/flag.tsv", dir);
+    train("TAPEGRAD_KERNELS=portable", "", 1, one);
+    train("TAPEGRAD_KERNELS=portable", "", 2, two);
     assert_int_equal(compare_logs(one, two), 30);
     /* The flag does what the environment does. */
-    char flag[600];
-    snprintf(flag, sizeof flag, "%s/flag.tsv --kernels portable", dir);
-    train("", 2, flag);
-    snprintf(flag, sizeof flag, "%s/flag.tsv", dir);
+    train("", "--kernels portable", 2, flag);
     assert_int_equal(compare_logs(one, flag), 30);
 }
 
-static void expect_refused(const char *cmd_tail, const char *needle)
+/* train_gpt with env and args must exit 2, print needle and run no step. */
+static void expect_refused(const char *env, const char *args, const char *needle)
 {
     char cmd[1024], out[8192];
-    snprintf(cmd, sizeof cmd, "%s/bin/train_gpt --threads 1 --steps 1 2>&1", TAPEGRAD_BUILD_DIR);
-    char full[1200];
-    snprintf(full, sizeof full, "%s %s", cmd_tail, cmd);
-    int status = test_run_shell(full, out, sizeof out);
+    snprintf(cmd, sizeof cmd, "%s %s/bin/train_gpt --threads 1 --steps 1 %s 2>&1", env,
+             TAPEGRAD_BUILD_DIR, args);
+    int status = test_run_shell(cmd, out, sizeof out);
     if (status != 2 || !strstr(out, needle) || strstr(out, "step 1"))
-        fail_msg("%s\nexpected status 2 and \"%s\", got %d:\n%s", full, needle, status, out);
+        fail_msg("%s\nexpected status 2 and \"%s\", got %d:\n%s", cmd, needle, status, out);
 }
 
 static void test_bad_mode_refused(void **state)
 {
     (void)state;
-    expect_refused("TAPEGRAD_KERNELS=Portable", "TAPEGRAD_KERNELS=Portable: choose portable or fast");
-    char cmd[1024], out[8192];
-    snprintf(cmd, sizeof cmd, "%s/bin/train_gpt --kernels avx 2>&1", TAPEGRAD_BUILD_DIR);
-    int status = test_run_shell(cmd, out, sizeof out);
-    if (status != 2 || !strstr(out, "--kernels avx: choose portable or fast"))
-        fail_msg("--kernels avx: got %d:\n%s", status, out);
+    expect_refused("TAPEGRAD_KERNELS=Portable", "",
+                   "TAPEGRAD_KERNELS=Portable: choose portable or fast");
+    expect_refused("", "--kernels avx", "--kernels avx: choose portable or fast");
 }
 
 int main(void)

@@ -151,6 +151,13 @@ void tape_flops_add(TapeFlops *into, const TapeFlops *from)
     add_count(&into->recompute, from->recompute.matmul, from->recompute.other);
 }
 
+void tape_flops_sub(TapeFlops *into, const TapeFlops *from)
+{
+    add_count(&into->forward, -from->forward.matmul, -from->forward.other);
+    add_count(&into->backward, -from->backward.matmul, -from->backward.other);
+    add_count(&into->recompute, -from->recompute.matmul, -from->recompute.other);
+}
+
 void tape_count(Tape *tape, int64_t matmul, int64_t other)
 {
     if (tape->flops)

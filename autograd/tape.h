@@ -37,6 +37,7 @@ typedef struct {
 
 int64_t flop_total(FlopCount c);                        /* matmul + other */
 void    tape_flops_add(TapeFlops *into, const TapeFlops *from);
+void    tape_flops_sub(TapeFlops *into, const TapeFlops *from);    /* counted since `from` */
 
 typedef struct Node Node;
 /* Reads node->out->grad and adds each input's contribution to tensor_grad(input), for the

@@ -283,19 +283,6 @@ static double all_flops(const TapeFlops *f)
     return model_flops(f) + (double)flop_total(f->recompute);
 }
 
-/* What the tape counted since `before`, on this rank. */
-static TapeFlops flops_since(const TapeFlops *now, const TapeFlops *before)
-{
-    TapeFlops d = *now;
-    d.forward.matmul -= before->forward.matmul;
-    d.forward.other -= before->forward.other;
-    d.backward.matmul -= before->backward.matmul;
-    d.backward.other -= before->backward.other;
-    d.recompute.matmul -= before->recompute.matmul;
-    d.recompute.other -= before->recompute.other;
-    return d;
-}
-
 /* The lecture's estimate per token of the products, 6N + 12LTC: N = 12LC^2 + VC, the weights
  * that enter a product (four per block: qkv 3C^2, proj C^2, fc 4C^2, proj 4C^2, and the head
  * V C, which a tied wte is; wpe, the embedding lookup, biases and LayerNorm are not products),
@@ -361,7 +348,8 @@ static void train(Run *run)
             ? parallel_step(run->par, run->tokens, run->targets, run->B, run->T, lr)
             : trainer_step_accum(run->tr, run->tokens, run->targets, run->B, run->T, run->K, lr);
         double seconds = progress_now() - t0;
-        TapeFlops step_flops = flops_since(&run->tr->flops, &before);
+        TapeFlops step_flops = run->tr->flops;     /* this rank's count of this step */
+        tape_flops_sub(&step_flops, &before);
         parallel_sum_flops(run->par, &step_flops);      /* every rank's rows: the job's */
         tape_flops_add(&run->flops, &step_flops);
         size_t peaks[MEM_NCAT + 1];

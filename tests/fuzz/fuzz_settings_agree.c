@@ -26,30 +26,9 @@
 #include <string.h>
 
 #include "examples/train_gpt/train_gpt.h"
+#include "tests/fuzz/fuzz_exit.h"
 
 enum { MAX_ARGS = 48, AGREE_TEXT = OPTIONS_AGREED_MAX };
-
-/* exit() as a jump back: fuzz_train_load.c's when both are built into tests/test_fuzz_replay.c */
-#ifndef TAPEGRAD_FUZZ_EXIT_WRAP
-#define TAPEGRAD_FUZZ_EXIT_WRAP
-static jmp_buf fuzz_exit_jump;
-static volatile int fuzz_exit_armed, fuzz_exit_status;
-
-void __real_exit(int code);
-void __wrap_exit(int code);
-void __wrap_exit(int code)
-{
-    if (fuzz_exit_armed) {
-        fuzz_exit_armed = 0;
-        fuzz_exit_status = code;
-        longjmp(fuzz_exit_jump, 1);
-    }
-    __real_exit(code);
-}
-
-const char *__asan_default_options(void);
-const char *__asan_default_options(void) { return "detect_leaks=0"; }
-#endif
 
 /* argv from text (modified in place): "train_gpt" then the words. */
 static int split_args(char *text, char **argv)

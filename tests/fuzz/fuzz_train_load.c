@@ -23,30 +23,10 @@
 #include <getopt.h>
 #include <setjmp.h>
 
+#include "tests/fuzz/fuzz_exit.h"
 #include "tests/fuzz/fuzz_file.h"
 
 enum { FUZZ_MAX_PARAMS = 4 << 20 };
-
-static jmp_buf fuzz_exit_jump;
-static volatile int fuzz_exit_armed, fuzz_exit_status;
-
-void __real_exit(int code);
-void __wrap_exit(int code);
-void __wrap_exit(int code)
-{
-    if (fuzz_exit_armed) {
-        fuzz_exit_armed = 0;
-        fuzz_exit_status = code;
-        longjmp(fuzz_exit_jump, 1);
-    }
-    __real_exit(code);
-}
-
-/* The jump leaves what a refused run allocated, as exit() would: not a leak to report, in the
- * fuzzer or in the replay under SANITIZE=1. */
-const char *__asan_default_options(void);
-const char *__asan_default_options(void) { return "detect_leaks=0"; }
-#define TAPEGRAD_FUZZ_EXIT_WRAP     /* fuzz_settings_agree.c uses these in the replay */
 
 /* What an input left behind, freed whether it returned or jumped. */
 static Run fuzz_run;

@@ -166,11 +166,20 @@ static float *per_thread_scratch(long TT)
     return mem_alloc(MEM_TEMP, (size_t)omp_get_max_threads() * TT * sizeof(float));
 }
 
+/* Whether the heads are worth the other threads: by the multiply-adds of their products
+ * (parallel.h), or by their softmax's FLOPs when T is long and D short. */
+static bool heads_worth_threads(const AttnHeads *a, int products, int softmax_flops)
+{
+    double pairs = (double)a->B * a->H, T = a->T;
+    return par_worth_madds(pairs * products * T * T * a->D) ||
+           par_worth(pairs * softmax_flops * causal_entries(a->T));
+}
+
 static void all_heads_forward(const AttnHeads *a, float *p_all, float *out)
 {
     long TT = (long)a->T * a->T;
     float *scratch = p_all ? NULL : per_thread_scratch(TT);
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (heads_worth_threads(a, 2, 7))
     for (int bh = 0; bh < a->B * a->H; bh++) {
         int b = bh / a->H, h = bh % a->H;
         float *p = p_all ? p_all + bh * TT : scratch + omp_get_thread_num() * TT;
@@ -196,7 +205,7 @@ static void all_heads_backward(const AttnHeads *a, const float *p_all, const flo
 {
     long TT = (long)a->T * a->T;
     float *scratch = per_thread_scratch(TT);
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (heads_worth_threads(a, 4, 5))
     for (int bh = 0; bh < a->B * a->H; bh++) {
         int b = bh / a->H, h = bh % a->H;
         float *ds = scratch + omp_get_thread_num() * TT;
@@ -315,8 +324,9 @@ static void op_causal_softmax_backward(Node *n)
     long rows = (long)tensor_rows(x);
     float scale = s->scale, *dx = tensor_grad(x);
     const float *dy = y->grad;
-    node_count(n, 0, rows / T * 5 * causal_entries(T));
-    #pragma omp parallel for schedule(static)
+    int64_t flops = rows / T * 5 * causal_entries(T);
+    node_count(n, 0, flops);
+    #pragma omp parallel for schedule(static) if (par_worth((double)flops))
     for (long r = 0; r < rows; r++) {
         int i = (int)(r % T);
         const float *yr = y->data + r * T, *dyr = dy + r * T;
@@ -337,10 +347,11 @@ Tensor *op_causal_softmax(Tape *tape, Tensor *x, float scale)
     int T = tensor_last_dim(x);
     long rows = (long)tensor_rows(x);
     Tensor *y = tape_tensor(tape, x->ndim, x->shape);
-    #pragma omp parallel for schedule(static)
+    int64_t flops = rows / T * (7 * causal_entries(T) + T);
+    #pragma omp parallel for schedule(static) if (par_worth((double)flops))
     for (long r = 0; r < rows; r++)
         causal_softmax_row(x->data + r * T, y->data + r * T, (int)(r % T), T, scale);
-    tape_count(tape, 0, rows / T * (7 * causal_entries(T) + T));
+    tape_count(tape, 0, flops);
     Node *n = tape_record(tape, "causal_softmax", op_causal_softmax_backward, y, 1,
                           (Tensor *[]){ x });
     if (n) {
@@ -357,7 +368,7 @@ Tensor *op_causal_softmax(Tape *tape, Tensor *x, float scale)
 static void move_heads(const float *src, float *dst, int B, int T, int H, int D, bool to_heads,
                        bool accumulate)
 {
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (par_worth((double)B * H * T * D))
     for (int bh = 0; bh < B * H; bh++) {
         int b = bh / H, h = bh % H;
         for (int t = 0; t < T; t++) {

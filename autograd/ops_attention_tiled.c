@@ -284,11 +284,18 @@ static float *thread_scratch(long per_thread)
     return mem_alloc(MEM_TEMP, (size_t)omp_get_max_threads() * per_thread * sizeof(float));
 }
 
+/* Whether the heads are worth the other threads, by their products' multiply-adds
+ * (parallel.h); backward also recomputes the scores. */
+static bool heads_worth_threads(const Heads *a, int products)
+{
+    return par_worth_madds((double)a->B * a->H * products * a->T * a->T * a->D);
+}
+
 static void tiled_forward(const Heads *a, float *out, float *lse)
 {
     long per_thread = (long)BR * BC + 2 * BR;
     float *scratch = thread_scratch(per_thread);
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (heads_worth_threads(a, 2))
     for (int bh = 0; bh < a->B * a->H; bh++) {
         int b = bh / a->H, h = bh % a->H;
         head_forward(a, b, h, out + head_out(a, b, h), lse ? lse + (long)bh * a->T : NULL,
@@ -301,7 +308,7 @@ static void tiled_backward(const Heads *a, const float *out, const float *dout, 
 {
     long per_thread = 2L * BR * BC + a->T;
     float *scratch = thread_scratch(per_thread);
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (heads_worth_threads(a, 5))
     for (int bh = 0; bh < a->B * a->H; bh++) {
         int b = bh / a->H, h = bh % a->H;
         long o = head_out(a, b, h);

@@ -28,7 +28,7 @@ static void op_add_backward(Node *n)
         if (!n->in[k]->requires_grad)
             continue;
         float *g = tensor_grad(n->in[k]);
-        #pragma omp parallel for simd schedule(static) if (n->out->size >= PAR_MIN_ELEMENTS)
+        #pragma omp parallel for simd schedule(static) if (par_worth((double)n->out->size))
         for (size_t i = 0; i < n->out->size; i++)
             g[i] += dy[i];
     }
@@ -39,7 +39,7 @@ Tensor *op_add(Tape *tape, Tensor *a, Tensor *b)
     tape_use(tape, 2, (Tensor *[]){ a, b });
     check_same("op_add", a, b);
     Tensor *y = like(tape, a);
-    #pragma omp parallel for simd schedule(static) if (y->size >= PAR_MIN_ELEMENTS)
+    #pragma omp parallel for simd schedule(static) if (par_worth((double)y->size))
     for (size_t i = 0; i < y->size; i++)
         y->data[i] = a->data[i] + b->data[i];
     tape_count(tape, 0, (int64_t)y->size);
@@ -58,13 +58,13 @@ static void op_mul_backward(Node *n)
     node_count(n, 0, (int64_t)a->size * (a->requires_grad + b->requires_grad));
     if (a->requires_grad) {
         float *g = tensor_grad(a);
-        #pragma omp parallel for simd schedule(static)
+        #pragma omp parallel for simd schedule(static) if (par_worth((double)a->size))
         for (size_t i = 0; i < a->size; i++)
             g[i] += dy[i] * b->data[i];
     }
     if (b->requires_grad) {
         float *g = tensor_grad(b);
-        #pragma omp parallel for simd schedule(static)
+        #pragma omp parallel for simd schedule(static) if (par_worth((double)b->size))
         for (size_t i = 0; i < b->size; i++)
             g[i] += dy[i] * a->data[i];
     }
@@ -75,7 +75,7 @@ Tensor *op_mul(Tape *tape, Tensor *a, Tensor *b)
     tape_use(tape, 2, (Tensor *[]){ a, b });
     check_same("op_mul", a, b);
     Tensor *y = like(tape, a);
-    #pragma omp parallel for simd schedule(static)
+    #pragma omp parallel for simd schedule(static) if (par_worth((double)y->size))
     for (size_t i = 0; i < y->size; i++)
         y->data[i] = a->data[i] * b->data[i];
     tape_count(tape, 0, (int64_t)y->size);
@@ -93,7 +93,7 @@ static void op_bias_add_backward(Node *n)
     const float *dy = n->out->grad;
     if (x->requires_grad) {
         float *g = tensor_grad(x);
-        #pragma omp parallel for simd schedule(static)
+        #pragma omp parallel for simd schedule(static) if (par_worth((double)x->size))
         for (size_t i = 0; i < x->size; i++)
             g[i] += dy[i];
     }
@@ -114,7 +114,7 @@ Tensor *op_bias_add(Tape *tape, Tensor *x, Tensor *bias)
     }
     Tensor *y = like(tape, x);
     size_t rows = tensor_rows(x);
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (par_worth((double)y->size))
     for (size_t r = 0; r < rows; r++)
         for (int j = 0; j < N; j++)
             y->data[r * N + j] = x->data[r * N + j] + bias->data[j];
@@ -136,7 +136,7 @@ static void op_scale_backward(Node *n)
     float s = st->s, *g = tensor_grad(n->in[0]);
     const float *dy = n->out->grad;
     node_count(n, 0, (int64_t)n->out->size);
-    #pragma omp parallel for simd schedule(static)
+    #pragma omp parallel for simd schedule(static) if (par_worth((double)n->out->size))
     for (size_t i = 0; i < n->out->size; i++)
         g[i] += s * dy[i];
 }
@@ -145,7 +145,7 @@ Tensor *op_scale(Tape *tape, Tensor *x, float s)
 {
     tape_use(tape, 1, (Tensor *[]){ x });
     Tensor *y = like(tape, x);
-    #pragma omp parallel for simd schedule(static)
+    #pragma omp parallel for simd schedule(static) if (par_worth((double)y->size))
     for (size_t i = 0; i < y->size; i++)
         y->data[i] = s * x->data[i];
     tape_count(tape, 0, (int64_t)y->size);
@@ -165,7 +165,7 @@ static void op_relu_backward(Node *n)
     const float *x = n->in[0]->data, *dy = n->out->grad;
     float *g = tensor_grad(n->in[0]);
     node_count(n, 0, (int64_t)n->out->size);
-    #pragma omp parallel for simd schedule(static)
+    #pragma omp parallel for simd schedule(static) if (par_worth((double)n->out->size))
     for (size_t i = 0; i < n->out->size; i++)
         g[i] += x[i] > 0.0f ? dy[i] : 0.0f;
 }
@@ -174,7 +174,7 @@ Tensor *op_relu(Tape *tape, Tensor *x)
 {
     tape_use(tape, 1, (Tensor *[]){ x });
     Tensor *y = like(tape, x);
-    #pragma omp parallel for simd schedule(static)
+    #pragma omp parallel for simd schedule(static) if (par_worth((double)y->size))
     for (size_t i = 0; i < y->size; i++)
         y->data[i] = x->data[i] > 0.0f ? x->data[i] : 0.0f;
     tape_count(tape, 0, (int64_t)y->size);
@@ -218,7 +218,7 @@ static void op_gelu_backward(Node *n)
     float *g = tensor_grad(n->in[0]);
     node_count(n, 0, 19 * (int64_t)n->out->size);
     long size = (long)n->out->size, chunks = (size + GELU_CHUNK - 1) / GELU_CHUNK;
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (par_worth(19.0 * size))
     for (long c = 0; c < chunks; c++) {
         size_t i0 = (size_t)c * GELU_CHUNK;
         size_t m = (size_t)size - i0 < GELU_CHUNK ? (size_t)size - i0 : GELU_CHUNK;
@@ -234,7 +234,7 @@ Tensor *op_gelu(Tape *tape, Tensor *x)
 {
     tape_use(tape, 1, (Tensor *[]){ x });
     Tensor *y = like(tape, x);
-    #pragma omp parallel for simd schedule(static)
+    #pragma omp parallel for simd schedule(static) if (par_worth(9.0 * y->size))
     for (size_t i = 0; i < y->size; i++) {
         float xi = x->data[i];
         y->data[i] = 0.5f * xi * (1.0f + vtanh(GELU_C * (xi + GELU_A * xi * xi * xi)));

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "autograd/ops.h"
+#include "autograd/parallel.h"
 #include "autograd/reduce.h"
 #include "autograd/vexp.h"
 
@@ -48,7 +49,7 @@ static void op_embedding_backward(Node *n)
     size_t positions = (size_t)n->out->shape[0] * n->out->shape[1];
     int C = n->in[0]->shape[1], blocks = (C + COL_BLOCK - 1) / COL_BLOCK;
     node_count(n, 0, (int64_t)positions * C);
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (blocks > 1 && par_worth((double)positions * C))
     for (int b = 0; b < blocks; b++) {
         int j0 = b * COL_BLOCK, w = C - j0 < COL_BLOCK ? C - j0 : COL_BLOCK;
         for (size_t p = 0; p < positions; p++) {
@@ -68,7 +69,7 @@ Tensor *op_embedding(Tape *tape, Tensor *table, const int *ids, int B, int T)
     int C = table->shape[1];
     size_t positions = (size_t)B * T;
     Tensor *out = tape_tensor(tape, 3, (int[]){ B, T, C });
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (par_worth((double)positions * C))
     for (size_t p = 0; p < positions; p++)
         memcpy(out->data + p * C, table->data + (size_t)ids[p] * C, (size_t)C * sizeof(float));
     Node *n = tape_record(tape, "embedding", op_embedding_backward, out, 1, (Tensor *[]){ table });
@@ -143,7 +144,7 @@ static void op_cross_entropy_backward(Node *n)
     int V = tensor_last_dim(x);
     node_count(n, 0, (int64_t)s->count * (3 * V + 1) + 1);
     /* BEGIN SOLUTION cross_entropy_backward */
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (par_worth((double)rows * (3 * V + 1)))
     for (size_t r = 0; r < rows; r++) {
         int t = s->targets[r];
         if (t < 0)
@@ -171,7 +172,7 @@ Tensor *op_cross_entropy(Tape *tape, Tensor *logits, const int *targets)
     /* The per-row lse is needed for the value either way; it outlives the op only if saved. */
     float *lse = save ? tape_buffer(tape, MEM_ACT, rows * sizeof(float))
                       : mem_alloc(MEM_TEMP, rows * sizeof(float));
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (par_worth((double)rows * (4 * V + 4)))
     for (size_t r = 0; r < rows; r++)
         lse[r] = targets[r] < 0 ? 0.0f : row_logsumexp(logits->data + r * V, V);
 

@@ -41,7 +41,8 @@ static void product_low_accumulate(Format f, bool ta, bool tb, int M, int N, int
                                    const float *A, const float *B, float beta, float *C)
 {
     Rounding rne = { 0 };
-    #pragma omp parallel for schedule(static)
+    /* Each multiply-add here is a few roundings in software: tens of FLOPs of a plain loop. */
+    #pragma omp parallel for schedule(static) if (par_worth(32.0 * M * N * K))
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
             float acc = fmt_round(f, beta * C[(size_t)i * N + j], rne, 0);
@@ -208,7 +209,7 @@ Tensor *op_linear(Tape *tape, Tensor *x, Tensor *w, Tensor *bias)
     }
     Tensor *y = matmul_output(tape, x, N);
     long M = (long)tensor_rows(x);
-    #pragma omp parallel for schedule(static) if (M * N >= PAR_MIN_ELEMENTS)
+    #pragma omp parallel for schedule(static) if (par_worth((double)M * N))
     for (long r = 0; r < M; r++)
         memcpy(y->data + r * N, bias->data, (size_t)N * sizeof(float));
     const PrecisionPolicy *p = tape->policy;
@@ -262,7 +263,8 @@ static void op_bmm_backward(Node *n)
     float *da = a->requires_grad ? tensor_grad(a) : NULL;
     float *db = b->requires_grad ? tensor_grad(b) : NULL;
     node_count(n, 2 * (int64_t)batch * M * N * K * ((da != NULL) + (db != NULL)), 0);
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) \
+        if (par_worth_madds((double)batch * M * N * K * ((da != NULL) + (db != NULL))))
     for (int i = 0; i < batch; i++) {
         const float *ai = a->data + (long)i * M * K, *bi = b->data + (long)i * K * N;
         const float *dci = c->grad + (long)i * M * N;
@@ -288,7 +290,7 @@ Tensor *op_bmm(Tape *tape, Tensor *a, Tensor *b, bool trans_b)
         shape[d] = a->shape[d];
     shape[a->ndim - 1] = N;
     Tensor *c = tape_tensor(tape, a->ndim, shape);
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (par_worth_madds((double)batch * M * N * K))
     for (int i = 0; i < batch; i++)
         par_sgemm_serial(false, trans_b, M, N, K, 1.0f, a->data + (long)i * M * K, K,
                          b->data + (long)i * K * N, trans_b ? K : N, 0.0f,

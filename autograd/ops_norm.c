@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "autograd/ops.h"
+#include "autograd/parallel.h"
 #include "autograd/reduce.h"
 #include "autograd/vexp.h"
 
@@ -59,7 +60,7 @@ static void layernorm_dx(const Node *n, const float *stats)
     size_t rows = tensor_rows(x);
     int C = tensor_last_dim(x);
     /* BEGIN SOLUTION layernorm_backward */
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (par_worth((double)rows * 13 * C))
     for (size_t r = 0; r < rows; r++) {
         const float *xr = x->data + r * C, *dyr = dy + r * C;
         float mu = stats[2 * r], rstd = stats[2 * r + 1];
@@ -91,7 +92,7 @@ static void layernorm_dparams(const Node *n, const float *stats)
     size_t rows = tensor_rows(x);
     int C = tensor_last_dim(x), blocks = (C + COL_BLOCK - 1) / COL_BLOCK;
     /* BEGIN SOLUTION layernorm_backward */
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (blocks > 1 && par_worth((double)rows * 3 * C))
     for (int b = 0; b < blocks; b++) {
         int j0 = b * COL_BLOCK, w = C - j0 < COL_BLOCK ? C - j0 : COL_BLOCK;
         float acc_g[COL_BLOCK] = { 0 }, acc_b[COL_BLOCK] = { 0 };
@@ -145,7 +146,7 @@ Tensor *op_layernorm(Tape *tape, Tensor *x, Tensor *gamma, Tensor *beta, float e
                        ? tape_buffer(tape, MEM_ACT, 2 * rows * sizeof(float)) : NULL;
     Tensor *y = tape_tensor(tape, x->ndim, x->shape);
     const float *g = gamma->data, *b = beta->data;
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (par_worth((double)rows * 8 * C))
     for (size_t r = 0; r < rows; r++) {
         const float *xr = x->data + r * C;
         float *yr = y->data + r * C;
@@ -199,7 +200,7 @@ static void op_softmax_backward(Node *n)
     size_t rows = tensor_rows(y);
     int C = tensor_last_dim(y);
     node_count(n, 0, (int64_t)rows * 4 * C);
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (par_worth((double)rows * 4 * C))
     for (size_t r = 0; r < rows; r++) {
         const float *yr = y->data + r * C, *dyr = dy + r * C;
         float dot = red_dot(dyr, yr, C);
@@ -216,7 +217,7 @@ Tensor *op_softmax(Tape *tape, Tensor *x)
     Tensor *y = tape_tensor(tape, x->ndim, x->shape);
     size_t rows = tensor_rows(x);
     int C = tensor_last_dim(x);
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (par_worth((double)rows * 5 * C))
     for (size_t r = 0; r < rows; r++)
         softmax_row(x->data + r * C, y->data + r * C, C);
     tape_count(tape, 0, (int64_t)rows * (5 * C + 1));

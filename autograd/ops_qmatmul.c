@@ -17,7 +17,7 @@
 static float *dequantize_weight(const QuantTensor *w, int K, int N, Format compute)
 {
     float *buf = mem_alloc(MEM_TEMP, (size_t)K * N * sizeof *buf);
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (par_worth(8.0 * K * N))
     for (int k = 0; k < K; k++) {
         float *row = buf + (size_t)k * N;
         quant_dequantize_range(w, (size_t)k * N, (size_t)N, row);
@@ -36,7 +36,7 @@ static const float *rounded_input(const float *src, int rows, int cols, Format c
     if (compute == FMT_FP32)
         return src;
     float *dst = mem_alloc(MEM_TEMP, (size_t)rows * cols * sizeof *dst);
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (par_worth(8.0 * rows * cols))
     for (int i = 0; i < rows; i++)
         fmt_round_array(compute, src + (size_t)i * cols, dst + (size_t)i * cols, (size_t)cols,
                         (Rounding){ 0 }, 0);
@@ -69,7 +69,7 @@ static void op_qmatmul_backward(Node *n)
                (int64_t)M * N * (bias && bias->requires_grad));
     if (bias && bias->requires_grad) {
         float *db = tensor_grad(bias);
-        #pragma omp parallel for schedule(static)
+        #pragma omp parallel for schedule(static) if (par_worth((double)M * N))
         for (int j = 0; j < N; j++)
             for (int r = 0; r < M; r++)
                 db[j] += y->grad[(size_t)r * N + j];

@@ -1,6 +1,7 @@
 /* Shape ops: reshape (a view, free) and transpose (a copy, since every tensor is contiguous).
  * Neither does arithmetic: they count no FLOPs. */
 #include "autograd/ops.h"
+#include "autograd/parallel.h"
 
 /* y = x with another shape of the same size: y shares x's storage (tensor_view) and owns no
  * bytes, so the act category does not grow. The view has its own gradient buffer, though: the
@@ -13,7 +14,7 @@ static void op_reshape_backward(Node *n)
 {
     const float *dy = n->out->grad;
     float *dx = tensor_grad(n->in[0]);
-    #pragma omp parallel for simd schedule(static)
+    #pragma omp parallel for simd schedule(static) if (par_worth((double)n->out->size))
     for (size_t i = 0; i < n->out->size; i++)
         dx[i] += dy[i];
 }
@@ -87,7 +88,7 @@ static void swap_blocks(const float *src, float *dst, size_t A, int p, size_t M,
     size_t tiles = ((size_t)q + TILE - 1) / TILE, src_row = M * q * I, dst_row = M * p * I;
     /* Each iteration owns the dst rows j of one tile of one (a, m): no two threads write the
      * same element, so the adding form needs no atomics and gives the same bits any way. */
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (par_worth((double)A * p * M * q * I))
     for (size_t it = 0; it < A * M * tiles; it++) {
         size_t am = it / tiles, a = am / M, m = am % M;
         size_t j0 = it % tiles * TILE, j1 = j0 + TILE < (size_t)q ? j0 + TILE : (size_t)q;

@@ -3,8 +3,12 @@
 #include "autograd/gemm.h"
 
 #include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static int n_threads = 1;
+static bool split_always = false;
 
 void par_set_threads(int n)
 {
@@ -13,18 +17,29 @@ void par_set_threads(int n)
     n_threads = n;
     omp_set_num_threads(n);
     gemm_single_thread();
+    const char *split = getenv("TAPEGRAD_SPLIT");
+    if (!split || !*split)
+        return;
+    if (strcmp(split, "always") != 0 && strcmp(split, "auto") != 0) {
+        fprintf(stderr, "tapegrad: TAPEGRAD_SPLIT=%s: choose always or auto\n", split);
+        exit(2);
+    }
+    split_always = strcmp(split, "always") == 0;
 }
 
-int par_threads(void) { return n_threads; }
+void par_set_split_always(bool always) { split_always = always; }
 
-/* Below this many multiply-adds a product is not worth waking a second thread for. */
-static const double SPLIT_MIN_FLOPS = 1 << 18;
+bool par_worth(double flops) { return split_always || flops >= PAR_MIN_FLOPS; }
+
+bool par_worth_madds(double madds) { return split_always || madds >= PAR_MIN_MADDS; }
+
+int par_threads(void) { return n_threads; }
 
 void par_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
     int parts = n_threads;
-    if ((double)M * N * K < SPLIT_MIN_FLOPS || M < 2 * parts)
+    if (!par_worth_madds((double)M * N * K) || M < 2 * parts)
         parts = 1;
     if (parts == 1) {
         gemm_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -54,7 +69,7 @@ enum { SUM_BLOCK = 256 };
 void par_sum_rows(const float *x, size_t rows, int n, float *sum)
 {
     int blocks = (n + SUM_BLOCK - 1) / SUM_BLOCK;
-    #pragma omp parallel for schedule(static) if (blocks > 1 && rows * n >= PAR_MIN_ELEMENTS)
+    #pragma omp parallel for schedule(static) if (blocks > 1 && par_worth((double)rows * n))
     for (int b = 0; b < blocks; b++) {
         int j0 = b * SUM_BLOCK, w = n - j0 < SUM_BLOCK ? n - j0 : SUM_BLOCK;
         float acc[SUM_BLOCK] = { 0 };

@@ -8,14 +8,49 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* Below this many elements a loop of a few operations per element runs on the calling thread
- * alone: waking the other thread costs more than it saves. With OMP_WAIT_POLICY=PASSIVE (the
- * programs' default, docs/performance.md "Who owns the cores") the other thread sleeps between
- * parallel regions, and a region measured 30 to 50 us more than with spinning threads on a
- * 2-vCPU machine: the time one core takes to add about 2^18 floats held in its cache. Loops
- * that do more per element (layernorm, gelu, softmax) and the products keep their own rules.
- * The loops that use it give the same bits on any number of threads. */
-enum { PAR_MIN_ELEMENTS = 1 << 18 };
+/* How many threads a parallel region takes is decided by the region, from its own work: one
+ * thread below a threshold, all of them above. With OMP_WAIT_POLICY=PASSIVE (the programs'
+ * default, docs/performance.md "Who owns the cores") the other thread sleeps between regions,
+ * and a region pays for waking it and waiting for it to arrive: 10 to 25 us on the 2-vCPU Zen 4
+ * this was measured on when lightly loaded, 30 to 50 us in earlier idle measurements, and any
+ * amount when the other core is busy with another process. A small model's step is nothing but
+ * such regions, which is how two threads came to be slower than one (issue 32).
+ *
+ * The thresholds are set where the work takes one core about a quarter to half a millisecond:
+ * ten or more wake-ups, so that halving it pays even when a wake-up is slow. bench/bench_split
+ * measured both (serial against split, under PASSIVE; docs/performance.md, "How many threads a
+ * region takes"): an add over 2^20 floats took 410-590 us on one core, a product of 2^24
+ * multiply-adds 460-540 us, and a wake-up, the split of a 4096-float add minus its serial time,
+ * 10-16 us. Below them, two threads lost to one in every measurement; above, they lost too
+ * while other processes held the second core, which no threshold can help.
+ *
+ * A loop's work is the FLOPs it counts for the tape's "other" column (tape_count): one per
+ * element for an add, about 8 for layernorm, and so on. Splitting a loop never changes a bit:
+ * every element, or every row's or column's fixed-order sum, is computed by one thread the same
+ * way whatever the thread count. */
+enum { PAR_MIN_FLOPS = 1 << 20 };
+
+/* Whether a loop of this many FLOPs takes all the threads. */
+bool par_worth(double flops);
+
+/* The same threshold in elements, for loops of about four operations per element (the
+ * optimizers' updates, optim.h). */
+enum { PAR_MIN_ELEMENTS = PAR_MIN_FLOPS / 4 };
+
+/* A matrix product (par_sgemm, a batch of them in op_bmm, or attention's heads) is split over
+ * the threads from this many multiply-adds up. In the fast mode this also decides which bits a
+ * product gives (a library's blocking depends on the rows each call gets); in the portable mode
+ * it changes nothing but the time. */
+enum { PAR_MIN_MADDS = 1 << 24 };
+
+/* Whether a product (or a batch of them) of this many multiply-adds takes all the threads. */
+bool par_worth_madds(double madds);
+
+/* Every region and product splits whatever its size (true), or each decides by the thresholds
+ * above (false, the default): for tests, whose small cases must still run the threaded paths,
+ * and to measure what the thresholds save. par_set_threads sets it from TAPEGRAD_SPLIT, "always"
+ * or "auto" (auto when unset; anything else is a fatal error naming it). */
+void par_set_split_always(bool always);
 
 /* Threads for everything that follows; n <= 0 means one per core. Also pins BLAS to one
  * thread. Call once at start-up, outside parallel regions. */
@@ -23,8 +58,9 @@ void par_set_threads(int n);
 int  par_threads(void);
 
 /* C = alpha op(A) op(B) + beta C, row-major, op(X) = X or X^T, like cblas_sgemm, with the rows of
- * C split across the threads (each calls the single-threaded GEMM on its block). M, N, K >= 1. The
- * split depends only on M and the thread count, so results are reproducible. */
+ * C split across the threads (each calls the single-threaded GEMM on its block) when the product
+ * has PAR_MIN_MADDS or more, on the calling thread alone below that. M, N, K >= 1. The split
+ * depends only on the shape and the thread count, so results are reproducible. */
 void par_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
 

@@ -3,6 +3,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "autograd/parallel.h"
+
 static const PrecisionPolicy presets[] = {
     { .name = "fp32", .param = DTYPE_F32, .act = DTYPE_F32, .grad = DTYPE_F32,
       .compute = FMT_FP32, .grad_compute = FMT_FP32 },
@@ -71,7 +73,8 @@ float policy_amax(const float *x, size_t n)
 {
     float amax = 0.0f;
     bool nan = false;
-    #pragma omp parallel for simd reduction(max : amax) reduction(|| : nan) if (n > 65536)
+    #pragma omp parallel for simd reduction(max : amax) reduction(|| : nan) \
+        if (par_worth(3.0 * n))
     for (size_t i = 0; i < n; i++) {
         float a = fabsf(x[i]);
         nan = nan || a != a;

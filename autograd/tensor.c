@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/parallel.h"
+
 /* The name the library's own messages start with: the program's, once it has said it. */
 static const char *program = "tapegrad";
 
@@ -179,7 +181,7 @@ static void encode(Format f, const float *src, void *dst, size_t n, float scale)
 {
     size_t elem = fmt_packed_bytes(f, 1);
     long chunks = (long)((n + PACK_CHUNK - 1) / PACK_CHUNK);
-    #pragma omp parallel for schedule(static) if (chunks > 1)
+    #pragma omp parallel for schedule(static) if (chunks > 1 && par_worth(4.0 * n))
     for (long c = 0; c < chunks; c++) {
         size_t i0 = (size_t)c * PACK_CHUNK, m = n - i0 < PACK_CHUNK ? n - i0 : PACK_CHUNK;
         const float *x = src + i0;
@@ -197,7 +199,7 @@ static void decode(Format f, const void *src, float *dst, size_t n, float scale)
 {
     size_t elem = fmt_packed_bytes(f, 1);
     long chunks = (long)((n + PACK_CHUNK - 1) / PACK_CHUNK);
-    #pragma omp parallel for schedule(static) if (chunks > 1)
+    #pragma omp parallel for schedule(static) if (chunks > 1 && par_worth(4.0 * n))
     for (long c = 0; c < chunks; c++) {
         size_t i0 = (size_t)c * PACK_CHUNK, m = n - i0 < PACK_CHUNK ? n - i0 : PACK_CHUNK;
         fmt_decode_array(f, (const char *)src + i0 * elem, dst + i0, m);
@@ -282,7 +284,7 @@ void tensor_round_values(const float *x, float *y, size_t n, Format f, float sca
         return;
     }
     long chunks = (long)((n + PACK_CHUNK - 1) / PACK_CHUNK);
-    #pragma omp parallel for schedule(static) if (chunks > 1)
+    #pragma omp parallel for schedule(static) if (chunks > 1 && par_worth(4.0 * n))
     for (long c = 0; c < chunks; c++) {
         size_t i0 = (size_t)c * PACK_CHUNK, m = n - i0 < PACK_CHUNK ? n - i0 : PACK_CHUNK;
         const float *src = x + i0;
@@ -388,7 +390,7 @@ void tensor_grad_scale(Tensor *t, float factor)
     if (t->grad) {
         float *g = t->grad;
         long n = (long)t->size;
-        #pragma omp parallel for schedule(static) if (n >= 2 * PACK_CHUNK)
+        #pragma omp parallel for schedule(static) if (par_worth((double)n))
         for (long j = 0; j < n; j++)
             g[j] *= factor;
         return;

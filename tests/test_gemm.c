@@ -18,7 +18,7 @@ typedef struct {
     int M, N, K;
 } Shape;
 
-/* Each layout, large enough that par_sgemm splits it over 2 threads. */
+/* Each layout; main() has par_sgemm split every one over 2 threads (par_set_split_always). */
 static const Shape SHAPES[] = {
     { false, false, 256, 384, 128 }, { false, true, 256, 128, 384 },
     { true, false, 200, 512, 256 },  { true, true, 96, 80, 64 },
@@ -54,6 +54,26 @@ static void test_products_match_naive(void **state)
     }
 }
 
+/* Each region decides from its work (parallel.h): below PAR_MIN_MADDS multiply-adds a product
+ * runs on the calling thread, from it up on all; a loop likewise by its FLOPs. A transformer's
+ * product at width 64 and 256 tokens stays on one thread, at width 128 and 4096 tokens splits.
+ * par_set_split_always (TAPEGRAD_SPLIT=always) splits everything; false restores the rule. */
+static void test_split_decision(void **state)
+{
+    (void)state;
+    par_set_split_always(false);
+    assert_false(par_worth_madds(PAR_MIN_MADDS - 1.0));
+    assert_true(par_worth_madds(PAR_MIN_MADDS));
+    assert_false(par_worth_madds(256.0 * 256 * 64));
+    assert_true(par_worth_madds(4096.0 * 512 * 128));
+    assert_false(par_worth(PAR_MIN_FLOPS - 1.0));
+    assert_true(par_worth(PAR_MIN_FLOPS));
+    assert_int_equal(PAR_MIN_ELEMENTS * 4, PAR_MIN_FLOPS);
+    par_set_split_always(true);
+    assert_true(par_worth_madds(1.0));
+    assert_true(par_worth(1.0));
+}
+
 static void test_avx2_hold_leaves_openblas(void **state)
 {
     (void)state;
@@ -68,12 +88,14 @@ static void test_avx2_hold_leaves_openblas(void **state)
 
 int main(void)
 {
+    par_set_split_always(true);    /* the small cases still take the threaded paths */
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx2"))
         setenv("DNNL_MAX_CPU_ISA", "AVX2", 0);
     par_set_threads(2);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_products_match_naive),
+        cmocka_unit_test(test_split_decision),
         cmocka_unit_test(test_avx2_hold_leaves_openblas),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -103,7 +103,7 @@ static void through_par_sgemm(const Case *c, const float *A, int lda, const floa
 }
 
 /* par_sgemm splits rows over the threads: each row is the same chain of fmas wherever it runs.
- * The cases are big enough to split (M N K >= 2^18 for most). */
+ * main() has every case split (par_set_split_always), however small. */
 static void test_portable_threads_agree(void **state)
 {
     (void)state;
@@ -172,6 +172,7 @@ static void test_kernels_parse(void **state)
 
 int main(void)
 {
+    par_set_split_always(true);    /* the small cases still take the threaded paths */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_portable_is_the_definition),
         cmocka_unit_test(test_portable_threads_agree),

@@ -181,6 +181,7 @@ static void test_shape_mismatch_aborts(void **state)
 
 int main(void)
 {
+    par_set_split_always(true);    /* the small cases still take the threaded paths */
     par_set_threads(2);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_add_mul_grad),

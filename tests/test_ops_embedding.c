@@ -345,6 +345,7 @@ static void test_cross_entropy_bad_target_aborts(void **state)
 
 int main(void)
 {
+    par_set_split_always(true);    /* the small cases still take the threaded paths */
     par_set_threads(2);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_embedding_values),

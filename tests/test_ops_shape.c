@@ -237,6 +237,7 @@ static void test_shape_misfit_aborts(void **state)
 
 int main(void)
 {
+    par_set_split_always(true);    /* the small cases still take the threaded paths */
     par_set_threads(2);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reshape_is_a_view),

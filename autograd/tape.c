@@ -27,6 +27,13 @@ Tape *tape_new(void)
     return tape;
 }
 
+Tape *tape_new_under(const PrecisionPolicy *policy)
+{
+    Tape *tape = tape_new();
+    tape->policy = policy;
+    return tape;
+}
+
 static void own(Tape *tape, void *p, char kind)
 {
     if (tape->n_owned == tape->cap_owned) {

@@ -105,6 +105,8 @@ struct Tape {
 };
 
 Tape   *tape_new(void);          /* recording is on */
+/* The same under a precision policy (NULL: fp32), which must outlive the tape. */
+Tape   *tape_new_under(const PrecisionPolicy *policy);
 /* Frees every node and every tensor and buffer the tape owns; the tape can be reused. */
 void    tape_reset(Tape *tape);
 void    tape_free(Tape *tape);

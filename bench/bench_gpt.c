@@ -9,7 +9,7 @@
  *                                                 FLOP utilisation >= 65% of the peak of the ISA
  *                                                 the GEMM kernels run
  *     gpt2:  V=65 T=64  L=12 H=12 C=768 B=4      (GPT-2 124M's body) >= 1.2 x PyTorch's
- * and at every case per-block checkpointing (every:1, gpt_checkpoint_forward_backward: one
+ * and at every case per-block checkpointing (every:1, gpt_forward_backward: one
  * extra forward, 8N instead of 6N per token, so 1.33x at best) at most 1.4x vanilla's step.
  * Memory must be planned up front: the accounting allocator's system allocations may not grow
  * during the timed steps (mem_stats().system_allocations before and after).
@@ -62,7 +62,7 @@
 #include "examples/common/blas_kernels.h"
 #include "examples/common/peak_fma.h"
 #include "nn/gpt.h"
-#include "nn/gpt_checkpoint.h"
+#include "nn/gpt_pass.h"
 #include "optim/adamw.h"
 
 /* The best of PEAK_RUNS short runs (about 12 ms each) is taken as the peak: on a busy machine
@@ -146,8 +146,8 @@ static double time_steps(const BenchCase *c, bool ckpt, const int *tokens, const
             allocs[0] = mem_stats().system_allocations;
         double t0 = peak_now_s();
         if (ckpt) {
-            gpt_checkpoint_forward_backward(m, every1, tokens, targets, c->B, c->cfg.max_seq,
-                                            NULL);
+            gpt_forward_backward(m, tape, every1, tokens, targets, c->B, c->cfg.max_seq, 1.0f,
+                                 NULL, NULL);
         } else {
             Tensor *loss = gpt_loss(m, tape, tokens, targets, c->B, c->cfg.max_seq);
             tape_backward(tape, loss);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "autograd/mem.h"
+#include "optim/step.h"
 
 typedef struct {
     int           first, count;   /* params order[first .. first + count - 1] */
@@ -22,14 +23,18 @@ struct Ddp {
     int       n_params;
     int      *order;              /* parameter indices, reverse of the optimizer's order */
     int      *bucket_of;          /* by parameter index */
-    int      *last_node;          /* by parameter index: lowest tape node using it, -1: none */
+    int      *unit_of;            /* by parameter index: its unit (nn/gpt_pass.h) */
     Bucket   *buckets;
     int       n_buckets;
     size_t    psi;
-    bool      scanned;            /* last_node filled for this backward */
+    bool      last_micro;         /* the micro-batch whose backward finishes the gradients */
+    uint64_t  sent0, recv0, grad_sent, grad_recv;   /* the communicator's counts, this step */
+    StepStrategy strategy;        /* the step's callbacks, below */
     size_t    held, held_peak;    /* bytes of bucket buffers allocated now, and this step's most */
     int       overlapped;
 };
+
+static StepStrategy ddp_strategy(Ddp *d);
 
 static void *xcalloc(size_t n, size_t size)
 {
@@ -52,7 +57,7 @@ Ddp *ddp_new(DistComm *c, Trainer *t, const DdpConfig *cfg)
     d->n_params = o->n;
     d->order = xcalloc((size_t)o->n, sizeof *d->order);
     d->bucket_of = xcalloc((size_t)o->n, sizeof *d->bucket_of);
-    d->last_node = xcalloc((size_t)o->n, sizeof *d->last_node);
+    d->unit_of = xcalloc((size_t)o->n, sizeof *d->unit_of);
     d->buckets = xcalloc((size_t)o->n, sizeof *d->buckets);
     for (int i = 0; i < o->n; i++)
         d->order[i] = o->n - 1 - i;
@@ -67,12 +72,14 @@ Ddp *ddp_new(DistComm *c, Trainer *t, const DdpConfig *cfg)
         b->count++;
         b->n += o->params[p]->size;
         d->bucket_of[p] = (int)(b - d->buckets);
+        d->unit_of[p] = gpt_unit_of(o->params[p]);
         d->psi += o->params[p]->size;
     }
     if (d->n_buckets > DIST_IALLREDUCE_SLOTS)
         dist_fail("%d gradient buckets (at most %d): use larger buckets", d->n_buckets,
                   DIST_IALLREDUCE_SLOTS);
     /* Same model everywhere, or the reductions would pair different tensors. */
+    d->strategy = ddp_strategy(d);
     double sig = (double)d->psi * 1000.0 + d->n_params;
     bool same = dist_max_double(c, sig) == sig && -dist_max_double(c, -sig) == sig;
     if (!same)
@@ -87,7 +94,7 @@ void ddp_free(Ddp *d)
         return;
     free(d->order);
     free(d->bucket_of);
-    free(d->last_node);
+    free(d->unit_of);
     free(d->buckets);
     free(d);
 }
@@ -129,38 +136,33 @@ static void finish_bucket(Ddp *d, int k)
     b->buf = NULL;
 }
 
-/* For each parameter, the lowest node that reads it: after that node's backward its gradient
- * takes no more terms. Parameters no node reads are final (zero) from the start. */
-static void scan_tape(Ddp *d, const Tape *tape)
-{
-    Tensor **params = d->t->optim->params;
-    for (int p = 0; p < d->n_params; p++)
-        d->last_node[p] = -1;
-    for (int k = tape->n_nodes - 1; k >= 0; k--) {
-        const Node *node = &tape->nodes[k];
-        for (int j = 0; j < node->n_in; j++) {
-            if (!node->in[j] || !node->in[j]->is_param)
-                continue;
-            for (int p = 0; p < d->n_params; p++)
-                if (params[p] == node->in[j])
-                    d->last_node[p] = k;
-        }
-    }
-    for (int k = 0; k < d->n_buckets; k++)
-        d->buckets[k].pending = d->buckets[k].count;
-    for (int p = 0; p < d->n_params; p++)
-        if (d->last_node[p] < 0)
-            d->buckets[d->bucket_of[p]].pending--;
-    d->scanned = true;
-}
+/* ---- one step: DDP as a strategy of optim/step.h ------------------------------------------- */
 
-static void after_node(Tape *tape, int k, void *ctx)
+static void on_micro_start(int k, int K, void *ctx)
 {
     Ddp *d = ctx;
-    if (!d->scanned)
-        scan_tape(d, tape);
+    d->last_micro = k == K - 1;
+    if (k > 0)
+        return;
+    for (int b = 0; b < d->n_buckets; b++) {
+        d->buckets[b].started = false;
+        d->buckets[b].pending = d->buckets[b].count;
+    }
+    d->overlapped = 0;
+    d->held_peak = 0;
+    d->sent0 = d->c->bytes_sent;
+    d->recv0 = d->c->bytes_recv;
+}
+
+/* Only the last micro-batch's backward finishes gradients: a bucket whose every gradient is
+ * final starts its all-reduce then, while the rest of backward runs. */
+static void on_unit(int unit, GptUnitEvent event, void *ctx)
+{
+    Ddp *d = ctx;
+    if (event != GPT_UNIT_GRADS_FINAL || !d->last_micro || !d->cfg.overlap)
+        return;
     for (int p = 0; p < d->n_params; p++) {
-        if (d->last_node[p] != k)
+        if (d->unit_of[p] != unit)
             continue;
         int bk = d->bucket_of[p];
         if (--d->buckets[bk].pending == 0) {
@@ -174,49 +176,42 @@ static void after_node(Tape *tape, int k, void *ctx)
             dist_iallreduce_test(&d->buckets[b].h);
 }
 
-DdpStepResult ddp_step_accum(Ddp *d, const int *tokens, const int *targets, int B, int T,
-                             int K, double lr)
+static void on_grads_done(void *ctx)
 {
-    Trainer *t = d->t;
-    DistComm *c = d->c;
-    DdpStepResult s = { 0 };
-    uint64_t sent0 = c->bytes_sent, recv0 = c->bytes_recv;
-    for (int k = 0; k < d->n_buckets; k++)
-        d->buckets[k].started = false;
-    d->scanned = false;
-    d->overlapped = 0;
-    d->held_peak = 0;
-    bool vanilla = t->cfg.checkpoint.kind == CKPT_VANILLA;
-    s.r.loss_scale = loss_scale_value(&t->scaler);
-    double loss = 0.0;
-    size_t rows = (size_t)B * T;
-    for (int m = 0; m < K; m++) {
-        /* Only the last micro-batch's backward finishes gradients: its buckets go early. */
-        if (d->cfg.overlap && vanilla && m == K - 1) {
-            t->tape->after_node = after_node;
-            t->tape->after_node_ctx = d;
-        }
-        loss += trainer_backward_micro(t, tokens + m * rows, targets + m * rows, B, T,
-                                       c->size * K);
-        if (vanilla && m + 1 < K)
-            tape_reset(t->tape);
-    }
-    t->tape->after_node = NULL;
-    t->tape->after_node_ctx = NULL;
+    Ddp *d = ctx;
     for (int k = 0; k < d->n_buckets; k++)
         if (!d->buckets[k].started)
             start_bucket(d, k);
     for (int k = 0; k < d->n_buckets; k++)
         finish_bucket(d, k);
-    s.grad_bytes_sent = c->bytes_sent - sent0;
-    s.grad_bytes_recv = c->bytes_recv - recv0;
-    s.buckets_overlapped = d->overlapped;
-    s.bucket_bytes_peak = d->held_peak;
-    /* The same additions as ddp_reference_step_accum's: each rank's sum, then in rank order. */
-    s.r.loss = dist_sum_double(c, loss) / (c->size * K);
-    trainer_finish_step(t, lr, &s.r);
+    d->grad_sent = d->c->bytes_sent - d->sent0;
+    d->grad_recv = d->c->bytes_recv - d->recv0;
+}
+
+static double on_sum(double x, void *ctx) { return dist_sum_double(((Ddp *)ctx)->c, x); }
+
+/* Every rank ends with the same summed gradients: the inf check and the norm need no
+ * reduction of their own. */
+static StepStrategy ddp_strategy(Ddp *d)
+{
+    return (StepStrategy){ .name = "ddp", .ctx = d, .ranks = d->c->size, .on_unit = on_unit,
+                           .micro_start = on_micro_start, .grads_done = on_grads_done,
+                           .sum = on_sum };
+}
+
+DdpStepResult ddp_step_accum(Ddp *d, const int *tokens, const int *targets, int B, int T,
+                             int K, double lr)
+{
+    DistComm *c = d->c;
+    DdpStepResult s = { 0 };
+    uint64_t sent0 = c->bytes_sent, recv0 = c->bytes_recv;
+    s.r = step_run(d->t, &d->strategy, tokens, targets, B, T, K, lr);
     s.bytes_sent = c->bytes_sent - sent0;
     s.bytes_recv = c->bytes_recv - recv0;
+    s.grad_bytes_sent = d->grad_sent;
+    s.grad_bytes_recv = d->grad_recv;
+    s.buckets_overlapped = d->overlapped;
+    s.bucket_bytes_peak = d->held_peak;
     return s;
 }
 
@@ -234,6 +229,8 @@ TrainStepResult ddp_reference_step_accum(Trainer *t, const int *tokens, const in
         psi += o->params[i]->size;
     float *acc = mem_alloc(MEM_TEMP, psi * sizeof *acc);
     TrainStepResult r = { .loss_scale = loss_scale_value(&t->scaler) };
+    /* Each micro-batch's loss / (N K), seeded with S, as step_run on N ranks does. */
+    float seed = (float)r.loss_scale * (1.0f / (float)(N * K));
     double sum = 0.0;
     size_t rows = (size_t)B * T;
     bool vanilla = t->cfg.checkpoint.kind == CKPT_VANILLA;
@@ -242,7 +239,7 @@ TrainStepResult ddp_reference_step_accum(Trainer *t, const int *tokens, const in
         double mine = 0.0;
         for (int m = 0; m < K; m++) {
             size_t at = ((size_t)rank * K + m) * rows;
-            mine += trainer_backward_micro(t, tokens + at, targets + at, B, T, N * K);
+            mine += step_micro_batch(t, NULL, tokens + at, targets + at, B, T, seed);
             if (vanilla)
                 tape_reset(t->tape);
         }
@@ -262,7 +259,7 @@ TrainStepResult ddp_reference_step_accum(Trainer *t, const int *tokens, const in
     }
     mem_free(acc);
     r.loss = sum / (N * K);
-    trainer_finish_step(t, lr, &r);
+    step_finish(t, NULL, lr, &r);
     return r;
 }
 

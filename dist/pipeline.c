@@ -7,15 +7,14 @@
 #include <time.h>
 
 #include "autograd/mem.h"
-#include "optim/clip.h"
+#include "optim/step.h"
 
 /* One micro-batch in flight on this stage: what its forward left for its backward. */
 typedef struct {
-    Tape        *embed, *head;      /* stage 0's embedding tape; stage p-1's head and loss */
-    CkptRun     *run;               /* the stage's blocks */
-    Tensor      *x;                 /* the chain's input (stage 0: the embedding's output) */
-    Tensor      *y;                 /* its output (owned by run) */
-    Tensor      *loss;              /* stage p-1 */
+    GptPass     *pass;              /* the stage's share of the model (nn/gpt_pass.h) */
+    Tape        *tape;              /* the pass's: vanilla records there */
+    Tensor      *x;                 /* the input received (stages 1 .. p-1) */
+    Tensor      *y;                 /* the output (owned by the pass), until it is sent */
     float       *out;               /* send buffer of y, until the send completes */
     DistRequest  out_req;
 } Slot;
@@ -32,7 +31,7 @@ struct Pipeline {
     int           stage, p, m;
     int          *first;            /* [p + 1] */
     PipeSchedule  sched;
-    CkptChain     chain;
+    StepStrategy  strategy;         /* the step's callbacks (optim/step.h) */
     Slot         *slots;            /* [m] */
     Pending      *pending;          /* [m] dx sends */
     int           n_pending;
@@ -42,6 +41,8 @@ struct Pipeline {
     double        t0;
     double        loss_sum;
 };
+
+static StepStrategy pipe_strategy(Pipeline *pp);
 
 static double now(void)
 {
@@ -103,19 +104,6 @@ bool pipe_owns(const Pipeline *pp, const char *name)
     return owner_keeps(name, &o);
 }
 
-static Tensor *stage_block(Tape *tape, Tensor *x, int index, void *ctx)
-{
-    Pipeline *pp = ctx;
-    return gpt_block(pp->tr->model, pp->first[pp->stage] + index, tape, x);
-}
-
-static Tape *tape_under(const PrecisionPolicy *policy)
-{
-    Tape *t = tape_new();
-    t->policy = policy;
-    return t;
-}
-
 Pipeline *pipe_new(const TrainerConfig *cfg, DistComm *comm, PipeSchedKind kind, int m,
                    const int *first)
 {
@@ -142,15 +130,16 @@ Pipeline *pipe_new(const TrainerConfig *cfg, DistComm *comm, PipeSchedKind kind,
     /* The stages' gradient sums and clipping read fp32 buffers: the gradients stay fp32. */
     optim_keep_fp32_grads(pp->tr->optim);
     pp->sched = pipe_schedule_new(kind, pp->p, m);
-    const PrecisionPolicy *policy = pp->tr->tape->policy;
-    pp->chain = (CkptChain){ .fn = stage_block, .ctx = pp, .n = o.hi - o.lo, .policy = policy };
+    GptPassConfig share = { .lo = o.lo, .hi = o.hi, .embed = o.first, .head = o.last,
+                            .strategy = cfg->checkpoint };
     for (int k = 0; k < m; k++) {
-        pp->slots[k].run = ckpt_run_new(&pp->chain, cfg->checkpoint);
-        if (o.first)
-            pp->slots[k].embed = tape_under(policy);
-        if (o.last)
-            pp->slots[k].head = tape_under(policy);
+        /* A tape per micro-batch in flight, counting into the trainer's FLOPs. */
+        Tape *tape = tape_new_under(pp->tr->tape->policy);
+        tape->flops = &pp->tr->flops;
+        pp->slots[k].tape = tape;
+        pp->slots[k].pass = gpt_pass_new(pp->tr->model, &share, tape);
     }
+    pp->strategy = pipe_strategy(pp);
     return pp;
 }
 
@@ -159,11 +148,8 @@ void pipe_free(Pipeline *pp)
     if (!pp)
         return;
     for (int k = 0; k < pp->m; k++) {
-        ckpt_run_free(pp->slots[k].run);
-        if (pp->slots[k].embed)
-            tape_free(pp->slots[k].embed);
-        if (pp->slots[k].head)
-            tape_free(pp->slots[k].head);
+        gpt_pass_free(pp->slots[k].pass);
+        tape_free(pp->slots[k].tape);
     }
     trainer_free(pp->tr);
     pipe_schedule_free(&pp->sched);
@@ -188,8 +174,15 @@ uint64_t pipe_bytes_sent(const Pipeline *pp) { return pp->bytes_sent; }
 
 /* The actions ------------------------------------------------------------------------------- */
 
-/* Tags: micro-batch k's activation 2k, its gradient 2k + 1. */
-static int tag_of(int mb, char kind) { return 2 * mb + (kind == PIPE_B); }
+/* Message tags, one per kind of message of a step: micro-batch k's boundary activation
+ * (forward) and its gradient (backward), then the tied wte's halves and the log's clock and
+ * events; pipe_first_free_tag is the first a caller may use. */
+static int tag_activation(int k) { return 2 * k; }
+static int tag_gradient(int k) { return 2 * k + 1; }
+static int tag_tied_halves(const Pipeline *pp) { return 2 * pp->m; }
+static int tag_log_clock(const Pipeline *pp) { return 2 * pp->m + 1; }
+static int tag_log_events(const Pipeline *pp) { return 2 * pp->m + 2; }
+int pipe_first_free_tag(const Pipeline *pp) { return 2 * pp->m + 3; }
 
 /* Micro-batch k's forward. Activations travel as fp32 values (under a policy the values the act
  * dtype rounded them to) followed by the scale they were rounded with; the receiver packs them
@@ -198,12 +191,12 @@ static void forward(Pipeline *pp, int k, const int *tokens, const int *targets, 
                     PipeEvent *ev)
 {
     Slot *sl = &pp->slots[k];
-    const PrecisionPolicy *policy = pp->chain.policy;
+    const PrecisionPolicy *policy = sl->tape->policy;
     int C = pp->tr->cfg.model.n_embd;
     size_t n = (size_t)B * T * C, rows = (size_t)B * T;
     if (pp->stage > 0) {
         float *in = mem_alloc(MEM_TEMP, (n + 1) * sizeof *in);
-        recv_polite(pp->comm, in, (n + 1) * sizeof *in, pp->stage - 1, tag_of(k, PIPE_F));
+        recv_polite(pp->comm, in, (n + 1) * sizeof *in, pp->stage - 1, tag_activation(k));
         ev->ready = now() - pp->t0;
         sl->x = tensor_new3(MEM_ACT, B, T, C);
         memcpy(sl->x->data, in, n * sizeof *in);
@@ -215,20 +208,17 @@ static void forward(Pipeline *pp, int k, const int *tokens, const int *targets, 
         ev->ready = now() - pp->t0;
     }
     double c0 = cpu_now();
-    if (pp->stage == 0)
-        sl->x = gpt_embed(pp->tr->model, sl->embed, tokens + k * rows, B, T);
-    sl->y = ckpt_forward(sl->run, sl->x);
+    Tensor *out = gpt_pass_forward(sl->pass, tokens + k * rows, targets + k * rows, sl->x, B, T);
     if (pp->stage == pp->p - 1) {
-        sl->loss = op_cross_entropy(sl->head, gpt_head(pp->tr->model, sl->head, sl->y),
-                                    targets + k * rows);
-        pp->loss_sum += sl->loss->data[0];
+        pp->loss_sum += out->data[0];
     } else {
+        sl->y = out;
         sl->out = mem_alloc(MEM_TEMP, (n + 1) * sizeof *sl->out);
         memcpy(sl->out, tensor_unpack(sl->y), n * sizeof *sl->out);
         tensor_release(sl->y);
         sl->out[n] = sl->y->dtype == DTYPE_F32 ? 1.0f : sl->y->scale;
         sl->out_req = dist_isend(pp->comm, sl->out, (n + 1) * sizeof *sl->out, pp->stage + 1,
-                                 tag_of(k, PIPE_F));
+                                 tag_activation(k));
     }
     ev->cpu = cpu_now() - c0;
 }
@@ -240,36 +230,29 @@ static void backward(Pipeline *pp, int k, int B, int T, PipeEvent *ev)
     float *dy = NULL;
     if (pp->stage < pp->p - 1) {
         dy = mem_alloc(MEM_TEMP, n * sizeof *dy);
-        recv_polite(pp->comm, dy, n * sizeof *dy, pp->stage + 1, tag_of(k, PIPE_B));
+        recv_polite(pp->comm, dy, n * sizeof *dy, pp->stage + 1, tag_gradient(k));
     }
     ev->ready = now() - pp->t0;
     double c0 = cpu_now();
     if (dy) {
-        ckpt_backward_seeded(sl->run, dy);
+        gpt_pass_backward(sl->pass, dy);
         mem_free(dy);
     } else {
-        /* (1/m) S: what op_scale(loss, 1/m)'s backward hands the loss when seeded with S, as
-         * trainer_accumulate does (the same float). */
+        /* (1/m) S: the seed one process accumulating m micro-batches gives each
+         * (optim/step.c). */
         float seed = loss_scale_value(&pp->tr->scaler) * (1.0f / (float)pp->m);
-        tape_backward_seeded(sl->head, sl->loss, &seed);
-        tape_reset(sl->head);           /* dL/dy stays on y, which the run owns */
-        ckpt_backward(sl->run);
+        gpt_pass_backward(sl->pass, &seed);
     }
-    if (pp->stage == 0) {
-        float *dx = sl->x->grad;
-        sl->x->grad = NULL;
-        tape_backward_seeded(sl->embed, sl->x, dx);
-        mem_free(dx);
-        tape_reset(sl->embed);
-    } else {
+    tape_reset(sl->tape);
+    if (pp->stage > 0) {
         Pending *pd = &pp->pending[pp->n_pending++];
         pd->buf = mem_alloc(MEM_TEMP, n * sizeof *pd->buf);
         memcpy(pd->buf, tensor_grad(sl->x), n * sizeof *pd->buf);
         pd->req = dist_isend(pp->comm, pd->buf, n * sizeof *pd->buf, pp->stage - 1,
-                             tag_of(k, PIPE_B));
+                             tag_gradient(k));
         tensor_free(sl->x);
     }
-    sl->x = sl->y = sl->loss = NULL;
+    sl->x = sl->y = NULL;
     ev->cpu = cpu_now() - c0;
     /* The next stage has received y (its dy came back), so this completes at once. */
     if (sl->out) {
@@ -291,8 +274,8 @@ static void add_tied_halves(Pipeline *pp)
     float *g = tensor_grad(wte);
     float *other = mem_alloc(MEM_TEMP, wte->size * sizeof *other);
     int peer = pp->stage == 0 ? pp->p - 1 : 0;
-    DistRequest s = dist_isend(pp->comm, g, wte->size * sizeof *g, peer, 2 * pp->m);
-    recv_polite(pp->comm, other, wte->size * sizeof *other, peer, 2 * pp->m);
+    DistRequest s = dist_isend(pp->comm, g, wte->size * sizeof *g, peer, tag_tied_halves(pp));
+    recv_polite(pp->comm, other, wte->size * sizeof *other, peer, tag_tied_halves(pp));
     wait_polite(&s);
     for (size_t i = 0; i < wte->size; i++)
         g[i] = pp->stage == 0 ? other[i] + g[i] : g[i] + other[i];
@@ -331,49 +314,40 @@ double pipe_accumulate(Pipeline *pp, const int *tokens, const int *targets, int 
     return loss;
 }
 
-/* The global norm: each stage's sum of squares over the parameters it owns (a tied wte counted
- * on stage 0 only), added in rank order. */
-static double global_norm(Pipeline *pp)
+/* The pipeline as a strategy of optim/step.h: it runs the micro-batches in its schedule's
+ * order; the norm adds each stage's sum of squares over the parameters it owns (a tied wte
+ * counted on stage 0 only), in rank order. */
+static double on_micro_batches(Trainer *t, const int *tokens, const int *targets, int B, int T,
+                               int K, void *ctx)
 {
-    Optim *o = pp->tr->optim;
-    bool skip_wte = pp->tr->cfg.model.tied && pp->stage == pp->p - 1 && pp->p > 1;
-    double sum = 0.0;
-    for (int i = 0; i < o->n; i++) {
-        const Tensor *t = o->params[i];
-        if (!t->grad || (skip_wte && t == pp->tr->model->wte))
-            continue;
-        sum += clip_sum_squares(t->grad, t->size);
-    }
-    return sqrt(dist_sum_double(pp->comm, sum));
+    (void)t;
+    Pipeline *pp = ctx;
+    if (K != pp->m)
+        tensor_fatal("pipe_step: %d micro-batches for a schedule of %d", K, pp->m);
+    return pipe_accumulate(pp, tokens, targets, B, T);
+}
+
+static double on_sum(double x, void *ctx) { return dist_sum_double(((Pipeline *)ctx)->comm, x); }
+static bool on_all_ok(bool ok, void *ctx) { return dist_all_ok(((Pipeline *)ctx)->comm, ok); }
+
+static bool on_counted(const Tensor *p, void *ctx)
+{
+    Pipeline *pp = ctx;
+    bool second_wte = pp->tr->cfg.model.tied && pp->stage == pp->p - 1 && pp->p > 1;
+    return !(second_wte && p == pp->tr->model->wte);
+}
+
+static StepStrategy pipe_strategy(Pipeline *pp)
+{
+    return (StepStrategy){ .name = "pipeline", .ctx = pp, .micro_batches = on_micro_batches,
+                           .sum_squares = on_sum, .all_ok = on_all_ok,
+                           .counted = on_counted };
 }
 
 TrainStepResult pipe_step(Pipeline *pp, const int *tokens, const int *targets, int B, int T,
                           double lr)
 {
-    Trainer *t = pp->tr;
-    Optim *o = t->optim;
-    TrainStepResult r;
-    r.loss_scale = loss_scale_value(&t->scaler);
-    r.loss = pipe_accumulate(pp, tokens, targets, B, T);
-    bool found_inf = !dist_all_ok(pp->comm, !loss_scale_unscale_grads(&t->scaler, o->params,
-                                                                       o->n));
-    r.grad_norm = global_norm(pp);
-    /* As clip_grad_norm_to: the factor max / (norm + 1e-6), rounded to float, when below 1. */
-    double coef = t->cfg.clip / (r.grad_norm + 1e-6);
-    if (t->cfg.clip > 0.0 && isfinite(r.grad_norm) && coef < 1.0) {
-        for (int i = 0; i < o->n; i++)
-            if (o->params[i]->grad)
-                for (size_t j = 0; j < o->params[i]->size; j++)
-                    o->params[i]->grad[j] *= (float)coef;
-    }
-    r.updated = !found_inf;
-    if (r.updated)
-        optim_step(o, lr);
-    r.skipped = !r.updated;
-    loss_scale_update(&t->scaler, found_inf);
-    optim_zero_grad(o);
-    t->step++;
-    return r;
+    return step_run(pp->tr, &pp->strategy, tokens, targets, B, T, pp->m, lr);
 }
 
 /* The log ----------------------------------------------------------------------------------- */
@@ -383,10 +357,9 @@ PipeEvent *pipe_gather_events(Pipeline *pp, int *n)
     /* Each rank's absolute start, so rank 0 can put every event on one time axis. */
     int per = pp->n_events;
     size_t bytes = (size_t)per * sizeof(PipeEvent);
-    int tag = 2 * pp->m + 1;            /* past the step's tags (tag_of, the tied halves) */
     if (pp->stage != 0) {
-        dist_send(pp->comm, &pp->t0, sizeof pp->t0, 0, tag);
-        dist_send(pp->comm, pp->events, bytes, 0, tag + 1);
+        dist_send(pp->comm, &pp->t0, sizeof pp->t0, 0, tag_log_clock(pp));
+        dist_send(pp->comm, pp->events, bytes, 0, tag_log_events(pp));
         *n = 0;
         return NULL;
     }
@@ -397,8 +370,8 @@ PipeEvent *pipe_gather_events(Pipeline *pp, int *n)
     memcpy(all, pp->events, bytes);
     t0[0] = pp->t0;
     for (int s = 1; s < pp->p; s++) {
-        dist_recv(pp->comm, &t0[s], sizeof t0[s], s, tag);
-        dist_recv(pp->comm, all + (size_t)s * per, bytes, s, tag + 1);
+        dist_recv(pp->comm, &t0[s], sizeof t0[s], s, tag_log_clock(pp));
+        dist_recv(pp->comm, all + (size_t)s * per, bytes, s, tag_log_events(pp));
     }
     double base = t0[0];
     for (int s = 1; s < pp->p; s++)

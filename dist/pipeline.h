@@ -5,7 +5,7 @@
  * p-1. A step runs one schedule (dist/pipeline_schedule.h) over m micro-batches:
  *
  *     F k   stage s receives x [B, T, C] from s-1 (stage 0 embeds the tokens), runs its blocks
- *           (a checkpointed chain, nn/gpt_checkpoint.c's shape: any strategy), and sends the
+ *           (nn/gpt_pass.h: any checkpointing strategy), and sends the
  *           output to s+1 with a non-blocking send (stage p-1 computes the loss instead)
  *     B k   stage s receives dy from s+1 (stage p-1 seeds its loss with S/m, as one process
  *           accumulating m micro-batches does), backprops its chain, and sends dx to s-1
@@ -69,6 +69,9 @@ double    pipe_accumulate(Pipeline *pp, const int *tokens, const int *targets, i
 TrainStepResult pipe_step(Pipeline *pp, const int *tokens, const int *targets, int B, int T,
                           double lr);
 
+/* The first message tag the pipeline never uses on comm: a caller's own messages take it and
+ * above. */
+int       pipe_first_free_tag(const Pipeline *pp);
 /* The last step's events on this rank ([2 m]) and its payload bytes sent. */
 const PipeEvent *pipe_events(const Pipeline *pp, int *n);
 uint64_t  pipe_bytes_sent(const Pipeline *pp);

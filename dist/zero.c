@@ -7,8 +7,7 @@
 #include <string.h>
 
 #include "autograd/mem.h"
-#include "nn/gpt_checkpoint.h"
-#include "optim/clip.h"
+#include "optim/step.h"
 
 /* One parameter and this rank's shard of it. `view` is what the shard optimizer updates: a 1-D
  * tensor of the shard's fp32 values (`data`: straight into the whole weight for fp32 stages 1
@@ -34,6 +33,8 @@ struct Zero {
     size_t    psi, owned;
     uint64_t  grad_sent, grad_recv, param_sent, param_recv;   /* this step's */
     bool      first_micro;  /* stages 2, 3: a micro-batch's sums replace the shard's, else add */
+    StepStrategy strategy;  /* the step's callbacks, below */
+    size_t    param_bytes, grad_bytes, optim_bytes;     /* model states at the update */
 };
 
 const char *zero_check(const TrainerConfig *cfg, int stage)
@@ -56,15 +57,6 @@ const char *zero_check(const TrainerConfig *cfg, int stage)
 static size_t code_bytes(const Tensor *p, size_t values)
 {
     return fmt_packed_bytes(tensor_dtype_format(p->dtype), values);
-}
-
-/* The unit a parameter belongs to: "blocks.L...." is block L, the rest the ends. */
-static int unit_of(const Tensor *p)
-{
-    int layer;
-    if (sscanf(p->name, "blocks.%d.", &layer) == 1)
-        return layer;
-    return GPT_UNIT_ENDS;
 }
 
 /* Bytes moved by one collective go to the gradient or the weight counters. */
@@ -255,6 +247,8 @@ static void on_unit(int unit, GptUnitEvent event, void *ctx)
 
 /* ---- setting up ----------------------------------------------------------------------------- */
 
+static StepStrategy zero_strategy(Zero *z);
+
 static void *xcalloc(size_t n, size_t size)
 {
     void *p = calloc(n ? n : 1, size);
@@ -270,7 +264,7 @@ static void make_shard(Zero *z, Shard *s, const Optim *full, int i)
     int N = z->c->size, r = z->c->rank;
     s->begin = dist_shard_begin(p->size, N, r);
     s->count = dist_shard_count(p->size, N, r);
-    s->unit = unit_of(p);
+    s->unit = gpt_unit_of(p);
     Tensor *v = xcalloc(1, sizeof *v);
     *v = (Tensor){ .ndim = 1, .shape = { (int)s->count }, .size = s->count,
                    .dtype = DTYPE_F32, .cat = MEM_PARAM, .requires_grad = true,
@@ -341,6 +335,7 @@ Zero *zero_new(DistComm *c, Trainer *t, int stage)
     o->step = full->step;
     optim_free(full);
     t->optim = o;
+    z->strategy = zero_strategy(z);
     double sig = (double)z->psi * 1000.0 + z->n;
     if (dist_max_double(c, sig) != sig || -dist_max_double(c, -sig) != sig)
         dist_fail("ZeRO ranks hold different models (%zu values in %d tensors here)", z->psi,
@@ -416,71 +411,70 @@ void zero_shard_weights(Zero *z)
     free_weights(z, ANY);
 }
 
-/* ---- one step ------------------------------------------------------------------------------ */
+/* ---- one step: ZeRO as a strategy of optim/step.h ------------------------------------------ */
 
-/* The norm of the summed gradients: each rank's double sum over its shards, then the ranks'
- * sums in rank order. */
-static double global_norm(Zero *z)
+static void on_micro_start(int k, int K, void *ctx)
 {
-    double sum = 0.0;
-    for (int i = 0; i < z->n; i++)
-        sum += clip_sum_squares(z->views[i]->grad, z->views[i]->size);
-    return sqrt(dist_sum_double(z->c, sum));
+    (void)K;
+    Zero *z = ctx;
+    z->first_micro = k == 0;
 }
 
-/* trainer_finish_step's stages on the shards, with the two reductions they need. */
-static void finish(Zero *z, double lr, ZeroStepResult *s)
+/* Stage 1 reduces the whole accumulated gradients once; then the model states held at the
+ * update are what the ZeRO formulas predict. */
+static void on_grads_done(void *ctx)
 {
-    Trainer *t = z->t;
-    bool found_inf = loss_scale_unscale_grads(&t->scaler, z->views, z->n);
-    found_inf = !dist_all_ok(z->c, !found_inf);
-    s->r.grad_norm = global_norm(z);
-    if (t->cfg.clip > 0.0)
-        clip_grads_for_norm(z->views, z->n, s->r.grad_norm, t->cfg.clip);
-    s->param_bytes = mem_current(MEM_PARAM);
-    s->grad_bytes = mem_current(MEM_GRAD);
-    s->optim_bytes = mem_current(MEM_OPTIM);
-    s->r.updated = !found_inf;
-    s->r.skipped = found_inf;
-    if (!found_inf) {
-        optim_step(t->optim, lr);
-        for (int i = 0; i < z->n; i++)
-            encode_own(z, &z->shards[i]);
-        if (z->stage < 3)
-            gather_weights(z, ANY);     /* every rank holds the whole model again */
-    }
-    loss_scale_update(&t->scaler, found_inf);
+    Zero *z = ctx;
+    if (z->stage == 1)
+        reduce_grads(z, ANY);
+    z->param_bytes = mem_current(MEM_PARAM);
+    z->grad_bytes = mem_current(MEM_GRAD);
+    z->optim_bytes = mem_current(MEM_OPTIM);
+}
+
+static double on_sum(double x, void *ctx) { return dist_sum_double(((Zero *)ctx)->c, x); }
+static bool on_all_ok(bool ok, void *ctx) { return dist_all_ok(((Zero *)ctx)->c, ok); }
+
+/* The optimizer updated the shards: their codes, and stages 1 and 2 gather every rank's, so
+ * every rank holds the whole model again (stage 3 gathers before each use). */
+static void on_updated(void *ctx)
+{
+    Zero *z = ctx;
+    for (int i = 0; i < z->n; i++)
+        encode_own(z, &z->shards[i]);
+    if (z->stage < 3)
+        gather_weights(z, ANY);
+}
+
+/* The step zeroed the shards' gradients; stage 1's whole gradients are the model's. */
+static void on_released(void *ctx)
+{
+    Zero *z = ctx;
     for (int i = 0; z->stage == 1 && i < z->n; i++)
         tensor_zero_grad(z->shards[i].p);
-    t->step++;
+}
+
+static StepStrategy zero_strategy(Zero *z)
+{
+    static const char *const names[] = { "zero-1", "zero-2", "zero-3" };
+    return (StepStrategy){ .name = names[z->stage - 1], .ctx = z, .ranks = z->c->size,
+                           .on_unit = on_unit, .micro_start = on_micro_start,
+                           .grads_done = on_grads_done, .sum = on_sum, .sum_squares = on_sum,
+                           .all_ok = on_all_ok,
+                           .updated = on_updated, .released = on_released };
 }
 
 ZeroStepResult zero_step_accum(Zero *z, const int *tokens, const int *targets, int B, int T,
                                int K, double lr)
 {
-    Trainer *t = z->t;
     DistComm *c = z->c;
     ZeroStepResult s = { 0 };
     uint64_t sent0 = c->bytes_sent, recv0 = c->bytes_recv;
     z->grad_sent = z->grad_recv = z->param_sent = z->param_recv = 0;
-    s.r.loss_scale = loss_scale_value(&t->scaler);
-    /* loss / (N K) with the backward seeded with S: the seed (1/(N K)) S, as
-     * trainer_backward_micro gives a chain (the same float op_scale's backward hands on). */
-    float seed = (float)s.r.loss_scale * (1.0f / (float)(c->size * K));
-    double loss = 0.0;
-    size_t rows = (size_t)B * T;
-    for (int m = 0; m < K; m++) {
-        CkptStats stats;
-        z->first_micro = m == 0;
-        loss += gpt_checkpoint_forward_backward_hooked(
-            t->model, t->cfg.checkpoint, t->tape->policy, tokens + m * rows,
-            targets + m * rows, B, T, seed, on_unit, z, &stats);
-        tape_flops_add(&t->flops, &stats.flops);
-    }
-    if (z->stage == 1)
-        reduce_grads(z, ANY);
-    s.r.loss = dist_sum_double(c, loss) / (c->size * K);
-    finish(z, lr, &s);
+    s.r = step_run(z->t, &z->strategy, tokens, targets, B, T, K, lr);
+    s.param_bytes = z->param_bytes;
+    s.grad_bytes = z->grad_bytes;
+    s.optim_bytes = z->optim_bytes;
     s.grad_bytes_sent = z->grad_sent;
     s.grad_bytes_recv = z->grad_recv;
     s.param_bytes_sent = z->param_sent;

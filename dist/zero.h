@@ -17,7 +17,7 @@
  *
  * One step, on every rank (its own micro-batch of B rows, loss / N, backward seeded with S):
  *
- *     forward, backward     over the blocks as a chain (nn/gpt_checkpoint.h): any --checkpoint
+ *     forward, backward     the GPT pass (nn/gpt_pass.h): any --checkpoint
  *                           strategy; stage 3 gathers each unit's weights around each use
  *     reduce-scatter        each gradient summed in rank order into its owner's shard: at the
  *                           end of backward (stage 1), or as each unit's gradients become final,

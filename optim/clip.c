@@ -21,16 +21,20 @@ double clip_sum_squares(const float *g, size_t n)
     return sum;
 }
 
+double clip_grad_sum_squares(Tensor *p)
+{
+    float *scratch;
+    const float *g = tensor_grad_read(p, &scratch);
+    double sum = g ? clip_sum_squares(g, p->size) : 0.0;
+    mem_free(scratch);
+    return sum;
+}
+
 double clip_grad_norm(Tensor *const *params, int n)
 {
     double sum = 0.0;
-    for (int i = 0; i < n; i++) {
-        float *scratch;
-        const float *g = tensor_grad_read(params[i], &scratch);
-        if (g)
-            sum += clip_sum_squares(g, params[i]->size);
-        mem_free(scratch);
-    }
+    for (int i = 0; i < n; i++)
+        sum += clip_grad_sum_squares(params[i]);
     return sqrt(sum);
 }
 

@@ -19,9 +19,11 @@ double clip_grad_norm(Tensor *const *params, int n);
 /* The sum of g[j]^2 over j < n, in double: element j goes into running sum j mod 8 and the
  * eight are added in order at the end. The sums are independent, so the loop vectorizes (one
  * serial double sum waits on each add: 2.4% of a one-rank large-case step, 0.5% now; the
- * command is in docs/distributed.md), and the order is fixed, so every ISA gives the same bits. The norm's one sum, shared by the
- * sharded (dist/zero.c) and pipelined (dist/pipeline.c) steps. */
+ * command is in docs/distributed.md), and the order is fixed, so every ISA gives the same bits. */
 double clip_sum_squares(const float *g, size_t n);
+/* That sum over p's gradient (a packed one read as floats; none: 0). The step's norm adds these
+ * in parameter order, then over the ranks (optim/step.c). */
+double clip_grad_sum_squares(Tensor *p);
 
 /* Computes the norm; if max_norm / (norm + 1e-6) < 1, multiplies every gradient by that factor
  * (rounded to float), as PyTorch does. Returns the norm before clipping. A norm that is not

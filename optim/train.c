@@ -5,8 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/gpt_checkpoint.h"
-#include "optim/clip.h"
+#include "optim/step.h"
 #include "optim/snapshot_keys.h"
 
 const char *const TRAIN_OPTIMIZER_NAMES[] = { "adamw", "sgd", "adam8bit", "adafactor", NULL };
@@ -166,131 +165,24 @@ void trainer_use_lora(Trainer *t, const LoraConfig *cfg, uint64_t seed)
     optim_use_policy(t->optim, &t->cfg.policy);
 }
 
-/* The stages of a step ----------------------------------------------------------------------- */
-
-static Tensor *stage_forward(Trainer *t, const int *tokens, const int *targets, int B, int T)
-{
-    return gpt_loss(t->model, t->tape, tokens, targets, B, T);
-}
-
-/* The seed is the loss scale: dloss = S instead of 1 (exactly tape_backward when S = 1). */
-static void stage_backward(Trainer *t, Tensor *loss, float seed)
-{
-    tape_backward_seeded(t->tape, loss, &seed);
-}
-
-/* Once per update, after every micro-batch: a check for inf and NaN in the same pass that
- * divides the gradients by S. */
-static bool stage_unscale(Trainer *t)
-{
-    return loss_scale_unscale_grads(&t->scaler, t->optim->params, t->optim->n);
-}
-
-/* The norm is measured whether or not clipping is on: it is the first thing to look at when a
- * run diverges. It is the unscaled gradients' norm, so cfg.clip means the same at any scale. */
-static double stage_clip(Trainer *t)
-{
-    Optim *o = t->optim;
-    if (t->cfg.clip > 0.0)
-        return clip_grad_norm_to(o->params, o->n, t->cfg.clip);
-    return clip_grad_norm(o->params, o->n);
-}
-
-/* One rule for skipping, whatever the loss scaling: an inf or NaN gradient. (The norm is not
- * finite then too; a norm of finite floats, summed in double, always is.) */
-static bool stage_update(Trainer *t, double lr, bool found_inf)
-{
-    if (found_inf)
-        return false;
-    optim_step(t->optim, lr);
-    return true;
-}
-
-static void stage_release(Trainer *t)
-{
-    optim_zero_grad(t->optim);
-    tape_reset(t->tape);
-}
-
-/* Micro-batch k of K: forward and backward, the loss divided by K on the tape (K = 1 records
- * no division), the backward seeded with the current loss scale. The tape is left as it is. */
-double trainer_backward_micro(Trainer *t, const int *tokens, const int *targets, int B, int T,
-                              int K)
-{
-    float seed = loss_scale_value(&t->scaler);
-    if (t->cfg.checkpoint.kind != CKPT_VANILLA) {
-        /* Forward and backward in one call: the blocks are recomputed as the strategy says,
-         * on tapes of their own under the trainer's tape's policy. (1/K) S is the seed
-         * op_scale's backward would pass on from a loss seeded with S, the same float. */
-        CkptStats stats;
-        double l = gpt_checkpoint_forward_backward_policy(
-            t->model, t->cfg.checkpoint, t->tape->policy, tokens, targets, B, T,
-            seed * (1.0f / (float)K), &stats);
-        tape_flops_add(&t->flops, &stats.flops);
-        return l;
-    }
-    Tensor *loss = stage_forward(t, tokens, targets, B, T);
-    double l = loss->data[0];
-    /* Dividing by K is one more op on the tape; K = 1 records none, as before. */
-    /* BEGIN SOLUTION grad_accumulation */
-    stage_backward(t, K > 1 ? op_scale(t->tape, loss, 1.0f / (float)K) : loss, seed);
-    /* STUDENT
-    stage_backward(t, loss, seed);
-    */
-    /* END SOLUTION grad_accumulation */
-    return l;
-}
+/* The step: optim/step.c's driver with no strategy -------------------------------------------- */
 
 double trainer_accumulate(Trainer *t, const int *tokens, const int *targets, int B, int T,
                           int K)
 {
-    if (K < 1)
-        tensor_fatal("trainer_accumulate: %d micro-batches", K);
-    /* BEGIN SOLUTION grad_accumulation */
-    bool ckpt = t->cfg.checkpoint.kind != CKPT_VANILLA;
-    double sum = 0.0;
-    size_t rows = (size_t)B * T;
-    for (int k = 0; k < K; k++) {
-        sum += trainer_backward_micro(t, tokens + k * rows, targets + k * rows, B, T, K);
-        /* Only the last micro-batch's tape is left for stage_release: the activations held
-         * are one micro-batch's. */
-        if (!ckpt && k + 1 < K)
-            tape_reset(t->tape);
-    }
-    return sum / K;
-    /* STUDENT
-    return trainer_backward_micro(t, tokens, targets, B, T, 1);
-    */
-    /* END SOLUTION grad_accumulation */
-}
-
-void trainer_finish_step(Trainer *t, double lr, TrainStepResult *r)
-{
-    bool found_inf = stage_unscale(t);
-    r->grad_norm = stage_clip(t);
-    r->updated = stage_update(t, lr, found_inf);
-    r->skipped = !r->updated;
-    /* S moves for the next step's backward; this step's update has already used the
-     * unscaled gradients, so the order does not change a bit. */
-    loss_scale_update(&t->scaler, found_inf);
-    stage_release(t);
-    t->step++;
+    return step_accumulate(t, NULL, tokens, targets, B, T, K);
 }
 
 TrainStepResult trainer_step_accum(Trainer *t, const int *tokens, const int *targets, int B,
                                    int T, int K, double lr)
 {
-    TrainStepResult r;
-    r.loss_scale = loss_scale_value(&t->scaler);
-    r.loss = trainer_accumulate(t, tokens, targets, B, T, K);
-    trainer_finish_step(t, lr, &r);
-    return r;
+    return step_run(t, NULL, tokens, targets, B, T, K, lr);
 }
 
 TrainStepResult trainer_step(Trainer *t, const int *tokens, const int *targets, int B, int T,
                              double lr)
 {
-    return trainer_step_accum(t, tokens, targets, B, T, 1, lr);
+    return step_run(t, NULL, tokens, targets, B, T, 1, lr);
 }
 
 /* Evaluation ------------------------------------------------------------------------------- */

@@ -1,34 +1,28 @@
 #ifndef TAPEGRAD_TRAIN_H
 #define TAPEGRAD_TRAIN_H
-/* The training step: everything one update of a GPT needs, in one place, as a short sequence of
- * named stages that later work (gradient accumulation, loss scaling, checkpointing strategies)
- * can extend one stage at a time:
+/* The trainer: the model, its optimizer and tape, and the state a resumed run needs, with the
+ * single-process training step. The step itself, its stages and the strategies that spread it
+ * over ranks, is optim/step.h's driver:
  *
- *     forward    tokens -> loss, recorded on the trainer's tape
- *     backward   tape_backward_seeded with the loss scale S: every parameter's gradient, S
- *                times too large (S = 1 without loss scaling)
- *     unscale    one pass over the gradients: multiplied by 1/S, and checked for inf and NaN
- *     clip       the global gradient norm of the unscaled gradients, measured before
- *                clipping, and clipping to cfg.clip
- *     update     optim_step with the caller's learning rate, or a skip when a gradient is inf
- *                or NaN (one bad batch, or a scale too large, must not turn every weight into
- *                NaN); then the loss scaler's update (optim/loss_scale.h)
- *     release    zero the gradients, tape_reset (activations freed, arrays kept for reuse)
+ *     forward, backward  each micro-batch through the one GPT pass (nn/gpt_pass.h), the loss's
+ *                        gradient seeded with S/K (S the loss scale, 1 without loss scaling)
+ *     unscale            one pass over the gradients: multiplied by 1/S, checked for inf and NaN
+ *     clip               the global gradient norm of the unscaled gradients, measured before
+ *                        clipping, and clipping to cfg.clip
+ *     update             optim_step with the caller's learning rate, or a skip when a gradient
+ *                        is inf or NaN (one bad batch, or a scale too large, must not turn every
+ *                        weight into NaN); then the loss scaler's update (optim/loss_scale.h)
+ *     release            zero the gradients, tape_reset (activations freed, arrays kept)
  *
- * Gradient accumulation (trainer_step_accum) runs forward and backward K times, on K
- * micro-batches of B rows, before one clip and one update: each micro-batch's loss is divided
- * by K, so the gradients add up to those of the mean loss over all K B rows, and the tape is
- * reset after each backward, so the activations held are one micro-batch's. The equality with
- * one batch of K B rows holds when every micro-batch counts the same number of targets (a task's
- * rows all do; text rows count every position). Each micro-batch's backward is seeded with S;
- * the check, the unscaling and the scaler's update happen once per update, after the last one.
+ * trainer_step and trainer_step_accum are that step with no strategy (one process); gradient
+ * accumulation over K micro-batches is described in optim/step.h.
  *
  * Mixed precision (autograd/policy.h): cfg.policy goes on the tape (none for fp32) and, when
  * parameters are stored in a low format, the optimizer keeps fp32 master weights and refreshes
  * the packed parameters after each update (optim/optim.h). The model's parameters then hold
  * no fp32 data between steps: code that reads them as fp32 wraps itself in
  * optim_expose_masters / optim_pack_masters. Checkpointing over the blocks runs its tapes under
- * the same policy, with the same numbers (nn/gpt_checkpoint.h), except with fp8's delayed
+ * the same policy, with the same numbers (nn/gpt_pass.h), except with fp8's delayed
  * scaling, which it refuses. LoRA keeps its frozen base packed, without masters (below).
  *
  * The trainer owns the model, the optimizer and the tape, and holds the state a resumed run
@@ -201,17 +195,6 @@ TrainStepResult trainer_step_accum(Trainer *t, const int *tokens, const int *tar
  * gradients; clear them with optim_zero_grad(t->optim). */
 double        trainer_accumulate(Trainer *t, const int *tokens, const int *targets, int B,
                                  int T, int K);
-
-/* The two halves of trainer_step_accum, for code that gets its gradients another way (data
- * parallel training, dist/ddp.h, sums them over ranks between the halves):
- * trainer_backward_micro is micro-batch k of K as trainer_accumulate runs it (forward, loss / K,
- * backward seeded with S, gradients added to the parameters' own; the tape not reset), returning
- * that micro-batch's loss; trainer_finish_step runs the stages after the last backward on the
- * gradients in place (unscale and the inf/NaN check, clip, update or skip, the scaler's update,
- * release) and counts the step, filling grad_norm, updated and skipped in *r. */
-double        trainer_backward_micro(Trainer *t, const int *tokens, const int *targets, int B,
-                                     int T, int K);
-void          trainer_finish_step(Trainer *t, double lr, TrainStepResult *r);
 
 /* Evaluation without recording: the logits [B, T, V] of a forward pass on the trainer's tape and,
  * when targets is not NULL, the mean cross-entropy in *loss. Both are valid until

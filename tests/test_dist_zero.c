@@ -16,7 +16,7 @@
 #include "dist/ddp.h"
 #include "dist/zero.h"
 #include "examples/common/memcalc.h"
-#include "nn/gpt_checkpoint.h"
+#include "nn/gpt_pass.h"
 #include "optim/train_snapshot.h"
 #include "tests/dist_test.h"
 

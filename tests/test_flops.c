@@ -10,7 +10,7 @@
 
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
-#include "nn/gpt_checkpoint.h"
+#include "tests/gpt_pass_test.h"
 #include "optim/train.h"
 
 /* A tape that counts into *f, from zero. */
@@ -321,7 +321,7 @@ static void test_checkpointing_counts_its_recompute(void **state)
         char err[160];
         assert_true(ckpt_parse(names[i], &s, err, sizeof err));
         CkptStats st;
-        gpt_checkpoint_forward_backward(m, s, tokens, targets, B, T, &st);
+        pass_on_new_tape(m, s, NULL, tokens, targets, B, T, 1.0f, &st);
         assert_memory_equal(&st.flops.forward, &plain.forward, sizeof plain.forward);
         assert_memory_equal(&st.flops.backward, &plain.backward, sizeof plain.backward);
         long again = ckpt_formula_total(s, cfg.n_layer) - cfg.n_layer;
@@ -344,7 +344,7 @@ static void test_per_block_checkpointing_default_model(void **state)
     fill_batch(cfg.vocab_size, 64, tokens, targets);
     CkptStrategy s = { CKPT_EVERY, 1 };
     CkptStats st;
-    gpt_checkpoint_forward_backward(m, s, tokens, targets, 1, 64, &st);
+    pass_on_new_tape(m, s, NULL, tokens, targets, 1, 64, 1.0f, &st);
     FlopCount *fw = &st.flops.forward, *bw = &st.flops.backward, *re = &st.flops.recompute;
     assert_int_equal(fw->matmul + bw->matmul, 64 * 5161728LL);
     assert_int_equal(re->matmul, 64 * 3 * 425984LL);

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "autograd/parallel.h"
-#include "nn/gpt_checkpoint.h"
+#include "tests/gpt_pass_test.h"
 
 static CkptStrategy parsed(const char *text)
 {
@@ -74,10 +74,7 @@ static void check_strategies(GptConfig cfg, int B, int T, float scale)
         CkptStrategy s = parsed(names[i]);
         gpt_zero_grad(m);
         CkptStats st;
-        float l = scale == 1.0f
-                      ? gpt_checkpoint_forward_backward(m, s, tokens, targets, B, T, &st)
-                      : gpt_checkpoint_forward_backward_scaled(m, s, tokens, targets, B, T,
-                                                               scale, &st);
+        float l = pass_on_new_tape(m, s, NULL, tokens, targets, B, T, scale, &st);
         size_t got_count;
         float *got = all_grads(m, &got_count);
         double diff = test_max_abs_diff(got, ref, count);
@@ -126,7 +123,7 @@ static size_t peak_act(const Gpt *m, CkptStrategy s, const int *tokens, int B, i
 {
     size_t act0 = mem_current(MEM_ACT);
     mem_reset_peaks();
-    gpt_checkpoint_forward_backward(m, s, tokens, tokens, B, T, NULL);
+    pass_on_new_tape(m, s, NULL, tokens, tokens, B, T, 1.0f, NULL);
     assert_int_equal(mem_current(MEM_ACT), act0);
     return mem_peak(MEM_ACT) - act0;
 }

@@ -12,7 +12,7 @@
 #include "autograd/checkpoint.h"
 #include "autograd/parallel.h"
 #include "examples/backprop_strategies/mlp_chain.h"
-#include "nn/gpt_checkpoint.h"
+#include "tests/gpt_pass_test.h"
 #include "optim/train.h"
 
 static const char *const STRATEGIES[] = { "vanilla", "memory-poor", "sqrt", "every:1",
@@ -253,7 +253,7 @@ static void check_gpt(GptConfig cfg, int B, int T, const char *policy_name, floa
         CkptStrategy s = parsed(STRATEGIES[i]);
         gpt_zero_grad(m);
         CkptStats st;
-        float loss = gpt_checkpoint_forward_backward_policy(m, s, &policy, tokens, targets, B,
+        float loss = pass_on_new_tape(m, s, &policy, tokens, targets, B,
                                                             T, S * (1.0f / (float)K), &st);
         Pass got = gpt_grads(m, loss);
         char what[80];
@@ -298,7 +298,7 @@ static size_t peak_act(const Gpt *m, CkptStrategy s, const PrecisionPolicy *poli
 {
     size_t act0 = mem_current(MEM_ACT);
     mem_reset_peaks();
-    gpt_checkpoint_forward_backward_policy(m, s, policy, tokens, tokens, B, T, 1.0f, NULL);
+    pass_on_new_tape(m, s, policy, tokens, tokens, B, T, 1.0f, NULL);
     assert_int_equal(mem_current(MEM_ACT), act0);
     return mem_peak(MEM_ACT) - act0;
 }
@@ -409,7 +409,7 @@ static void checkpoint_under_delayed_fp8(void *arg)
     p.fp8_scaling = POLICY_FP8_DELAYED;
     Gpt *m = gpt_new(&TINY, 1);
     int tokens[4] = { 1, 2, 3, 4 };
-    gpt_checkpoint_forward_backward_policy(m, parsed("sqrt"), &p, tokens, tokens, 1, 4, 1.0f,
+    pass_on_new_tape(m, parsed("sqrt"), &p, tokens, tokens, 1, 4, 1.0f,
                                            NULL);
     gpt_free(m);
 }

@@ -57,7 +57,7 @@ size_t   memcalc_gpt_params(const GptConfig *cfg);
 McStates memcalc_gpt_states(const GptConfig *cfg, McPrecision p, McOptimizer o);
 
 /* One training step of our GPT: B rows of T tokens, a strategy over the L blocks (vanilla runs
- * one tape, as gpt_loss does; the others run nn/gpt_checkpoint.h), and the OpenMP threads (the
+ * one tape, as gpt_loss does; the others run nn/gpt_pass.h), and the OpenMP threads (the
  * attention backward takes a T x T scratch per thread). */
 typedef struct {
     int          B, T;

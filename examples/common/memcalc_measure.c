@@ -6,7 +6,7 @@
 
 #include "autograd/policy.h"
 #include "autograd/rng.h"
-#include "nn/gpt_checkpoint.h"
+#include "nn/gpt_pass.h"
 #include "nn/gpt_lora.h"
 #include "optim/adafactor.h"
 #include "optim/adam8bit.h"
@@ -34,20 +34,14 @@ static const PrecisionPolicy *tape_policy(const McRun *run)
     return run->policy && !policy_is_fp32(run->policy) ? run->policy : NULL;
 }
 
-/* Forward and backward: one tape (gpt_loss, as the trainer does) for vanilla, the checkpoint
- * runner otherwise; both under the policy. */
+/* Forward and backward as the trainer runs them (nn/gpt_pass.h: one tape for vanilla, the
+ * checkpoint runner otherwise), under the policy. */
 static void forward_backward(const Gpt *model, const McRun *run, const int *tokens,
                              const int *targets)
 {
-    if (run->strategy.kind != CKPT_VANILLA) {
-        gpt_checkpoint_forward_backward_policy(model, run->strategy, tape_policy(run), tokens,
-                                               targets, run->B, run->T, 1.0f, NULL);
-        return;
-    }
-    Tape *tape = tape_new();
-    tape->policy = tape_policy(run);
-    Tensor *loss = gpt_loss(model, tape, tokens, targets, run->B, run->T);
-    tape_backward(tape, loss);
+    Tape *tape = tape_new_under(tape_policy(run));
+    gpt_forward_backward(model, tape, run->strategy, tokens, targets, run->B, run->T, 1.0f, NULL,
+                         NULL);
     tape_free(tape);
 }
 

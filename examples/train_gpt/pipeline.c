@@ -194,9 +194,9 @@ int pipeline_main(Options *o, Dataset *ds)
         if (rank == 0) {
             peaks[0] = my_peak;
             for (int s = 1; s < p; s++)
-                dist_recv(w, &peaks[s], sizeof peaks[s], s, 2 * m + 3);
+                dist_recv(w, &peaks[s], sizeof peaks[s], s, pipe_first_free_tag(pp));
         } else {
-            dist_send(w, &my_peak, sizeof my_peak, 0, 2 * m + 3);   /* past the step's tags */
+            dist_send(w, &my_peak, sizeof my_peak, 0, pipe_first_free_tag(pp));
         }
         int n;
         PipeEvent *ev = pipe_gather_events(pp, &n);

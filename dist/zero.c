@@ -1,4 +1,5 @@
-/* ZeRO stages 1-3 and FSDP (dist/zero.h): model states sharded over the ranks. */
+/* ZeRO levels 1-3 (the paper's stages; here a stage is a pipeline's) and FSDP (dist/zero.h):
+ * model states sharded over the ranks. */
 #include "dist/zero.h"
 
 #include <math.h>
@@ -10,14 +11,14 @@
 #include "optim/step.h"
 
 /* One parameter and this rank's shard of it. `view` is what the shard optimizer updates: a 1-D
- * tensor of the shard's fp32 values (`data`: straight into the whole weight for fp32 stages 1
+ * tensor of the shard's fp32 values (`data`: straight into the whole weight for fp32 levels 1
  * and 2, otherwise a buffer of the shard's own: the masters under a packed format, the weights
- * themselves for fp32 stage 3) and of its summed gradient (`grad`). */
+ * themselves for fp32 level 3) and of its summed gradient (`grad`). */
 typedef struct {
     Tensor *p;
     size_t  begin, count;
     Tensor *view;
-    void   *codes;          /* stage 3, packed format: the shard of the packed weight */
+    void   *codes;          /* level 3, packed format: the shard of the packed weight */
     int     unit;           /* GPT_UNIT_ENDS or the block */
     bool    own_values;     /* view->data is a buffer of the shard's own */
 } Shard;
@@ -25,22 +26,22 @@ typedef struct {
 struct Zero {
     DistComm *c;
     Trainer  *t;
-    int       stage;
+    int       level;
     bool      packed;       /* weights in a 2- or 1-byte format, with fp32 masters */
     Shard    *shards;
     Tensor  **views;        /* the shard optimizer's parameters */
     int       n;
     size_t    psi, owned;
     uint64_t  grad_sent, grad_recv, param_sent, param_recv;   /* this step's */
-    bool      first_micro;  /* stages 2, 3: a micro-batch's sums replace the shard's, else add */
+    bool      first_micro;  /* levels 2, 3: a micro-batch's sums replace the shard's, else add */
     StepStrategy strategy;  /* the step's callbacks, below */
     size_t    param_bytes, grad_bytes, optim_bytes;     /* model states at the update */
 };
 
-const char *zero_check(const TrainerConfig *cfg, int stage)
+const char *zero_check(const TrainerConfig *cfg, int level)
 {
-    if (stage < 1 || stage > 3)
-        return "ZeRO has stages 1, 2 and 3";
+    if (level < 1 || level > 3)
+        return "ZeRO has levels 1, 2 and 3";
     if (cfg->optimizer == TRAIN_ADAFACTOR)
         return "Adafactor cannot be sharded by ZeRO: its factored second moment needs whole "
                "rows and columns (use adamw, adam8bit or sgd)";
@@ -105,10 +106,10 @@ static size_t value_bytes(const Zero *z)
     return z->packed ? code_bytes(z->shards[0].p, 1) : sizeof(float);
 }
 
-/* This rank's values of a weight: stage 3 keeps them apart, stages 1 and 2 in the whole. */
+/* This rank's values of a weight: level 3 keeps them apart, levels 1 and 2 in the whole. */
 static const char *own_values(const Zero *z, const Shard *s)
 {
-    if (z->stage == 3)
+    if (z->level == 3)
         return z->packed ? (const char *)s->codes : (const char *)s->view->data;
     return weight_bytes(z, s->p) + s->begin * value_bytes(z);
 }
@@ -135,8 +136,8 @@ static void blocked_copy(Zero *z, int unit, bool grads, char *blocks, bool to_bl
     }
 }
 
-/* Every rank's shards of the set's weights into the whole weights (allocated first for stage 3,
- * gathered in place for stages 1 and 2). */
+/* Every rank's shards of the set's weights into the whole weights (allocated first for level 3,
+ * gathered in place for levels 1 and 2). */
 static void gather_weights(Zero *z, int unit)
 {
     int N = z->c->size, me = z->c->rank;
@@ -150,9 +151,9 @@ static void gather_weights(Zero *z, int unit)
         Shard *s = &z->shards[i];
         if (!in_set(s, unit))
             continue;
-        if (z->stage == 3 && z->packed)
+        if (z->level == 3 && z->packed)
             s->p->packed = mem_alloc(MEM_PARAM, code_bytes(s->p, s->p->size));
-        else if (z->stage == 3)
+        else if (z->level == 3)
             s->p->data = mem_alloc(MEM_PARAM, s->p->size * sizeof(float));
         memcpy(mine + off * vb, own_values(z, s), s->count * vb);
         off += s->count;
@@ -185,21 +186,21 @@ static void free_weights(Zero *z, int unit)
 }
 
 /* After an update, this rank's values in the parameter format: encoded from the masters into the
- * whole weight's range (stages 1, 2: a shard of a 2-byte format is a byte range of the whole) or
- * into the shard's codes (stage 3). fp32 weights are updated in place. */
+ * whole weight's range (levels 1, 2: a shard of a 2-byte format is a byte range of the whole) or
+ * into the shard's codes (level 3). fp32 weights are updated in place. */
 static void encode_own(Zero *z, Shard *s)
 {
     if (!z->packed || !s->count)
         return;
-    void *codes = z->stage == 3 ? s->codes : (char *)s->p->packed + code_bytes(s->p, s->begin);
+    void *codes = z->level == 3 ? s->codes : (char *)s->p->packed + code_bytes(s->p, s->begin);
     Tensor piece = { .ndim = 1, .shape = { (int)s->count }, .size = s->count,
                      .dtype = s->p->dtype, .packed = codes, .scale = s->p->scale };
     tensor_store(&piece, s->view->data);
 }
 
 /* Every rank's whole gradients of the set, summed in rank order into their owners' shards: the
- * shard's range of the whole gradient for stage 1, the shard's own buffer (and the whole freed)
- * for stages 2 and 3. */
+ * shard's range of the whole gradient for level 1, the shard's own buffer (and the whole freed)
+ * for levels 2 and 3. */
 static void reduce_grads(Zero *z, int unit)
 {
     int N = z->c->size, me = z->c->rank;
@@ -217,12 +218,12 @@ static void reduce_grads(Zero *z, int unit)
         Shard *s = &z->shards[i];
         if (!in_set(s, unit))
             continue;
-        if (z->stage == 1)
+        if (z->level == 1)
             s->view->grad = s->p->grad + s->begin;
         else
             tensor_free_grad(s->p);
         float *g = s->view->grad;
-        if (z->stage == 1 || z->first_micro)
+        if (z->level == 1 || z->first_micro)
             memcpy(g, sum + off, s->count * sizeof *sum);
         else
             for (size_t j = 0; j < s->count; j++)
@@ -237,11 +238,11 @@ static void reduce_grads(Zero *z, int unit)
 static void on_unit(int unit, GptUnitEvent event, void *ctx)
 {
     Zero *z = ctx;
-    if (event == GPT_UNIT_GATHER && z->stage == 3)
+    if (event == GPT_UNIT_GATHER && z->level == 3)
         gather_weights(z, unit);
-    else if (event == GPT_UNIT_RELEASE && z->stage == 3)
+    else if (event == GPT_UNIT_RELEASE && z->level == 3)
         free_weights(z, unit);
-    else if (event == GPT_UNIT_GRADS_FINAL && z->stage >= 2)
+    else if (event == GPT_UNIT_GRADS_FINAL && z->level >= 2)
         reduce_grads(z, unit);
 }
 
@@ -272,28 +273,28 @@ static void make_shard(Zero *z, Shard *s, const Optim *full, int i)
     tensor_set_name(v, p->name);
     size_t bytes = s->count * sizeof(float);
     const float *master = optim_master(full, i);
-    s->own_values = master || z->stage == 3;
+    s->own_values = master || z->level == 3;
     if (master) {
         v->data = mem_alloc(MEM_OPTIM, bytes ? bytes : sizeof(float));
         memcpy(v->data, master + s->begin, bytes);
-    } else if (z->stage == 3) {
+    } else if (z->level == 3) {
         v->data = mem_alloc(MEM_PARAM, bytes ? bytes : sizeof(float));
         memcpy(v->data, p->data + s->begin, bytes);
     } else {
         v->data = p->data + s->begin;
     }
-    if (z->stage >= 2)
+    if (z->level >= 2)
         v->grad = mem_calloc(MEM_GRAD, bytes ? bytes : sizeof(float));
-    if (z->stage == 3 && z->packed) {
+    if (z->level == 3 && z->packed) {
         s->codes = mem_alloc(MEM_PARAM, code_bytes(p, s->count ? s->count : 1));
         memcpy(s->codes, (char *)p->packed + code_bytes(p, s->begin), code_bytes(p, s->count));
     }
     s->view = v;
 }
 
-Zero *zero_new(DistComm *c, Trainer *t, int stage)
+Zero *zero_new(DistComm *c, Trainer *t, int level)
 {
-    const char *why = zero_check(&t->cfg, stage);
+    const char *why = zero_check(&t->cfg, level);
     if (why)
         dist_fail("%s", why);
     if (t->lora)
@@ -301,7 +302,7 @@ Zero *zero_new(DistComm *c, Trainer *t, int stage)
     Zero *z = xcalloc(1, sizeof *z);
     z->c = c;
     z->t = t;
-    z->stage = stage;
+    z->level = level;
     z->packed = t->cfg.policy.param != DTYPE_F32;
     Optim *full = t->optim;
     /* The reduce-scatter reads the gradients as fp32 buffers (shard views point into them):
@@ -317,7 +318,7 @@ Zero *zero_new(DistComm *c, Trainer *t, int stage)
         z->psi += full->params[i]->size;
         z->owned += z->shards[i].count;
     }
-    if (stage == 3)
+    if (level == 3)
         free_weights(z, ANY);
     /* The same optimizer over the shards; which tensors decay is the whole tensors' rule (a
      * shard is 1-D, and the default rule would spare it). A trainer loaded from a snapshot
@@ -382,7 +383,7 @@ void zero_free(Zero *z)
         Shard *s = &z->shards[i];
         if (s->own_values)
             mem_free(s->view->data);
-        if (z->stage >= 2)
+        if (z->level >= 2)
             mem_free(s->view->grad);
         mem_free(s->codes);
         free(s->view);
@@ -399,14 +400,14 @@ size_t zero_shard_values(const Zero *z) { return z->owned; }
 
 void zero_gather_weights(Zero *z)
 {
-    if (z->stage != 3 || z->shards[0].p->data || z->shards[0].p->packed)
+    if (z->level != 3 || z->shards[0].p->data || z->shards[0].p->packed)
         return;
     gather_weights(z, ANY);
 }
 
 void zero_shard_weights(Zero *z)
 {
-    if (z->stage != 3 || !(z->shards[0].p->data || z->shards[0].p->packed))
+    if (z->level != 3 || !(z->shards[0].p->data || z->shards[0].p->packed))
         return;
     free_weights(z, ANY);
 }
@@ -425,7 +426,7 @@ static void on_micro_start(int k, int K, void *ctx)
 static void on_grads_done(void *ctx)
 {
     Zero *z = ctx;
-    if (z->stage == 1)
+    if (z->level == 1)
         reduce_grads(z, ANY);
     z->param_bytes = mem_current(MEM_PARAM);
     z->grad_bytes = mem_current(MEM_GRAD);
@@ -435,29 +436,29 @@ static void on_grads_done(void *ctx)
 static double on_sum(double x, void *ctx) { return dist_sum_double(((Zero *)ctx)->c, x); }
 static bool on_all_ok(bool ok, void *ctx) { return dist_all_ok(((Zero *)ctx)->c, ok); }
 
-/* The optimizer updated the shards: their codes, and stages 1 and 2 gather every rank's, so
- * every rank holds the whole model again (stage 3 gathers before each use). */
+/* The optimizer updated the shards: their codes, and levels 1 and 2 gather every rank's, so
+ * every rank holds the whole model again (level 3 gathers before each use). */
 static void on_updated(void *ctx)
 {
     Zero *z = ctx;
     for (int i = 0; i < z->n; i++)
         encode_own(z, &z->shards[i]);
-    if (z->stage < 3)
+    if (z->level < 3)
         gather_weights(z, ANY);
 }
 
-/* The step zeroed the shards' gradients; stage 1's whole gradients are the model's. */
+/* The step zeroed the shards' gradients; level 1's whole gradients are the model's. */
 static void on_released(void *ctx)
 {
     Zero *z = ctx;
-    for (int i = 0; z->stage == 1 && i < z->n; i++)
+    for (int i = 0; z->level == 1 && i < z->n; i++)
         tensor_zero_grad(z->shards[i].p);
 }
 
 static StepStrategy zero_strategy(Zero *z)
 {
     static const char *const names[] = { "zero-1", "zero-2", "zero-3" };
-    return (StepStrategy){ .name = names[z->stage - 1], .ctx = z, .ranks = z->c->size,
+    return (StepStrategy){ .name = names[z->level - 1], .ctx = z, .ranks = z->c->size,
                            .on_unit = on_unit, .micro_start = on_micro_start,
                            .grads_done = on_grads_done, .sum = on_sum, .sum_squares = on_sum,
                            .all_ok = on_all_ok,

@@ -3,11 +3,12 @@
 /* ZeRO (Rajbhandari et al. 2020) and FSDP: data parallel training in which the N ranks stop
  * keeping N copies of the model states. Each parameter tensor's values are cut into N shards
  * (dist/comm.h's rule: rank r owns [dist_shard_begin(n, N, r), dist_shard_begin(n, N, r + 1)))
- * and rank r keeps, for its shard only:
+ * and rank r keeps, for its shard only, at each level (the paper's "stages"; in tapegrad a stage
+ * is a pipeline's, dist/pipeline.h):
  *
- *     stage 1   the optimizer state and the fp32 masters            params, grads whole
- *     stage 2   + the gradients (reduced straight into the shard)   params whole
- *     stage 3   + the weights (FSDP): a unit's weights are gathered just before each use and
+ *     level 1   the optimizer state and the fp32 masters            params, grads whole
+ *     level 2   + the gradients (reduced straight into the shard)   params whole
+ *     level 3   + the weights (FSDP): a unit's weights are gathered just before each use and
  *               freed right after; a unit is one block, or the ends (wte, wpe, ln_f, head)
  *
  * so with Psi values and K bytes of optimizer state per value (mixed-precision Adam: weights 2,
@@ -18,16 +19,16 @@
  * One step, on every rank (its own micro-batch of B rows, loss / N, backward seeded with S):
  *
  *     forward, backward     the GPT pass (nn/gpt_pass.h): any --checkpoint
- *                           strategy; stage 3 gathers each unit's weights around each use
+ *                           strategy; level 3 gathers each unit's weights around each use
  *     reduce-scatter        each gradient summed in rank order into its owner's shard: at the
- *                           end of backward (stage 1), or as each unit's gradients become final,
- *                           after which the whole gradient is freed (stages 2, 3)
+ *                           end of backward (level 1), or as each unit's gradients become final,
+ *                           after which the whole gradient is freed (levels 2, 3)
  *     unscale, check        on the shard; inf or NaN anywhere skips the step everywhere
  *     clip                  the global norm: each rank's sum of squares over its shards, summed
  *                           over the ranks in rank order
  *     update                the optimizer on the shards alone
- *     all-gather            stages 1 and 2: the updated shards, in the parameter format, so
- *                           every rank holds the whole model again; stage 3 gathers later
+ *     all-gather            levels 1 and 2: the updated shards, in the parameter format, so
+ *                           every rank holds the whole model again; level 3 gathers later
  *
  * Same numbers as DDP (dist/ddp.h): the gradient sums are the same rank-ordered additions, the
  * update rules of AdamW and SGD are elementwise, and packing a shard of masters gives the codes
@@ -66,11 +67,11 @@ typedef struct Zero Zero;
 
 /* Takes over the trainer's optimizer: replaces it by one of the same kind over this rank's
  * shards (initialised from the trainer's weights, masters and optimizer state: a trainer loaded
- * from any snapshot, on any rank count, is resharded here) and, for stage 3, frees all but the
+ * from any snapshot, on any rank count, is resharded here) and, for level 3, frees all but the
  * shard of every weight. Collective over c; every rank must have built the trainer from the same
  * config. Refusals (Adafactor, a scaled parameter format, fp8's delayed scaling, LoRA, resuming
  * 8-bit Adam) end every rank with dist_fail: check with zero_check first. */
-Zero          *zero_new(DistComm *c, Trainer *t, int stage);
+Zero          *zero_new(DistComm *c, Trainer *t, int level);
 /* Gives the trainer back whole, on every rank: the weights, the masters and the optimizer state
  * all-gathered into an ordinary optimizer (the one DDP would hold, bit for bit), so it can be
  * evaluated, saved with train_snapshot_save (one file, whatever the rank count) or trained on.
@@ -78,7 +79,7 @@ Zero          *zero_new(DistComm *c, Trainer *t, int stage);
  * Collective. NULL is allowed. */
 void           zero_free(Zero *z);
 /* NULL when the trainer's config can run under ZeRO, else the reason, one sentence. */
-const char    *zero_check(const TrainerConfig *cfg, int stage);
+const char    *zero_check(const TrainerConfig *cfg, int level);
 
 size_t         zero_param_count(const Zero *z);       /* Psi */
 size_t         zero_shard_values(const Zero *z);      /* the values this rank owns */
@@ -96,7 +97,7 @@ ZeroStepResult zero_step_accum(Zero *z, const int *tokens, const int *targets, i
                                int K, double lr);
 
 /* Stage 3: every weight whole on every rank (for an evaluation, a sample, a snapshot), and
- * back to shards. No-ops for stages 1 and 2, whose weights are always whole. Collective. */
+ * back to shards. No-ops for levels 1 and 2, whose weights are always whole. Collective. */
 void           zero_gather_weights(Zero *z);
 void           zero_shard_weights(Zero *z);
 

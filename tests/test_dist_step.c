@@ -1,0 +1,165 @@
+/* Every strategy of the one step driver (optim/step.h) against the single-process step of the
+ * same global batch, bit for bit: DDP and ZeRO levels 1-3 on 4 ranks against the one process
+ * that computes each rank's micro-batch gradient from zero and adds them in rank order
+ * (ddp_reference_step: the additions an all-reduce in rank order makes), the pipeline on 4
+ * stages against one process accumulating the same micro-batches (trainer_step_accum); vanilla
+ * and sqrt checkpointing, three steps each, every weight compared after each step. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dist/ddp.h"
+#include "dist/pipeline.h"
+#include "dist/zero.h"
+#include "optim/step.h"
+#include "tests/dist_test.h"
+
+enum { V = 13, T = 8, B = 2, N = 4, STEPS = 3 };
+
+static TrainerConfig tiny_config(const char *checkpoint, bool tied)
+{
+    TrainerConfig c = trainer_config_default();
+    c.model = (GptConfig){ .vocab_size = V, .max_seq = T, .n_layer = 4, .n_head = 2,
+                           .n_embd = 16, .tied = tied, .fused_qkv = true };
+    c.seed = 11;
+    c.clip = 1e6;               /* the norm measured, every rank's the same, nothing clipped */
+    char err[128];
+    assert_true(ckpt_parse(checkpoint, &c.checkpoint, err, sizeof err));
+    return c;
+}
+
+/* The bytes of a's and b's parameters of the same names (b's that a holds): equal or not. */
+static bool same_weights(const Trainer *a, const Trainer *b, bool (*owned)(const char *, void *),
+                         void *ctx)
+{
+    int na, nb;
+    Tensor *const *pa = gpt_params(a->model, &na);
+    Tensor *const *pb = gpt_params(b->model, &nb);
+    if (na != nb)
+        return false;
+    for (int i = 0; i < na; i++) {
+        if (owned && !owned(pa[i]->name, ctx))
+            continue;
+        if (memcmp(pa[i]->data, pb[i]->data, pa[i]->size * sizeof(float)) != 0) {
+            print_message("%s differs\n", pa[i]->name);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* ---- data parallel: DDP, ZeRO 1-3 ----------------------------------------------------------- */
+
+/* level 0: DDP. Every rank runs the reference too, on the whole global batch. */
+static bool data_parallel_matches(const char *checkpoint, int level)
+{
+    DistComm *c = dist_test_comm(N);
+    if (!c)
+        return true;
+    TrainerConfig cfg = tiny_config(checkpoint, true);
+    Trainer *one = trainer_new(&cfg), *mine = trainer_new(&cfg);
+    Ddp *ddp = NULL;
+    Zero *zero = NULL;
+    if (level == 0)
+        ddp = ddp_new(c, mine, &(DdpConfig){ .bucket_bytes = 4096, .overlap = true });
+    else
+        zero = zero_new(c, mine, level);
+    int tokens[N * B * T], targets[N * B * T];
+    Rng rng = rng_new(5, RNG_STREAM_DATA);
+    bool ok = true;
+    size_t at = (size_t)c->rank * B * T;
+    for (int s = 0; s < STEPS; s++) {
+        dist_test_rows(&rng, N * B, T, V, tokens, targets);
+        TrainStepResult want = ddp_reference_step(one, tokens, targets, B, T, N, 1e-2);
+        TrainStepResult got = ddp ? ddp_step(ddp, tokens + at, targets + at, B, T, 1e-2).r
+                                  : zero_step(zero, tokens + at, targets + at, B, T, 1e-2).r;
+        ok = ok && got.loss == want.loss && got.updated == want.updated;
+        if (zero)
+            zero_gather_weights(zero);
+        ok = ok && same_weights(mine, one, NULL, NULL);
+        if (zero)
+            zero_shard_weights(zero);
+    }
+    ddp_free(ddp);
+    zero_free(zero);
+    trainer_free(one);
+    trainer_free(mine);
+    dist_comm_free(c);
+    return ok;
+}
+
+static void test_ddp(void **s)
+{
+    (void)s;
+    if (dist_world()->size < N)
+        skip();
+    assert_true(dist_test_all(data_parallel_matches("vanilla", 0)));
+    assert_true(dist_test_all(data_parallel_matches("sqrt", 0)));
+}
+
+static void test_zero_levels(void **s)
+{
+    (void)s;
+    if (dist_world()->size < N)
+        skip();
+    for (int level = 1; level <= 3; level++) {
+        assert_true(dist_test_all(data_parallel_matches("vanilla", level)));
+        assert_true(dist_test_all(data_parallel_matches("sqrt", level)));
+    }
+}
+
+/* ---- the pipeline --------------------------------------------------------------------------- */
+
+static bool stage_owns(const char *name, void *ctx) { return pipe_owns(ctx, name); }
+
+static bool pipeline_matches(const char *checkpoint, PipeSchedKind kind)
+{
+    DistComm *c = dist_test_comm(N);
+    if (!c)
+        return true;
+    enum { M = 4 };
+    TrainerConfig cfg = tiny_config(checkpoint, false);
+    int first[N + 1] = { 0, 1, 2, 3, 4 };
+    Pipeline *pp = pipe_new(&cfg, c, kind, M, first);
+    Trainer *one = trainer_new(&cfg);
+    int tokens[M * B * T], targets[M * B * T];
+    Rng rng = rng_new(6, RNG_STREAM_DATA);
+    bool ok = true;
+    for (int s = 0; s < STEPS; s++) {
+        dist_test_rows(&rng, M * B, T, V, tokens, targets);
+        TrainStepResult want = trainer_step_accum(one, tokens, targets, B, T, M, 1e-2);
+        TrainStepResult got = pipe_step(pp, tokens, targets, B, T, 1e-2);
+        ok = ok && got.loss == want.loss;
+        ok = ok && same_weights(pipe_trainer(pp), one, stage_owns, pp);
+    }
+    pipe_free(pp);
+    trainer_free(one);
+    dist_comm_free(c);
+    return ok;
+}
+
+static void test_pipeline(void **s)
+{
+    (void)s;
+    if (dist_world()->size < N)
+        skip();
+    assert_true(dist_test_all(pipeline_matches("vanilla", PIPE_1F1B)));
+    assert_true(dist_test_all(pipeline_matches("sqrt", PIPE_GPIPE)));
+}
+
+int main(int argc, char **argv)
+{
+    dist_test_init(&argc, &argv);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ddp),
+        cmocka_unit_test(test_zero_levels),
+        cmocka_unit_test(test_pipeline),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    dist_finalize();
+    return failed;
+}

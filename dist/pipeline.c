@@ -27,6 +27,7 @@ typedef struct {
 
 struct Pipeline {
     Trainer      *tr;
+    bool          owns_trainer;     /* pipe_new's; pipe_new_on's is the caller's */
     DistComm     *comm;
     int           stage, p, m;
     int          *first;            /* [p + 1] */
@@ -104,12 +105,81 @@ bool pipe_owns(const Pipeline *pp, const char *name)
     return owner_keeps(name, &o);
 }
 
+/* The lowest stage that owns the parameter of that name (stage 0 for a tied wte). */
+static int first_owner(const Pipeline *pp, const char *name)
+{
+    for (int s = 0; s < pp->p; s++) {
+        Owner o = { pp->first[s], pp->first[s + 1], s == 0, s == pp->p - 1,
+                    pp->tr->cfg.model.tied };
+        if (owner_keeps(name, &o))
+            return s;
+    }
+    tensor_fatal("pipeline: no stage owns %s", name);
+}
+
+/* Every state tensor and buffer (the masters among them) of dst given the values of src's of
+ * the same name: optimizers of one kind over overlapping parameters name their state alike. */
+static void copy_state(Optim *dst, const Optim *src)
+{
+    char name[OPTIM_NAME_LEN];
+    for (int i = 0; i < dst->n * dst->n_slots; i++) {
+        Tensor *from = optim_find_state(src, optim_state_name(dst, i, name, sizeof name));
+        if (!from)
+            tensor_fatal("pipeline: no optimizer state %s to copy", name);
+        memcpy(dst->state[i]->data, from->data, dst->state[i]->size * sizeof(float));
+    }
+    for (int i = 0; i < optim_buffer_count(dst); i++) {
+        OptimBuffer *b = optim_buffer(dst, i), *from = optim_find_buffer(src, b->name);
+        if (!from)
+            tensor_fatal("pipeline: no optimizer buffer %s to copy", b->name);
+        memcpy(b->data, from->data, optim_buffer_bytes(b));
+    }
+}
+
+/* The trainer's optimizer narrowed to the stage's parameters: one of the same kind over them,
+ * with their state, masters, decay and step count (a loaded trainer's carry on). */
+static void narrow_optimizer(Pipeline *pp)
+{
+    Trainer *t = pp->tr;
+    Optim *whole = t->optim;
+    Owner o = owner_of(pp);
+    Tensor **kept = malloc((size_t)whole->n * sizeof *kept);
+    bool *decay = malloc((size_t)whole->n * sizeof *decay);
+    if (!kept || !decay)
+        tensor_fatal("out of memory for a pipeline");
+    int n = 0;
+    for (int i = 0; i < whole->n; i++)
+        if (owner_keeps(whole->params[i]->name, &o)) {
+            decay[n] = whole->decay[i];
+            kept[n++] = whole->params[i];
+        }
+    Optim *part = trainer_make_optimizer(&t->cfg, kept, n);
+    part->step = whole->step;
+    for (int i = 0; i < n; i++)
+        part->decay[i] = decay[i];
+    if (whole->masters)
+        optim_add_masters(part);
+    copy_state(part, whole);
+    free(kept);
+    free(decay);
+    optim_free(whole);
+    t->optim = part;
+}
+
 Pipeline *pipe_new(const TrainerConfig *cfg, DistComm *comm, PipeSchedKind kind, int m,
                    const int *first)
+{
+    Pipeline *pp = pipe_new_on(comm, trainer_new(cfg), kind, m, first);
+    pp->owns_trainer = true;
+    return pp;
+}
+
+Pipeline *pipe_new_on(DistComm *comm, Trainer *t, PipeSchedKind kind, int m, const int *first)
 {
     Pipeline *pp = calloc(1, sizeof *pp);
     if (!pp)
         tensor_fatal("out of memory for a pipeline");
+    pp->tr = t;
     pp->comm = comm;
     pp->stage = comm->rank;
     pp->p = comm->size;
@@ -121,23 +191,26 @@ Pipeline *pipe_new(const TrainerConfig *cfg, DistComm *comm, PipeSchedKind kind,
     if (!pp->first || !pp->slots || !pp->pending || !pp->events)
         tensor_fatal("out of memory for a pipeline");
     memcpy(pp->first, first, (size_t)(pp->p + 1) * sizeof *first);
-    Owner o = { first[pp->stage], first[pp->stage + 1], pp->stage == 0,
-                pp->stage == pp->p - 1, cfg->model.tied };
-    if (o.hi <= o.lo || first[pp->p] != cfg->model.n_layer)
+    Owner o = owner_of(pp);
+    if (o.hi <= o.lo || first[pp->p] != t->cfg.model.n_layer)
         tensor_fatal("pipe_new: stage %d gets blocks [%d, %d) of %d", pp->stage, o.lo, o.hi,
-                     cfg->model.n_layer);
-    pp->tr = trainer_new_part(cfg, owner_keeps, &o);
+                     t->cfg.model.n_layer);
+    int n_params;
+    gpt_params(t->model, &n_params);
+    if (!t->optim || t->optim->n != n_params)
+        tensor_fatal("pipe_new_on: the trainer's optimizer is not over its whole model (LoRA?)");
+    narrow_optimizer(pp);
     /* The stages' gradient sums and clipping read fp32 buffers: the gradients stay fp32. */
-    optim_keep_fp32_grads(pp->tr->optim);
+    optim_keep_fp32_grads(t->optim);
     pp->sched = pipe_schedule_new(kind, pp->p, m);
     GptPassConfig share = { .lo = o.lo, .hi = o.hi, .embed = o.first, .head = o.last,
-                            .strategy = cfg->checkpoint };
+                            .strategy = t->cfg.checkpoint };
     for (int k = 0; k < m; k++) {
         /* A tape per micro-batch in flight, counting into the trainer's FLOPs. */
-        Tape *tape = tape_new_under(pp->tr->tape->policy);
-        tape->flops = &pp->tr->flops;
+        Tape *tape = tape_new_under(t->tape->policy);
+        tape->flops = &t->flops;
         pp->slots[k].tape = tape;
-        pp->slots[k].pass = gpt_pass_new(pp->tr->model, &share, tape);
+        pp->slots[k].pass = gpt_pass_new(t->model, &share, tape);
     }
     pp->strategy = pipe_strategy(pp);
     return pp;
@@ -151,13 +224,69 @@ void pipe_free(Pipeline *pp)
         gpt_pass_free(pp->slots[k].pass);
         tape_free(pp->slots[k].tape);
     }
-    trainer_free(pp->tr);
+    if (pp->owns_trainer)
+        trainer_free(pp->tr);
     pipe_schedule_free(&pp->sched);
     free(pp->first);
     free(pp->slots);
     free(pp->pending);
     free(pp->events);
     free(pp);
+}
+
+void pipe_share_weights(Pipeline *pp)
+{
+    int n;
+    Tensor *const *params = gpt_params(pp->tr->model, &n);
+    for (int i = 0; i < n && pp->p > 1; i++) {
+        Tensor *p = params[i];
+        int root = first_owner(pp, p->name);
+        dist_broadcast(pp->comm, p->packed ? p->packed : (void *)p->data, tensor_bytes(p), root);
+        dist_broadcast(pp->comm, &p->scale, sizeof p->scale, root);
+    }
+}
+
+/* values (bytes) into dst on every rank, from the lowest rank that holds them (mine != NULL). */
+static void from_holder(Pipeline *pp, void *dst, const void *mine, size_t bytes,
+                        const char *name)
+{
+    double top = dist_max_double(pp->comm, mine ? (double)(pp->p - pp->stage) : 0.0);
+    if (top == 0.0)
+        tensor_fatal("pipeline: no stage holds %s", name);
+    int root = pp->p - (int)top;
+    if (root == pp->stage)
+        memcpy(dst, mine, bytes);
+    dist_broadcast(pp->comm, dst, bytes, root);
+}
+
+void pipe_give_back(Pipeline *pp)
+{
+    Trainer *t = pp->tr;
+    pipe_share_weights(pp);
+    int n;
+    Tensor *const *params = gpt_params(t->model, &n);
+    Optim *part = t->optim, *whole = trainer_make_optimizer(&t->cfg, params, n);
+    whole->step = part->step;
+    if (part->masters)
+        optim_add_masters(whole);
+    char name[OPTIM_NAME_LEN];
+    for (int i = 0; i < whole->n * whole->n_slots; i++) {
+        Tensor *st = whole->state[i];
+        Tensor *mine = optim_find_state(part, optim_state_name(whole, i, name, sizeof name));
+        from_holder(pp, st->data, mine ? mine->data : NULL, st->size * sizeof(float), name);
+    }
+    for (int i = 0; i < optim_buffer_count(whole); i++) {
+        OptimBuffer *b = optim_buffer(whole, i), *mine = optim_find_buffer(part, b->name);
+        from_holder(pp, b->data, mine ? mine->data : NULL, optim_buffer_bytes(b), b->name);
+    }
+    for (int i = 0, j = 0; i < n; i++) {        /* part's parameters: whole's, in order */
+        bool mine = j < part->n && part->params[j] == params[i];
+        bool decay = mine && part->decay[j++];
+        whole->decay[i] = dist_max_double(pp->comm, mine ? 1.0 + decay : 0.0) > 1.5;
+    }
+    optim_free(part);
+    t->optim = whole;
+    pipe_free(pp);
 }
 
 Trainer *pipe_trainer(Pipeline *pp) { return pp->tr; }

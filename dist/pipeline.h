@@ -22,8 +22,13 @@
  * sums its two terms in another order (one process adds them per micro-batch), a rounding
  * apart; the norm is summed in another order, so the clipping factor can be one rounding apart.
  *
- * Every rank builds the whole model (the same weights from the same seed, no broadcast) but
- * computes with, keeps gradients of and updates only its stage's parameters.
+ * Every rank holds the whole model (the same weights from the same seed, or from the same
+ * snapshot, no broadcast) but computes with, keeps gradients of and updates only its stage's
+ * parameters: the weights of the others go stale on it until pipe_share_weights. The trainer
+ * comes back whole (pipe_give_back: every stage's weights, fp32 masters and optimizer state on
+ * every rank), so it can be evaluated and saved as one ordinary snapshot, which a single process
+ * continues bit for bit (an untied head, no clipping: the equality above), and a snapshot of any
+ * run starts a pipeline (pipe_new_on takes a loaded trainer).
  *
  * Waiting is a poll (dist_test, then a 20 us sleep), not MPI's spin: with more ranks than cores
  * a waiting rank must give its core to a computing one.
@@ -54,7 +59,22 @@ typedef struct Pipeline Pipeline;
  * stage's blocks). Every rank calls it with the same arguments. */
 Pipeline *pipe_new(const TrainerConfig *cfg, DistComm *comm, PipeSchedKind kind, int m,
                    const int *first);
+/* The same around the caller's trainer t (fresh, or loaded from a snapshot; the same on every
+ * rank): its optimizer is replaced by one of the same kind over the stage's parameters, with
+ * their state, masters and step count taken from t's. Not for a LoRA trainer. The trainer stays
+ * the caller's: give it back with pipe_give_back. */
+Pipeline *pipe_new_on(DistComm *comm, Trainer *t, PipeSchedKind kind, int m, const int *first);
+/* Frees the pipeline and, for pipe_new's, its trainer. */
 void      pipe_free(Pipeline *pp);
+/* pipe_new_on's trainer whole again, on every rank, and the pipeline freed: each parameter's
+ * weights, fp32 masters and optimizer state broadcast from the stage that owns it (stage 0 for a
+ * tied wte) into an ordinary optimizer over the whole model, the one a single process would
+ * hold. Collective. */
+void      pipe_give_back(Pipeline *pp);
+/* Every rank's model with the current weights of every stage (for an evaluation): each
+ * parameter's storage broadcast from its owner. The stage's own training is unaffected.
+ * Collective. */
+void      pipe_share_weights(Pipeline *pp);
 Trainer  *pipe_trainer(Pipeline *pp);
 int       pipe_stage(const Pipeline *pp);
 /* True when the parameter of that name lives on this stage. */

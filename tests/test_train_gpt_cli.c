@@ -588,7 +588,7 @@ static void run_ranks_ok(RunResult *r, int n, const char *args)
  * snapshot keeps --accum and the rank count apart: on 2 ranks with --accum 2, 6 steps straight
  * and 3 + save + load + 3 (with the flag or without) log the same loss and gradient norm to the
  * last digit under ddp and ZeRO 1-3; another rank count is refused with the reason unless it
- * draws the same global batch. (A pipeline takes neither --accum nor --load.) */
+ * draws the same global batch. (A pipeline's resume: test_pipeline_save_load_eval.) */
 static void test_parallel_accum_resume(void **state)
 {
     (void)state;
@@ -646,6 +646,82 @@ static void test_parallel_accum_resume(void **state)
     free(r);
 }
 
+/* Issue 29: --parallel pipeline:* runs train_gpt's one loop, so it evaluates, saves and loads
+ * like any run. On 2 ranks, 1F1B over 2 micro-batches (untied head, fp32): the evaluation
+ * every 3 steps and at the end is printed and logged; 6 steps straight, 3 + --save + --load + 3
+ * in the pipeline, the pipeline's snapshot continued in one process (--accum comes from the
+ * snapshot), and one process's snapshot continued in a GPipe pipeline, all log the same loss
+ * and gradient norm to the last digit as one process's 6 steps with --accum 2. */
+static void test_pipeline_save_load_eval(void **state)
+{
+    (void)state;
+    if (system("command -v mpirun >/dev/null 2>&1") != 0)
+        skip();
+    const char *common = "--layers 2 --embd 16 --heads 2 --batch 4 --eval-examples 8 "
+                         "--decay constant --warmup 0 --untied";
+    RunResult *r = malloc(sizeof *r);
+    char args[2048], one[512], straight[512], second[512], half[512], single[512];
+    char a[8192], b[8192];
+    in_dir(one, sizeof one, "pipe_one.tsv");
+    in_dir(straight, sizeof straight, "pipe_straight.tsv");
+    in_dir(second, sizeof second, "pipe_second.tsv");
+    in_dir(half, sizeof half, "pipe_half.safetensors");
+    in_dir(single, sizeof single, "pipe_single.safetensors");
+    snprintf(args, sizeof args, "%s --accum 2 --eval-every 0 --steps 6 --log %s", common, one);
+    run(r, 300, args);
+    assert_int_equal(r->status, 0);
+    log_rows(one, 4, a, sizeof a);
+    assert_true(strlen(a) > 20);
+
+    snprintf(args, sizeof args, "--parallel pipeline:1f1b --micro-batches 2 %s --eval-every 3 "
+             "--steps 6 --log %s --sample 2", common, straight);
+    run_ranks_ok(r, 2, args);
+    assert_non_null(strstr(r->out, "step 3: validation loss "));
+    assert_non_null(strstr(r->out, "step 6: validation loss "));
+    assert_non_null(strstr(r->out, "exact match "));
+    assert_non_null(strstr(r->out, "validation samples"));
+    assert_non_null(strstr(r->out, "bubble over steps 2..6: measured "));
+    double val = number_after(r->out, "step 6: validation loss ");
+    assert_true(val > 0.0 && val < 10.0);
+    assert_true(fabs(number_after(r->out, "validation loss  ") - val) < 1e-4);
+    log_rows(straight, 4, b, sizeof b);
+    print_message("one process, --accum 2, steps 4-6:\n%spipeline:1f1b on 2 ranks:\n%s", a, b);
+    assert_string_equal(a, b);
+
+    snprintf(args, sizeof args, "--parallel pipeline:1f1b --micro-batches 2 %s --eval-every 0 "
+             "--steps 3 --save %s", common, half);
+    run_ranks_ok(r, 2, args);
+    assert_non_null(strstr(r->out, "snapshot: "));
+    snprintf(args, sizeof args, "--parallel pipeline:1f1b --eval-every 0 --eval-examples 8 "
+             "--load %s --steps 6 --log %s", half, second);
+    run_ranks_ok(r, 2, args);
+    log_rows(second, 4, b, sizeof b);
+    assert_string_equal(a, b);
+    /* the pipeline's snapshot in one process */
+    snprintf(args, sizeof args, "--eval-every 0 --eval-examples 8 --load %s --steps 6 --log %s",
+             half, second);
+    run(r, 300, args);
+    assert_int_equal(r->status, 0);
+    log_rows(second, 4, b, sizeof b);
+    assert_string_equal(a, b);
+    /* one process's snapshot in a pipeline; a --micro-batches that is not its --accum refused */
+    snprintf(args, sizeof args, "%s --accum 2 --eval-every 0 --steps 3 --save %s", common,
+             single);
+    run(r, 300, args);
+    assert_int_equal(r->status, 0);
+    snprintf(args, sizeof args, "--parallel pipeline:gpipe --micro-batches 2 --eval-every 0 "
+             "--eval-examples 8 --load %s --steps 6 --log %s", single, second);
+    run_ranks_ok(r, 2, args);
+    log_rows(second, 4, b, sizeof b);
+    assert_string_equal(a, b);
+    snprintf(args, sizeof args, "--parallel pipeline:gpipe --micro-batches 3 --eval-every 0 "
+             "--load %s --steps 6", single);
+    run_ranks(r, 2, args);
+    assert_int_equal(r->status, 2);
+    assert_non_null(strstr(r->out, "--micro-batches 3 does not match the snapshot"));
+    free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -662,6 +738,7 @@ int main(void)
         cmocka_unit_test(test_old_snapshot_loads),
         cmocka_unit_test(test_parallel_counts_every_rank),
         cmocka_unit_test(test_parallel_accum_resume),
+        cmocka_unit_test(test_pipeline_save_load_eval),
     };
     return cmocka_run_group_tests(tests, make_dir, remove_dir);
 }

@@ -1,5 +1,5 @@
 /* The settings every rank of a --parallel run must share, as text (train_gpt.h), compared by
- * parallel.c after the setup vote (agree_on_settings). MPMD command lines (`mpirun -np 1 prog A
+ * ranks.c after the setup vote (agree_on_settings). MPMD command lines (`mpirun -np 1 prog A
  * : -np 1 prog B`), or a script that passes each host its own flags, can give the ranks
  * different settings. Ranks that disagree on the mode or on the step count enter different
  * collectives and wait for each other forever; ranks that disagree on --lr or --seed run to the
@@ -38,7 +38,7 @@ static void agreed_value(const Setting *s, const Options *o, char *buf, size_t l
     switch (s->id) {
     case FLAG_PARALLEL:
         snprintf(buf, len, "%s",
-                 o->parallel ? o->parallel : modes[o->ddp ? 1 : o->zero_stage ? o->zero_stage + 1
+                 o->pipeline ? o->pipeline : modes[o->ddp ? 1 : o->zero_level ? o->zero_level + 1
                                                                                 : 0]);
         break;
     case FLAG_KERNELS: snprintf(buf, len, "%s", kernels_name(kernels_mode())); break;
@@ -59,7 +59,7 @@ size_t options_agreed_text(const Options *o, long start_step, char *buf, size_t 
     for (int i = 0; i < TRAIN_GPT_N_SETTINGS && at < len; i++) {
         const Setting *s = &TRAIN_GPT_SETTINGS[i];
         /* a pipeline's --accum is its --micro-batches (pipeline_check_options): named so */
-        if (!s->name || rank_local(s->id) || (s->id == FLAG_ACCUM && o->parallel))
+        if (!s->name || rank_local(s->id) || (s->id == FLAG_ACCUM && o->pipeline))
             continue;
         agreed_value(s, o, value, sizeof value);
         at += (size_t)snprintf(buf + at, len - at, "--%s\t%s\n", s->name, value);

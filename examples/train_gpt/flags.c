@@ -58,7 +58,7 @@ static void check_combinations(const Options *o)
         cli_usage_error("--embd %d is not a multiple of --heads %d: each head gets C/H "
                         "channels", o->cfg.model.n_embd, o->cfg.model.n_head);
     precision_check_options(o);
-    parallel_check_options(o);
+    ranks_check_options(o);
     /* Files written must not be one another or an input; --save over --load is fine (the
      * snapshot is replaced atomically, once the run is done). */
     const char *names[] = { "log", "plot", "save", "load", "data" };
@@ -143,34 +143,38 @@ static int merge_ranks(Options *o, const SettingsSaved *saved)
     long n = strtol(text, &end, 10), k = strtol(accum, &end2, 10);
     if (end == text || *end || n < 1 || n > 1 << 20)
         cli_die(1, "%s: metadata 'run.ranks' is '%s', not a rank count", saved->path, text);
-    int mine = parallel_data_ranks(o);
+    int mine = ranks_data_count(o);
     if (n == mine || end2 == accum || *end2 || k < 1 || k > 1 << 16)
         return 0;       /* the same ranks, or a bad accum the merge names */
     long global = n * k;
+    /* a pipeline's --micro-batches is its --accum (pipeline_check_options) */
+    bool given = options_given(o, FLAG_ACCUM) ||
+                 (o->pipeline && options_given(o, FLAG_MICRO_BATCHES));
+    const char *flag = o->pipeline ? "--micro-batches" : "--accum";
     /* Exact or refused: on another rank count the same global batch sums its micro-batches'
      * gradients in another grouping, so the run goes on, but not bit for bit. That takes an
      * --accum the user gives knowingly; without one, the reason and the two ways on. */
-    if (!options_given(o, FLAG_ACCUM) && global % mine == 0)
+    if (!given && global % mine == 0)
         cli_usage_error("--load %s: the snapshot's run was %ld rank%s x --accum %ld; on %d "
                         "rank%s its gradients would be summed in another grouping and the run "
                         "would not continue bit for bit: resume on %ld rank%s for that, or give "
-                        "--accum %ld to continue it regrouped", saved->path, n,
+                        "%s %ld to continue it regrouped", saved->path, n,
                         n == 1 ? "" : "s", k, mine, mine == 1 ? "" : "s", n, n == 1 ? "" : "s",
-                        global / mine);
-    long want = options_given(o, FLAG_ACCUM) ? o->accum : global / mine;
+                        flag, global / mine);
+    long want = given ? o->accum : global / mine;
     if (want * mine != global) {
         if (global % mine == 0)
             cli_usage_error("--load %s: the snapshot's run drew %ld micro-batches a step (%ld "
-                            "rank%s x --accum %ld); %d rank%s x --accum %d draw%s %ld: give "
-                            "--accum %ld", saved->path, global, n, n == 1 ? "" : "s", k, mine,
-                            mine == 1 ? "" : "s", o->accum, mine == 1 ? "s" : "",
-                            (long)mine * o->accum, global / mine);
+                            "rank%s x --accum %ld); %d rank%s x %s %d draw%s %ld: give "
+                            "%s %ld", saved->path, global, n, n == 1 ? "" : "s", k, mine,
+                            mine == 1 ? "" : "s", flag, o->accum, mine == 1 ? "s" : "",
+                            (long)mine * o->accum, flag, global / mine);
         cli_die(1, "--load %s: the snapshot's run drew %ld micro-batches a step (%ld rank%s x "
                 "--accum %ld), which %d ranks cannot share evenly: resume on %ld ranks (another "
                 "global batch would draw other batches and not continue the run)", saved->path,
                 global, n, n == 1 ? "" : "s", k, mine, n);
     }
-    if (parallel_is_root())
+    if (ranks_is_root())
         printf("resuming %ld rank%s x --accum %ld on %d rank%s x --accum %ld: the same %ld "
                "micro-batches a step, their gradients summed in another grouping (the last bits "
                "may differ from a run kept on %ld)\n", n, n == 1 ? "" : "s", k, mine,
@@ -206,6 +210,7 @@ void options_merge_snapshot(Options *o, const TrainerConfig *saved, const Snapsh
     o->cfg = *saved;
     o->cfg.checkpoint = checkpoint;
     lora_merge_snapshot(o, r, path, &saved->model);
+    pipeline_check_loaded(o, path);
     check_combinations(o);
 }
 

@@ -1,14 +1,21 @@
 /* train_gpt --parallel pipeline:{naive,gpipe,1f1b} --micro-batches m [--stages LIST], run as
  * `scripts/mpirun -np p build/bin/train_gpt ...`: the blocks cut over p ranks, one step per
- * global batch of m micro-batches (dist/pipeline.h, docs/pipeline.md). Every rank draws the
- * same batches from the same data RNG; rank 0 prints and writes the files:
+ * global batch of m micro-batches (dist/pipeline.h, docs/pipeline.md). The pipeline is one case
+ * of the calls train_gpt's one training loop makes (ranks.c): every rank builds or loads the
+ * whole trainer as one process would and draws the same batches from the same data RNG; the
+ * stage trains its own blocks; before an evaluation the stages share their weights, and after
+ * the last step the trainer comes back whole (weights, masters, optimizer state), so the final
+ * evaluation, the samples and --save (one ordinary snapshot, which one process or a pipeline of
+ * any shape --load's) are those of any run. Rank 0 prints and writes the files:
  *     --log FILE          one row per step: loss, grad norm, time, bytes sent by all ranks, the
  *                         bubble (measured, replayed from CPU times, counted from the
- *                         schedule, the formula) and each stage's peak act bytes
+ *                         schedule, the formula), the validation loss and accuracy when
+ *                         evaluated, and each stage's peak act bytes
  *     --pipe-events FILE  one row per forward and backward of every micro-batch on every stage
  *                         of every step: start, input ready, end (ms), waiting, compute, CPU
- * Without --parallel train_gpt never starts MPI. Left out here: evaluation during the run,
- * --load, --save, LoRA (a stage holds part of the model). */
+ * Without --parallel train_gpt never starts MPI. Left out here: LoRA (a stage would hold part of
+ * the adapters) and --plot (the log has its own columns; see examples/pipeline_parallel). */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +31,7 @@
 static PipeSchedKind sched_of(const Options *o)
 {
     PipeSchedKind k = PIPE_GPIPE;
-    pipe_sched_parse(o->parallel + strlen("pipeline:"), &k);
+    pipe_sched_parse(o->pipeline + strlen("pipeline:"), &k);
     return k;
 }
 
@@ -35,20 +42,20 @@ void pipeline_set_option(void *opts, int f, const char *flag, const char *arg)
     if (strncmp(arg, "pipeline:", 9) != 0 || !pipe_sched_parse(arg + 9, &k))
         cli_usage_error("%s '%s': expected pipeline:naive, pipeline:gpipe or pipeline:1f1b",
                         flag, arg);
-    ((Options *)opts)->parallel = arg;
+    ((Options *)opts)->pipeline = arg;
 }
 
-bool pipeline_requested(const Options *o) { return o->parallel != NULL; }
+bool pipeline_requested(const Options *o) { return o->pipeline != NULL; }
 
 void pipeline_check_options(Options *o)
 {
-    if (!o->parallel)       /* the pipeline flags need it (settings.c) */
+    if (!o->pipeline)       /* the pipeline flags need it (settings.c) */
         return;
     if (options_given(o, FLAG_ACCUM))
         cli_usage_error("--parallel pipeline accumulates its --micro-batches; leave --accum out");
-    if (o->load_path || o->save_path || o->lora.rank > 0 || o->load_base_path)
-        cli_usage_error("--parallel pipeline does not take --load, --save, --load-base or "
-                        "--lora");
+    if (o->lora.rank > 0 || o->load_base_path)
+        cli_usage_error("--parallel pipeline: --lora, --qlora and --load-base are not built (the "
+                        "adapters and their base would be cut over the stages)");
     if (o->plot_path)
         cli_usage_error("--parallel pipeline draws no --plot (see examples/pipeline_parallel)");
     if (o->micro_batches < 1)
@@ -56,8 +63,25 @@ void pipeline_check_options(Options *o)
     o->accum = o->micro_batches;        /* the schedule's effective batch is batch x m */
 }
 
+/* --load: the snapshot's accumulation (merged into accum) is the pipeline's micro-batch count, so
+ * that it goes on with the same batches; a --micro-batches that differs is refused, as --accum
+ * would be. A LoRA run's snapshot is refused like --lora. */
+void pipeline_check_loaded(Options *o, const char *path)
+{
+    if (!o->pipeline)
+        return;
+    if (o->lora.rank > 0)
+        cli_usage_error("--parallel pipeline: --load %s is a LoRA run's snapshot; LoRA is not "
+                        "built under a pipeline", path);
+    if (options_given(o, FLAG_MICRO_BATCHES) && o->micro_batches != o->accum)
+        cli_usage_error("--micro-batches %d does not match the snapshot %s, which accumulates %d "
+                        "micro-batches a step (leave --micro-batches out to continue it)",
+                        o->micro_batches, path, o->accum);
+    o->micro_batches = o->accum;
+}
+
 /* The same error on every rank (each found it from the same arguments, which the ranks have
- * agreed on: parallel_setup_done): nobody waits, and rank 0 alone says it, once. */
+ * agreed on: ranks_setup_done): nobody waits, and rank 0 alone says it, once. */
 static _Noreturn void die_everywhere(int rank, const char *fmt, ...)
 {
     char msg[512];
@@ -96,12 +120,13 @@ static void write_events(TsvWriter *w, long step, const PipeEvent *ev, int n)
     }
 }
 
-/* The run's log: fixed columns, then peak_act_s0 .. peak_act_s{p-1}. */
+/* The run's log: fixed columns, then peak_act_s0 .. peak_act_s{p-1} (readers find them by name:
+ * examples/pipeline_parallel/figure.sh). */
 static TsvWriter *open_log(const char *path, int p)
 {
     static const char *const fixed[] = {
         "step", "loss", "lr", "grad_norm", "ms", "bytes_sent", "bubble", "bubble_replayed",
-        "bubble_schedule", "bubble_formula",
+        "bubble_schedule", "bubble_formula", "val_loss", "val_acc",
     };
     enum { NF = sizeof fixed / sizeof fixed[0] };
     if (p < 1 || p > 4096)
@@ -125,151 +150,200 @@ static TsvWriter *open_log(const char *path, int p)
     return w;
 }
 
-typedef struct {
-    double bubble, replayed, wait_ms, compute_ms;   /* sums over measured steps */
-    long   steps;
-} Totals;
 
-int pipeline_main(Options *o, Dataset *ds)
+struct PipelineRun {
+    Pipeline     *pp;               /* NULL once the trainer is whole again */
+    DistComm     *c;
+    int           p, rank, m, B, T;
+    long          steps;            /* --steps: the last */
+    PipeSchedKind kind;
+    int          *first;            /* [p + 1] */
+    PipeSchedule  sched;            /* for the replay and the counted bubble */
+    double        bubble_sched;
+    TsvWriter    *log, *events;     /* rank 0's --log and --pipe-events */
+    const char   *log_path, *events_path;
+    size_t       *peaks;            /* [p] the last step's peak act bytes per stage */
+    double       *bubble;           /* [p] */
+    long          first_step;       /* the run's first step warms the allocator's cache */
+    long          last_step;
+    double        last_loss;
+    double        sum_bubble, sum_replayed, wait_ms, compute_ms;   /* over the measured steps */
+    long          measured;
+};
+
+PipelineRun *pipeline_start(const Options *o, Trainer *tr)
 {
-    dist_init(NULL, NULL);
-    parallel_setup_done(o, 0);
-    DistComm *w = dist_world();
-    int p = w->size, rank = w->rank;
-    TrainerConfig cfg = o->cfg;
-    cfg.model.vocab_size = dataset_vocab_size(ds);
-    cfg.model.max_seq = o->seq;
-    int *first = malloc((size_t)(p + 1) * sizeof *first);
-    char err[256];
-    if (!first)
+    PipelineRun *pr = calloc(1, sizeof *pr);
+    if (!pr)
         dist_fail("out of memory");
-    if (!pipe_split_parse(o->stages, cfg.model.n_layer, p, first, err, sizeof err))
-        die_everywhere(rank, "%s", err);
-    if (o->seq > cfg.model.max_seq || cfg.model.vocab_size < dataset_vocab_size(ds))
-        die_everywhere(rank, "the model does not cover the data");
-    PipeSchedKind kind = sched_of(o);
-    int m = o->micro_batches, B = o->batch, T = o->seq;
-    Pipeline *pp = pipe_new(&cfg, w, kind, m, first);
-    gpt_set_tiled_attention(pipe_trainer(pp)->model, o->attention == ATTENTION_TILED);
-    PipeSchedule sched = pipe_schedule_new(kind, p, m);
-    double busy_units[64];
-    double span_units = pipe_simulate(&sched, NULL, NULL, p <= 64 ? busy_units : NULL);
-    double bubble_sched = 1.0 - 3.0 * m / span_units;
-    if (rank == 0) {
-        char buf[512];
-        printf("%s\n", dataset_describe(ds, buf, sizeof buf));
-        printf("pipeline: %s over %d ranks, %d micro-batches of %d x %d tokens; blocks per "
-               "stage:", PIPE_SCHED_NAMES[kind], p, m, B, T);
-        for (int s = 0; s < p; s++)
-            printf(" %d", first[s + 1] - first[s]);
-        printf("\nbubble: formula %.1f%%, counted from the schedule (F = 1, B = 2) %.1f%%\n",
-               100.0 * pipe_bubble_formula(kind, p, m), 100.0 * bubble_sched);
+    pr->c = dist_world();
+    pr->p = pr->c->size;
+    pr->rank = pr->c->rank;
+    pr->m = o->micro_batches;
+    pr->B = o->batch;
+    pr->T = o->seq;
+    pr->steps = o->steps;
+    pr->kind = sched_of(o);
+    pr->first = malloc((size_t)(pr->p + 1) * sizeof *pr->first);
+    pr->peaks = calloc((size_t)pr->p, sizeof *pr->peaks);
+    pr->bubble = calloc((size_t)pr->p, sizeof *pr->bubble);
+    if (!pr->first || !pr->peaks || !pr->bubble)
+        dist_fail("out of memory");
+    char err[256];
+    if (!pipe_split_parse(o->stages, tr->cfg.model.n_layer, pr->p, pr->first, err, sizeof err))
+        die_everywhere(pr->rank, "%s", err);
+    pr->pp = pipe_new_on(pr->c, tr, pr->kind, pr->m, pr->first);
+    pr->sched = pipe_schedule_new(pr->kind, pr->p, pr->m);
+    pr->bubble_sched = 1.0 - 3.0 * pr->m / pipe_simulate(&pr->sched, NULL, NULL, NULL);
+    pr->first_step = pr->last_step = tr->step;
+    if (pr->rank == 0 && o->log_path) {
+        pr->log = open_log(o->log_path, pr->p);
+        pr->log_path = o->log_path;
     }
-    TsvWriter *log = rank == 0 && o->log_path ? open_log(o->log_path, p) : NULL;
-    TsvWriter *evlog = NULL;
-    if (rank == 0 && o->pipe_events) {
-        evlog = tsv_open(o->pipe_events, EVENT_COLUMNS, err, sizeof err);
-        if (!evlog)
+    if (pr->rank == 0 && o->pipe_events) {
+        pr->events = tsv_open(o->pipe_events, EVENT_COLUMNS, err, sizeof err);
+        if (!pr->events)
             cli_die(1, "%s", err);
+        pr->events_path = o->pipe_events;
     }
-    size_t n_tok = (size_t)m * B * T;
-    int *tokens = malloc(n_tok * sizeof *tokens), *targets = malloc(n_tok * sizeof *targets);
-    size_t *peaks = calloc((size_t)p, sizeof *peaks);
-    double *bubble = calloc((size_t)p, sizeof *bubble);
-    if (!tokens || !targets || !peaks || !bubble)
-        dist_fail("out of memory for %zu tokens", n_tok);
-    Trainer *tr = pipe_trainer(pp);
-    Totals tot = { 0 };
-    double last_loss = 0.0;
-    for (long step = 1; step <= o->steps; step++) {
-        double lr = options_lr(o, step);
-        dataset_train_batch(ds, &tr->data_rng, m * B, tokens, targets);
-        mem_reset_peaks();
-        double t0 = progress_now();
-        TrainStepResult r = pipe_step(pp, tokens, targets, B, T, lr);
-        double ms = 1e3 * (progress_now() - t0);
-        /* Everything below is bookkeeping, after the step. */
-        double sent = dist_sum_double(w, (double)pipe_bytes_sent(pp));
-        size_t my_peak = mem_peak(MEM_ACT);
-        if (rank == 0) {
-            peaks[0] = my_peak;
-            for (int s = 1; s < p; s++)
-                dist_recv(w, &peaks[s], sizeof peaks[s], s, pipe_first_free_tag(pp));
-        } else {
-            dist_send(w, &my_peak, sizeof my_peak, 0, pipe_first_free_tag(pp));
+    return pr;
+}
+
+void pipeline_describe(const PipelineRun *pr)
+{
+    printf("pipeline: %s over %d ranks, %d micro-batches of %d x %d tokens; blocks per stage:",
+           PIPE_SCHED_NAMES[pr->kind], pr->p, pr->m, pr->B, pr->T);
+    for (int i = 0; i < pr->p; i++)
+        printf(" %d", pr->first[i + 1] - pr->first[i]);
+    printf("\nbubble: formula %.1f%%, counted from the schedule (F = 1, B = 2) %.1f%%\n",
+           100.0 * pipe_bubble_formula(pr->kind, pr->p, pr->m), 100.0 * pr->bubble_sched);
+}
+
+TrainStepResult pipeline_step(PipelineRun *pr, const int *tokens, const int *targets, int B,
+                              int T, double lr)
+{
+    return pipe_step(pr->pp, tokens, targets, B, T, lr);
+}
+
+static void log_cell(TsvWriter *w, double v)
+{
+    if (isnan(v))
+        tsv_str(w, "");
+    else
+        tsv_num(w, v);
+}
+
+/* Everything here is bookkeeping, after the step: the bytes every rank sent, each stage's peak
+ * act bytes and every rank's events gathered on rank 0, which measures the bubble and writes. */
+void pipeline_step_report(PipelineRun *pr, long step, double lr, TrainStepResult r,
+                          double seconds, size_t act_peak, const EvalResult *ev)
+{
+    Pipeline *pp = pr->pp;
+    int p = pr->p;
+    double sent = dist_sum_double(pr->c, (double)pipe_bytes_sent(pp));
+    if (pr->rank == 0) {
+        pr->peaks[0] = act_peak;
+        for (int s = 1; s < p; s++)
+            dist_recv(pr->c, &pr->peaks[s], sizeof pr->peaks[s], s, pipe_first_free_tag(pp));
+    } else {
+        dist_send(pr->c, &act_peak, sizeof act_peak, 0, pipe_first_free_tag(pp));
+    }
+    int n;
+    PipeEvent *events = pipe_gather_events(pp, &n);
+    pr->last_loss = r.loss;
+    pr->last_step = step;
+    if (pr->rank != 0)
+        return;
+    pipe_bubble(events, n, p, pr->bubble);
+    double mean = 0.0;
+    for (int s = 0; s < p; s++)
+        mean += pr->bubble[s] / p;
+    double replayed = pipe_bubble_replayed(&pr->sched, events, n);
+    if (step > pr->first_step + 1) {
+        pr->sum_bubble += mean;
+        pr->sum_replayed += replayed;
+        for (int i = 0; i < n; i++) {
+            pr->wait_ms += 1e3 * (events[i].ready - events[i].start) / p;
+            pr->compute_ms += 1e3 * (events[i].end - events[i].ready) / p;
         }
-        int n;
-        PipeEvent *ev = pipe_gather_events(pp, &n);
-        last_loss = r.loss;
-        if (rank != 0)
-            continue;
-        pipe_bubble(ev, n, p, bubble);
-        double mean = 0.0;
+        pr->measured++;
+    }
+    if (pr->events)
+        write_events(pr->events, step, events, n);
+    double ms = 1e3 * seconds;
+    if (pr->log) {
+        tsv_int(pr->log, step);
+        tsv_float(pr->log, (float)r.loss);
+        tsv_num(pr->log, lr);
+        tsv_num(pr->log, r.grad_norm);
+        tsv_num(pr->log, ms);
+        tsv_int(pr->log, (long long)sent);
+        tsv_num(pr->log, mean);
+        tsv_num(pr->log, replayed);
+        tsv_num(pr->log, pr->bubble_sched);
+        tsv_num(pr->log, pipe_bubble_formula(pr->kind, p, pr->m));
+        log_cell(pr->log, ev ? ev->loss : NAN);
+        log_cell(pr->log, ev ? ev->accuracy : NAN);
         for (int s = 0; s < p; s++)
-            mean += bubble[s] / p;
-        double replayed = pipe_bubble_replayed(&sched, ev, n);
-        if (step > 1) {             /* the first step warms the allocator's cache */
-            tot.bubble += mean;
-            tot.replayed += replayed;
-            for (int i = 0; i < n; i++) {
-                tot.wait_ms += 1e3 * (ev[i].ready - ev[i].start) / p;
-                tot.compute_ms += 1e3 * (ev[i].end - ev[i].ready) / p;
-            }
-            tot.steps++;
-        }
-        if (evlog)
-            write_events(evlog, step, ev, n);
-        if (log) {
-            tsv_int(log, step);
-            tsv_float(log, (float)r.loss);
-            tsv_num(log, lr);
-            tsv_num(log, r.grad_norm);
-            tsv_num(log, ms);
-            tsv_int(log, (long long)sent);
-            tsv_num(log, mean);
-            tsv_num(log, replayed);
-            tsv_num(log, bubble_sched);
-            tsv_num(log, pipe_bubble_formula(kind, p, m));
-            for (int s = 0; s < p; s++)
-                tsv_int(log, (long long)peaks[s]);
-            if (!tsv_end_row(log))
-                cli_die(1, "%s: write failed (disk full?)", o->log_path);
-        }
-        if (step == 1 || step == o->steps || step % 10 == 0)
-            printf("step %5ld  loss %.4f  %.1f ms  bubble %.1f%% (replayed %.1f%%)  sent %.0f "
-                   "bytes\n", step, r.loss, ms, 100.0 * mean, 100.0 * replayed, sent);
-        free(ev);
+            tsv_int(pr->log, (long long)pr->peaks[s]);
+        if (!tsv_end_row(pr->log))
+            cli_die(1, "%s: write failed (disk full?)", pr->log_path);
     }
-    if (rank == 0) {
-        long k = tot.steps > 0 ? tot.steps : 1;
-        printf("final train loss %.4f\n", last_loss);
-        printf("bubble over steps 2..%ld: measured %.1f%% (idle / span, wall clock), replayed "
-               "from CPU times %.1f%%, schedule %.1f%%, formula %.1f%%\n", o->steps,
-               100.0 * tot.bubble / k, 100.0 * tot.replayed / k, 100.0 * bubble_sched,
-               100.0 * pipe_bubble_formula(kind, p, m));
+    if (step == pr->first_step + 1 || step == pr->steps || step % 10 == 0)
+        printf("step %5ld  loss %.4f  %.1f ms  bubble %.1f%% (replayed %.1f%%)  sent %.0f "
+               "bytes\n", step, r.loss, ms, 100.0 * mean, 100.0 * replayed, sent);
+    free(events);
+}
+
+void pipeline_whole_weights(PipelineRun *pr)
+{
+    if (pr->pp)
+        pipe_share_weights(pr->pp);
+}
+
+void pipeline_training_done(PipelineRun *pr)
+{
+    if (pr->pp)
+        pipe_give_back(pr->pp);
+    pr->pp = NULL;
+}
+
+void pipeline_report(PipelineRun *pr)
+{
+    if (pr->rank != 0)
+        return;
+    long k = pr->measured > 0 ? pr->measured : 1;
+    if (pr->last_step > pr->first_step) {
+        printf("final train loss %.4f\n", pr->last_loss);
+        printf("bubble over steps %ld..%ld: measured %.1f%% (idle / span, wall clock), replayed "
+               "from CPU times %.1f%%, schedule %.1f%%, formula %.1f%%\n", pr->first_step + 2,
+               pr->last_step, 100.0 * pr->sum_bubble / k, 100.0 * pr->sum_replayed / k,
+               100.0 * pr->bubble_sched, 100.0 * pipe_bubble_formula(pr->kind, pr->p, pr->m));
         printf("per stage and step: %.2f ms waiting, %.2f ms computing (mean over stages)\n",
-               tot.wait_ms / k, tot.compute_ms / k);
+               pr->wait_ms / k, pr->compute_ms / k);
         printf("peak act bytes per stage (last step):");
-        for (int s = 0; s < p; s++)
-            printf(" %zu", peaks[s]);
+        for (int s = 0; s < pr->p; s++)
+            printf(" %zu", pr->peaks[s]);
         printf("\n");
-        if (log && !tsv_close(log, err, sizeof err))
-            cli_die(1, "%s", err);
-        if (evlog && !tsv_close(evlog, err, sizeof err))
-            cli_die(1, "%s", err);
-        if (log)
-            printf("log: %s\n", o->log_path);
-        if (evlog)
-            printf("events: %s\n", o->pipe_events);
     }
-    free(tokens);
-    free(targets);
-    free(peaks);
-    free(bubble);
-    free(first);
-    pipe_schedule_free(&sched);
-    pipe_free(pp);
-    dataset_free(ds);
-    dist_finalize();
-    return 0;
+    char err[512];
+    if (pr->log && !tsv_close(pr->log, err, sizeof err))
+        cli_die(1, "%s", err);
+    if (pr->events && !tsv_close(pr->events, err, sizeof err))
+        cli_die(1, "%s", err);
+    pr->log = pr->events = NULL;
+    if (pr->events_path)
+        printf("events: %s\n", pr->events_path);
+}
+
+void pipeline_end(PipelineRun *pr)
+{
+    if (!pr)
+        return;
+    pipeline_training_done(pr);
+    pipe_schedule_free(&pr->sched);
+    free(pr->first);
+    free(pr->peaks);
+    free(pr->bubble);
+    free(pr);
 }

@@ -39,7 +39,7 @@ static bool is_constant_warmup(const void *o)
 static bool is_text_sample(const void *o) { return opt(o)->data && opt(o)->sample > 0; }
 static bool has_log(const void *o) { return opt(o)->log_path != NULL; }
 static bool is_ddp(const void *o) { return opt(o)->ddp; }
-static bool is_pipeline(const void *o) { return opt(o)->parallel != NULL; }
+static bool is_pipeline(const void *o) { return opt(o)->pipeline != NULL; }
 /* With --load the snapshot says whether the run has adapters (lora_merge_snapshot). */
 static bool has_lora(const void *o) { return opt(o)->lora.rank > 0 || opt(o)->load_path; }
 static bool no_load(const void *o) { return !opt(o)->load_path; }
@@ -124,7 +124,7 @@ static void set_parallel(void *opts, int id, const char *flag, const char *arg)
     if (strncmp(arg, "pipeline:", 9) == 0)
         pipeline_set_option(opts, id, flag, arg);
     else
-        parallel_set_option(opts, id, flag, arg);
+        ranks_set_option(opts, id, flag, arg);
 }
 
 #define FIELD(f) offsetof(Options, f)

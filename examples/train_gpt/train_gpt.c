@@ -15,13 +15,19 @@
  * The tape counts the FLOPs of every step (docs/autograd.md, "Counting FLOPs"): the log's flop
  * column is the training compute so far, its mfu column a step's model FLOPs (forward and
  * backward, not recompute) over its time at the FMA peak measured when the run starts, and the
- * report sets the total beside the 6ND + 12LTCD estimate. Under --parallel ddp and zero1-3 every
- * rank counts only its own rows of the global batch: the numbers printed are the job's, every
- * rank's counts summed after each step (parallel_sum_flops), over the ranks' peaks summed.
+ * report sets the total beside the 6ND + 12LTCD estimate. Under --parallel every rank counts
+ * only its own rows of the global batch (ddp, zero1-3) or its own blocks (a pipeline): the
+ * numbers printed are the job's, every rank's counts summed after each step (ranks_sum_flops),
+ * over the ranks' peaks summed.
+ *
+ * One training loop (train) for every --parallel value: ranks.c's calls are where one process,
+ * ddp, ZeRO and the pipeline part.
  *
  * Files: settings.c (every flag: one table), flags.c (the command line and a snapshot's
  * settings, from that table), evaluate.c (validation and samples), lora.c (LoRA and QLoRA),
- * precision.c (--precision and --loss-scale: their values and checks), loss.gp (the figure).
+ * precision.c (--precision and --loss-scale: their values and checks), ranks.c (--parallel:
+ * MPI ranks, data parallel), pipeline.c (--parallel pipeline:S), agree.c (the settings the
+ * ranks compare), loss.gp (the figure).
  * docs/gpt.md explains the model, its backward pass and every column of the log. */
 #include <math.h>
 #include <stdio.h>
@@ -70,7 +76,8 @@ typedef struct {
     long       steps_run;
     EvalResult last_eval;            /* the latest evaluation, at step last_eval_step */
     long       last_eval_step;
-    ParallelRun *par;                /* --parallel ddp, zero1-3 (parallel.c), else NULL */
+    RanksRun  *ranks;                /* --parallel ddp, zero1-3, pipeline:S (ranks.c), else
+                                      * NULL */
     SnapshotReader *loaded;          /* --load's file: open to the end, since the options
                                       * point into its metadata (the task, the data path) */
 } Run;
@@ -344,13 +351,13 @@ static void train(Run *run)
         TapeFlops before = run->tr->flops;
         dataset_train_batch(run->ds, &run->tr->data_rng, run->K * run->B, run->tokens,
                             run->targets);
-        TrainStepResult r = run->par
-            ? parallel_step(run->par, run->tokens, run->targets, run->B, run->T, lr)
+        TrainStepResult r = run->ranks
+            ? ranks_step(run->ranks, run->tokens, run->targets, run->B, run->T, lr)
             : trainer_step_accum(run->tr, run->tokens, run->targets, run->B, run->T, run->K, lr);
         double seconds = progress_now() - t0;
         TapeFlops step_flops = run->tr->flops;     /* this rank's count of this step */
         tape_flops_sub(&step_flops, &before);
-        parallel_sum_flops(run->par, &step_flops);      /* every rank's rows: the job's */
+        ranks_sum_flops(run->ranks, &step_flops);      /* every rank's rows: the job's */
         tape_flops_add(&run->flops, &step_flops);
         size_t peaks[MEM_NCAT + 1];
         end_phase(run, peaks);
@@ -371,13 +378,14 @@ static void train(Run *run)
         bool eval_now = step == o->steps || (o->eval_every > 0 && step % o->eval_every == 0);
         EvalResult ev;
         if (eval_now) {
-            parallel_whole_weights(run->par, true);
+            ranks_whole_weights(run->ranks, true);
             ev = evaluate(run, step);
-            parallel_whole_weights(run->par, step == o->steps);
+            ranks_whole_weights(run->ranks, step == o->steps);
             end_phase(run, NULL);       /* the gathered weights belong to the evaluation */
         }
-        log_row(run, step, lr, r, seconds, model_flops(&step_flops), peaks,
-                eval_now ? &ev : NULL);
+        if (!ranks_step_report(run->ranks, step, lr, r, seconds, peaks, eval_now ? &ev : NULL))
+            log_row(run, step, lr, r, seconds, model_flops(&step_flops), peaks,
+                    eval_now ? &ev : NULL);
         char extra[48];
         if (o->cfg.loss_scale.mode == LOSS_SCALE_NONE)
             snprintf(extra, sizeof extra, "lr %.1e", lr);
@@ -387,7 +395,7 @@ static void train(Run *run)
                         extra);
     }
     progress_finish(&run->progress);
-    parallel_training_done(run->par);       /* for the report, the samples, the snapshot */
+    ranks_training_done(run->ranks);       /* for the report, the samples, the snapshot */
 }
 
 /* The end ----------------------------------------------------------------------------------- */
@@ -408,8 +416,8 @@ static void report_compute(const Run *run)
     if (run->steps_run == 0)
         return;
     char ranks[48] = "";
-    if (run->par)
-        snprintf(ranks, sizeof ranks, " (%d ranks' tapes, summed)", parallel_ranks(run->par));
+    if (run->ranks)
+        snprintf(ranks, sizeof ranks, " (%d ranks' tapes, summed)", ranks_count(run->ranks));
     printf("compute          %.4g FLOP counted%s: forward %.4g, backward %.4g, recompute %.4g; "
            "products %.4g, the rest %.4g\n", all_flops(f), ranks, (double)flop_total(f->forward),
            (double)flop_total(f->backward), (double)flop_total(f->recompute),
@@ -462,7 +470,7 @@ static void report(Run *run, double start)
     precision_report(run->tr);
     lora_report(run->tr);
     print_memory(run);
-    parallel_report(run->par, run->step_peak);
+    ranks_report(run->ranks, run->step_peak);
 }
 
 static void describe(const Run *run)
@@ -478,7 +486,8 @@ static void describe(const Run *run)
     SchedConfig s = options_schedule(o);
     printf("training: %s, batch %d x %d %s = %ld, clip %g, %d threads; steps %ld to "
            "%ld\n", trainer_optimizer_name(o->cfg.optimizer), o->batch, run->K,
-           run->par ? "(ranks x micro-batches)" : "accumulated",
+           o->pipeline ? "micro-batches, pipelined" : run->ranks ? "(ranks x micro-batches)"
+                                                                : "accumulated",
            sched_effective_batch(&s), o->cfg.clip, par_threads(), run->tr->step, o->steps);
     if (o->cfg.optimizer == TRAIN_ADAM8BIT)
         printf("adam8bit: moments in 8 bits, re-encoded by %s rounding\n",
@@ -488,8 +497,8 @@ static void describe(const Run *run)
            "effect)\n", ckpt_name(o->cfg.checkpoint, ckpt, sizeof ckpt));
     printf("attention: %s\n", o->attention == ATTENTION_TILED ? "tiled" : "standard");
     char ranks[48] = "";
-    if (run->par)
-        snprintf(ranks, sizeof ranks, " on each of %d ranks, summed", parallel_ranks(run->par));
+    if (run->ranks)
+        snprintf(ranks, sizeof ranks, " on each of %d ranks, summed", ranks_count(run->ranks));
     printf("peak: %.1f GFLOP/s fp32 FMA (%s, %d threads%s), measured now: the mfu column's "
            "denominator\n", 1e-9 * run->peak_flops, peak_isa_name[peak_best_isa()],
            par_threads(), ranks);
@@ -498,7 +507,7 @@ static void describe(const Run *run)
     printf("openmp wait policy: %s\n", wait_policy_note(blas, sizeof blas));
     precision_describe(run->tr);
     lora_describe(run->tr, o);
-    parallel_describe(run->par, run->B);
+    ranks_describe(run->ranks, run->B);
     char decay[96];
     snprintf(decay, sizeof decay, "%s", SCHED_DECAY_NAMES[s.decay]);
     if (s.decay == SCHED_DECAY_WSD)
@@ -552,28 +561,26 @@ static void check_outputs(const Options *o)
 int main(int argc, char **argv)
 {
     cli_init(argv[0]);
-    parallel_begin(&argc, &argv);
+    ranks_begin(&argc, &argv);
     double start = progress_now();
     Run run = { .o = options_parse(argc, argv) };
-    parallel_parsed();
+    ranks_parsed();
     par_set_threads(run.o.threads);
     check_outputs(&run.o);      /* every rank: each stops alike, none is left waiting */
     /* Before the model exists, so everything the run allocates counts against it. */
     if (run.o.mem_budget)
         mem_set_budget(MEM_ALL, run.o.mem_budget);
-    if (pipeline_requested(&run.o))         /* under mpirun: pipeline.c's own loop */
-        return pipeline_main(&run.o, open_data(&run.o));
     run.tr = make_trainer(&run);
-    run.par = parallel_start(&run.o, run.tr);
+    run.ranks = ranks_start(&run.o, run.tr);
     run.B = run.o.batch;
     run.T = run.o.seq;
     /* Under ddp and ZeRO the batch drawn is the global one, --accum K micro-batches on each of
      * N ranks: the batch --accum N K draws in one process, which the schedule (--lr-rule) sees
      * as the effective batch. The snapshot keeps K and N apart (options_snapshot_meta). */
-    run.o.ranks = parallel_ranks(run.par);
+    run.o.ranks = ranks_data_count(&run.o);
     run.K = run.o.accum * run.o.ranks;
     options_check_products(&run.o);     /* --seq is known now, and accum under ddp */
-    run.peak_flops = parallel_sum(run.par, measure_peak());
+    run.peak_flops = ranks_sum(run.ranks, measure_peak());
     describe(&run);
 
     size_t batch_tokens = (size_t)run.K * run.B * run.T;
@@ -581,7 +588,7 @@ int main(int argc, char **argv)
     run.targets = malloc(batch_tokens * sizeof *run.targets);
     if (!run.tokens || !run.targets)
         cli_die(1, "out of memory for %d batches of %d x %d tokens", run.K, run.B, run.T);
-    if (run.o.log_path && parallel_is_root()) {
+    if (run.o.log_path && ranks_is_root() && !pipeline_requested(&run.o)) {   /* else its own */
         char err[512];
         run.log = tsv_open(run.o.log_path, LOG_COLUMNS, err, sizeof err);
         if (!run.log)
@@ -591,14 +598,14 @@ int main(int argc, char **argv)
 
     train(&run);
     report(&run, start);
-    if (parallel_is_root())
+    if (ranks_is_root())
         finish_outputs(&run);
     long sample_seed = options_given(&run.o, FLAG_SAMPLE_SEED) ? run.o.sample_seed : (long)run.o.cfg.seed;
     eval_print_samples(run.tr, run.ds, run.o.sample, run.o.temperature, (uint64_t)sample_seed);
 
     free(run.tokens);
     free(run.targets);
-    parallel_end(run.par);
+    ranks_end(run.ranks);
     trainer_free(run.tr);
     dataset_free(run.ds);
     snapshot_close(run.loaded);

@@ -27,8 +27,8 @@ typedef enum {
     FLAG_PRECISION, FLAG_LOSS_SCALE, FLAG_SCALE_GROWTH_INTERVAL, FLAG_SCALE_GROWTH_FACTOR,
     FLAG_SCALE_BACKOFF_FACTOR, FLAG_FP8_SCALING,
     FLAG_ADAM8BIT_ROUNDING, FLAG_TEMPERATURE, FLAG_SAMPLE_SEED, FLAG_MEM_BUDGET,
-    FLAG_PARALLEL,                                                      /* parallel.c, pipeline.c */
-    FLAG_BUCKET_KB,                                                     /* parallel.c */
+    FLAG_PARALLEL,                                                      /* ranks.c, pipeline.c */
+    FLAG_BUCKET_KB,                                                     /* ranks.c */
     FLAG_MICRO_BATCHES, FLAG_STAGES, FLAG_PIPE_EVENTS,                  /* pipeline.c */
     FLAG_END,
 } Flag;
@@ -70,11 +70,11 @@ typedef struct {
     /* LoRA and QLoRA (lora.c) */
     LoraConfig  lora;            /* nn/gpt_lora.h; rank 0: no adapters */
     const char *load_base_path, *save_adapter_path;
-    /* --parallel: data parallel training (parallel.c) or a pipeline (pipeline.c) */
+    /* --parallel: data parallel training (ranks.c) or a pipeline (pipeline.c) */
     bool        ddp;             /* --parallel ddp */
-    int         zero_stage;      /* --parallel zero1, zero2, zero3; 0: none */
+    int         zero_level;      /* --parallel zero1, zero2, zero3; 0: none */
     int         bucket_kb;
-    const char *parallel;        /* "pipeline:gpipe", ...; NULL: no pipeline */
+    const char *pipeline;        /* "pipeline:gpipe", ...; NULL: no pipeline */
     int         micro_batches;   /* m; becomes accum */
     const char *stages;          /* blocks per stage, "2,1,1"; NULL: even */
     const char *pipe_events;     /* TSV of every F and B of every step */
@@ -135,12 +135,27 @@ void       eval_print_samples(Trainer *tr, const Dataset *ds, int n, double temp
 
 /* pipeline.c (dist/pipeline.h) --------------------------------------------------------------- */
 /* The value of --parallel pipeline:S (a custom setting of flags.c); the checks of the pipeline
- * flags (after every flag is read: they set accum to the micro-batch count); the run under
- * mpirun. */
+ * flags (after every flag is read: they set accum to the micro-batch count), and again once a
+ * snapshot's settings are in (its accumulation is the micro-batch count). */
 void pipeline_set_option(void *opts, int f, const char *flag, const char *arg);
 void pipeline_check_options(Options *o);
+void pipeline_check_loaded(Options *o, const char *path);
 bool pipeline_requested(const Options *o);
-int  pipeline_main(Options *o, Dataset *ds);
+/* The pipeline's case of ranks.c's calls: the stage of tr on MPI's world (the trainer built or loaded as
+ * for one process), its step on the whole global batch, its reporting hook (the --log row with
+ * the bubble and each stage's peak act bytes, the --pipe-events rows, the printed line), the
+ * weights whole for an evaluation, the trainer whole after the last step, the summary. */
+typedef struct PipelineRun PipelineRun;
+PipelineRun    *pipeline_start(const Options *o, Trainer *tr);
+void            pipeline_describe(const PipelineRun *pr);
+TrainStepResult pipeline_step(PipelineRun *pr, const int *tokens, const int *targets, int B,
+                              int T, double lr);
+void            pipeline_step_report(PipelineRun *pr, long step, double lr, TrainStepResult r,
+                                     double seconds, size_t act_peak, const EvalResult *ev);
+void            pipeline_whole_weights(PipelineRun *pr);
+void            pipeline_training_done(PipelineRun *pr);
+void            pipeline_report(PipelineRun *pr);
+void            pipeline_end(PipelineRun *pr);
 
 /* precision.c -------------------------------------------------------------------------------- */
 /* The value of --precision, --loss-scale or --fp8-scaling (custom settings of the table), and
@@ -176,40 +191,50 @@ void     lora_merge_snapshot(Options *o, const SnapshotReader *r, const char *pa
 Trainer *lora_resume(const Options *o, const TrainerConfig *saved, SnapshotReader *r);
 uint64_t lora_base_hash(const Options *o);
 
-/* parallel.c: --parallel ddp, zero1, zero2, zero3 under mpirun. parallel_begin (first thing in
- * main) starts MPI only when --parallel is on the command line; parallel_start returns NULL
- * without one of those. Under zero3 the weights are sharded between steps:
- * parallel_whole_weights(p, true) gathers them (for an evaluation), false shards them again;
- * after the last step parallel_training_done gathers everything (the optimizer state too). */
-typedef struct ParallelRun ParallelRun;
-void         parallel_set_option(void *opts, int f, const char *flag, const char *arg);
-void         parallel_check_options(const Options *o);
-void         parallel_begin(int *argc, char ***argv);
-void         parallel_parsed(void);          /* after options_parse */
+/* ranks.c: --parallel under mpirun: ddp, zero1, zero2, zero3 (data parallel) or pipeline:S
+ * (pipeline.c), each one more case of the calls the training loop makes. ranks_begin (first
+ * thing in main) starts MPI only when --parallel is on the command line; ranks_start returns
+ * NULL without it. Under zero3 the weights are sharded between steps, under a pipeline each
+ * rank's copies of the other stages' weights go stale: ranks_whole_weights(p, true) makes them
+ * whole (for an evaluation), false shards them again; after the last step ranks_training_done
+ * makes the trainer whole (the optimizer state too: ZeRO gathers its shards, the pipeline its
+ * stages), so that the report, the samples and --save see an ordinary trainer. */
+typedef struct RanksRun RanksRun;
+void         ranks_set_option(void *opts, int f, const char *flag, const char *arg);
+void         ranks_check_options(const Options *o);
+void         ranks_begin(int *argc, char ***argv);
+void         ranks_parsed(void);          /* after options_parse */
 /* The end of the setup (the data, the model, a snapshot): the ranks vote on whether any of them
  * failed, and all exit if one did; then they compare the settings that must agree (every flag
  * but the rank's own threads, outputs, ...; and the step a snapshot resumes from, start_step),
  * and all exit 1 if any differs, the lowest differing rank naming the first setting and both
- * values. The first collectives of a run: parallel_start and pipeline_main call it first. */
-void         parallel_setup_done(const Options *o, long start_step);
-ParallelRun *parallel_start(const Options *o, Trainer *tr);
-bool         parallel_is_root(void);
+ * values. The first collectives of a run: ranks_start calls it first. */
+void         ranks_setup_done(const Options *o, long start_step);
+RanksRun    *ranks_start(const Options *o, Trainer *tr);
+bool         ranks_is_root(void);
 /* The ranks a data-parallel run (--parallel ddp, zero1-3) of these options trains on: mpirun's
- * N, or 1 (no --parallel, or a pipeline). Known from MPI_Init on (parallel_begin). */
-int          parallel_data_ranks(const Options *o);
-int          parallel_ranks(const ParallelRun *p);
-int          parallel_micro_batches(const ParallelRun *p);    /* per rank: --accum */
-void         parallel_describe(const ParallelRun *p, int B);
-TrainStepResult parallel_step(ParallelRun *p, const int *tokens, const int *targets, int B,
-                              int T, double lr);
-void         parallel_whole_weights(ParallelRun *p, bool whole);
-void         parallel_training_done(ParallelRun *p);     /* ZeRO: the trainer whole again */
-void         parallel_report(ParallelRun *p, const size_t *step_peak);
-/* Collective: each rank's tape counts the FLOPs of its own rows of the global batch only, so the
- * job's compute is the sum over the ranks. *f becomes that sum (exact: integers); x's sum is
- * returned (the peak FLOP/s). With p NULL (one process) both are left as they are. */
-void         parallel_sum_flops(const ParallelRun *p, TapeFlops *f);
-double       parallel_sum(const ParallelRun *p, double x);
-void         parallel_end(ParallelRun *p);
+ * N, or 1 (no --parallel, or a pipeline). Known from MPI_Init on (ranks_begin). */
+int          ranks_data_count(const Options *o);
+int          ranks_count(const RanksRun *p);        /* every process: 1 without --parallel */
+void         ranks_describe(const RanksRun *p, int B);
+/* One step on the global batch (tokens [K B T], every rank the same): each data-parallel rank
+ * trains on its own K micro-batches, a pipeline's stages on all of them. */
+TrainStepResult ranks_step(RanksRun *p, const int *tokens, const int *targets, int B, int T,
+                           double lr);
+/* The reporting hook after a step (and its evaluation, ev, or NULL): the pipeline's own log row,
+ * events and printed line (pipeline_step_report); true when it wrote the log row, which the
+ * loop then leaves out. Collective. */
+bool         ranks_step_report(RanksRun *p, long step, double lr, TrainStepResult r,
+                               double seconds, const size_t *peaks, const EvalResult *ev);
+void         ranks_whole_weights(RanksRun *p, bool whole);
+void         ranks_training_done(RanksRun *p);
+void         ranks_report(RanksRun *p, const size_t *step_peak);
+/* Collective: each rank's tape counts the FLOPs of its own rows of the global batch (its own
+ * blocks, in a pipeline) only, so the job's compute is the sum over the ranks. *f becomes that
+ * sum (exact: integers); x's sum is returned (the peak FLOP/s). With p NULL (one process) both
+ * are left as they are. */
+void         ranks_sum_flops(const RanksRun *p, TapeFlops *f);
+double       ranks_sum(const RanksRun *p, double x);
+void         ranks_end(RanksRun *p);
 
 #endif

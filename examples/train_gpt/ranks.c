@@ -1,13 +1,18 @@
-/* train_gpt --parallel ddp|zero1|zero2|zero3: data parallel training on the ranks mpirun
- * starts, with replicated model states (dist/ddp.h) or sharded ones (dist/zero.h).
+/* train_gpt --parallel: the training loop's calls (train_gpt.h) on the ranks mpirun starts, one
+ * case each: data parallel training with replicated model states (ddp: dist/ddp.h) or sharded
+ * ones (zero1-3: dist/zero.h), or a pipeline of the blocks over the ranks (pipeline:S:
+ * pipeline.c, dist/pipeline.h).
  *
  *     scripts/mpirun -np 2 build/bin/train_gpt --parallel ddp [--bucket-kb N] ...
  *     scripts/mpirun -np 4 build/bin/train_gpt --parallel zero3 ...
+ *     scripts/mpirun -np 4 build/bin/train_gpt --parallel pipeline:1f1b --micro-batches 8 ...
  *
- * Every rank parses the same command line, builds the same model and draws the same global
- * batch of N x --batch rows from the same data RNG (the batch `--accum N` would draw); rank r
- * trains on rows r B .. (r + 1) B - 1. Rank 0 alone prints and writes the log, the figure and
- * the snapshot (the replicas are identical). Without --parallel, MPI is never initialised.
+ * Every rank parses the same command line, builds (or loads) the same model and draws the same
+ * global batch from the same data RNG: under ddp and ZeRO N x --batch rows (the batch
+ * `--accum N` would draw), rank r training on rows r B .. (r + 1) B - 1; under a pipeline m x
+ * --batch rows, every stage on all of them. Rank 0 alone prints and writes the log, the figure
+ * and the snapshot (the trainer is whole again by then). Without --parallel, MPI is never
+ * initialised.
  *
  * Failures: the options are usually the same on every rank, so a bad flag fails on all of them
  * at once; only rank 0's message is shown and every rank leaves MPI cleanly with the usage
@@ -15,7 +20,7 @@
  * settings are stopped before their first collective with one message naming the first
  * differing setting (agree_on_settings).
  * A failure while the run is set up (a data file missing on one host or on all, a snapshot that
- * does not load) can happen on any set of ranks: they vote (parallel_setup_done, the first
+ * does not load) can happen on any set of ranks: they vote (ranks_setup_done, the first
  * collective), the lowest failing rank's message alone is shown, and every rank leaves MPI
  * cleanly, whatever order the ranks got there in. A failure while training (a diverged loss)
  * ends every rank through MPI_Abort: one message, exit code 1, no rank left waiting. */
@@ -31,10 +36,12 @@
 #include "examples/common/memcalc.h"
 #include "examples/train_gpt/train_gpt.h"
 
-struct ParallelRun {
+struct RanksRun {
     Ddp     *ddp;
-    Zero    *zero;                /* one of the two */
-    int      stage;
+    Zero    *zero;
+    PipelineRun *pipe;            /* one of the three */
+    int      zero_level;          /* ZeRO's stage 1-3 (the paper's word; a pipeline's stage is
+                                   * a rank's slice of the blocks) */
     DistComm *c;
     long     steps;
     uint64_t grad_sent, grad_recv, sent, recv;     /* summed over the steps */
@@ -48,13 +55,13 @@ struct ParallelRun {
 
 /* PARSING: options_parse; SETUP: the data, the model, a snapshot, up to the vote; AGREED: the
  * vote found a failure and every rank is exiting. */
-static enum { PAR_OFF, PAR_PARSING, PAR_SETUP, PAR_AGREED, PAR_RUNNING, PAR_DONE } phase = PAR_OFF;
+static enum { RANKS_OFF, RANKS_PARSING, RANKS_SETUP, RANKS_AGREED, RANKS_RUNNING, RANKS_DONE } phase = RANKS_OFF;
 /* stderr's buffer on ranks other than 0 from MPI_Init to the end of the setup: a rank's message
  * is printed only if it is the lowest failing rank's (setup_failed). */
 static char held[1 << 14];
 
-/* --parallel other than pipeline:... (that goes to pipeline.c, flags.c). */
-void parallel_set_option(void *opts, int f, const char *flag, const char *arg)
+/* --parallel other than pipeline:... (that goes to pipeline.c, settings.c). */
+void ranks_set_option(void *opts, int f, const char *flag, const char *arg)
 {
     (void)f;
     Options *o = opts;
@@ -66,29 +73,29 @@ void parallel_set_option(void *opts, int f, const char *flag, const char *arg)
         cli_usage_error("%s '%s': expected none, ddp, zero1, zero2, zero3, pipeline:naive, "
                         "pipeline:gpipe or pipeline:1f1b", flag, arg);
     o->ddp = k == 1;
-    o->zero_stage = k >= 2 ? k - 1 : 0;
+    o->zero_level = k >= 2 ? k - 1 : 0;
 }
 
-void parallel_check_options(const Options *o)
+void ranks_check_options(const Options *o)
 {
     if (o->ddp && o->lora.rank > 0)
         cli_usage_error("--lora with --parallel ddp is not built yet");
-    if (!o->zero_stage)
+    if (!o->zero_level)
         return;
     if (o->lora.rank > 0)
-        cli_usage_error("--parallel zero%d: --lora is not built yet for ZeRO", o->zero_stage);
+        cli_usage_error("--parallel zero%d: --lora is not built yet for ZeRO", o->zero_level);
     if ((o->save_path || o->load_path) && o->cfg.optimizer == TRAIN_ADAM8BIT)
         cli_usage_error("--parallel zero%d: %s with 8-bit Adam is not built (its blocks follow "
-                        "the shards, so its state is not gathered into one file)", o->zero_stage,
+                        "the shards, so its state is not gathered into one file)", o->zero_level,
                         o->save_path ? "--save" : "--load");
-    const char *why = zero_check(&o->cfg, o->zero_stage);
+    const char *why = zero_check(&o->cfg, o->zero_level);
     if (why)
-        cli_usage_error("--parallel zero%d: %s", o->zero_stage, why);
+        cli_usage_error("--parallel zero%d: %s", o->zero_level, why);
 }
 
 /* The vote that ends the setup: every rank says whether it failed, all learn the lowest rank
  * that did, or -1. It is the first collective of a run, so a rank that fails in setup (voting
- * from at_exit) and one that succeeds (voting from parallel_setup_done) meet in it. */
+ * from at_exit) and one that succeeds (voting from ranks_setup_done) meet in it. */
 static int first_failing_rank(bool failed)
 {
     DistComm *c = dist_world();
@@ -108,7 +115,7 @@ static void drop_held_stderr(void)
 }
 
 /* This rank failed during the setup: it votes, and only the lowest failing rank's message is
- * printed. Every rank then leaves MPI cleanly (the others exit from parallel_setup_done). */
+ * printed. Every rank then leaves MPI cleanly (the others exit from ranks_setup_done). */
 static void setup_failed(void)
 {
     if (first_failing_rank(true) != dist_world()->rank)
@@ -127,18 +134,18 @@ static void at_exit(void)
 {
     if (!dist_initialized())
         return;
-    if (phase == PAR_AGREED) {
+    if (phase == RANKS_AGREED) {
         dist_finalize();
         return;
     }
-    if (phase == PAR_PARSING || phase == PAR_SETUP) {
+    if (phase == RANKS_PARSING || phase == RANKS_SETUP) {
         setup_failed();
         return;
     }
-    if (phase != PAR_RUNNING)
+    if (phase != RANKS_RUNNING)
         return;
     /* A failure every rank meets alike (a missing file, a diverged loss) would print its
-     * message N times: the other ranks hold theirs in stderr's buffer (parallel_parsed) for a
+     * message N times: the other ranks hold theirs in stderr's buffer (ranks_parsed) for a
      * moment, in which rank 0's MPI_Abort ends them unprinted. A rank failing alone prints after
      * the pause and ends the others itself. */
     if (dist_world()->rank != 0)
@@ -147,7 +154,7 @@ static void at_exit(void)
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
-void parallel_begin(int *argc, char ***argv)
+void ranks_begin(int *argc, char ***argv)
 {
     bool wanted = false;
     for (int i = 1; i < *argc; i++)
@@ -156,7 +163,7 @@ void parallel_begin(int *argc, char ***argv)
     if (!wanted)
         return;
     dist_init(argc, argv);
-    phase = PAR_PARSING;
+    phase = RANKS_PARSING;
     atexit(at_exit);
     if (dist_world()->rank != 0) {
         fflush(stdout);
@@ -168,10 +175,10 @@ void parallel_begin(int *argc, char ***argv)
     }
 }
 
-void parallel_parsed(void)
+void ranks_parsed(void)
 {
-    if (phase == PAR_PARSING)
-        phase = PAR_SETUP;
+    if (phase == RANKS_PARSING)
+        phase = RANKS_SETUP;
 }
 
 /* Settings agreement (agree.c): MPMD command lines (`mpirun -np 1 prog A : -np 1 prog B`), or a
@@ -195,7 +202,7 @@ static void agree_on_settings(const Options *o, long start_step)
     int first = first_failing_rank(differs);
     if (first < 0)
         return;
-    phase = PAR_AGREED;
+    phase = RANKS_AGREED;
     if (first == c->rank) {
         char why[1024];
         options_first_difference(mine, theirs, c->rank, why, sizeof why);
@@ -208,34 +215,38 @@ static void agree_on_settings(const Options *o, long start_step)
     exit(1);
 }
 
-void parallel_setup_done(const Options *o, long start_step)
+void ranks_setup_done(const Options *o, long start_step)
 {
-    if (phase != PAR_SETUP)
+    if (phase != RANKS_SETUP)
         return;
     if (first_failing_rank(false) >= 0) {
-        phase = PAR_AGREED;     /* the failing rank says why; this one leaves quietly */
+        phase = RANKS_AGREED;     /* the failing rank says why; this one leaves quietly */
         drop_held_stderr();
         exit(1);
     }
     agree_on_settings(o, start_step);
-    phase = PAR_RUNNING;
+    phase = RANKS_RUNNING;
 }
 
-ParallelRun *parallel_start(const Options *o, Trainer *tr)
+RanksRun *ranks_start(const Options *o, Trainer *tr)
 {
-    parallel_setup_done(o, tr->step);
-    if (phase == PAR_OFF || !(o->ddp || o->zero_stage))
+    ranks_setup_done(o, tr->step);
+    if (phase == RANKS_OFF || !(o->ddp || o->zero_level || o->pipeline))
         return NULL;
-    ParallelRun *p = calloc(1, sizeof *p);
+    RanksRun *p = calloc(1, sizeof *p);
     if (!p)
         dist_fail("out of memory");
     p->c = dist_world();
     p->cfg = tr->cfg;
-    p->stage = o->zero_stage;
+    if (o->pipeline) {
+        p->pipe = pipeline_start(o, tr);
+        return p;
+    }
+    p->zero_level = o->zero_level;
     /* --accum as given (or a snapshot's, which records it per rank, with the rank count apart) */
     p->micro = o->accum;
-    if (p->stage) {
-        p->zero = zero_new(p->c, tr, p->stage);
+    if (p->zero_level) {
+        p->zero = zero_new(p->c, tr, p->zero_level);
         p->psi = zero_param_count(p->zero);
         return p;
     }
@@ -245,25 +256,28 @@ ParallelRun *parallel_start(const Options *o, Trainer *tr)
     return p;
 }
 
-bool parallel_is_root(void) { return phase == PAR_OFF || dist_world()->rank == 0; }
-int  parallel_data_ranks(const Options *o)
+bool ranks_is_root(void) { return phase == RANKS_OFF || dist_world()->rank == 0; }
+int  ranks_data_count(const Options *o)
 {
-    return phase != PAR_OFF && (o->ddp || o->zero_stage) ? dist_world()->size : 1;
+    return phase != RANKS_OFF && (o->ddp || o->zero_level) ? dist_world()->size : 1;
 }
-int  parallel_ranks(const ParallelRun *p) { return p ? p->c->size : 1; }
-int  parallel_micro_batches(const ParallelRun *p) { return p ? p->micro : 1; }
+int  ranks_count(const RanksRun *p) { return p ? p->c->size : 1; }
 
-void parallel_describe(const ParallelRun *p, int B)
+void ranks_describe(const RanksRun *p, int B)
 {
     if (!p)
         return;
+    if (p->pipe) {
+        pipeline_describe(p->pipe);
+        return;
+    }
     if (p->zero) {
         static const char *keeps[] = { "", "the optimizer state", "the optimizer state and the "
                                        "gradients", "the optimizer state, the gradients and "
                                        "the weights (FSDP)" };
         printf("parallel: ZeRO-%d over %d ranks, %d rows each (global batch %d); %s sharded: "
-               "this rank owns %zu of the %zu values\n", p->stage, p->c->size, B,
-               p->c->size * B, keeps[p->stage], zero_shard_values(p->zero),
+               "this rank owns %zu of the %zu values\n", p->zero_level, p->c->size, B,
+               p->c->size * B, keeps[p->zero_level], zero_shard_values(p->zero),
                zero_param_count(p->zero));
         return;
     }
@@ -274,11 +288,13 @@ void parallel_describe(const ParallelRun *p, int B)
                                                                    : "all-reduced after backward");
 }
 
-TrainStepResult parallel_step(ParallelRun *p, const int *tokens, const int *targets, int B,
+TrainStepResult ranks_step(RanksRun *p, const int *tokens, const int *targets, int B,
                               int T, double lr)
 {
-    size_t mine = (size_t)p->c->rank * p->micro * B * T;
     p->steps++;
+    if (p->pipe)
+        return pipeline_step(p->pipe, tokens, targets, B, T, lr);
+    size_t mine = (size_t)p->c->rank * p->micro * B * T;
     if (p->zero) {
         ZeroStepResult s = zero_step_accum(p->zero, tokens + mine, targets + mine, B, T,
                                            p->micro, lr);
@@ -303,8 +319,19 @@ TrainStepResult parallel_step(ParallelRun *p, const int *tokens, const int *targ
     return s.r;
 }
 
-void parallel_whole_weights(ParallelRun *p, bool whole)
+bool ranks_step_report(RanksRun *p, long step, double lr, TrainStepResult r, double seconds,
+                       const size_t *peaks, const EvalResult *ev)
 {
+    if (!p || !p->pipe)
+        return false;
+    pipeline_step_report(p->pipe, step, lr, r, seconds, peaks[MEM_ACT], ev);
+    return true;
+}
+
+void ranks_whole_weights(RanksRun *p, bool whole)
+{
+    if (p && p->pipe && whole)
+        pipeline_whole_weights(p->pipe);
     if (!p || !p->zero)
         return;
     if (whole)
@@ -313,10 +340,13 @@ void parallel_whole_weights(ParallelRun *p, bool whole)
         zero_shard_weights(p->zero);
 }
 
-/* ZeRO gives the trainer back whole (weights, masters, optimizer state: DDP's), so that the
- * report, the samples and the snapshot (rank 0's, one file) see an ordinary trainer. */
-void parallel_training_done(ParallelRun *p)
+/* ZeRO gives the trainer back whole (weights, masters, optimizer state: DDP's), and so does the
+ * pipeline (one process's), so that the report, the samples and the snapshot (rank 0's, one
+ * file) see an ordinary trainer. */
+void ranks_training_done(RanksRun *p)
 {
+    if (p && p->pipe)
+        pipeline_training_done(p->pipe);
     if (p && p->zero) {
         zero_free(p->zero);
         p->zero = NULL;
@@ -324,7 +354,7 @@ void parallel_training_done(ParallelRun *p)
 }
 
 /* What the memory calculator predicts one rank holds (examples/common/memcalc.h). */
-static McStates predicted_states(const ParallelRun *p)
+static McStates predicted_states(const RanksRun *p)
 {
     const TrainerConfig *c = &p->cfg;
     McOptimizer opt = MC_ADAMW;
@@ -333,12 +363,12 @@ static McStates predicted_states(const ParallelRun *p)
     else if (c->optimizer == TRAIN_ADAM8BIT)
         opt = MC_ADAM8BIT;
     McPrecision prec = c->policy.param == DTYPE_F32 ? MC_FP32 : MC_MIXED;
-    return memcalc_zero(memcalc_gpt_states(&c->model, prec, opt), p->stage, p->c->size);
+    return memcalc_zero(memcalc_gpt_states(&c->model, prec, opt), p->zero_level, p->c->size);
 }
 
 /* ZeRO: the model states each rank held at the update, beside the calculator's formulas, and
  * the traffic split into the gradients' reduce-scatter and the weights' all-gathers. */
-static void report_zero(const ParallelRun *p, const double *all, int cols, int first)
+static void report_zero(const RanksRun *p, const double *all, int cols, int first)
 {
     int N = p->c->size;
     double psi = (double)p->psi, share = (N - 1.0) / N;
@@ -346,10 +376,10 @@ static void report_zero(const ParallelRun *p, const double *all, int cols, int f
     double ends = (double)(p->cfg.model.vocab_size + p->cfg.model.max_seq + 2) *
                   p->cfg.model.n_embd + (p->cfg.model.tied ? 0.0 :
                   (double)p->cfg.model.vocab_size * p->cfg.model.n_embd);
-    double gathers = p->stage == 3 ? 2 * (psi - ends) + ends : psi;
+    double gathers = p->zero_level == 3 ? 2 * (psi - ends) + ends : psi;
     printf("traffic per step, bytes (measured by the communicator; predicted, mean over the "
            "ranks: gradients Psi (N-1)/N x 4 = %.0f, weights %s x %.0f = %.0f, Psi = %.0f):\n",
-           psi * share * 4, p->stage == 3 ? "(2 Psi_blocks + Psi_ends)(N-1)/N" : "Psi (N-1)/N",
+           psi * share * 4, p->zero_level == 3 ? "(2 Psi_blocks + Psi_ends)(N-1)/N" : "Psi (N-1)/N",
            wbytes, gathers * share * wbytes, psi);
     printf("  rank  grads sent  grads recv  weights sent  weights recv  all sent  all recv\n");
     for (int r = 0; r < N; r++) {
@@ -369,7 +399,7 @@ static void report_zero(const ParallelRun *p, const double *all, int cols, int f
     }
 }
 
-static void report_ddp(const ParallelRun *p, const double *all, int cols, int first)
+static void report_ddp(const RanksRun *p, const double *all, int cols, int first)
 {
     int N = p->c->size;
     double psi = (double)ddp_param_count(p->ddp);
@@ -389,10 +419,14 @@ static void report_ddp(const ParallelRun *p, const double *all, int cols, int fi
 
 /* Traffic per step on every rank, measured, beside the predicted volumes; then every rank's
  * peak bytes per category over the training steps. Collective. */
-void parallel_report(ParallelRun *p, const size_t *step_peak)
+void ranks_report(RanksRun *p, const size_t *step_peak)
 {
     if (!p)
         return;
+    if (p->pipe) {
+        pipeline_report(p->pipe);
+        return;
+    }
     int N = p->c->size, me = p->c->rank;
     enum { FIRST = MEM_NCAT + 1, COLS = FIRST + 9 };
     double *all = calloc((size_t)N * COLS, sizeof *all);
@@ -409,7 +443,7 @@ void parallel_report(ParallelRun *p, const size_t *step_peak)
     for (int k = 0; k < 3; k++)
         row[FIRST + 6 + k] = (double)p->states[k];
     dist_allgather(p->c, row, all, (size_t)N * COLS, sizeof *all);
-    if (p->stage)
+    if (p->zero_level)
         report_zero(p, all, COLS, FIRST);
     else
         report_ddp(p, all, COLS, FIRST);
@@ -426,7 +460,7 @@ void parallel_report(ParallelRun *p, const size_t *step_peak)
     free(all);
 }
 
-void parallel_sum_flops(const ParallelRun *p, TapeFlops *f)
+void ranks_sum_flops(const RanksRun *p, TapeFlops *f)
 {
     if (!p)
         return;
@@ -450,20 +484,22 @@ void parallel_sum_flops(const ParallelRun *p, TapeFlops *f)
     free(all);
 }
 
-double parallel_sum(const ParallelRun *p, double x)
+double ranks_sum(const RanksRun *p, double x)
 {
     return p ? dist_sum_double(p->c, x) : x;
 }
 
-void parallel_end(ParallelRun *p)
+void ranks_end(RanksRun *p)
 {
     if (p) {
+        pipeline_end(p->pipe);
+        p->pipe = NULL;
         ddp_free(p->ddp);
-        parallel_training_done(p);
+        ranks_training_done(p);
         free(p);
     }
-    if (phase != PAR_OFF) {
-        phase = PAR_DONE;
+    if (phase != RANKS_OFF) {
+        phase = RANKS_DONE;
         fflush(stdout);
         dist_finalize();
     }

@@ -1,5 +1,5 @@
 /* Fuzz harness: the settings two ranks of a --parallel run compare before their first collective
- * (examples/train_gpt/agree.c, compared by parallel.c): two train_gpt command lines from
+ * (examples/train_gpt/agree.c, compared by ranks.c): two train_gpt command lines from
  * arbitrary bytes, each parsed as train_gpt parses its own (options_parse, with every check of
  * the settings table), each written as the agreed text, the two compared.
  *
@@ -42,7 +42,7 @@ static int split_args(char *text, char **argv)
 }
 
 /* The agreed text of one command line into buf; false when train_gpt refuses the line. --help
- * is left out (it prints pages); --parallel is parsed as given (MPI is parallel.c's business
+ * is left out (it prints pages); --parallel is parsed as given (MPI is ranks.c's business
  * before the parse: the options take any mode without it). */
 static bool agreed(char *line, char *buf, long step)
 {

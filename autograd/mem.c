@@ -17,6 +17,7 @@ typedef struct {
     uint32_t  cat;
     uint32_t  magic;
     DevBlock *device;     /* the device block under mem_device_begin, else NULL */
+    bool      host;       /* in the host pool (counted in host_current) */
 } BlockHeader;
 
 /* The cache: one list of free blocks per distinct block size. A training step uses a few
@@ -41,6 +42,7 @@ static bool      release_at_exit;
 
 static MemStats stats;
 static size_t   budget[MEM_NCAT + 1];
+static unsigned host_mask;
 static char     last_error[640];
 
 static const char *const category_names[MEM_NCAT + 1] = {
@@ -78,17 +80,19 @@ static bool over_budget(MemCategory cat, size_t bytes)
     return false;
 }
 
-static void count(MemCategory cat, size_t bytes, bool add)
+static void count(MemCategory cat, size_t bytes, bool add, bool host)
 {
+    size_t *current = host ? stats.host_current : stats.current;
+    size_t *peak = host ? stats.host_peak : stats.peak;
     const MemCategory counted[2] = { cat, MEM_ALL };
     for (int i = 0; i < 2; i++) {
         MemCategory c = counted[i];
         if (add) {
-            stats.current[c] += bytes;
-            if (stats.current[c] > stats.peak[c])
-                stats.peak[c] = stats.current[c];
+            current[c] += bytes;
+            if (current[c] > peak[c])
+                peak[c] = current[c];
         } else {
-            stats.current[c] -= bytes;
+            current[c] -= bytes;
         }
     }
 }
@@ -170,12 +174,13 @@ void *mem_try_alloc(MemCategory cat, size_t bytes)
         snprintf(last_error, sizeof last_error, "invalid memory category %d", (int)cat);
         return NULL;
     }
-    if (over_budget(cat, bytes))
+    bool host = host_mask >> cat & 1u;
+    if (!host && over_budget(cat, bytes))
         return NULL;
     size_t total = block_total(bytes);
     DevBlock *device = NULL;
     unsigned char *block;
-    if (mem_device_active()) {
+    if (!host && mem_device_active()) {
         char why[320], want[32];
         block = mem_device_take(total, &device, why, sizeof why);
         if (!block) {
@@ -201,7 +206,8 @@ void *mem_try_alloc(MemCategory cat, size_t bytes)
     h->cat = (uint32_t)cat;
     h->magic = BLOCK_MAGIC;
     h->device = device;
-    count(cat, bytes, true);
+    h->host = host;
+    count(cat, bytes, true, host);
     stats.requests++;
     return block + HEADER_BYTES;
 }
@@ -239,7 +245,7 @@ void mem_free(void *p)
     if (!p)
         return;
     BlockHeader *h = header_of(p);
-    count((MemCategory)h->cat, h->bytes, false);
+    count((MemCategory)h->cat, h->bytes, false, h->host);
     size_t total = block_total(h->bytes);
     h->magic = 0;
     if (h->device)
@@ -260,8 +266,42 @@ size_t mem_peak(MemCategory cat) { return stats.peak[cat]; }
 
 void mem_reset_peaks(void)
 {
-    for (int c = 0; c <= MEM_NCAT; c++)
+    for (int c = 0; c <= MEM_NCAT; c++) {
         stats.peak[c] = stats.current[c];
+        stats.host_peak[c] = stats.host_current[c];
+    }
+}
+
+/* The host pool ---------------------------------------------------------------------------- */
+
+unsigned mem_host_categories(unsigned mask)
+{
+    unsigned old = host_mask;
+    host_mask = mask & MEM_HOST_EVERY;
+    return old;
+}
+
+bool mem_is_host(const void *p) { return header_of(p)->host; }
+
+size_t mem_host_current(MemCategory cat) { return stats.host_current[cat]; }
+
+size_t mem_host_peak(MemCategory cat) { return stats.host_peak[cat]; }
+
+void mem_transfer(void *dst, const void *src, size_t bytes)
+{
+    const BlockHeader *d = header_of(dst), *s = header_of(src);
+    if (d->host == s->host || bytes > d->bytes || bytes > s->bytes) {
+        fprintf(stderr, "%s: mem_transfer of %zu bytes from a %s block of %zu to a %s block of "
+                "%zu: one must be on the host, the other on the device, both that large\n",
+                tensor_program(), bytes, s->host ? "host" : "device", s->bytes,
+                d->host ? "host" : "device", d->bytes);
+        abort();
+    }
+    memcpy(dst, src, bytes);
+    if (d->host)
+        stats.to_host_bytes += bytes;
+    else
+        stats.to_device_bytes += bytes;
 }
 
 const char *mem_format_bytes(size_t bytes, char *buf, size_t len)

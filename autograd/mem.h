@@ -34,6 +34,11 @@ typedef struct {
     size_t requests;                /* successful mem_alloc calls since start */
     size_t system_allocations;      /* of those, the ones the cache could not serve */
     size_t cached_bytes;            /* freed storage held for reuse, in no category */
+    /* The host pool (below): its bytes in use and peaks, by category, outside current[] and
+     * peak[]; and mem_transfer's bytes each way since start. */
+    size_t host_current[MEM_NCAT + 1];
+    size_t host_peak[MEM_NCAT + 1];
+    size_t to_host_bytes, to_device_bytes;
 } MemStats;
 
 /* 64-byte aligned, uninitialised storage of `bytes`, counted in `cat`. On failure (over budget,
@@ -86,6 +91,24 @@ bool           mem_device_end(void);
 /* Returns every wholly free segment to the device; the bytes released. */
 size_t         mem_device_empty_cache(void);
 MemDeviceStats mem_device_stats(void);
+
+/* The host pool: memory beside the "device" (ZeRO-Offload's CPU memory, the device being the
+ * accounted memory with its budgets and device mode). While a category's bit (1u << cat) is in
+ * the host mask, its allocations come from the host pool: counted in host_current/host_peak
+ * by category, never in current[] or peak[], under no budget, never from the device mode's
+ * segments. mem_free, mem_size and mem_category work on either. Bytes cross between the two
+ * only through mem_transfer, which counts them: the "PCIe" traffic. optim/offload.h keeps the
+ * optimizer's state there and runs the update there. */
+enum { MEM_HOST_NONE = 0u, MEM_HOST_EVERY = (1u << MEM_NCAT) - 1u };
+/* Sets the mask, returns the previous one. */
+unsigned    mem_host_categories(unsigned mask);
+bool        mem_is_host(const void *p);
+size_t      mem_host_current(MemCategory cat);  /* cat may be MEM_ALL */
+size_t      mem_host_peak(MemCategory cat);
+/* Copies bytes from the start of block src to the start of block dst, one on the device and the
+ * other on the host (anything else is a programming error), counted in to_host_bytes or
+ * to_device_bytes. */
+void        mem_transfer(void *dst, const void *src, size_t bytes);
 
 const char *mem_category_name(MemCategory cat);    /* "param", ..., "temp", "total" */
 /* A table of current and peak bytes per category. */

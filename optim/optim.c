@@ -1,6 +1,7 @@
 #include "optim/optim.h"
 
 #include "autograd/policy.h"
+#include "optim/offload.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -70,6 +71,7 @@ void optim_free(Optim *o)
 {
     if (!o)
         return;
+    optim_offload_free(o);
     for (int i = 0; i < optim_state_count(o); i++)
         tensor_free(o->state[i]);
     for (int i = 0; i < o->n_bufs; i++)
@@ -85,6 +87,10 @@ void optim_free(Optim *o)
 void optim_step(Optim *o, double lr)
 {
     o->step++;
+    if (o->offload) {
+        optim_offload_step(o, lr);
+        return;
+    }
     optim_expose_masters(o);
     o->update(o, lr);
     optim_pack_masters(o);

@@ -62,6 +62,7 @@ typedef struct {
 } OptimBuffer;
 
 typedef struct Optim Optim;
+typedef struct OptimOffload OptimOffload;      /* optim/offload.h */
 /* Applies update number o->step (already incremented, so 1 on the first call). */
 typedef void (*OptimUpdateFn)(Optim *o, double lr);
 
@@ -78,6 +79,7 @@ struct Optim {
     float       **masters;                      /* fp32 master weights, or NULL (below) */
     int           n_bufs, cap_bufs;
     OptimUpdateFn update;
+    OptimOffload *offload;                      /* the update on the host, or NULL */
 };
 
 /* For optimizer implementations: fills o (the first member of a calloc'ed optimizer struct)
@@ -89,7 +91,8 @@ void    optim_init(Optim *o, const char *kind, Tensor *const *params, int n,
 void    optim_free(Optim *o);
 
 /* One update with learning rate lr: step += 1, then the optimizer's rule (on the master
- * weights, when there are some, then the packed parameters are refreshed from them). */
+ * weights, when there are some, then the packed parameters are refreshed from them); on the
+ * host, the gradients down and the parameters up, when o is offloaded (optim/offload.h). */
 void    optim_step(Optim *o, double lr);
 void    optim_zero_grad(Optim *o);
 

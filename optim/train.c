@@ -5,11 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "optim/offload.h"
 #include "optim/step.h"
 #include "optim/snapshot_keys.h"
 
 const char *const TRAIN_OPTIMIZER_NAMES[] = { "adamw", "sgd", "adam8bit", "adafactor", NULL };
 enum { N_OPTIMIZERS = 4 };
+const char *const TRAIN_OFFLOAD_NAMES[] = { "none", "optimizer", NULL };
 
 TrainerConfig trainer_config_default(void)
 {
@@ -104,6 +106,18 @@ Optim *trainer_make_optimizer(const TrainerConfig *cfg, Tensor *const *params, i
     return &adamw_new(params, n, cfg->adamw)->base;
 }
 
+Optim *trainer_new_optimizer(const TrainerConfig *cfg, Tensor *const *params, int n)
+{
+    bool host = cfg->offload == TRAIN_OFFLOAD_OPTIMIZER;
+    unsigned old = mem_host_categories(host ? 1u << MEM_OPTIM : MEM_HOST_NONE);
+    Optim *o = trainer_make_optimizer(cfg, params, n);
+    optim_use_policy(o, &cfg->policy);
+    if (host)
+        optim_offload(o);
+    mem_host_categories(old);
+    return o;
+}
+
 Trainer *trainer_new(const TrainerConfig *cfg) { return trainer_new_part(cfg, NULL, NULL); }
 
 Trainer *trainer_new_part(const TrainerConfig *cfg, TrainerKeepFn keep, void *ctx)
@@ -128,15 +142,13 @@ Trainer *trainer_new_around(const TrainerConfig *cfg, Gpt *model, TrainerKeepFn 
         if (!keep || keep(params[i]->name, ctx))
             kept[n_kept++] = params[i];
     /* Nothing kept: no optimizer yet (trainer_new_lora makes the adapters' own). */
-    t->optim = n_kept > 0 ? trainer_make_optimizer(cfg, kept, n_kept) : NULL;
+    t->optim = n_kept > 0 ? trainer_new_optimizer(cfg, kept, n_kept) : NULL;
     free(kept);
     t->tape = tape_new();
     t->tape->flops = &t->flops;
     /* The tape points at the trainer's own copy, which lives as long as the tape. */
     if (!policy_is_fp32(&t->cfg.policy))
         t->tape->policy = &t->cfg.policy;
-    if (t->optim)
-        optim_use_policy(t->optim, &cfg->policy);
     t->scaler = loss_scale_new(&cfg->loss_scale);
     t->data_rng = rng_new(cfg->seed, RNG_STREAM_DATA);
     return t;
@@ -161,8 +173,7 @@ void trainer_use_lora(Trainer *t, const LoraConfig *cfg, uint64_t seed)
     int n;
     Tensor *const *params = gpt_lora_params(t->lora, &n);
     optim_free(t->optim);
-    t->optim = trainer_make_optimizer(&t->cfg, params, n);
-    optim_use_policy(t->optim, &t->cfg.policy);
+    t->optim = trainer_new_optimizer(&t->cfg, params, n);
 }
 
 /* The step: optim/step.c's driver with no strategy -------------------------------------------- */

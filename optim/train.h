@@ -66,6 +66,10 @@ typedef enum {
     TRAIN_ADAFACTOR,
 } TrainOptimizer;
 
+typedef enum { TRAIN_OFFLOAD_NONE, TRAIN_OFFLOAD_OPTIMIZER } TrainOffload;
+/* "none", "optimizer" (NULL-terminated, indexed by TrainOffload). */
+extern const char *const TRAIN_OFFLOAD_NAMES[];
+
 typedef struct {
     GptConfig      model;
     uint64_t       seed;        /* initial weights (RNG_STREAM_INIT), data (RNG_STREAM_DATA) and
@@ -80,6 +84,11 @@ typedef struct {
                                  * Memory and time only: the gradients are the same bits */
     PrecisionPolicy policy;     /* the "fp32" preset by default (autograd/policy.h) */
     LossScaleConfig loss_scale; /* none by default (optim/loss_scale.h) */
+    /* Where the optimizer's masters and state live and its update runs: TRAIN_OFFLOAD_NONE
+     * (the device, the default) or TRAIN_OFFLOAD_OPTIMIZER (the host pool, optim/offload.h).
+     * Memory and traffic only: the numbers are the same bits. Not a snapshot key: a run is
+     * resumed with or without it. */
+    TrainOffload    offload;
 } TrainerConfig;
 
 typedef struct {
@@ -157,6 +166,11 @@ Trainer      *trainer_new_around(const TrainerConfig *cfg, Gpt *model, TrainerKe
 /* The optimizer cfg->optimizer names, with its config, over params (no master weights): what
  * trainer_new makes, for code that trains other tensors (dist/zero.h's shards). */
 Optim        *trainer_make_optimizer(const TrainerConfig *cfg, Tensor *const *params, int n);
+/* trainer_make_optimizer with cfg->policy's master weights and packing (optim_use_policy) and,
+ * under cfg->offload, its state, masters and update in the host pool (optim/offload.h): the
+ * trainer's optimizer, made the one way for a whole model, a pipeline stage or LoRA's
+ * adapters. */
+Optim        *trainer_new_optimizer(const TrainerConfig *cfg, Tensor *const *params, int n);
 /* Frees the model, the optimizer and the tape. NULL is allowed. */
 void          trainer_free(Trainer *t);
 /* LoRA or QLoRA (nn/gpt_lora.h): freezes the model, attaches adapters (A drawn from seed) and

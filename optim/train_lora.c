@@ -148,7 +148,6 @@ Trainer *trainer_new_lora(const TrainerConfig *cfg, const LoraConfig *lc, uint64
     int n_train;
     Tensor *const *train = gpt_lora_params(t->lora, &n_train);
     optim_free(t->optim);
-    t->optim = trainer_make_optimizer(&t->cfg, train, n_train);
-    optim_use_policy(t->optim, &t->cfg.policy);
+    t->optim = trainer_new_optimizer(&t->cfg, train, n_train);
     return t;
 }

@@ -1,7 +1,10 @@
 #include "optim/train_snapshot.h"
 
+#include "optim/offload.h"
+
 #include "nn/gpt_snapshot.h"
 #include "nn/lora_snapshot.h"
+#include "optim/offload.h"
 #include "optim/snapshot_keys.h"
 
 #include <float.h>
@@ -302,8 +305,10 @@ static bool read_tensors(SnapshotReader *r, const char *path, Trainer *t, long h
             ok = snapshot_read(r, b->name, buffer_dtype(b), 1,
                                (int64_t[]){ (int64_t)b->count }, b->data, err);
     }
-    if (ok)
+    if (ok) {
         optim_pack_masters(t->optim);
+        optim_offload_resync(t->optim);     /* the fp32 parameters were read on the device */
+    }
     free(list);
     free(names);
     return ok;

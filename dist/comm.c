@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "autograd/mem.h"
+#include "dist/wire.h"
 
 static DistComm world;
 static char     program[64] = "tapegrad";
@@ -150,29 +151,59 @@ static size_t block_begin(const size_t *counts, int k)
     return b;
 }
 
+/* This rank's message of a wire: the piece itself when the wire is fp32 (sent from where it
+ * lies), else its encoding in a buffer of its own (category temp, freed by wire_done). */
+static const void *wire_message(DistWire w, const float *x, size_t n)
+{
+    if (w == DIST_WIRE_FP32)
+        return x;
+    void *msg = mem_alloc(MEM_TEMP, dist_wire_bytes(w, n ? n : 1));
+    dist_wire_encode(w, x, n, msg);
+    return msg;
+}
+
+static void wire_done(DistWire w, const void *msg)
+{
+    if (w != DIST_WIRE_FP32)
+        mem_free((void *)msg);
+}
+
 /* Reduce-scatter by direct exchange: every rank posts its piece of shard k to rank k, then
  * receives the pieces of its own shard one rank at a time, in rank order, adding each as it
  * comes: ((x_0 + x_1) + x_2) + ... Each rank sends n (N-1)/N values, the same volume as a ring,
- * and needs one shard of scratch (temp) instead of N. */
-void dist_reduce_scatter_sum_v(DistComm *c, const float *in, float *shard, const size_t *counts)
+ * and needs one shard of scratch (temp) instead of N. Under a wire other than fp32 the pieces
+ * travel encoded and are decoded before they are added, and this rank's own piece is rounded as
+ * the wire rounds the others' (dist/wire.h). */
+void dist_reduce_scatter_sum_wire(DistComm *c, const float *in, float *shard,
+                                  const size_t *counts, DistWire w)
 {
     /* BEGIN SOLUTION allreduce */
     int N = c->size, me = c->rank;
     size_t mine = counts[me];
     DistRequest *sends = malloc(sizeof *sends * (size_t)N);
+    const void **out = malloc(sizeof *out * (size_t)N);
     float *piece = mine ? mem_alloc(MEM_TEMP, mine * sizeof *piece) : NULL;
-    if (!sends)
+    void *msg = mine && w != DIST_WIRE_FP32 ? mem_alloc(MEM_TEMP, dist_wire_bytes(w, mine)) : NULL;
+    if (!sends || !out)
         dist_fail("out of memory in reduce-scatter");
-    for (int k = 0; k < N; k++)
-        if (k != me)
-            sends[k] = dist_isend(c, in + block_begin(counts, k), counts[k] * sizeof *in, k,
-                                  DIST_TAG_COLLECTIVE);
+    for (int k = 0; k < N; k++) {
+        if (k == me)
+            continue;
+        out[k] = wire_message(w, in + block_begin(counts, k), counts[k]);
+        sends[k] = dist_isend(c, out[k], dist_wire_bytes(w, counts[k]), k, DIST_TAG_COLLECTIVE);
+    }
     const float *own = in + block_begin(counts, me);
     for (int j = 0; j < N; j++) {
-        const float *x = own;
-        if (j != me) {
+        const float *x = piece;
+        if (j != me && w == DIST_WIRE_FP32) {
             dist_recv(c, piece, mine * sizeof *piece, j, DIST_TAG_COLLECTIVE);
-            x = piece;
+        } else if (j != me) {
+            dist_recv(c, msg, dist_wire_bytes(w, mine), j, DIST_TAG_COLLECTIVE);
+            dist_wire_decode(w, msg, mine, piece);
+        } else if (w == DIST_WIRE_FP32) {
+            x = own;
+        } else if (mine) {
+            dist_wire_round(w, own, piece, mine);
         }
         if (j == 0 && mine)         /* an empty block may have no buffers at all */
             memcpy(shard, x, mine * sizeof *shard);
@@ -180,15 +211,26 @@ void dist_reduce_scatter_sum_v(DistComm *c, const float *in, float *shard, const
             for (size_t i = 0; i < mine; i++)
                 shard[i] += x[i];
     }
-    for (int k = 0; k < N; k++)
-        if (k != me)
-            dist_wait(&sends[k]);
+    for (int k = 0; k < N; k++) {
+        if (k == me)
+            continue;
+        dist_wait(&sends[k]);
+        wire_done(w, out[k]);
+    }
+    mem_free(msg);
     mem_free(piece);
+    free(out);
     free(sends);
     /* STUDENT
-    (void)c, (void)in, (void)shard, (void)counts, (void)block_begin;
+    (void)c, (void)in, (void)shard, (void)counts, (void)w, (void)block_begin;
+    (void)wire_message, (void)wire_done;
     */
     /* END SOLUTION allreduce */
+}
+
+void dist_reduce_scatter_sum_v(DistComm *c, const float *in, float *shard, const size_t *counts)
+{
+    dist_reduce_scatter_sum_wire(c, in, shard, counts, DIST_WIRE_FP32);
 }
 
 /* All-gather by direct exchange: every rank posts its shard to every other rank and receives
@@ -270,38 +312,53 @@ void dist_allreduce_sum(DistComm *c, float *data, size_t n)
 /* Phase 1: every other rank's piece of my shard arrives into pieces (rank k's at position k,
  * counting without me); my pieces of their shards leave from data. Phase 2 starts when all of
  * them are done: my shard becomes ((x_0 + x_1) + x_2) + ..., as in dist_reduce_scatter_sum, and
- * goes to every rank while theirs come in. */
-void dist_iallreduce_start(DistComm *c, DistAllreduce *h, float *data, size_t n, int slot)
+ * goes to every rank while theirs come in. Under a wire other than fp32 the pieces travel
+ * encoded (each rank's own term rounded alike), and so does the sum, which its owner rounds too:
+ * every rank then holds the same bits. */
+void dist_iallreduce_start_wire(DistComm *c, DistAllreduce *h, float *data, size_t n, int slot,
+                                DistWire w)
 {
     /* BEGIN SOLUTION allreduce */
     if (slot < 0 || slot >= DIST_IALLREDUCE_SLOTS)
         dist_fail("all-reduce slot %d out of range", slot);
     int N = c->size, me = c->rank;
-    size_t mine = dist_shard_count(n, N, me);
+    size_t mine = dist_shard_count(n, N, me), wire_mine = dist_wire_bytes(w, mine);
     *h = (DistAllreduce){ .c = c, .data = data, .n = n, .tag = DIST_TAG_COLLECTIVE + 16 + 2 * slot,
-                          .phase = 1 };
-    if (N == 1) {
+                          .phase = 1, .wire = w };
+    if (N == 1) {               /* no message, but the term rounded as the wire would */
+        dist_wire_round(w, data, data, n);
         h->phase = 0;
         return;
     }
     h->reqs = malloc(sizeof *h->reqs * 2 * (size_t)N);
-    if (!h->reqs)
+    h->out = calloc((size_t)N, sizeof *h->out);
+    if (!h->reqs || !h->out)
         dist_fail("out of memory in all-reduce");
     if (mine)
         h->pieces = mem_alloc(MEM_TEMP, (size_t)(N - 1) * mine * sizeof *h->pieces);
-    for (int k = 0, j = 0; k < N; k++) {
+    if (mine && w != DIST_WIRE_FP32)
+        h->codes = mem_alloc(MEM_TEMP, (size_t)(N - 1) * wire_mine);
+    for (int k = 0, j = -1; k < N; k++) {
         if (k == me)
             continue;
-        h->reqs[h->n_reqs++] = dist_irecv(c, h->pieces + (size_t)j++ * mine, mine * sizeof *data,
-                                          k, h->tag);
-        h->reqs[h->n_reqs++] = dist_isend(c, data + dist_shard_begin(n, N, k),
-                                          dist_shard_count(n, N, k) * sizeof *data, k, h->tag);
+        j++;                    /* k's place among the others */
+        void *into = w == DIST_WIRE_FP32 ? (void *)(h->pieces + (size_t)j * mine)
+                                          : (void *)((char *)h->codes + (size_t)j * wire_mine);
+        h->reqs[h->n_reqs++] = dist_irecv(c, into, wire_mine, k, h->tag);
+        size_t count = dist_shard_count(n, N, k);
+        h->out[k] = wire_message(w, data + dist_shard_begin(n, N, k), count);
+        h->reqs[h->n_reqs++] = dist_isend(c, h->out[k], dist_wire_bytes(w, count), k, h->tag);
     }
     /* STUDENT
-    (void)slot;
+    (void)slot, (void)w;
     *h = (DistAllreduce){ .c = c, .data = data, .n = n };
     */
     /* END SOLUTION allreduce */
+}
+
+void dist_iallreduce_start(DistComm *c, DistAllreduce *h, float *data, size_t n, int slot)
+{
+    dist_iallreduce_start_wire(c, h, data, n, slot, DIST_WIRE_FP32);
 }
 
 static bool all_done(DistAllreduce *h)
@@ -311,13 +368,44 @@ static bool all_done(DistAllreduce *h)
     return done != 0;
 }
 
+/* The phase's messages are out: their encodings can go. */
+static void free_messages(DistAllreduce *h)
+{
+    for (int k = 0; k < h->c->size; k++) {
+        if (h->out[k])
+            wire_done(h->wire, h->out[k]);
+        h->out[k] = NULL;
+    }
+}
+
+/* Where rank k's shard of the sum arrives in phase 2: in place in data (fp32), or its codes in
+ * h->codes, end to end in rank order (without mine). */
+static size_t gathered_at(const DistAllreduce *h, int k)
+{
+    size_t at = 0;
+    for (int j = 0; j < k; j++)
+        if (j != h->c->rank)
+            at += dist_wire_bytes(h->wire, dist_shard_count(h->n, h->c->size, j));
+    return at;
+}
+
 static void sum_and_gather(DistAllreduce *h)
 {
     /* BEGIN SOLUTION allreduce */
     DistComm *c = h->c;
     int N = c->size, me = c->rank;
+    DistWire w = h->wire;
     size_t mine = dist_shard_count(h->n, N, me), begin = dist_shard_begin(h->n, N, me);
     float *own = h->data + begin;
+    free_messages(h);
+    if (w != DIST_WIRE_FP32 && mine) {
+        for (int j = 0; j < N - 1; j++)
+            dist_wire_decode(w, (char *)h->codes + (size_t)j * dist_wire_bytes(w, mine), mine,
+                             h->pieces + (size_t)j * mine);
+        dist_wire_round(w, own, own, mine);
+    }
+    mem_free(h->codes);
+    h->codes = NULL;
     /* x_j is rank j's piece: mine in place, the others' at their position in pieces. */
     float *acc = me == 0 ? own : h->pieces;
     for (int j = 1; j < N; j++) {
@@ -330,30 +418,55 @@ static void sum_and_gather(DistAllreduce *h)
     mem_free(h->pieces);
     h->pieces = NULL;
     h->n_reqs = 0;
+    const void *msg = wire_message(w, own, mine);
+    if (w != DIST_WIRE_FP32) {
+        dist_wire_decode(w, msg, mine, own);    /* the owner holds what the others receive */
+        h->codes = mem_alloc(MEM_TEMP, gathered_at(h, N) + 1);
+    }
+    h->out[me] = (void *)msg;
     for (int k = 0; k < N; k++) {
         if (k == me)
             continue;
-        h->reqs[h->n_reqs++] = dist_irecv(c, h->data + dist_shard_begin(h->n, N, k),
-                                          dist_shard_count(h->n, N, k) * sizeof *own, k,
-                                          h->tag + 1);
-        h->reqs[h->n_reqs++] = dist_isend(c, own, mine * sizeof *own, k, h->tag + 1);
+        size_t count = dist_shard_count(h->n, N, k);
+        void *into = w == DIST_WIRE_FP32 ? (void *)(h->data + dist_shard_begin(h->n, N, k))
+                                          : (void *)((char *)h->codes + gathered_at(h, k));
+        h->reqs[h->n_reqs++] = dist_irecv(c, into, dist_wire_bytes(w, count), k, h->tag + 1);
+        h->reqs[h->n_reqs++] = dist_isend(c, msg, dist_wire_bytes(w, mine), k, h->tag + 1);
     }
     h->phase = 2;
     /* STUDENT
-    (void)h;
+    (void)h, (void)free_messages, (void)gathered_at;
     */
     /* END SOLUTION allreduce */
+}
+
+/* Phase 2 is done: the other shards' codes decoded into their places. */
+static void finish_gather(DistAllreduce *h)
+{
+    int N = h->c->size, me = h->c->rank;
+    if (h->wire != DIST_WIRE_FP32)
+        for (int k = 0; k < N; k++)
+            if (k != me)
+                dist_wire_decode(h->wire, (char *)h->codes + gathered_at(h, k),
+                                 dist_shard_count(h->n, N, k),
+                                 h->data + dist_shard_begin(h->n, N, k));
+    if (h->out && h->out[me])
+        wire_done(h->wire, h->out[me]);
+    mem_free(h->codes);
+    h->codes = NULL;
+    free(h->out);
+    h->out = NULL;
+    free(h->reqs);
+    h->reqs = NULL;
+    h->phase = 0;
 }
 
 bool dist_iallreduce_test(DistAllreduce *h)
 {
     if (h->phase == 1 && all_done(h))
         sum_and_gather(h);
-    if (h->phase == 2 && all_done(h)) {
-        free(h->reqs);
-        h->reqs = NULL;
-        h->phase = 0;
-    }
+    if (h->phase == 2 && all_done(h))
+        finish_gather(h);
     return h->phase == 0;
 }
 
@@ -365,9 +478,7 @@ void dist_iallreduce_wait(DistAllreduce *h)
     }
     if (h->phase == 2) {
         MPI_Waitall(h->n_reqs, (MPI_Request *)h->reqs, MPI_STATUSES_IGNORE);
-        free(h->reqs);
-        h->reqs = NULL;
-        h->phase = 0;
+        finish_gather(h);
     }
 }
 

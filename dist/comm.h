@@ -28,6 +28,8 @@
 
 #include <mpi.h>
 
+#include "dist/wire.h"
+
 typedef struct {
     MPI_Comm  comm;
     int       rank, size;
@@ -77,6 +79,10 @@ void      dist_broadcast(DistComm *c, void *buf, size_t bytes, int root);
  * block (dist/zero.h). The even forms above are these with dist_shard_count's counts. */
 void      dist_reduce_scatter_sum_v(DistComm *c, const float *in, float *shard,
                                     const size_t *counts);
+/* The same with the pieces on the wire as w says (dist/wire.h): decoded before they are added,
+ * this rank's own term rounded alike; the sum itself stays fp32. */
+void      dist_reduce_scatter_sum_wire(DistComm *c, const float *in, float *shard,
+                                       const size_t *counts, DistWire w);
 void      dist_allgather_v(DistComm *c, const void *shard, void *out, const size_t *counts,
                            size_t elem_bytes);
 /* A non-blocking all-reduce: the same rank-ordered sum and the same bytes as dist_allreduce_sum,
@@ -95,8 +101,16 @@ typedef struct {
     float       *pieces;          /* the other ranks' pieces of this rank's shard */
     DistRequest *reqs;
     int          n_reqs;
+    DistWire     wire;
+    const void **out;             /* [N]: the messages this rank sends, until they are gone */
+    void        *codes;           /* what arrives encoded, until it is decoded */
 } DistAllreduce;
 void      dist_iallreduce_start(DistComm *c, DistAllreduce *h, float *data, size_t n, int slot);
+/* The same on wire w: each term rounded as the wire rounds it, summed in fp32 in rank order, the
+ * sum rounded again (its owner too), so every rank ends with the same bits. A world of one rank
+ * rounds data in place once. */
+void      dist_iallreduce_start_wire(DistComm *c, DistAllreduce *h, float *data, size_t n,
+                                     int slot, DistWire w);
 bool      dist_iallreduce_test(DistAllreduce *h);
 void      dist_iallreduce_wait(DistAllreduce *h);
 

@@ -116,7 +116,7 @@ static void start_bucket(Ddp *d, int k)
         memcpy(b->buf + off, tensor_grad(p), p->size * sizeof *b->buf);
         off += p->size;
     }
-    dist_iallreduce_start(d->c, &b->h, b->buf, b->n, k);
+    dist_iallreduce_start_wire(d->c, &b->h, b->buf, b->n, k, d->cfg.wire);
     b->started = true;
 }
 
@@ -220,9 +220,12 @@ DdpStepResult ddp_step(Ddp *d, const int *tokens, const int *targets, int B, int
     return ddp_step_accum(d, tokens, targets, B, T, 1, lr);
 }
 
-TrainStepResult ddp_reference_step_accum(Trainer *t, const int *tokens, const int *targets,
-                                         int B, int T, int N, int K, double lr)
+TrainStepResult ddp_reference_step_wire(Trainer *t, const int *tokens, const int *targets,
+                                        int B, int T, int N, int K, DistWire w, bool round_sum,
+                                        double lr)
 {
+    if (w == DIST_WIRE_E5M2)
+        tensor_fatal("ddp_reference_step_wire: e5m2's scales follow the buckets and shards");
     Optim *o = t->optim;
     size_t psi = 0;
     for (int i = 0; i < o->n; i++)
@@ -246,12 +249,15 @@ TrainStepResult ddp_reference_step_accum(Trainer *t, const int *tokens, const in
         sum += mine;
         size_t off = 0;
         for (int i = 0; i < o->n; i++) {
-            const float *g = tensor_grad(o->params[i]);
+            float *g = tensor_grad(o->params[i]);
+            dist_wire_round(w, g, g, o->params[i]->size);
             for (size_t j = 0; j < o->params[i]->size; j++)
                 acc[off + j] = rank == 0 ? g[j] : acc[off + j] + g[j];
             off += o->params[i]->size;
         }
     }
+    if (round_sum)
+        dist_wire_round(w, acc, acc, psi);
     size_t off = 0;
     for (int i = 0; i < o->n; i++) {
         memcpy(tensor_grad(o->params[i]), acc + off, o->params[i]->size * sizeof *acc);
@@ -261,6 +267,12 @@ TrainStepResult ddp_reference_step_accum(Trainer *t, const int *tokens, const in
     r.loss = sum / (N * K);
     step_finish(t, NULL, lr, &r);
     return r;
+}
+
+TrainStepResult ddp_reference_step_accum(Trainer *t, const int *tokens, const int *targets,
+                                         int B, int T, int N, int K, double lr)
+{
+    return ddp_reference_step_wire(t, tokens, targets, B, T, N, K, DIST_WIRE_FP32, false, lr);
 }
 
 TrainStepResult ddp_reference_step(Trainer *t, const int *tokens, const int *targets, int B,

@@ -35,6 +35,7 @@
 typedef struct {
     size_t bucket_bytes;    /* a bucket's size in bytes (at least one tensor); 0: one bucket */
     bool   overlap;         /* start each bucket's all-reduce during backward */
+    DistWire wire;          /* what the gradients travel as (dist/wire.h); fp32 by default */
 } DdpConfig;
 
 typedef struct {
@@ -75,5 +76,13 @@ TrainStepResult ddp_reference_step(Trainer *t, const int *tokens, const int *tar
  * order. (N, 1) is ddp_reference_step with K = N. */
 TrainStepResult ddp_reference_step_accum(Trainer *t, const int *tokens, const int *targets,
                                          int B, int T, int N, int K, double lr);
+/* ddp_reference_step_accum with the gradients on wire w, as the collectives round them: each
+ * rank's sum rounded as the wire rounds it before it is added (in fp32, rank order), and the
+ * total rounded again when round_sum (DDP's all-reduce sends it back over the wire; ZeRO's
+ * reduce-scatter keeps its shard's sum in fp32). fp32 and bf16 only: e5m2's scales follow the
+ * buckets and the shards, which one process does not cut. */
+TrainStepResult ddp_reference_step_wire(Trainer *t, const int *tokens, const int *targets,
+                                        int B, int T, int N, int K, DistWire w, bool round_sum,
+                                        double lr);
 
 #endif

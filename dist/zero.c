@@ -35,6 +35,7 @@ struct Zero {
     uint64_t  grad_sent, grad_recv, param_sent, param_recv;   /* this step's */
     bool      first_micro;  /* levels 2, 3: a micro-batch's sums replace the shard's, else add */
     StepStrategy strategy;  /* the step's callbacks, below */
+    DistWire  wire;         /* the gradients' (dist/wire.h) */
     size_t    param_bytes, grad_bytes, optim_bytes;     /* model states at the update */
 };
 
@@ -211,7 +212,7 @@ static void reduce_grads(Zero *z, int unit)
     float *sum = mem_alloc(MEM_TEMP, (counts[me] + 1) * sizeof *sum);
     blocked_copy(z, unit, true, (char *)all, true);
     uint64_t s0 = z->c->bytes_sent, r0 = z->c->bytes_recv;
-    dist_reduce_scatter_sum_v(z->c, all, sum, counts);
+    dist_reduce_scatter_sum_wire(z->c, all, sum, counts, z->wire);
     count_since(z, s0, r0, true);
     size_t off = 0;
     for (int i = 0; i < z->n; i++) {
@@ -396,6 +397,7 @@ void zero_free(Zero *z)
 }
 
 size_t zero_param_count(const Zero *z) { return z->psi; }
+void zero_set_wire(Zero *z, DistWire w) { z->wire = w; }
 size_t zero_shard_values(const Zero *z) { return z->owned; }
 
 void zero_gather_weights(Zero *z)

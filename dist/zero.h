@@ -78,6 +78,10 @@ Zero          *zero_new(DistComm *c, Trainer *t, int level);
  * 8-bit Adam's state is not gathered (its blocks follow the shards): it comes back zero.
  * Collective. NULL is allowed. */
 void           zero_free(Zero *z);
+/* The gradients' reduce-scatter on wire w from the next step on (dist/wire.h; fp32 until
+ * then): each rank's term rounded as the wire rounds it, the shard's sum kept in fp32. The
+ * weights' all-gathers already travel in the parameter format (2 bytes under bf16). */
+void           zero_set_wire(Zero *z, DistWire w);
 /* NULL when the trainer's config can run under ZeRO, else the reason, one sentence. */
 const char    *zero_check(const TrainerConfig *cfg, int level);
 

@@ -2,7 +2,8 @@
  * states each rank holds beside the ZeRO formulas, the bytes each rank puts on the wire per step
  * beside the paper's volumes, and the step time (docs/distributed.md).
  *
- *     scripts/mpirun -np 4 build/bin/data_parallel [--steps 6] [--precision fp32] [--out DIR]
+ *     scripts/mpirun -np 4 build/bin/data_parallel [--steps 6] [--precision fp32]
+ *                    [--grad-wire auto|fp32|bf16|e5m2] [--out DIR]
  *
  * One launch sweeps every rank count up to the world's: the first n ranks form the group of
  * each run (the others wait), so a figure needs one mpirun. Each run trains the same model on
@@ -30,16 +31,18 @@ typedef struct {
     const char *out;
     bool        modes[4];       /* ddp, zero1, zero2, zero3 */
     int         bucket_kb;      /* DDP's buckets */
+    const char *grad_wire;      /* "auto": bf16 under --precision bf16, else fp32 */
 } Options;
 
 static const char *const MODES[] = { "ddp", "zero1", "zero2", "zero3", NULL };
 static const char *const COLUMNS[] = {
     "mode", "stage", "ranks", "param", "grad", "optim", "pred_param", "pred_grad",
     "pred_optim", "peak_param", "peak_grad", "peak_optim", "peak_act", "peak_temp",
-    "sent_per_step", "pred_sent", "step_ms", "tokens_per_s", NULL
+    "sent_per_step", "pred_sent", "step_ms", "tokens_per_s", "grad_wire", NULL
 };
 
 static const char *const PRECISIONS[] = { "fp32", "bf16", NULL };
+static const char *const WIRES[] = { "auto", "fp32", "bf16", "e5m2", NULL };
 
 /* "ddp,zero3": each name once, at least one. */
 static void set_modes(void *opts, int id, const char *flag, const char *list)
@@ -69,7 +72,7 @@ static void set_out(void *opts, int id, const char *flag, const char *arg)
 }
 
 enum { FLAG_STEPS = 256, FLAG_LAYERS, FLAG_EMBD, FLAG_HEADS, FLAG_SEQ, FLAG_BATCH,
-       FLAG_PRECISION, FLAG_MODES, FLAG_BUCKET_KB, FLAG_OUT };
+       FLAG_PRECISION, FLAG_MODES, FLAG_BUCKET_KB, FLAG_GRAD_WIRE, FLAG_OUT };
 
 #define FIELD(f) offsetof(Options, f)
 static const Setting SETTINGS[] = {
@@ -94,6 +97,10 @@ static const Setting SETTINGS[] = {
     { .name = "bucket-kb", .id = FLAG_BUCKET_KB, .type = SETTING_INT, .offset = FIELD(bucket_kb),
       .lo = 0, .hi = 1 << 20, .def = "256", .arg = "N",
       .help = "DDP's gradient buckets, started during backward; 0: one\nafter backward" },
+    { .name = "grad-wire", .id = FLAG_GRAD_WIRE, .type = SETTING_STRING,
+      .offset = FIELD(grad_wire), .choices = WIRES, .def = "auto", .arg = "W",
+      .help = "what the gradients travel as: fp32, bf16, e5m2 (with a\nscale per message);"
+              " auto: bf16 under --precision bf16" },
     { .name = "out", .id = FLAG_OUT, .type = SETTING_CUSTOM, .set = set_out, .arg = "DIR",
       .help = "write DIR/data_parallel.tsv (rank 0)" },
     { .heading = "  -h, --help          this text" },
@@ -129,24 +136,34 @@ static TrainerConfig config(const Options *o)
     return c;
 }
 
+static DistWire wire_of(const Options *o)
+{
+    if (strcmp(o->grad_wire, "auto") == 0)
+        return strcmp(o->precision, "bf16") == 0 ? DIST_WIRE_BF16 : DIST_WIRE_FP32;
+    return (DistWire)dist_wire_parse(o->grad_wire);
+}
+
 /* What a step should cost: memcalc_zero's states, and the values each rank sends per step
- * (mean over the ranks) times their bytes: gradients in fp32, weights in their format. */
+ * (mean over the ranks) times their bytes: gradients on their wire (fp32 4, bf16 2, e5m2 1
+ * byte, leaving out e5m2's 4-byte scale per message), weights in their format. */
 static McStates predicted_states(const TrainerConfig *c, int stage, int n)
 {
     McPrecision p = c->policy.param == DTYPE_F32 ? MC_FP32 : MC_MIXED;
     return memcalc_zero(memcalc_gpt_states(&c->model, p, MC_ADAMW), stage, n);
 }
 
-static double predicted_sent(const TrainerConfig *c, int stage, int n)
+static double predicted_sent(const TrainerConfig *c, DistWire wire, int stage, int n)
 {
+    static const double grad_bytes[] = { 4, 2, 1 };
+    double g = grad_bytes[wire];
     const GptConfig *m = &c->model;
     double psi = (double)memcalc_gpt_params(m), share = (n - 1.0) / n;
     double ends = (double)(m->vocab_size + m->max_seq + 2) * m->n_embd;
     double wbytes = c->policy.param == DTYPE_F32 ? 4 : 2;
     if (stage == 0)
-        return 2 * psi * share * 4;
+        return 2 * psi * share * g;
     double gathered = stage == 3 ? 2 * (psi - ends) + ends : psi;
-    return psi * share * 4 + gathered * share * wbytes;
+    return psi * share * g + gathered * share * wbytes;
 }
 
 typedef struct {
@@ -166,9 +183,12 @@ static Measured run(DistComm *c, const Options *o, int stage)
 {
     TrainerConfig cfg = config(o);
     Trainer *t = trainer_new(&cfg);
-    DdpConfig dc = { .bucket_bytes = (size_t)o->bucket_kb * 1024, .overlap = o->bucket_kb > 0 };
+    DdpConfig dc = { .bucket_bytes = (size_t)o->bucket_kb * 1024, .overlap = o->bucket_kb > 0,
+                     .wire = wire_of(o) };
     Ddp *d = stage == 0 ? ddp_new(c, t, &dc) : NULL;
     Zero *z = stage > 0 ? zero_new(c, t, stage) : NULL;
+    if (z)
+        zero_set_wire(z, wire_of(o));
     int rows = o->batch * o->seq;
     int *tokens = malloc(sizeof *tokens * (size_t)rows), *targets = malloc(sizeof *targets * (size_t)rows);
     double *ms = malloc(sizeof *ms * (size_t)o->steps);
@@ -232,10 +252,10 @@ int main(int argc, char **argv)
         mkdir(o.out, 0755);     /* an existing folder is fine; a real failure shows below */
     TsvWriter *tsv = root && o.out ? tsv_open_in(o.out, "data_parallel.tsv", COLUMNS) : NULL;
     if (root) {
-        printf("model: V=65 T=%d L=%d H=%d C=%d, %zu parameters, %s, AdamW; %d rows of %d "
-               "tokens per rank; %d steps per run, the first not counted\n", o.seq, o.layers,
-               o.heads, o.embd, memcalc_gpt_params(&cfg.model), o.precision, o.batch, o.seq,
-               o.steps);
+        printf("model: V=65 T=%d L=%d H=%d C=%d, %zu parameters, %s, AdamW, gradients on a %s "
+               "wire; %d rows of %d tokens per rank; %d steps per run, the first not counted\n",
+               o.seq, o.layers, o.heads, o.embd, memcalc_gpt_params(&cfg.model), o.precision,
+               DIST_WIRE_NAMES[wire_of(&o)], o.batch, o.seq, o.steps);
         printf("model states per rank at the end (bytes, measured | predicted by the ZeRO "
                "formulas), bytes sent per step per rank (mean over ranks | predicted), step ms "
                "(median, slowest rank)\n");
@@ -254,7 +274,7 @@ int main(int argc, char **argv)
             if (!root)
                 continue;
             McStates f = predicted_states(&cfg, stage, n);
-            double ps = predicted_sent(&cfg, stage, n);
+            double ps = predicted_sent(&cfg, wire_of(&o), stage, n);
             print_row(MODES[stage], n, &m, f, ps);
             if (!tsv)
                 continue;
@@ -267,6 +287,7 @@ int main(int argc, char **argv)
                              (double)n * o.batch * o.seq / (m.ms / 1000.0) };
             for (size_t k = 0; k < sizeof row / sizeof *row; k++)
                 tsv_num(tsv, row[k]);
+            tsv_str(tsv, DIST_WIRE_NAMES[wire_of(&o)]);
             if (!tsv_end_row(tsv))
                 dist_fail("%s/data_parallel.tsv: write failed", o.out);
         }

@@ -28,22 +28,23 @@ static void *host_block(MemCategory cat, size_t bytes)
     return b;
 }
 
-static void require_host(const void *p, const char *what)
+/* A block of the device moved to the host (the set-up's traffic, counted in sync). */
+static void *to_host(OptimOffload *h, void *block)
 {
-    if (p && !mem_is_host(p))
-        tensor_fatal("optim_offload: %s is on the device: make the optimizer under "
-                     "mem_host_categories(1u << MEM_OPTIM) (optim/offload.h)", what);
+    if (!block || mem_is_host(block))
+        return block;
+    size_t bytes = mem_size(block);
+    void *moved = host_block(mem_category(block), bytes);
+    mem_transfer(moved, block, bytes);
+    h->traffic.sync += bytes;
+    mem_free(block);
+    return moved;
 }
 
 void optim_offload(Optim *o)
 {
     if (o->offload)
         return;
-    char name[OPTIM_NAME_LEN];
-    for (int i = 0; i < optim_state_count(o); i++)
-        require_host(o->state[i]->data, optim_state_name(o, i, name, sizeof name));
-    for (int i = 0; i < o->n_bufs; i++)
-        require_host(o->bufs[i].data, o->bufs[i].name);
     OptimOffload *h = calloc(1, sizeof *h);
     if (h) {
         h->grad = calloc((size_t)o->n, sizeof *h->grad);
@@ -52,6 +53,17 @@ void optim_offload(Optim *o)
     }
     if (!h || !h->grad || !h->packed || !h->values)
         tensor_fatal("out of memory for offloading %d parameters", o->n);
+    /* State made on the device moves (a resumed run's); made on the host, it stays. A
+     * master is a buffer: its pointer follows. */
+    for (int i = 0; i < optim_state_count(o); i++)
+        o->state[i]->data = to_host(h, o->state[i]->data);
+    for (int b = 0; b < o->n_bufs; b++) {
+        void *old = o->bufs[b].data;
+        o->bufs[b].data = to_host(h, old);
+        for (int i = 0; o->masters && i < o->n; i++)
+            if (o->masters[i] == old)
+                o->masters[i] = o->bufs[b].data;
+    }
     for (int i = 0; i < o->n; i++) {
         Tensor *p = o->params[i];
         h->grad[i] = host_block(MEM_GRAD, grad_bytes(p));
@@ -123,6 +135,11 @@ static size_t down(Optim *o, void **dev)
         if (!tensor_has_grad(p))
             continue;
         size_t bytes = grad_bytes(p);
+        /* Gradients kept fp32 after the set-up (optim_keep_fp32_grads, for DDP's buckets). */
+        if (mem_size(h->grad[i]) != bytes) {
+            mem_free(h->grad[i]);
+            h->grad[i] = host_block(MEM_GRAD, bytes);
+        }
         if (p->grad_dtype == DTYPE_F32) {
             dev[i] = p->grad;
             mem_transfer(h->grad[i], p->grad, bytes);

@@ -43,13 +43,15 @@
 typedef struct {
     size_t to_host, to_device;      /* the last update's bytes, each way */
     size_t to_host_total, to_device_total;   /* every update's */
-    size_t sync;                    /* device to host outside updates (the fp32 copies' set-up) */
+    size_t sync;                    /* device to host outside updates: state moved by
+                                     * optim_offload, the fp32 copies taken */
     long   updates;
 } OptimOffloadTraffic;
 
-/* o's updates run on the host from now on. Every state tensor and buffer of o (masters too)
- * must be in the host pool already (made under mem_host_categories(1u << MEM_OPTIM)); the
- * host's gradient buffers and parameter copies are made here. */
+/* o's updates run on the host from now on: the host's gradient buffers and parameter copies
+ * are made here. State and masters made in the host pool (under mem_host_categories(1u <<
+ * MEM_OPTIM)) stay; any on the device are moved (a resumed run's: counted in sync, and the
+ * device held them for a while, which a budget sees). */
 void                optim_offload(Optim *o);
 bool                optim_is_offloaded(const Optim *o);
 /* Bytes moved by o's updates (zeros if o is not offloaded). */

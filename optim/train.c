@@ -118,6 +118,13 @@ Optim *trainer_new_optimizer(const TrainerConfig *cfg, Tensor *const *params, in
     return o;
 }
 
+void trainer_offload(Trainer *t)
+{
+    t->cfg.offload = TRAIN_OFFLOAD_OPTIMIZER;
+    if (t->optim)
+        optim_offload(t->optim);
+}
+
 Trainer *trainer_new(const TrainerConfig *cfg) { return trainer_new_part(cfg, NULL, NULL); }
 
 Trainer *trainer_new_part(const TrainerConfig *cfg, TrainerKeepFn keep, void *ctx)

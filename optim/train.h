@@ -171,6 +171,9 @@ Optim        *trainer_make_optimizer(const TrainerConfig *cfg, Tensor *const *pa
  * trainer's optimizer, made the one way for a whole model, a pipeline stage or LoRA's
  * adapters. */
 Optim        *trainer_new_optimizer(const TrainerConfig *cfg, Tensor *const *params, int n);
+/* A trainer made without offload (a resumed run's: train_snapshot_load) offloaded now: its
+ * optimizer's state and masters moved to the host (optim_offload), cfg.offload set. */
+void          trainer_offload(Trainer *t);
 /* Frees the model, the optimizer and the tape. NULL is allowed. */
 void          trainer_free(Trainer *t);
 /* LoRA or QLoRA (nn/gpt_lora.h): freezes the model, attaches adapters (A drawn from seed) and

@@ -40,6 +40,8 @@ static bool is_text_sample(const void *o) { return opt(o)->data && opt(o)->sampl
 static bool has_log(const void *o) { return opt(o)->log_path != NULL; }
 static bool is_ddp(const void *o) { return opt(o)->ddp; }
 static bool is_pipeline(const void *o) { return opt(o)->pipeline != NULL; }
+static bool is_data_parallel(const void *o) { return opt(o)->ddp || opt(o)->zero_level > 0; }
+static const char *const GRAD_WIRES[] = { "auto", "fp32", "bf16", "e5m2", NULL };
 /* With --load the snapshot says whether the run has adapters (lora_merge_snapshot). */
 static bool has_lora(const void *o) { return opt(o)->lora.rank > 0 || opt(o)->load_path; }
 static bool no_load(const void *o) { return !opt(o)->load_path; }
@@ -80,6 +82,8 @@ static const SettingNeed TEXT_SAMPLE = {
 static const SettingNeed LOG = {
     .holds = has_log, .refusal = "--%s needs --log: the figure is drawn from the log" };
 static const SettingNeed DDP = { .holds = is_ddp, .refusal = "--%s applies to --parallel ddp" };
+static const SettingNeed DATA_PARALLEL = {
+    .holds = is_data_parallel, .refusal = "--%s applies to --parallel ddp, zero1, zero2, zero3" };
 static const SettingNeed PIPELINE = {
     .holds = is_pipeline, .early = true,
     .refusal = "--micro-batches, --stages and --pipe-events need --parallel pipeline:..." };
@@ -89,6 +93,10 @@ static const SettingNeed NO_LOAD = {
     .holds = no_load, .early = true, .value_id = FLAG_LOAD,
     .refusal = "--%s: --load takes the LoRA settings and the base from the snapshot %s (leave "
                "out --lora, --lora-alpha, --lora-targets, --qlora and --load-base)" };
+static const SettingNeed OFFLOAD = {
+    .holds = offload_allowed, .early = true,
+    .refusal = "--%s optimizer: --parallel zero1, zero2, zero3 and pipeline:S make optimizers "
+               "of their own, on the device; offload runs with --parallel none or ddp" };
 static const SettingNeed NO_BASE = {
     .holds = no_base, .early = true, .value_id = FLAG_LOAD_BASE,
     .refusal = "--%s: the model comes from --load-base %s (leave out --layers, --heads, "
@@ -185,6 +193,11 @@ const Setting TRAIN_GPT_SETTINGS[] = {
       .help = "the most tracked memory (every category) the run may hold,\n"
               "e.g. 64MiB: an allocation beyond it ends the run with the\n"
               "category and the bytes (default: no limit; fit_largest)" },
+    { .name = "offload", .id = FLAG_OFFLOAD, .type = SETTING_CHOICE, .offset = CFG(offload),
+      .choices = TRAIN_OFFLOAD_NAMES, .def = "none", .arg = "W", .needs = { &OFFLOAD },
+      .help = "none, or optimizer: fp32 masters and optimizer state on\n"
+              "the host, outside --mem-budget, the update there; the\n"
+              "report counts the bytes each way (docs/memory.md)" },
     { .name = "checkpoint", .id = FLAG_CHECKPOINT, .type = SETTING_CUSTOM,
       .set = set_checkpoint, .def = "none", .arg = "S",
       .help = "gradient checkpointing over the blocks: none, memory-poor,\n"
@@ -256,6 +269,12 @@ const Setting TRAIN_GPT_SETTINGS[] = {
       .help = "ddp: gradients sent in buckets of N KiB, each started while\n"
               "backward still runs; 0 = one bucket after backward\n"
               "(PyTorch's 25 MB scaled to these models)" },
+    { .name = "grad-wire", .id = FLAG_GRAD_WIRE, .type = SETTING_STRING,
+      .offset = FIELD(grad_wire), .choices = GRAD_WIRES, .def = "auto", .arg = "W",
+      .needs = { &DATA_PARALLEL },
+      .help = "ddp, zero: what the gradients travel as: fp32, bf16 or e5m2\n"
+              "(with a scale per message); the sums stay fp32 (dist/wire.h);\n"
+              "auto: bf16 under --precision bf16, e5m2 under fp8, else fp32" },
     { .heading = "Pipeline parallelism (docs/pipeline.md; under scripts/mpirun -np P):\n"
                  "  --parallel pipeline:S  split the blocks over the ranks and run schedule S:\n"
                  "                      naive, gpipe or 1f1b (default: one process)" },

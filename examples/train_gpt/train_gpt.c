@@ -163,6 +163,8 @@ static Trainer *load_trainer(Run *run, TrainerConfig *saved)
     if (!tr)
         cli_die(1, "%s", err.message);
     tr->cfg.checkpoint = o->cfg.checkpoint;     /* not in the snapshot: it changes no number */
+    if (o->cfg.offload != TRAIN_OFFLOAD_NONE)   /* nor is offload */
+        trainer_offload(tr);
     /* the snapshot's (run.attention) */
     gpt_set_tiled_attention(tr->model, o->attention == ATTENTION_TILED);
     /* As lora_setup does for a fresh run: the parameters were made fp32 and then packed (under
@@ -470,6 +472,7 @@ static void report(Run *run, double start)
     precision_report(run->tr);
     lora_report(run->tr);
     print_memory(run);
+    offload_report(run->tr);
     ranks_report(run->ranks, run->step_peak);
 }
 

@@ -27,8 +27,9 @@ typedef enum {
     FLAG_PRECISION, FLAG_LOSS_SCALE, FLAG_SCALE_GROWTH_INTERVAL, FLAG_SCALE_GROWTH_FACTOR,
     FLAG_SCALE_BACKOFF_FACTOR, FLAG_FP8_SCALING,
     FLAG_ADAM8BIT_ROUNDING, FLAG_TEMPERATURE, FLAG_SAMPLE_SEED, FLAG_MEM_BUDGET,
+    FLAG_OFFLOAD,                                                       /* offload.c */
     FLAG_PARALLEL,                                                      /* ranks.c, pipeline.c */
-    FLAG_BUCKET_KB,                                                     /* ranks.c */
+    FLAG_BUCKET_KB, FLAG_GRAD_WIRE,                                     /* ranks.c */
     FLAG_MICRO_BATCHES, FLAG_STAGES, FLAG_PIPE_EVENTS,                  /* pipeline.c */
     FLAG_END,
 } Flag;
@@ -74,6 +75,7 @@ typedef struct {
     bool        ddp;             /* --parallel ddp */
     int         zero_level;      /* --parallel zero1, zero2, zero3; 0: none */
     int         bucket_kb;
+    const char *grad_wire;       /* "auto", "fp32", "bf16", "e5m2" */
     const char *pipeline;        /* "pipeline:gpipe", ...; NULL: no pipeline */
     int         micro_batches;   /* m; becomes accum */
     const char *stages;          /* blocks per stage, "2,1,1"; NULL: even */
@@ -183,6 +185,12 @@ Trainer *lora_trainer_new(const TrainerConfig *cfg, const Options *o);
 void lora_describe(const Trainer *tr, const Options *o);
 void lora_report(const Trainer *tr);
 void lora_save_adapter(const Trainer *tr, const Options *o);
+
+/* offload.c: --offload optimizer. Whether the options allow it (--parallel zero1-3 and the
+ * pipeline make optimizers of their own, which stay on the device: refused); the host pool's
+ * bytes and the bytes each update moved, beside the formula, in the report. */
+bool offload_allowed(const void *opts);
+void offload_report(const Trainer *tr);
 /* --load of a LoRA run's snapshot (optim/train_snapshot.h): its settings and its base become the
  * run's (the base must be the file the run began with, by its hash); the run rebuilt as it
  * began, then the snapshot's adapters, optimizer state and counters read into it. */

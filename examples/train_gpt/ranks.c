@@ -50,6 +50,7 @@ struct RanksRun {
     size_t        states[3];      /* ZeRO: param, grad, optim bytes held at the last update */
     size_t        psi;            /* values in the model */
     int           micro;          /* micro-batches per rank: --accum on the command line */
+    DistWire      wire;           /* what the gradients travel as (dist/wire.h) */
     TrainerConfig cfg;
 };
 
@@ -228,6 +229,16 @@ void ranks_setup_done(const Options *o, long start_step)
     phase = RANKS_RUNNING;
 }
 
+/* --grad-wire, auto: the policy's gradient format where a wire has it (bf16, e5m2), else fp32. */
+static DistWire grad_wire(const Options *o, const TrainerConfig *cfg)
+{
+    if (o->grad_wire && strcmp(o->grad_wire, "auto") != 0)
+        return (DistWire)dist_wire_parse(o->grad_wire);
+    if (cfg->policy.grad == DTYPE_BF16)
+        return DIST_WIRE_BF16;
+    return cfg->policy.grad == DTYPE_E5M2 ? DIST_WIRE_E5M2 : DIST_WIRE_FP32;
+}
+
 RanksRun *ranks_start(const Options *o, Trainer *tr)
 {
     ranks_setup_done(o, tr->step);
@@ -245,12 +256,15 @@ RanksRun *ranks_start(const Options *o, Trainer *tr)
     p->zero_level = o->zero_level;
     /* --accum as given (or a snapshot's, which records it per rank, with the rank count apart) */
     p->micro = o->accum;
+    p->wire = grad_wire(o, &tr->cfg);
     if (p->zero_level) {
         p->zero = zero_new(p->c, tr, p->zero_level);
+        zero_set_wire(p->zero, p->wire);
         p->psi = zero_param_count(p->zero);
         return p;
     }
-    DdpConfig cfg = { .bucket_bytes = (size_t)o->bucket_kb * 1024, .overlap = o->bucket_kb > 0 };
+    DdpConfig cfg = { .bucket_bytes = (size_t)o->bucket_kb * 1024, .overlap = o->bucket_kb > 0,
+                      .wire = p->wire };
     p->ddp = ddp_new(p->c, tr, &cfg);
     p->psi = ddp_param_count(p->ddp);
     return p;
@@ -276,16 +290,17 @@ void ranks_describe(const RanksRun *p, int B)
                                        "gradients", "the optimizer state, the gradients and "
                                        "the weights (FSDP)" };
         printf("parallel: ZeRO-%d over %d ranks, %d rows each (global batch %d); %s sharded: "
-               "this rank owns %zu of the %zu values\n", p->zero_level, p->c->size, B,
-               p->c->size * B, keeps[p->zero_level], zero_shard_values(p->zero),
-               zero_param_count(p->zero));
+               "this rank owns %zu of the %zu values; gradients on a %s wire\n",
+               p->zero_level, p->c->size, B, p->c->size * B, keeps[p->zero_level],
+               zero_shard_values(p->zero), zero_param_count(p->zero), DIST_WIRE_NAMES[p->wire]);
         return;
     }
     printf("parallel: ddp over %d ranks, %d rows each (global batch %d); %d gradient "
-           "bucket%s of %zu values in all, %s\n", p->c->size, B, p->c->size * B,
-           ddp_bucket_count(p->ddp), ddp_bucket_count(p->ddp) == 1 ? "" : "s",
+           "bucket%s of %zu values in all, %s, on a %s wire\n", p->c->size, B,
+           p->c->size * B, ddp_bucket_count(p->ddp), ddp_bucket_count(p->ddp) == 1 ? "" : "s",
            ddp_param_count(p->ddp), ddp_bucket_count(p->ddp) > 1 ? "started during backward"
-                                                                   : "all-reduced after backward");
+                                                                 : "all-reduced after backward",
+           DIST_WIRE_NAMES[p->wire]);
 }
 
 TrainStepResult ranks_step(RanksRun *p, const int *tokens, const int *targets, int B,
@@ -368,6 +383,12 @@ static McStates predicted_states(const RanksRun *p)
 
 /* ZeRO: the model states each rank held at the update, beside the calculator's formulas, and
  * the traffic split into the gradients' reduce-scatter and the weights' all-gathers. */
+/* Bytes per gradient value on the wire (e5m2's 4-byte scale per message left out). */
+static double wire_value_bytes(DistWire w)
+{
+    return w == DIST_WIRE_FP32 ? 4.0 : w == DIST_WIRE_BF16 ? 2.0 : 1.0;
+}
+
 static void report_zero(const RanksRun *p, const double *all, int cols, int first)
 {
     int N = p->c->size;
@@ -377,10 +398,12 @@ static void report_zero(const RanksRun *p, const double *all, int cols, int firs
                   p->cfg.model.n_embd + (p->cfg.model.tied ? 0.0 :
                   (double)p->cfg.model.vocab_size * p->cfg.model.n_embd);
     double gathers = p->zero_level == 3 ? 2 * (psi - ends) + ends : psi;
+    double g = wire_value_bytes(p->wire);
     printf("traffic per step, bytes (measured by the communicator; predicted, mean over the "
-           "ranks: gradients Psi (N-1)/N x 4 = %.0f, weights %s x %.0f = %.0f, Psi = %.0f):\n",
-           psi * share * 4, p->zero_level == 3 ? "(2 Psi_blocks + Psi_ends)(N-1)/N" : "Psi (N-1)/N",
-           wbytes, gathers * share * wbytes, psi);
+           "ranks: gradients on a %s wire Psi (N-1)/N x %g = %.0f, weights %s x %.0f = %.0f, "
+           "Psi = %.0f):\n", DIST_WIRE_NAMES[p->wire], g, psi * share * g,
+           p->zero_level == 3 ? "(2 Psi_blocks + Psi_ends)(N-1)/N" : "Psi (N-1)/N", wbytes,
+           gathers * share * wbytes, psi);
     printf("  rank  grads sent  grads recv  weights sent  weights recv  all sent  all recv\n");
     for (int r = 0; r < N; r++) {
         const double *x = all + (size_t)r * cols + first;
@@ -402,9 +425,10 @@ static void report_zero(const RanksRun *p, const double *all, int cols, int firs
 static void report_ddp(const RanksRun *p, const double *all, int cols, int first)
 {
     int N = p->c->size;
-    double psi = (double)ddp_param_count(p->ddp);
-    printf("traffic per step, bytes (measured by the communicator; predicted gradients "
-           "2 Psi (N-1)/N x 4 = %.0f, Psi = %.0f):\n", 2.0 * psi * (N - 1) / N * 4, psi);
+    double psi = (double)ddp_param_count(p->ddp), g = wire_value_bytes(p->wire);
+    printf("traffic per step, bytes (measured by the communicator; predicted gradients on a %s "
+           "wire 2 Psi (N-1)/N x %g = %.0f, Psi = %.0f):\n", DIST_WIRE_NAMES[p->wire], g,
+           2.0 * psi * (N - 1) / N * g, psi);
     printf("  rank  grads sent  grads recv  all sent  all recv\n");
     for (int r = 0; r < N; r++) {
         const double *x = all + (size_t)r * cols + first;

@@ -8,6 +8,7 @@
 
 #include <string.h>
 
+#include "examples/common/memcalc.h"
 #include "optim/offload.h"
 #include "optim/train.h"
 
@@ -220,6 +221,75 @@ static void test_offload_after_steps(void **state)
     trainer_free(b);
 }
 
+/* The memory calculator's prediction with offload (examples/common/memcalc.h) equals the
+ * step measured, category by category, on the device and on the host, and so does the traffic;
+ * the device's prediction is the one without offload less the optim category (and Adafactor's
+ * scratch, which goes with the update when it was the temp peak). */
+static void test_calculator_predicts_offload(void **state)
+{
+    (void)state;
+    const GptConfig cfg = { .vocab_size = 29, .max_seq = 8, .n_layer = 3, .n_head = 2,
+                            .n_embd = 32, .tied = true, .fused_qkv = true };
+    const char *policies[] = { "fp32", "bf16", "fp8" };
+    const McOptimizer opts[] = { MC_ADAMW, MC_ADAFACTOR, MC_ADAM8BIT };
+    const char *strategies[] = { "vanilla", "sqrt" };
+    for (int p = 0; p < 3; p++)
+        for (int k = 0; k < 3; k++)
+            for (int s = 0; s < 2; s++) {
+                PrecisionPolicy policy;
+                assert_true(policy_preset(policies[p], &policy));
+                McRun run = { .B = 4, .T = cfg.max_seq, .threads = par_threads(),
+                              .policy = &policy, .offload = true };
+                char err[80];
+                assert_true(ckpt_parse(strategies[s], &run.strategy, err, sizeof err));
+                McPeaks pred = memcalc_predict(&cfg, &run, opts[k]);
+                McPeaks meas = memcalc_measure(&cfg, &run, opts[k], 3);
+                for (int c = 0; c < MEM_NCAT; c++) {
+                    if (pred.bytes[c] != meas.bytes[c] || pred.host[c] != meas.host[c])
+                        printf("%s %s %s %s: device %.0f / %.0f, host %.0f / %.0f\n",
+                               policies[p], MC_OPTIMIZER_NAMES[opts[k]], strategies[s],
+                               mem_category_name((MemCategory)c), pred.bytes[c], meas.bytes[c],
+                               pred.host[c], meas.host[c]);
+                    assert_true(pred.bytes[c] == meas.bytes[c]);
+                    assert_true(pred.host[c] == meas.host[c]);
+                }
+                assert_true(pred.to_host == meas.to_host && pred.to_host > 0);
+                assert_true(pred.to_device == meas.to_device && pred.to_device > 0);
+                run.offload = false;
+                McPeaks on = memcalc_predict(&cfg, &run, opts[k]);
+                assert_true(pred.bytes[MEM_OPTIM] == 0 && on.bytes[MEM_OPTIM] > 0);
+                for (int c = 0; c < MEM_NCAT; c++)
+                    if (c != MEM_OPTIM && c != MEM_TEMP)
+                        assert_true(pred.bytes[c] == on.bytes[c]);
+                assert_true(pred.bytes[MEM_TEMP] <= on.bytes[MEM_TEMP]);
+                if (opts[k] != MC_ADAFACTOR)
+                    assert_true(pred.bytes[MEM_TEMP] == on.bytes[MEM_TEMP]);
+            }
+}
+
+/* The host pool is outside the device's budget and its caching model: a host block larger than
+ * either is served, and the device reserves nothing for it. */
+static void test_host_outside_budget_and_device(void **state)
+{
+    (void)state;
+    size_t before = mem_current(MEM_ALL);
+    mem_set_budget(MEM_ALL, before + 4096);
+    assert_true(mem_device_begin(1 << 16, 1 << 12));
+    unsigned old = mem_host_categories(1u << MEM_OPTIM);
+    void *h = mem_try_alloc(MEM_OPTIM, 1 << 20);
+    mem_host_categories(old);
+    assert_non_null(h);
+    assert_true(mem_is_host(h));
+    assert_int_equal(mem_device_stats().reserved, 0);
+    assert_int_equal(mem_current(MEM_ALL), before);
+    assert_int_equal(mem_host_current(MEM_OPTIM), 1 << 20);
+    assert_null(mem_try_alloc(MEM_OPTIM, 1 << 20));             /* the device's is refused */
+    mem_free(h);
+    assert_int_equal(mem_host_current(MEM_OPTIM), 0);
+    assert_true(mem_device_end());
+    mem_set_budget(MEM_ALL, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -229,6 +299,8 @@ int main(void)
         cmocka_unit_test(test_fp8),
         cmocka_unit_test(test_other_optimizers),
         cmocka_unit_test(test_offload_after_steps),
+        cmocka_unit_test(test_calculator_predicts_offload),
+        cmocka_unit_test(test_host_outside_budget_and_device),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

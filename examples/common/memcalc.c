@@ -92,6 +92,9 @@ static void each_tensor(const GptConfig *c, TensorFn fn, void *acc)
 typedef struct {
     McOptimizer o;
     double      params, state, adafactor_scratch;
+    /* The update's scratch at one tensor, the largest: Adafactor's statistics (fp32 gradients,
+     * read in place) and with a packed gradient its decoded copy too, alive together. */
+    double      update_scratch, update_scratch_packed;
 } Tally;
 
 /* Exact state bytes of one tensor, as the optimizer's constructor allocates them. */
@@ -100,6 +103,9 @@ static void tally(long rows, long cols, void *acc)
     Tally *t = acc;
     double n = (double)rows * cols;
     t->params += n;
+    double mine = t->o == MC_ADAFACTOR ? 8.0 * (3 * rows + cols) + 4.0 * (rows + cols) : 0.0;
+    t->update_scratch = fmax(t->update_scratch, mine);
+    t->update_scratch_packed = fmax(t->update_scratch_packed, mine + F32 * n);
     switch (t->o) {
     case MC_ADAM8BIT:
         t->state += n >= ADAM8BIT_MIN ? 2.0 * n + 8.0 * ceil(n / ADAM8BIT_BLOCK) : 8.0 * n;
@@ -332,7 +338,7 @@ double memcalc_temp_peak(const GptConfig *cfg, const McRun *run, McOptimizer o)
     floats = fmax(floats, (2.0 + seed) * NC + k.params * fmax(V, run->T) * C);
     floats = fmax(floats, N);
     double bytes = F32 * floats;
-    if (o == MC_ADAFACTOR)
+    if (o == MC_ADAFACTOR && !run->offload)     /* the update's scratch, on the host with it */
         bytes = fmax(bytes, gpt_tally(cfg, o).adafactor_scratch);
     return bytes;
 }
@@ -361,12 +367,28 @@ static McStates policy_states(const GptConfig *cfg, const PrecisionPolicy *polic
 McPeaks memcalc_predict(const GptConfig *cfg, const McRun *run, McOptimizer o)
 {
     McStates s = policy_states(cfg, run->policy, o);
-    McPeaks p = { { 0 } };
+    McPeaks p = { .bytes = { 0 } };
     p.bytes[MEM_PARAM] = s.param;
     p.bytes[MEM_GRAD] = s.grad;
     p.bytes[MEM_OPTIM] = s.optim;
     p.bytes[MEM_ACT] = memcalc_act_peak(cfg, run);
     p.bytes[MEM_TEMP] = memcalc_temp_peak(cfg, run, o);
+    if (run->offload) {
+        /* optim/offload.h's host pool and traffic: per parameter, its gradient's and its own
+         * bytes as stored (a GPT has no scalar parameter, whose gradient would stay fp32). */
+        double psi = (double)memcalc_gpt_params(cfg), g = s.grad / psi, w = s.param / psi;
+        bool packed = w < F32;
+        p.host[MEM_PARAM] = packed ? s.param : 0.0;
+        p.host[MEM_GRAD] = s.grad;
+        p.host[MEM_OPTIM] = s.optim + (packed ? 0.0 : F32 * psi);
+        Tally t = gpt_tally(cfg, o);
+        p.host[MEM_TEMP] = g < F32 ? t.update_scratch_packed : t.update_scratch;
+        for (int c = 0; c < MEM_NCAT; c++)
+            p.host[MEM_ALL] += p.host[c];
+        p.to_host = g * psi;
+        p.to_device = w * psi;
+        p.bytes[MEM_OPTIM] = 0.0;
+    }
     for (int c = 0; c < MEM_NCAT; c++)
         p.bytes[MEM_ALL] += p.bytes[c];
     return p;

@@ -70,6 +70,13 @@ typedef struct {
      * per-row logsumexp L [B, H, T] (fp32) instead of P [B, H, T, T]. Only the act formulas
      * follow it; the temp formulas are the standard attention's. */
     bool         tiled;
+    /* The optimizer offloaded (optim/offload.h, train_gpt --offload optimizer): its masters and
+     * state in the host pool, the update there. The device's optim category is then 0 and its
+     * temp loses the update's scratch (Adafactor's); the host holds the state and masters, the
+     * fp32 parameters' copy under an fp32 parameter format (4 Psi, optim), the gradients (g Psi,
+     * grad) and the packed parameters (p Psi, param); each update moves g Psi down and p Psi
+     * up (g, p the gradient's and the parameter's bytes per value as stored). */
+    bool         offload;
 } McRun;
 
 /* The pieces the activation formulas are made of, in bytes: nn/gpt_acts.h's table summed by
@@ -103,6 +110,11 @@ double     memcalc_temp_peak(const GptConfig *cfg, const McRun *run, McOptimizer
  * param dtype is not fp32. */
 typedef struct {
     double bytes[MEM_NCAT + 1];
+    /* With run->offload: the host pool's param, grad and optim bytes (predicted: what it keeps
+     * between steps; measured: its peaks, temp included: a decoded gradient of the update), and
+     * the bytes one update moves each way. Zero without offload. */
+    double host[MEM_NCAT + 1];
+    double to_host, to_device;
 } McPeaks;
 
 McPeaks memcalc_predict(const GptConfig *cfg, const McRun *run, McOptimizer o);

@@ -142,7 +142,7 @@ McPeaks memcalc_predict_lora(const GptConfig *cfg, const McRun *run, McOptimizer
     }
     double trainable = (double)memcalc_lora_trainable(cfg, lora);
     bool masters = run->policy && run->policy->param != DTYPE_F32;
-    McPeaks p = { { 0 } };
+    McPeaks p = { .bytes = { 0 } };
     p.bytes[MEM_PARAM] = base_bytes(cfg, run->policy, lora->qlora, NULL) +
                          trainable * param_value_bytes(run->policy);
     /* The adapters' gradients are packed in policy_param_grad_dtype (autograd/tensor.h,

@@ -11,6 +11,7 @@
 #include "optim/adafactor.h"
 #include "optim/adam8bit.h"
 #include "optim/adamw.h"
+#include "optim/offload.h"
 #include "optim/sgd.h"
 
 static Optim *make_optimizer(McOptimizer o, Tensor *const *params, int n)
@@ -49,7 +50,8 @@ static void forward_backward(const Gpt *model, const McRun *run, const int *toke
  * packing a parameter holds its fp32 and packed copies for a moment, which a step never does),
  * less what was in use before the model existed (base). */
 static McPeaks measured_step(const Gpt *model, Optim *opt, const GptConfig *cfg,
-                             const McRun *run, uint64_t seed, const size_t *base)
+                             const McRun *run, uint64_t seed, const size_t *base,
+                             const size_t *host_base)
 {
     mem_reset_peaks();
     int count = run->B * run->T;
@@ -66,28 +68,53 @@ static McPeaks measured_step(const Gpt *model, Optim *opt, const GptConfig *cfg,
     forward_backward(model, run, tokens, targets);
     optim_step(opt, 1e-3);
     optim_zero_grad(opt);
-    McPeaks p;
-    for (int c = 0; c <= MEM_NCAT; c++)
+    McPeaks p = { .bytes = { 0 } };
+    for (int c = 0; c <= MEM_NCAT; c++) {
         p.bytes[c] = (double)(mem_peak((MemCategory)c) - base[c]);
+        p.host[c] = (double)(mem_host_peak((MemCategory)c) - host_base[c]);
+    }
+    OptimOffloadTraffic t = optim_offload_traffic(opt);
+    p.to_host = (double)t.to_host;
+    p.to_device = (double)t.to_device;
     free(tokens);
     free(targets);
     return p;
 }
 
+/* What is in use before the model exists, on the device and on the host. */
+static void bases(size_t *base, size_t *host_base)
+{
+    for (int c = 0; c <= MEM_NCAT; c++) {
+        base[c] = mem_current((MemCategory)c);
+        host_base[c] = mem_host_current((MemCategory)c);
+    }
+}
+
+/* The optimizer with the policy's masters, offloaded as optim/train.c's trainer_new_optimizer
+ * does it under run->offload. */
+static Optim *make_trained(McOptimizer o, const McRun *run, Tensor *const *params, int n)
+{
+    unsigned old = mem_host_categories(run->offload ? 1u << MEM_OPTIM : MEM_HOST_NONE);
+    Optim *opt = make_optimizer(o, params, n);
+    if (run->policy)
+        optim_use_policy(opt, run->policy);
+    if (run->offload)
+        optim_offload(opt);
+    mem_host_categories(old);
+    return opt;
+}
+
 McPeaks memcalc_measure(const GptConfig *cfg, const McRun *run, McOptimizer o, uint64_t seed)
 {
-    size_t base[MEM_NCAT + 1];
-    for (int c = 0; c <= MEM_NCAT; c++)
-        base[c] = mem_current((MemCategory)c);
+    size_t base[MEM_NCAT + 1], host_base[MEM_NCAT + 1];
+    bases(base, host_base);
 
     Gpt *model = gpt_new(cfg, seed);
     gpt_set_tiled_attention(model, run->tiled);
     int n;
     Tensor *const *params = gpt_params(model, &n);
-    Optim *opt = make_optimizer(o, params, n);
-    if (run->policy)
-        optim_use_policy(opt, run->policy);
-    McPeaks p = measured_step(model, opt, cfg, run, seed, base);
+    Optim *opt = make_trained(o, run, params, n);
+    McPeaks p = measured_step(model, opt, cfg, run, seed, base, host_base);
     optim_free(opt);
     gpt_free(model);
     return p;
@@ -102,9 +129,8 @@ McPeaks memcalc_measure_lora(const GptConfig *cfg, const McRun *run, McOptimizer
 {
     if (lora->rank == 0)
         return memcalc_measure(cfg, run, o, seed);
-    size_t base[MEM_NCAT + 1];
-    for (int c = 0; c <= MEM_NCAT; c++)
-        base[c] = mem_current((MemCategory)c);
+    size_t base[MEM_NCAT + 1], host_base[MEM_NCAT + 1];
+    bases(base, host_base);
     Gpt *model = gpt_new(cfg, seed);
     gpt_set_tiled_attention(model, run->tiled);
     int n;
@@ -119,10 +145,8 @@ McPeaks memcalc_measure_lora(const GptConfig *cfg, const McRun *run, McOptimizer
                       .qlora = lora->qlora };
     GptLora *gl = gpt_lora_new(model, &lc, seed + 1);
     Tensor *const *train = gpt_lora_params(gl, &n);
-    Optim *opt = make_optimizer(o, train, n);
-    if (run->policy)
-        optim_use_policy(opt, run->policy);
-    McPeaks p = measured_step(model, opt, cfg, run, seed, base);
+    Optim *opt = make_trained(o, run, train, n);
+    McPeaks p = measured_step(model, opt, cfg, run, seed, base, host_base);
     optim_free(opt);
     gpt_lora_free(gl);
     gpt_free(model);

@@ -29,6 +29,7 @@
 #include "examples/common/memcalc.h"
 #include "examples/common/settings.h"
 #include "examples/memory_calculator/fragmentation.h"
+#include "optim/train.h"
 
 typedef struct {
     bool         lecture, measure, fragmentation;
@@ -42,13 +43,14 @@ typedef struct {
     McRun        run;
     const char  *strategy_text;
     PrecisionPolicy policy;     /* run.policy points here (set in main: Options is copied) */
+    int          offload;       /* TRAIN_OFFLOAD_*, into run.offload */
 } Options;
 
 enum { FLAG_LECTURE = 256, FLAG_FRAGMENTATION, FLAG_PARAMS, FLAG_SWEEP, FLAG_PRECISION,
        FLAG_OPTIMIZER, FLAG_RANKS, FLAG_VOCAB, FLAG_SEQ, FLAG_LAYERS, FLAG_HEADS, FLAG_EMBD,
        FLAG_UNTIED, FLAG_SEPARATE_QKV, FLAG_BATCH, FLAG_STRATEGY, FLAG_POLICY, FLAG_THREADS,
        FLAG_KERNELS,
-       FLAG_NO_MEASURE };
+       FLAG_NO_MEASURE, FLAG_OFFLOAD };
 
 static void set_policy(void *opts, int id, const char *flag, const char *arg)
 {
@@ -116,6 +118,11 @@ static const Setting SETTINGS[] = {
               "T x T scratch per thread" },
     { .name = "kernels", .id = FLAG_KERNELS, .type = SETTING_CUSTOM,
       .set = settings_set_kernels, .arg = "K", .help = SETTINGS_KERNELS_HELP },
+    { .name = "offload", .id = FLAG_OFFLOAD, .type = SETTING_CHOICE, .offset = FIELD(offload),
+      .choices = TRAIN_OFFLOAD_NAMES, .def = "none", .arg = "W",
+      .help = "optimizer: the step with train_gpt --offload optimizer (its\n"
+              "masters and state on the host): the device's bytes, the\n"
+              "host's, and the bytes each update moves" },
     { .name = "no-measure", .id = FLAG_NO_MEASURE, .type = SETTING_SWITCH,
       .offset = FIELD(no_measure), .help = "formulas only" },
     { .heading = "  -h, --help          this text" },
@@ -166,6 +173,7 @@ static Options parse(int argc, char **argv)
         cli_usage_error("--strategy: budget:S has no formula here (use vanilla, memory-poor, "
                         "sqrt or every:K)");
     o.run.T = o.model.max_seq;
+    o.run.offload = o.offload == TRAIN_OFFLOAD_OPTIMIZER;
     return o;
 }
 
@@ -357,7 +365,29 @@ static void print_states_split(const Options *o, const McPeaks *p, const McPeaks
         sum_m += m->bytes[c];
     }
     printf("  %-8s %6.4g Psi %14.0f %14.0f\n", "total", sum_p / psi, sum_p, sum_m);
-    printf("  (optim: %s)\n", optim_parts(o->optimizer, o->policy.param != DTYPE_F32));
+    printf("  (optim: %s%s)\n", optim_parts(o->optimizer, o->policy.param != DTYPE_F32),
+           o->run.offload ? "; on the host with --offload" : "");
+}
+
+/* --offload optimizer: the host pool between steps and the traffic of one update, predicted
+ * beside measured (m NULL: formulas only). */
+static void print_offload(const McPeaks *p, const McPeaks *m)
+{
+    printf("\nOffloaded optimizer (optim/offload.h): the host pool's peak bytes (temp: the "
+           "update's scratch)\n");
+    for (int c = 0; c <= MEM_NCAT; c++) {
+        if (c == MEM_ACT)
+            continue;
+        printf("  host %-8s %14.0f", mem_category_name((MemCategory)c), p->host[c]);
+        if (m)
+            printf(" %14.0f", m->host[c]);
+        printf("\n");
+    }
+    printf("  per update: down (gradients) %.0f, up (parameters) %.0f", p->to_host,
+           p->to_device);
+    if (m)
+        printf("; measured %.0f and %.0f", m->to_host, m->to_device);
+    printf("\n");
 }
 
 static void print_predicted_measured(const Options *o)
@@ -372,6 +402,8 @@ static void print_predicted_measured(const Options *o)
     if (!o->measure) {
         for (int c = 0; c < MEM_NCAT; c++)
             printf("  %-8s %14.0f\n", mem_category_name((MemCategory)c), p.bytes[c]);
+        if (o->run.offload)
+            print_offload(&p, NULL);
         return;
     }
     McPeaks m = memcalc_measure(&o->model, &o->run, o->optimizer, 1);
@@ -383,6 +415,8 @@ static void print_predicted_measured(const Options *o)
     }
     printf("  (total predicted = the sum of the peaks, an upper bound: the categories do not all "
            "peak at the same moment)\n");
+    if (o->run.offload)
+        print_offload(&p, &m);
     print_states_split(o, &p, &m);
 }
 

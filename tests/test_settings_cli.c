@@ -98,6 +98,7 @@ static void test_lora_finetune(void **state)
     refused("lora_finetune", "--plot x.png", "--plot needs --log");
     refused("lora_finetune", "--methods full,none", "none (the base only) goes alone");
     refused("lora_finetune", "--pretrain-decay wsd", "--pretrain-decay: 'wsd' is not one of");
+    refused("lora_finetune", "--pretrain-eval-every -1", "--pretrain-eval-every: -1 is out of");
     /* The base's recipe (docs/lora.md, "The base's recipe"): shorter or constant, it ended
      * below 95% of add on some seeds and CPUs; bench/claims.sh checks it over seeds. */
     expect(0, "lora_finetune", "--help", "or cosine to 0 (default cosine)");

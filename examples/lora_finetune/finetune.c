@@ -42,7 +42,11 @@ typedef struct {
     double      weight_decay;
     Rng         data;
     const char *label;
+    long        eval_every;     /* print the validation scores every so many steps; 0: never */
+    const Options *o;           /* eval_examples, for those scores */
 } LoopConfig;
+
+static double val_scores(const Gpt *m, const Task *task, const Options *o, double *exact);
 
 typedef struct {
     double ms_fastest, final_loss;
@@ -81,6 +85,14 @@ static LoopStats train_loop(const Gpt *m, Tensor *const *params, int n, const Ta
         if (step > steps - LOSS_WINDOW)
             loss_sum += value;
         progress_update(&progress, step, value, (long long)B * T, c.label);
+        if (c.eval_every > 0 && step % c.eval_every == 0) {
+            /* Teacher-forced, so cheap; the same exact match as greedy decoding (tasks.h).
+             * It reads the model only: the run's numbers are those without it. */
+            double exact, vloss = val_scores(m, task, c.o, &exact);
+            printf("%s step %ld: loss %.4f, validation loss %.4f, exact match %.1f%%\n",
+                   c.label, step, value, vloss, 100.0 * exact);
+            fflush(stdout);
+        }
     }
     progress_finish(&progress);
     LoopStats s = { .ms_fastest = fastest,
@@ -114,7 +126,7 @@ void pretrain(Gpt *model, const Task *task, const Options *o)
     LoopConfig c = { .sched = schedule(o->lr_pretrain, o->pretrain_steps, o->pretrain_batch,
                                        (SchedDecay)o->pretrain_decay),
                      .weight_decay = 0.1, .data = rng_new((uint64_t)o->seed, RNG_STREAM_DATA),
-                     .label = "pretrain" };
+                     .label = "pretrain", .eval_every = o->pretrain_eval_every, .o = o };
     train_loop(model, params, n, task, c);
 }
 
@@ -146,17 +158,18 @@ double greedy_accuracy(const Gpt *m, const Task *task, const Options *o)
 }
 
 /* Mean cross-entropy over the answer tokens of the first o->eval_examples validation examples
- * (teacher-forced): unlike exact match it also shows a partial loss of skill. */
-double validation_loss(const Gpt *m, const Task *task, const Options *o)
+ * (teacher-forced): unlike exact match it also shows a partial loss of skill. With exact, also
+ * the share of those examples whose every answer token is the argmax (task_count_exact). */
+static double val_scores(const Gpt *m, const Task *task, const Options *o, double *exact)
 {
-    int T = task_seq_len(task), total = task_val_count(task);
+    int T = task_seq_len(task), V = m->cfg.vocab_size, total = task_val_count(task);
     total = o->eval_examples < total ? o->eval_examples : total;
     int *tokens = xmalloc((size_t)EVAL_BATCH * T * sizeof *tokens);
     int *targets = xmalloc((size_t)EVAL_BATCH * T * sizeof *targets);
     Tape *tape = tape_new();
     tape->recording = false;
     double sum = 0.0;
-    long counted = 0;
+    long counted = 0, right = 0;
     for (int first = 0; first < total; first += EVAL_BATCH) {
         task_val_batch(task, first, EVAL_BATCH, tokens, targets);
         int n = 0;
@@ -165,6 +178,11 @@ double validation_loss(const Gpt *m, const Task *task, const Options *o)
                 targets[i] = -1;    /* rows past eval_examples are left out */
             n += targets[i] >= 0;
         }
+        if (exact) {
+            Tensor *logits = gpt_forward(m, tape, tokens, EVAL_BATCH, T);
+            right += task_count_exact(logits->data, targets, EVAL_BATCH, T, V);
+            tape_reset(tape);
+        }
         sum += gpt_loss(m, tape, tokens, targets, EVAL_BATCH, T)->data[0] * n;
         counted += n;
         tape_reset(tape);
@@ -172,7 +190,14 @@ double validation_loss(const Gpt *m, const Task *task, const Options *o)
     tape_free(tape);
     free(tokens);
     free(targets);
+    if (exact)
+        *exact = total > 0 ? (double)right / (double)total : 0.0;
     return counted ? sum / (double)counted : 0.0;
+}
+
+double validation_loss(const Gpt *m, const Task *task, const Options *o)
+{
+    return val_scores(m, task, o, NULL);
 }
 
 /* One run ------------------------------------------------------------------------------------ */

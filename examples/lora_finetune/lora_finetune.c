@@ -83,8 +83,8 @@ enum {
     FLAG_PRETRAIN_TASK = 256, FLAG_TASK, FLAG_LAYERS, FLAG_HEADS, FLAG_EMBD, FLAG_PRETRAIN_STEPS,
     FLAG_PRETRAIN_BATCH, FLAG_BASE, FLAG_CACHE_DIR, FLAG_STEPS, FLAG_BATCH, FLAG_LR_PRETRAIN,
     FLAG_LR_FULL, FLAG_LR_LORA, FLAG_LORA_ALPHA, FLAG_LORA_TARGETS, FLAG_RANKS, FLAG_QLORA_RANK,
-    FLAG_METHODS, FLAG_PRETRAIN_DECAY, FLAG_SEED, FLAG_THREADS, FLAG_KERNELS, FLAG_EVAL_EXAMPLES,
-    FLAG_LOG, FLAG_PLOT,
+    FLAG_METHODS, FLAG_PRETRAIN_DECAY, FLAG_PRETRAIN_EVAL_EVERY, FLAG_SEED, FLAG_THREADS,
+    FLAG_KERNELS, FLAG_EVAL_EXAMPLES, FLAG_LOG, FLAG_PLOT,
 };
 
 /* The values that are more than a number or a name: a folder, lists. */
@@ -142,6 +142,10 @@ static const Setting SETTINGS[] = {
     { .name = "pretrain-decay", .id = FLAG_PRETRAIN_DECAY, .type = SETTING_CHOICE,
       .offset = FIELD(pretrain_decay), .choices = decay_names, .def = "cosine", .arg = "NAME",
       .help = "pretraining's decay after the warmup: constant\nor cosine to 0" },
+    { .name = "pretrain-eval-every", .id = FLAG_PRETRAIN_EVAL_EVERY, .type = SETTING_LONG,
+      .offset = FIELD(pretrain_eval_every), .lo = 0, .hi = (double)(1L << 30), .def = "0",
+      .arg = "N", .help = "every N pretraining steps, print the base's\nvalidation loss "
+      "and exact match; 0: off" },
     { .name = "lr-full", .id = FLAG_LR_FULL, .type = SETTING_DOUBLE, .offset = FIELD(lr_full),
       .lo = 0.0, .hi = 10.0, .def = "5e-4", .arg = "X",
       .help = "full fine-tuning's learning rate" },
@@ -166,8 +170,8 @@ static const Setting SETTINGS[] = {
       .lo = 0, .hi = (double)(1L << 40), .def = "1", .arg = "N", .help = "weights and data" },
     { .name = "threads", .id = FLAG_THREADS, .type = SETTING_INT, .offset = FIELD(threads),
       .lo = 0, .hi = 1024, .def = "1", .arg = "N",
-      .help = "0 = one per core (the thread count changes the order of\n"
-              "sums, and the base's pretraining with it)" },
+      .help = "0 = one per core (in the fast mode the thread count\n"
+              "changes the order of sums, and the base's pretraining\nwith it)" },
     { .name = "kernels", .id = FLAG_KERNELS, .type = SETTING_CUSTOM,
       .set = settings_set_kernels, .arg = "K", .help = SETTINGS_KERNELS_HELP },
     { .name = "eval-examples", .id = FLAG_EVAL_EXAMPLES, .type = SETTING_INT,

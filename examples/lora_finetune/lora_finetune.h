@@ -18,6 +18,7 @@ typedef struct {
     int         batch, pretrain_batch;
     double      lr_pretrain, lr_full, lr_lora;
     int         pretrain_decay;      /* SchedDecay of the pretraining: constant or cosine */
+    long        pretrain_eval_every; /* print the old task's scores while pretraining; 0: no */
     double      alpha;           /* the adapters' alpha: a float in LoraConfig */
     unsigned    targets;
     int         ranks[MAX_RANKS], n_ranks;

@@ -225,6 +225,57 @@ static void test_max_batch_boundary(void **state)
     assert_true(predicted >= 1 && predicted <= B);
 }
 
+/* Offload as a way (FitSpace.offload, fit_largest --offload): each way comes twice, as it is and
+ * then offloaded, the latter predicted lower by exactly the device's optim bytes (AdamW's state
+ * and masters), run with train_gpt --offload optimizer; under a budget between the two, a real
+ * step fits offloaded and not on the device, with no optim bytes on the device. */
+static void test_offload_method(void **state)
+{
+    (void)state;
+    FitSpace space = tiny_space();
+    FitCandidate *plain, *all;
+    int n_plain = fit_candidates(&space, &plain);
+    space.offload = true;
+    int n = fit_candidates(&space, &all);
+    assert_int_equal(n, 2 * n_plain);
+    const FitCandidate *pick = NULL;
+    for (int i = 0; i < n; i += 2) {
+        const FitCandidate *a = &all[i], *b = &all[i + 1];
+        assert_false(a->offload);
+        assert_true(b->offload);
+        assert_true(a->predicted == plain[i / 2].predicted);
+        assert_true(a->model.n_embd == b->model.n_embd && a->B == b->B &&
+                    a->optimizer == b->optimizer && a->precision == b->precision);
+        PrecisionPolicy policy;
+        policy_preset(FIT_PRECISION_NAMES[a->precision], &policy);
+        McRun run = { .B = a->B, .T = a->T, .strategy = a->strategy, .threads = a->threads,
+                      .policy = a->precision == FIT_FP32 ? NULL : &policy };
+        double optim = memcalc_predict(&a->model, &run, a->optimizer).bytes[MEM_OPTIM];
+        if (a->optimizer == MC_ADAMW) {
+            assert_true(a->predicted - b->predicted == optim);
+            if (!pick && a->model.n_embd == 64 && a->model.n_layer == 2)
+                pick = a;
+        } else {
+            assert_true(a->predicted - b->predicted >= optim);
+        }
+    }
+    assert_non_null(pick);
+    char buf[512];
+    assert_non_null(strstr(fit_flags(pick + 1, buf, sizeof buf), " --offload optimizer"));
+    assert_null(strstr(fit_flags(pick, buf, sizeof buf), "--offload"));
+    assert_non_null(strstr(fit_describe(pick + 1, buf, sizeof buf), ", offload"));
+    size_t budget = (size_t)pick[1].predicted;
+    FitMeasure on = fit_measure(pick, budget, 0), off = fit_measure(pick + 1, budget, 0);
+    printf("budget %zu: on the device %s; offloaded %.0f bytes (predicted %.0f, %.0f without)\n",
+           budget, on.error, off.peak[MEM_ALL], pick[1].predicted, pick[0].predicted);
+    assert_false(on.fits);
+    assert_true(off.fits);
+    assert_true(off.peak[MEM_OPTIM] == 0);
+    assert_true(off.peak[MEM_ALL] <= (double)budget);
+    free(plain);
+    free(all);
+}
+
 /* Fine-tuning a base (FitSpace.base): a tiny model saved as a file. */
 static FitSpace base_space(char *path, size_t len)
 {
@@ -313,6 +364,7 @@ int main(void)
         cmocka_unit_test(test_search_winner_fits),
         cmocka_unit_test(test_too_small_budget),
         cmocka_unit_test(test_max_batch_boundary),
+        cmocka_unit_test(test_offload_method),
         cmocka_unit_test(test_fine_tuning_preference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -39,7 +39,7 @@ void fit_predict(FitCandidate *c)
     PrecisionPolicy policy;
     policy_preset(FIT_PRECISION_NAMES[c->precision], &policy);
     McRun run = { .B = c->B, .T = c->T, .strategy = c->strategy, .threads = c->threads,
-                  .policy = c->precision == FIT_FP32 ? NULL : &policy };
+                  .policy = c->precision == FIT_FP32 ? NULL : &policy, .offload = c->offload };
     c->params = memcalc_gpt_params(&c->model);
     c->trainable = memcalc_lora_trainable(&c->model, &c->lora);
     c->predicted = memcalc_predict_lora(&c->model, &run, c->optimizer, &c->lora).bytes[MEM_ALL];
@@ -79,16 +79,19 @@ static int add_ways(const FitSpace *s, const FitCandidate *shape, FitCandidate *
             if (B > s->target_batch || s->target_batch % B != 0)
                 continue;
             for (int p = 0; p < FIT_NPRECISIONS; p++)
-                for (int o = 0; o < N_OPTIMIZERS; o++) {
-                    FitCandidate x = *shape;
-                    x.B = B;
-                    x.accum = s->target_batch / B;
-                    x.strategy = (CkptStrategy){ STRATEGIES[k], 0 };
-                    x.precision = (FitPrecision)p;
-                    x.optimizer = OPTIMIZERS[o];
-                    fit_predict(&x);
-                    c[n++] = x;
-                }
+                for (int o = 0; o < N_OPTIMIZERS; o++)
+                    /* LoRA's prediction has no offload: full training only. */
+                    for (int off = 0; off <= (int)(s->offload && !shape->lora.rank); off++) {
+                        FitCandidate x = *shape;
+                        x.B = B;
+                        x.accum = s->target_batch / B;
+                        x.strategy = (CkptStrategy){ STRATEGIES[k], 0 };
+                        x.precision = (FitPrecision)p;
+                        x.optimizer = OPTIMIZERS[o];
+                        x.offload = off;
+                        fit_predict(&x);
+                        c[n++] = x;
+                    }
         }
     return n;
 }
@@ -101,7 +104,8 @@ bool fit_lora_rank_useful(int rank, const GptConfig *base)
 /* On a base: full fine-tuning, then each rank (largest first), plain then QLoRA. */
 static int fine_tuning_candidates(const FitSpace *s, FitCandidate **out)
 {
-    int per_way = N_STRATEGIES * s->n_batches * FIT_NPRECISIONS * N_OPTIMIZERS;
+    int per_way = N_STRATEGIES * s->n_batches * FIT_NPRECISIONS * N_OPTIMIZERS *
+                  (1 + (int)s->offload);
     FitCandidate *c = malloc((size_t)(1 + 2 * FIT_N_LORA_RANKS) * per_way * sizeof *c);
     if (!c)
         return *out = NULL, 0;
@@ -123,7 +127,7 @@ int fit_candidates(const FitSpace *s, FitCandidate **out)
     if (s->base)
         return fine_tuning_candidates(s, out);
     int n_max = s->n_layers * s->n_widths * N_STRATEGIES * s->n_batches * FIT_NPRECISIONS *
-                N_OPTIMIZERS;
+                N_OPTIMIZERS * (1 + (int)s->offload);
     FitCandidate *c = malloc((size_t)n_max * sizeof *c);
     if (!c)
         return *out = NULL, 0;
@@ -197,9 +201,10 @@ const char *fit_describe(const FitCandidate *c, char *buf, size_t len)
         m[0] = ',', m[1] = ' ';
         fit_method(c, m + 2, sizeof m - 2);
     }
-    snprintf(buf, len, "L%d C%d H%d, B %d x %d, %s, %s, %s%s", c->model.n_layer,
+    snprintf(buf, len, "L%d C%d H%d, B %d x %d, %s, %s, %s%s%s", c->model.n_layer,
              c->model.n_embd, c->model.n_head, c->B, c->accum, ckpt_name(c->strategy, s, sizeof s),
-             FIT_PRECISION_NAMES[c->precision], MC_OPTIMIZER_NAMES[c->optimizer], m);
+             FIT_PRECISION_NAMES[c->precision], MC_OPTIMIZER_NAMES[c->optimizer],
+             c->offload ? ", offload" : "", m);
     return buf;
 }
 
@@ -216,9 +221,10 @@ const char *fit_flags(const FitCandidate *c, char *buf, size_t len)
                  c->lora.rank, lora_targets_str(c->lora.targets, t, sizeof t),
                  c->lora.qlora ? " --qlora" : "");
     snprintf(buf, len,
-             "%s --seq %d --batch %d --accum %d --checkpoint %s --precision %s --optimizer %s",
+             "%s --seq %d --batch %d --accum %d --checkpoint %s --precision %s --optimizer %s%s",
              model, c->T, c->B, c->accum, ckpt_name(c->strategy, s, sizeof s),
-             FIT_PRECISION_NAMES[c->precision], MC_OPTIMIZER_NAMES[c->optimizer]);
+             FIT_PRECISION_NAMES[c->precision], MC_OPTIMIZER_NAMES[c->optimizer],
+             c->offload ? " --offload optimizer" : "");
     return buf;
 }
 
@@ -297,6 +303,7 @@ static void child_step(const FitCandidate *c, size_t budget, unsigned what, int 
     cfg.model = c->model;
     cfg.optimizer = train_optimizer(c->optimizer);
     cfg.checkpoint = c->strategy;
+    cfg.offload = c->offload ? TRAIN_OFFLOAD_OPTIMIZER : TRAIN_OFFLOAD_NONE;
     policy_preset(FIT_PRECISION_NAMES[c->precision], &cfg.policy);
     Trainer *tr = new_trainer(c, &cfg);
     size_t count = (size_t)c->accum * c->B * c->T;

@@ -54,6 +54,8 @@ typedef struct {
     const char  *base;
     McLora       lora;
     size_t       trainable;     /* parameters the optimizer updates */
+    bool         offload;       /* train_gpt --offload optimizer: masters and state on the
+                                 * host, outside the budget (optim/offload.h) */
 } FitCandidate;
 
 /* The ranks tried on a base, largest first. */
@@ -73,6 +75,11 @@ typedef struct {
     /* Fine-tuning: the base file and its shape (layers and widths are then ignored). */
     const char *base;
     GptConfig   base_model;
+    /* Also the ways with the optimizer offloaded (fit_largest --offload): each way of training
+     * is tried as it is, then offloaded. Offload changes no number of the run (the same bits,
+     * optim/offload.h), only its traffic, so it comes before another optimizer or precision
+     * would, and after the same way on the device. */
+    bool        offload;
 } FitSpace;
 
 FitSpace fit_space_default(int V, int T, int threads);
@@ -85,8 +92,8 @@ int    fit_candidates(const FitSpace *s, FitCandidate **out);
 /* Steps 2 and 3 in place: the survivors, one per shape, largest first; returns their count. */
 int    fit_filter_sort(FitCandidate *c, int n, size_t budget);
 
-/* "L4 C256 H8, B 16 x 2, sqrt, bf16, adam8bit", with ", LoRA r 16" (or QLoRA, or "full
- * fine-tuning") on a base. */
+/* "L4 C256 H8, B 16 x 2, sqrt, bf16, adam8bit", with ", offload" when offloaded and ", LoRA r 16"
+ * (or QLoRA, or "full fine-tuning") on a base. */
 const char *fit_describe(const FitCandidate *c, char *buf, size_t len);
 /* "from scratch", "full fine-tuning", "LoRA r 16", "QLoRA r 8". */
 const char *fit_method(const FitCandidate *c, char *buf, size_t len);
@@ -96,7 +103,8 @@ unsigned    fit_lora_targets(const GptConfig *base);
 /* A rank is searched when 2 r < C: from r = C / 2 on, an adapter on a [C, C] weight holds as
  * many numbers as the weight (r (C + C) >= C^2), and full fine-tuning trains no more. */
 bool        fit_lora_rank_useful(int rank, const GptConfig *base);
-/* The train_gpt flags that run it: "--layers 4 --heads 8 ... --optimizer adam8bit"; on a base
+/* The train_gpt flags that run it: "--layers 4 --heads 8 ... --optimizer adam8bit" (and
+ * "--offload optimizer"); on a base
  * "--load-base FILE [--lora R --lora-targets T [--qlora]] --seq ..." instead of the shape. */
 const char *fit_flags(const FitCandidate *c, char *buf, size_t len);
 /* Forward-equivalents of one micro-batch under its strategy over one without recomputation:

@@ -28,7 +28,8 @@
 
 enum {
     OPT_BUDGET = 256, OPT_TIME, OPT_DATA, OPT_SEQ, OPT_TARGET_BATCH, OPT_VERIFY, OPT_MIN_STEPS,
-    OPT_NO_TRAIN, OPT_SAMPLE, OPT_OUT, OPT_WORK, OPT_TRAIN_GPT, OPT_THREADS, OPT_KERNELS,
+    OPT_NO_TRAIN, OPT_SAMPLE, OPT_OUT, OPT_WORK, OPT_OFFLOAD, OPT_TRAIN_GPT, OPT_THREADS,
+    OPT_KERNELS,
     OPT_EXERCISE,
     OPT_LAYERS, OPT_EMBD, OPT_PRECISION, OPT_OPTIMIZER, OPT_MAX_BATCH, OPT_BASE, OPT_END
 };
@@ -110,6 +111,10 @@ static const Setting SETTINGS[] = {
       .arg = "FILE", .help = "the table as TSV (one row)" },
     { .name = "work", .id = OPT_WORK, .type = SETTING_CUSTOM, .set = set_work, .def = "/tmp",
       .arg = "DIR", .help = "train_gpt's log and output" },
+    { .name = "offload", .id = OPT_OFFLOAD, .type = SETTING_SWITCH, .offset = FIELD(offload),
+      .help = "also try each way with its optimizer offloaded (train_gpt\n"
+              "--offload optimizer: masters and state on the host, outside\n"
+              "--budget; the same numbers, more traffic)" },
     { .name = "train-gpt", .id = OPT_TRAIN_GPT, .type = SETTING_STRING,
       .offset = FIELD(train_gpt), .arg = "PATH",
       .help = "the trainer (default: next to this program)" },
@@ -240,6 +245,7 @@ int main(int argc, char **argv)
     space.target_batch = o.target_batch;
     space.base = o.base;
     space.base_model = o.base_model;
+    space.offload = o.offload;
     FitGoal goal = { .budget = o.budget, .train_seconds = FIT_TRAIN_SHARE * o.seconds,
                      .min_steps = o.min_steps, .verify = o.verify };
     char b[32];

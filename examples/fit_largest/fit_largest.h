@@ -17,7 +17,7 @@ typedef struct {
     const char  *data;
     int          seq, target_batch, verify, sample, threads;
     long         min_steps;
-    bool         no_train;
+    bool         no_train, offload;
     const char  *out, *work, *train_gpt;
     const char  *base;           /* --base: fine-tune this model (NULL: from scratch) */
     GptConfig    base_model;     /* its shape */

@@ -51,8 +51,8 @@ Ddp *ddp_new(DistComm *c, Trainer *t, const DdpConfig *cfg)
     d->t = t;
     d->cfg = *cfg;
     Optim *o = t->optim;
-    /* The buckets are fp32 and copied whole from and into the gradients (a bf16 all-reduce
-     * is not built): the gradients stay fp32 buffers, holding the format's values. */
+    /* The buckets are fp32 buffers copied whole from and into the gradients (the wire, if
+     * lower, encodes from them): the gradients stay fp32 buffers, holding the format's values. */
     optim_keep_fp32_grads(o);
     d->n_params = o->n;
     d->order = xcalloc((size_t)o->n, sizeof *d->order);

@@ -47,7 +47,8 @@
  * recomputation a checkpointing strategy makes), the ends once, since the head's forward and
  * backward run back to back and the embedding's backward reads no weight: with vanilla,
  * (3 Psi_blocks + 2 Psi_ends)(N-1)/N, the paper's 3 Psi (N-1)/N less the ends' second gather.
- * Gradients travel as fp32 (4 bytes), weights in the parameter format (2 bytes under bf16).
+ * Gradients travel on the wire zero_set_wire chose (fp32 4 bytes by default, bf16 2, e5m2 1 and
+ * a scale per message), weights in the parameter format (2 bytes under bf16).
  * The loss and the norm add N-1 doubles each way, the skip check one int. */
 #include "dist/comm.h"
 #include "optim/train.h"

@@ -9,6 +9,14 @@
 #include "autograd/mem.h"
 #include "optim/step.h"
 
+/* pipedream: one copy of the stage's weights (their stored bytes and scales), shared by the
+ * micro-batches in flight whose forward used it. */
+typedef struct {
+    unsigned char *bytes;           /* category param */
+    float         *scales;
+    int            refs;
+} Stash;
+
 /* One micro-batch in flight on this stage: what its forward left for its backward. */
 typedef struct {
     GptPass     *pass;              /* the stage's share of the model (nn/gpt_pass.h) */
@@ -17,6 +25,9 @@ typedef struct {
     Tensor      *y;                 /* the output (owned by the pass), until it is sent */
     float       *out;               /* send buffer of y, until the send completes */
     DistRequest  out_req;
+    float        loss;              /* the last stage's, sent back with dx (pipedream) */
+    long         version;           /* pipedream: the stage's updates before its forward */
+    Stash       *stash;             /* pipedream: its weights, once an update replaced them */
 } Slot;
 
 /* A send whose buffer is freed once it completes (dx to the previous stage). */
@@ -33,9 +44,19 @@ struct Pipeline {
     int          *first;            /* [p + 1] */
     PipeSchedule  sched;
     StepStrategy  strategy;         /* the step's callbacks (optim/step.h) */
-    Slot         *slots;            /* [m] */
-    Pending      *pending;          /* [m] dx sends */
+    Slot         *slots;            /* [m]: micro-batch n in slots[n % m] */
+    Pending      *pending;          /* [2 m] dx sends */
     int           n_pending;
+    /* pipedream (async) */
+    bool          async;
+    StepStrategy  update;           /* the tail of an update inside a step: no collective */
+    long          n_fwd, n_bwd;     /* micro-batches forwarded, backpropagated so far */
+    double        lr;               /* the step's */
+    long          updates;
+    long          stale_sum, stale_max;
+    size_t        stash_bytes, stash_peak, weight_bytes;
+    int           n_losses;         /* losses known this step (backwards run) */
+    int           tok_B, tok_T;     /* the micro-batches' shape, for pipe_drain */
     PipeEvent    *events;           /* [2 m] */
     int           n_events;
     uint64_t      bytes_sent;
@@ -44,6 +65,7 @@ struct Pipeline {
 };
 
 static StepStrategy pipe_strategy(Pipeline *pp);
+static StepStrategy pipe_update_strategy(Pipeline *pp);
 
 static double now(void)
 {
@@ -186,7 +208,7 @@ Pipeline *pipe_new_on(DistComm *comm, Trainer *t, PipeSchedKind kind, int m, con
     pp->m = m;
     pp->first = malloc((size_t)(pp->p + 1) * sizeof *pp->first);
     pp->slots = calloc((size_t)m, sizeof *pp->slots);
-    pp->pending = calloc((size_t)m, sizeof *pp->pending);
+    pp->pending = calloc((size_t)2 * m, sizeof *pp->pending);
     pp->events = calloc((size_t)2 * m, sizeof *pp->events);
     if (!pp->first || !pp->slots || !pp->pending || !pp->events)
         tensor_fatal("out of memory for a pipeline");
@@ -195,6 +217,11 @@ Pipeline *pipe_new_on(DistComm *comm, Trainer *t, PipeSchedKind kind, int m, con
     if (o.hi <= o.lo || first[pp->p] != t->cfg.model.n_layer)
         tensor_fatal("pipe_new: stage %d gets blocks [%d, %d) of %d", pp->stage, o.lo, o.hi,
                      t->cfg.model.n_layer);
+    pp->async = kind == PIPE_PIPEDREAM;
+    if (pp->async && (m < pp->p || (t->cfg.model.tied && pp->p > 1) ||
+                      t->cfg.loss_scale.mode == LOSS_SCALE_DYNAMIC))
+        tensor_fatal("pipe_new: pipedream needs m >= p (%d < %d?), an untied head and a static "
+                     "loss scale", m, pp->p);
     int n_params;
     gpt_params(t->model, &n_params);
     if (!t->optim || t->optim->n != n_params)
@@ -213,6 +240,9 @@ Pipeline *pipe_new_on(DistComm *comm, Trainer *t, PipeSchedKind kind, int m, con
         pp->slots[k].pass = gpt_pass_new(t->model, &share, tape);
     }
     pp->strategy = pipe_strategy(pp);
+    pp->update = pipe_update_strategy(pp);
+    for (int i = 0; i < t->optim->n; i++)
+        pp->weight_bytes += tensor_bytes(t->optim->params[i]);
     return pp;
 }
 
@@ -220,6 +250,7 @@ void pipe_free(Pipeline *pp)
 {
     if (!pp)
         return;
+    pipe_drain(pp);
     for (int k = 0; k < pp->m; k++) {
         gpt_pass_free(pp->slots[k].pass);
         tape_free(pp->slots[k].tape);
@@ -262,6 +293,7 @@ static void from_holder(Pipeline *pp, void *dst, const void *mine, size_t bytes,
 void pipe_give_back(Pipeline *pp)
 {
     Trainer *t = pp->tr;
+    pipe_drain(pp);
     pipe_share_weights(pp);
     int n;
     Tensor *const *params = gpt_params(t->model, &n);
@@ -313,71 +345,183 @@ static int tag_log_clock(const Pipeline *pp) { return 2 * pp->m + 1; }
 static int tag_log_events(const Pipeline *pp) { return 2 * pp->m + 2; }
 int pipe_first_free_tag(const Pipeline *pp) { return 2 * pp->m + 3; }
 
-/* Micro-batch k's forward. Activations travel as fp32 values (under a policy the values the act
- * dtype rounded them to) followed by the scale they were rounded with; the receiver packs them
- * back, so its act bytes and values are those of one tape. */
-static void forward(Pipeline *pp, int k, const int *tokens, const int *targets, int B, int T,
+/* Weight stashing (pipedream) ---------------------------------------------------------------- */
+
+static void stash_count(Pipeline *pp, long delta)
+{
+    pp->stash_bytes += (size_t)delta;
+    if (pp->stash_bytes > pp->stash_peak)
+        pp->stash_peak = pp->stash_bytes;
+}
+
+/* A parameter's stored bytes: its packed codes, or its fp32 values. */
+static unsigned char *storage(Tensor *p)
+{
+    if (p->dtype != DTYPE_F32) {
+        if (p->borrows_data)
+            tensor_fatal("pipedream: %s reads borrowed master weights; cannot stash it", p->name);
+        tensor_release(p);          /* no unpacked copy of the old values may survive a swap */
+        return p->packed;
+    }
+    return (unsigned char *)p->data;
+}
+
+/* Before an update: the micro-batches in flight whose forward read the current weights keep a
+ * copy of them (one, shared). */
+static void stash_before_update(Pipeline *pp)
+{
+    Stash *st = NULL;
+    Optim *o = pp->tr->optim;
+    for (long n = pp->n_bwd; n < pp->n_fwd; n++) {
+        Slot *sl = &pp->slots[n % pp->m];
+        if (sl->stash)
+            continue;
+        if (!st) {
+            st = calloc(1, sizeof *st);
+            if (!st || !(st->scales = malloc((size_t)o->n * sizeof *st->scales)))
+                tensor_fatal("out of memory for a weight stash");
+            st->bytes = mem_alloc(MEM_PARAM, pp->weight_bytes);
+            stash_count(pp, (long)pp->weight_bytes);
+            size_t at = 0;
+            for (int i = 0; i < o->n; i++) {
+                Tensor *p = o->params[i];
+                memcpy(st->bytes + at, storage(p), tensor_bytes(p));
+                st->scales[i] = p->scale;
+                at += tensor_bytes(p);
+            }
+        }
+        st->refs++;
+        sl->stash = st;
+    }
+}
+
+/* The stash's weights and the stage's exchange places, byte for byte (twice: back again). */
+static void stash_swap(Pipeline *pp, Stash *st)
+{
+    Optim *o = pp->tr->optim;
+    size_t at = 0;
+    for (int i = 0; i < o->n; i++) {
+        Tensor *p = o->params[i];
+        unsigned char *a = storage(p), *b = st->bytes + at;
+        for (size_t j = 0, n = tensor_bytes(p); j < n; j++) {
+            unsigned char x = a[j];
+            a[j] = b[j];
+            b[j] = x;
+        }
+        float sc = p->scale;
+        p->scale = st->scales[i];
+        st->scales[i] = sc;
+        at += tensor_bytes(p);
+    }
+}
+
+static void stash_drop(Pipeline *pp, Slot *sl)
+{
+    Stash *st = sl->stash;
+    sl->stash = NULL;
+    if (!st || --st->refs > 0)
+        return;
+    mem_free(st->bytes);
+    stash_count(pp, -(long)pp->weight_bytes);
+    free(st->scales);
+    free(st);
+}
+
+/* Micro-batch n's forward (slot n % m; tokens and targets its rows). Activations travel as fp32
+ * values (under a policy the values the act dtype rounded them to) followed by the scale they
+ * were rounded with; the receiver packs them back, so its act bytes and values are those of one
+ * tape. */
+static void forward(Pipeline *pp, long n, const int *tokens, const int *targets, int B, int T,
                     PipeEvent *ev)
 {
+    int k = (int)(n % pp->m);
     Slot *sl = &pp->slots[k];
     const PrecisionPolicy *policy = sl->tape->policy;
     int C = pp->tr->cfg.model.n_embd;
-    size_t n = (size_t)B * T * C, rows = (size_t)B * T;
+    size_t len = (size_t)B * T * C;
+    sl->version = pp->updates;
     if (pp->stage > 0) {
-        float *in = mem_alloc(MEM_TEMP, (n + 1) * sizeof *in);
-        recv_polite(pp->comm, in, (n + 1) * sizeof *in, pp->stage - 1, tag_activation(k));
+        float *in = mem_alloc(MEM_TEMP, (len + 1) * sizeof *in);
+        recv_polite(pp->comm, in, (len + 1) * sizeof *in, pp->stage - 1, tag_activation(k));
         ev->ready = now() - pp->t0;
         sl->x = tensor_new3(MEM_ACT, B, T, C);
-        memcpy(sl->x->data, in, n * sizeof *in);
+        memcpy(sl->x->data, in, len * sizeof *in);
         if (policy && policy->act != DTYPE_F32)
-            tensor_pack(sl->x, policy->act, in[n]);
+            tensor_pack(sl->x, policy->act, in[len]);
         mem_free(in);
         sl->x->requires_grad = true;
     } else {
         ev->ready = now() - pp->t0;
     }
     double c0 = cpu_now();
-    Tensor *out = gpt_pass_forward(sl->pass, tokens + k * rows, targets + k * rows, sl->x, B, T);
+    Tensor *out = gpt_pass_forward(sl->pass, tokens, targets, sl->x, B, T);
     if (pp->stage == pp->p - 1) {
-        pp->loss_sum += out->data[0];
+        sl->loss = out->data[0];
+        if (!pp->async)
+            pp->loss_sum += sl->loss;
     } else {
         sl->y = out;
-        sl->out = mem_alloc(MEM_TEMP, (n + 1) * sizeof *sl->out);
-        memcpy(sl->out, tensor_unpack(sl->y), n * sizeof *sl->out);
+        sl->out = mem_alloc(MEM_TEMP, (len + 1) * sizeof *sl->out);
+        memcpy(sl->out, tensor_unpack(sl->y), len * sizeof *sl->out);
         tensor_release(sl->y);
-        sl->out[n] = sl->y->dtype == DTYPE_F32 ? 1.0f : sl->y->scale;
-        sl->out_req = dist_isend(pp->comm, sl->out, (n + 1) * sizeof *sl->out, pp->stage + 1,
+        sl->out[len] = sl->y->dtype == DTYPE_F32 ? 1.0f : sl->y->scale;
+        sl->out_req = dist_isend(pp->comm, sl->out, (len + 1) * sizeof *sl->out, pp->stage + 1,
                                  tag_activation(k));
     }
     ev->cpu = cpu_now() - c0;
 }
 
-static void backward(Pipeline *pp, int k, int B, int T, PipeEvent *ev)
+static void reap_pending(Pipeline *pp, bool all);
+
+/* Micro-batch n's backward. pipedream: with the weights its forward used (swapped in from the
+ * stash when an update has replaced them since), and its loss travels back with dx. */
+static void backward(Pipeline *pp, long n, int B, int T, PipeEvent *ev)
 {
+    int k = (int)(n % pp->m);
     Slot *sl = &pp->slots[k];
-    size_t n = (size_t)B * T * pp->tr->cfg.model.n_embd;
+    size_t len = (size_t)B * T * pp->tr->cfg.model.n_embd, wire = len + pp->async;
     float *dy = NULL;
     if (pp->stage < pp->p - 1) {
-        dy = mem_alloc(MEM_TEMP, n * sizeof *dy);
-        recv_polite(pp->comm, dy, n * sizeof *dy, pp->stage + 1, tag_gradient(k));
+        dy = mem_alloc(MEM_TEMP, wire * sizeof *dy);
+        recv_polite(pp->comm, dy, wire * sizeof *dy, pp->stage + 1, tag_gradient(k));
+        if (pp->async)
+            sl->loss = dy[len];
     }
     ev->ready = now() - pp->t0;
     double c0 = cpu_now();
+    if (sl->stash)
+        stash_swap(pp, sl->stash);
     if (dy) {
         gpt_pass_backward(sl->pass, dy);
         mem_free(dy);
     } else {
         /* (1/m) S: the seed one process accumulating m micro-batches gives each
-         * (optim/step.c). */
-        float seed = loss_scale_value(&pp->tr->scaler) * (1.0f / (float)pp->m);
+         * (optim/step.c); pipedream's update is on this micro-batch alone: S. */
+        float S = loss_scale_value(&pp->tr->scaler);
+        float seed = pp->async ? S : S * (1.0f / (float)pp->m);
         gpt_pass_backward(sl->pass, &seed);
     }
     tape_reset(sl->tape);
+    if (sl->stash) {
+        stash_swap(pp, sl->stash);
+        stash_drop(pp, sl);
+    }
+    if (pp->async) {
+        long stale = pp->updates - sl->version;
+        pp->stale_sum += stale;
+        pp->stale_max = stale > pp->stale_max ? stale : pp->stale_max;
+        pp->loss_sum += sl->loss;
+        pp->n_losses++;
+    }
     if (pp->stage > 0) {
+        if (pp->n_pending == 2 * pp->m)
+            reap_pending(pp, true);
         Pending *pd = &pp->pending[pp->n_pending++];
-        pd->buf = mem_alloc(MEM_TEMP, n * sizeof *pd->buf);
-        memcpy(pd->buf, tensor_grad(sl->x), n * sizeof *pd->buf);
-        pd->req = dist_isend(pp->comm, pd->buf, n * sizeof *pd->buf, pp->stage - 1,
+        pd->buf = mem_alloc(MEM_TEMP, wire * sizeof *pd->buf);
+        memcpy(pd->buf, tensor_grad(sl->x), len * sizeof *pd->buf);
+        if (pp->async)
+            pd->buf[len] = sl->loss;
+        pd->req = dist_isend(pp->comm, pd->buf, wire * sizeof *pd->buf, pp->stage - 1,
                              tag_gradient(k));
         tensor_free(sl->x);
     }
@@ -389,6 +533,22 @@ static void backward(Pipeline *pp, int k, int B, int T, PipeEvent *ev)
         mem_free(sl->out);
         sl->out = NULL;
     }
+}
+
+/* The dx sends that have completed freed (all of them: waited for). */
+static void reap_pending(Pipeline *pp, bool all)
+{
+    int kept = 0;
+    for (int i = 0; i < pp->n_pending; i++) {
+        Pending *pd = &pp->pending[i];
+        if (all)
+            wait_polite(&pd->req);
+        if (all || dist_test(&pd->req))
+            mem_free(pd->buf);
+        else
+            pp->pending[kept++] = *pd;
+    }
+    pp->n_pending = kept;
 }
 
 /* The step ---------------------------------------------------------------------------------- */
@@ -413,6 +573,8 @@ static void add_tied_halves(Pipeline *pp)
 
 double pipe_accumulate(Pipeline *pp, const int *tokens, const int *targets, int B, int T)
 {
+    if (pp->async)
+        tensor_fatal("pipe_accumulate: pipedream updates inside its steps (pipe_step)");
     uint64_t sent0 = pp->comm->bytes_sent;
     /* The clocks start together: a collective, then each rank's monotonic clock (one clock on
      * one machine; the gathered log subtracts the earliest start anyway). */
@@ -421,21 +583,20 @@ double pipe_accumulate(Pipeline *pp, const int *tokens, const int *targets, int 
     pp->loss_sum = 0.0;
     pp->n_pending = 0;
     const PipeAction *acts = pipe_stage_actions(&pp->sched, pp->stage);
+    size_t rows = (size_t)B * T;
     for (int i = 0; i < pp->sched.n_actions; i++) {
         PipeEvent *ev = &pp->events[i];
-        *ev = (PipeEvent){ .stage = pp->stage, .mb = acts[i].mb, .kind = acts[i].kind,
+        int k = acts[i].mb;
+        *ev = (PipeEvent){ .stage = pp->stage, .mb = k, .kind = acts[i].kind,
                            .start = now() - pp->t0 };
         if (acts[i].kind == PIPE_F)
-            forward(pp, acts[i].mb, tokens, targets, B, T, ev);
+            forward(pp, k, tokens + k * rows, targets + k * rows, B, T, ev);
         else
-            backward(pp, acts[i].mb, B, T, ev);
+            backward(pp, k, B, T, ev);
         ev->end = now() - pp->t0;
     }
     pp->n_events = pp->sched.n_actions;
-    for (int i = 0; i < pp->n_pending; i++) {
-        wait_polite(&pp->pending[i].req);
-        mem_free(pp->pending[i].buf);
-    }
+    reap_pending(pp, true);
     add_tied_halves(pp);
     pp->bytes_sent = pp->comm->bytes_sent - sent0;
     double loss = pp->stage == pp->p - 1 ? pp->loss_sum / pp->m : 0.0;
@@ -443,9 +604,66 @@ double pipe_accumulate(Pipeline *pp, const int *tokens, const int *targets, int 
     return loss;
 }
 
+/* pipedream: an update inside a step, the one tail (optim/step.h) on this stage alone. The
+ * trainer counts steps (global batches: --steps, the schedule of the learning rate), so the
+ * tail's count is taken back; the optimizer's own (Adam's bias correction) counts updates. */
+static void update_inside(Pipeline *pp)
+{
+    stash_before_update(pp);
+    TrainStepResult r = { 0 };
+    step_finish(pp->tr, &pp->update, pp->lr, &r);
+    pp->tr->step--;
+}
+
+/* One step of pipedream: the window of dist/pipeline_schedule.h, an update after each backward
+ * but the last, which is step_run's tail's (the copies it needs are made here). */
+static double window(Pipeline *pp, const int *tokens, const int *targets, int B, int T)
+{
+    uint64_t sent0 = pp->comm->bytes_sent;
+    pp->t0 = now();         /* no collective: a step starts when this stage is ready */
+    pp->loss_sum = 0.0;
+    pp->n_losses = 0;
+    pp->n_events = 0;
+    int w = pp->p - 1 - pp->stage;
+    size_t rows = (size_t)B * T;
+    for (int i = 0; i < pp->m; i++) {
+        PipeEvent *ev = &pp->events[pp->n_events++];
+        *ev = (PipeEvent){ .stage = pp->stage, .mb = (int)pp->n_fwd, .kind = PIPE_F,
+                           .start = now() - pp->t0 };
+        forward(pp, pp->n_fwd++, tokens + i * rows, targets + i * rows, B, T, ev);
+        ev->end = now() - pp->t0;
+        if (pp->n_fwd - 1 < w)
+            continue;               /* the very first step's warm-up */
+        ev = &pp->events[pp->n_events++];
+        *ev = (PipeEvent){ .stage = pp->stage, .mb = (int)pp->n_bwd, .kind = PIPE_B,
+                           .start = now() - pp->t0 };
+        backward(pp, pp->n_bwd++, B, T, ev);
+        ev->end = now() - pp->t0;
+        if (i + 1 < pp->m)
+            update_inside(pp);      /* the last is step_run's (m >= p: it exists) */
+    }
+    stash_before_update(pp);        /* for step_run's update, next */
+    reap_pending(pp, false);
+    pp->bytes_sent = pp->comm->bytes_sent - sent0;
+    return pp->loss_sum / pp->n_losses;
+}
+
+void pipe_drain(Pipeline *pp)
+{
+    if (!pp->async)
+        return;
+    while (pp->n_bwd < pp->n_fwd) {
+        PipeEvent ev = { 0 };
+        backward(pp, pp->n_bwd++, pp->tok_B, pp->tok_T, &ev);
+        update_inside(pp);
+    }
+    reap_pending(pp, true);
+}
+
 /* The pipeline as a strategy of optim/step.h: it runs the micro-batches in its schedule's
  * order; the norm adds each stage's sum of squares over the parameters it owns (a tied wte
- * counted on stage 0 only), in rank order. */
+ * counted on stage 0 only), in rank order. pipedream's runs a window and has no collective:
+ * each stage's update is its own. */
 static double on_micro_batches(Trainer *t, const int *tokens, const int *targets, int B, int T,
                                int K, void *ctx)
 {
@@ -453,8 +671,15 @@ static double on_micro_batches(Trainer *t, const int *tokens, const int *targets
     Pipeline *pp = ctx;
     if (K != pp->m)
         tensor_fatal("pipe_step: %d micro-batches for a schedule of %d", K, pp->m);
+    if (pp->async) {
+        pp->tok_B = B;
+        pp->tok_T = T;
+        return window(pp, tokens, targets, B, T);
+    }
     return pipe_accumulate(pp, tokens, targets, B, T);
 }
+
+static void on_released(void *ctx) { ((Pipeline *)ctx)->updates++; }
 
 static double on_sum(double x, void *ctx) { return dist_sum_double(((Pipeline *)ctx)->comm, x); }
 static bool on_all_ok(bool ok, void *ctx) { return dist_all_ok(((Pipeline *)ctx)->comm, ok); }
@@ -468,46 +693,77 @@ static bool on_counted(const Tensor *p, void *ctx)
 
 static StepStrategy pipe_strategy(Pipeline *pp)
 {
+    if (pp->async)
+        return (StepStrategy){ .name = "pipedream", .ctx = pp, .micro_batches = on_micro_batches,
+                               .released = on_released };
     return (StepStrategy){ .name = "pipeline", .ctx = pp, .micro_batches = on_micro_batches,
                            .sum_squares = on_sum, .all_ok = on_all_ok,
                            .counted = on_counted };
 }
 
+static StepStrategy pipe_update_strategy(Pipeline *pp)
+{
+    return (StepStrategy){ .name = "pipedream update", .ctx = pp, .released = on_released };
+}
+
 TrainStepResult pipe_step(Pipeline *pp, const int *tokens, const int *targets, int B, int T,
                           double lr)
 {
+    pp->lr = lr;
     return step_run(pp->tr, &pp->strategy, tokens, targets, B, T, pp->m, lr);
+}
+
+size_t pipe_stash_peak(const Pipeline *pp) { return pp->stash_peak; }
+size_t pipe_stage_weight_bytes(const Pipeline *pp) { return pp->weight_bytes; }
+long pipe_updates(const Pipeline *pp) { return pp->updates; }
+
+double pipe_staleness(const Pipeline *pp, int *max)
+{
+    if (max)
+        *max = (int)pp->stale_max;
+    return pp->n_bwd > 0 ? (double)pp->stale_sum / (double)pp->n_bwd : 0.0;
 }
 
 /* The log ----------------------------------------------------------------------------------- */
 
 PipeEvent *pipe_gather_events(Pipeline *pp, int *n)
 {
-    /* Each rank's absolute start, so rank 0 can put every event on one time axis. */
-    int per = pp->n_events;
-    size_t bytes = (size_t)per * sizeof(PipeEvent);
+    /* Each rank's absolute start, so rank 0 can put every event on one time axis, and its
+     * count (pipedream's first step has fewer backwards on the first stages). */
+    double head[2] = { pp->t0, (double)pp->n_events };
     if (pp->stage != 0) {
-        dist_send(pp->comm, &pp->t0, sizeof pp->t0, 0, tag_log_clock(pp));
-        dist_send(pp->comm, pp->events, bytes, 0, tag_log_events(pp));
+        dist_send(pp->comm, head, sizeof head, 0, tag_log_clock(pp));
+        dist_send(pp->comm, pp->events, (size_t)pp->n_events * sizeof(PipeEvent), 0,
+                  tag_log_events(pp));
         *n = 0;
         return NULL;
     }
-    PipeEvent *all = malloc(bytes * pp->p);
+    int per = 2 * pp->m, total = 0;
+    PipeEvent *all = malloc((size_t)per * pp->p * sizeof *all);
     double *t0 = malloc((size_t)pp->p * sizeof *t0);
-    if (!all || !t0)
+    int *count = malloc((size_t)pp->p * sizeof *count);
+    if (!all || !t0 || !count)
         tensor_fatal("out of memory for a pipeline log");
-    memcpy(all, pp->events, bytes);
-    t0[0] = pp->t0;
-    for (int s = 1; s < pp->p; s++) {
-        dist_recv(pp->comm, &t0[s], sizeof t0[s], s, tag_log_clock(pp));
-        dist_recv(pp->comm, all + (size_t)s * per, bytes, s, tag_log_events(pp));
+    for (int s = 0; s < pp->p; s++) {
+        if (s > 0)
+            dist_recv(pp->comm, head, sizeof head, s, tag_log_clock(pp));
+        else
+            head[1] = pp->n_events;
+        t0[s] = s > 0 ? head[0] : pp->t0;
+        count[s] = (int)head[1];
+        if (s > 0)
+            dist_recv(pp->comm, all + total, (size_t)count[s] * sizeof *all, s,
+                      tag_log_events(pp));
+        else
+            memcpy(all, pp->events, (size_t)count[0] * sizeof *all);
+        total += count[s];
     }
     double base = t0[0];
     for (int s = 1; s < pp->p; s++)
         base = t0[s] < base ? t0[s] : base;
-    for (int s = 0; s < pp->p; s++) {
-        for (int i = 0; i < per; i++) {
-            PipeEvent *e = &all[(size_t)s * per + i];
+    for (int s = 0, at = 0; s < pp->p; at += count[s++]) {
+        for (int i = 0; i < count[s]; i++) {
+            PipeEvent *e = &all[at + i];
             double shift = t0[s] - base;
             e->start += shift;
             e->ready += shift;
@@ -515,7 +771,8 @@ PipeEvent *pipe_gather_events(Pipeline *pp, int *n)
         }
     }
     free(t0);
-    *n = per * pp->p;
+    free(count);
+    *n = total;
     return all;
 }
 
@@ -540,14 +797,26 @@ double pipe_bubble(const PipeEvent *ev, int n, int p, double *bubble)
 double pipe_bubble_replayed(const PipeSchedule *s, const PipeEvent *ev, int n)
 {
     int p = s->p;
-    double *f = calloc((size_t)p * 3, sizeof *f), *b = f + p, *busy = f + 2 * p;
+    double *f = calloc((size_t)p * 5, sizeof *f), *b = f + p, *busy = f + 2 * p;
+    double *nf = f + 3 * p, *nb = f + 4 * p;
     if (!f)
         tensor_fatal("out of memory replaying a schedule");
-    for (int i = 0; i < n; i++)
-        (ev[i].kind == PIPE_F ? f : b)[ev[i].stage] += ev[i].cpu / s->m;
-    double span = pipe_simulate(s, f, b, busy), mean = 0.0;
-    for (int st = 0; st < p; st++)
-        mean += (1.0 - busy[st] / span) / p;
+    for (int i = 0; i < n; i++) {
+        (ev[i].kind == PIPE_F ? f : b)[ev[i].stage] += ev[i].cpu;
+        (ev[i].kind == PIPE_F ? nf : nb)[ev[i].stage] += 1.0;
+    }
+    for (int st = 0; st < p; st++) {
+        f[st] /= nf[st] > 0.0 ? nf[st] : 1.0;
+        b[st] /= nb[st] > 0.0 ? nb[st] : 1.0;
+    }
+    double mean = 0.0;
+    if (s->kind == PIPE_PIPEDREAM) {
+        mean = pipe_simulate_steady(p, s->m, f, b, NULL);
+    } else {
+        double span = pipe_simulate(s, f, b, busy);
+        for (int st = 0; st < p; st++)
+            mean += (1.0 - busy[st] / span) / p;
+    }
     free(f);
     return mean;
 }

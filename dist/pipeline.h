@@ -30,6 +30,34 @@
  * continues bit for bit (an untied head, no clipping: the equality above), and a snapshot of any
  * run starts a pipeline (pipe_new_on takes a loaded trainer).
  *
+ * PipeDream (kind PIPE_PIPEDREAM: asynchronous 1F1B with weight stashing, docs/pipeline.md). The
+ * micro-batches are one stream over the steps and the pipe is never flushed: a step (a window,
+ * dist/pipeline_schedule.h) runs on stage s the forwards of its m micro-batches, each followed
+ * by the backward of the micro-batch p-1-s before it (the w = p-1-s latest stay in flight into
+ * the next step), and each backward by an update of the stage's weights. The update is the one
+ * tail of optim/step.h (step_finish) on the stage alone: the last one of a step is step_run's
+ * own, the others run inside the strategy's micro_batches. Per update:
+ *     the learning rate is the step's (m updates at lr per step);
+ *     the loss of a micro-batch is seeded with S (not S/m: each update sees one micro-batch's
+ *         mean loss); S must be static (no --loss-scale dynamic: a skipped update on one stage
+ *         would need every stage to agree on the same micro-batch, a synchronisation);
+ *     clipping is per stage, on the norm of the stage's own gradients (the others' gradients
+ *         of the same micro-batch exist at other times on other ranks).
+ * Weight stashing: a micro-batch's backward must use the weights its forward used. Before each
+ * update the stage copies its current weights (their stored bytes: packed under a policy) for
+ * the micro-batches in flight that used them, and swaps that copy in around their backward;
+ * the last micro-batch using a copy frees it. In steady state stage s holds p-1-s copies besides
+ * its live weights (category param, pipe_stash_peak). The gradient of update u+1 on stage s was
+ * computed on the weights of version u - (p-1-s): staleness p-1-s (pipe_staleness). The stages
+ * use different versions for the same micro-batch, so the result is no single model's gradient:
+ * it equals one process that sets each stage's blocks to that stage's version before each
+ * micro-batch (tests/test_dist_pipedream.c). The untied head only (the two halves of a tied wte
+ * would be updated at different times on two ranks); m >= p.
+ * No collective runs inside a step: the loss travels back with the gradients (one more float),
+ * so stage s knows the losses of the micro-batches it backpropagated; the log's clocks are each
+ * rank's monotonic clock (one machine). pipe_drain ends the stream: the in-flight backwards and
+ * their updates; pipe_give_back and pipe_free drain first.
+ *
  * Waiting is a poll (dist_test, then a 20 us sleep), not MPI's spin: with more ranks than cores
  * a waiting rank must give its core to a computing one.
  *
@@ -83,19 +111,35 @@ const PipeSchedule *pipe_schedule(const Pipeline *pp);
 
 /* Forward and backward of m micro-batches (tokens, targets [m B T] on every rank, as for
  * trainer_step_accum), the tied head's terms added: the stage's gradients are then those of
- * trainer_accumulate(K = m). Returns the mean loss, on every rank. */
+ * trainer_accumulate(K = m). Returns the mean loss, on every rank. Not for pipedream, whose
+ * step is pipe_step alone (its updates happen inside the window). */
 double    pipe_accumulate(Pipeline *pp, const int *tokens, const int *targets, int B, int T);
-/* pipe_accumulate, then the update (see above). The result is the same on every rank. */
+/* pipe_accumulate, then the update (see above). The result is the same on every rank.
+ * pipedream: a window, m updates at lr; the loss is the mean over the micro-batches this stage
+ * backpropagated in the window (the last stage: the step's own m; stage s: p-1-s earlier), the
+ * norm that of the stage's last update. */
 TrainStepResult pipe_step(Pipeline *pp, const int *tokens, const int *targets, int B, int T,
                           double lr);
+/* pipedream: the backwards of the micro-batches still in flight, each followed by its update at
+ * the last step's learning rate. Collective; nothing for the synchronous schedules. */
+void      pipe_drain(Pipeline *pp);
+/* pipedream's weight stash on this stage: the peak bytes of the stashed copies so far, and the
+ * bytes of one copy of the stage's weights (the formula's unit: peak = (p-1-s) x that). */
+size_t    pipe_stash_peak(const Pipeline *pp);
+size_t    pipe_stage_weight_bytes(const Pipeline *pp);
+/* pipedream: updates applied on this stage, and the staleness of their gradients (how many
+ * updates of this stage came between a micro-batch's forward and its backward): mean, max. */
+long      pipe_updates(const Pipeline *pp);
+double    pipe_staleness(const Pipeline *pp, int *max);
 
 /* The first message tag the pipeline never uses on comm: a caller's own messages take it and
  * above. */
 int       pipe_first_free_tag(const Pipeline *pp);
-/* The last step's events on this rank ([2 m]) and its payload bytes sent. */
+/* The last step's events on this rank (up to 2 m; pipedream's micro-batches numbered over the
+ * whole stream) and its payload bytes sent. */
 const PipeEvent *pipe_events(const Pipeline *pp, int *n);
 uint64_t  pipe_bytes_sent(const Pipeline *pp);
-/* Collective: every rank's events of the last step, on rank 0 (*n = 2 m p; NULL elsewhere),
+/* Collective: every rank's events of the last step, on rank 0 (*n <= 2 m p; NULL elsewhere),
  * stage by stage, times from the earliest start over the ranks. Free with free(). */
 PipeEvent *pipe_gather_events(Pipeline *pp, int *n);
 
@@ -104,7 +148,8 @@ PipeEvent *pipe_gather_events(Pipeline *pp, int *n);
 double    pipe_bubble(const PipeEvent *ev, int n, int p, double *bubble);
 /* The schedule played with each action's measured CPU time as its duration (pipe_simulate,
  * means over micro-batches per stage and kind): the bubble a machine with a core per stage
- * would show. Returns the mean over stages. */
+ * would show. Returns the mean over stages. pipedream: in steady state
+ * (pipe_simulate_steady). */
 double    pipe_bubble_replayed(const PipeSchedule *s, const PipeEvent *ev, int n);
 
 #endif

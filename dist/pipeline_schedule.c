@@ -7,11 +7,11 @@
 
 #include "autograd/tensor.h"
 
-const char *const PIPE_SCHED_NAMES[] = { "naive", "gpipe", "1f1b", NULL };
+const char *const PIPE_SCHED_NAMES[] = { "naive", "gpipe", "1f1b", "pipedream", NULL };
 
 bool pipe_sched_parse(const char *name, PipeSchedKind *out)
 {
-    for (int k = 0; k < PIPE_NSCHED; k++) {
+    for (int k = 0; k < PIPE_NKINDS; k++) {
         if (strcmp(name, PIPE_SCHED_NAMES[k]) == 0) {
             *out = (PipeSchedKind)k;
             return true;
@@ -28,7 +28,7 @@ static void push(PipeAction **at, char kind, int mb)
 
 PipeSchedule pipe_schedule_new(PipeSchedKind kind, int p, int m)
 {
-    if (p < 1 || m < 1 || kind < 0 || kind >= PIPE_NSCHED)
+    if (p < 1 || m < 1 || kind < 0 || kind >= PIPE_NKINDS || (kind == PIPE_PIPEDREAM && m < p))
         tensor_fatal("pipe_schedule_new: kind %d, %d stages, %d micro-batches", (int)kind, p, m);
     PipeSchedule s = { kind, p, m, 2 * m, calloc((size_t)p * 2 * m, sizeof(PipeAction)) };
     if (!s.actions)
@@ -39,6 +39,13 @@ PipeSchedule pipe_schedule_new(PipeSchedKind kind, int p, int m)
             for (int k = 0; k < m; k++) {
                 push(&at, PIPE_F, k);
                 push(&at, PIPE_B, k);
+            }
+        } else if (kind == PIPE_PIPEDREAM) {
+            /* No warm-up and no drain: the w in flight come from the previous step and stay
+             * for the next. */
+            for (int k = 0; k < m; k++) {
+                push(&at, PIPE_F, k);
+                push(&at, PIPE_B, k - (p - 1 - st));
             }
         } else if (kind == PIPE_GPIPE) {
             for (int k = 0; k < m; k++)
@@ -92,6 +99,9 @@ int pipe_max_in_flight(const PipeSchedule *s, int stage)
 {
     const PipeAction *a = pipe_stage_actions(s, stage);
     int now = 0, most = 0;
+    for (int i = 0; i < s->n_actions; i++)      /* the previous step's, still in flight */
+        now += a[i].mb < 0;
+    most = now;
     for (int i = 0; i < s->n_actions; i++) {
         now += a[i].kind == PIPE_F ? 1 : -1;
         if (now > most)
@@ -100,22 +110,34 @@ int pipe_max_in_flight(const PipeSchedule *s, int stage)
     return most;
 }
 
-/* Finish time of an action, or -1 while it has not run. */
-static double *finish(double *done, int m, int stage, char kind, int mb)
+/* Finish time of an action, or -1 while it has not run; micro-batches -p .. m-1 (pipedream's
+ * negative ones are the previous step's). */
+static double *finish(double *done, int p, int m, int stage, char kind, int mb)
 {
-    return &done[((size_t)stage * 2 + (kind == PIPE_B)) * m + mb];
+    return &done[((size_t)stage * 2 + (kind == PIPE_B)) * (m + p) + mb + p];
 }
 
 double pipe_simulate(const PipeSchedule *s, const double *f, const double *b, double *busy)
 {
     int p = s->p, m = s->m;
-    double *done = malloc((size_t)p * 2 * m * sizeof *done);
+    double *done = malloc((size_t)p * 2 * (m + p) * sizeof *done);
     double *clock = calloc((size_t)p, sizeof *clock);
     int *next = calloc((size_t)p, sizeof *next);
     if (!done || !clock || !next)
         tensor_fatal("out of memory simulating a schedule");
-    for (size_t i = 0; i < (size_t)p * 2 * m; i++)
+    for (size_t i = 0; i < (size_t)p * 2 * (m + p); i++)
         done[i] = -1.0;
+    /* The previous step's backwards that this window does not run are done before it starts. */
+    for (int st = 0; st < p; st++) {
+        int first_b = 0;
+        for (int i = 0; i < s->n_actions; i++) {
+            PipeAction a = pipe_stage_actions(s, st)[i];
+            if (a.kind == PIPE_B && a.mb < first_b)
+                first_b = a.mb;
+        }
+        for (int mb = -p; mb < first_b; mb++)
+            *finish(done, p, m, st, PIPE_B, mb) = 0.0;
+    }
     if (busy)
         memset(busy, 0, (size_t)p * sizeof *busy);
     int left = p * s->n_actions;
@@ -127,16 +149,16 @@ double pipe_simulate(const PipeSchedule *s, const double *f, const double *b, do
             PipeAction a = pipe_stage_actions(s, st)[next[st]];
             double ready;
             if (a.kind == PIPE_F)
-                ready = st == 0 ? 0.0 : *finish(done, m, st - 1, PIPE_F, a.mb);
+                ready = st == 0 ? 0.0 : *finish(done, p, m, st - 1, PIPE_F, a.mb);
             else
-                ready = st == p - 1 ? *finish(done, m, st, PIPE_F, a.mb)
-                                    : *finish(done, m, st + 1, PIPE_B, a.mb);
+                ready = st == p - 1 ? *finish(done, p, m, st, PIPE_F, a.mb)
+                                    : *finish(done, p, m, st + 1, PIPE_B, a.mb);
             if (ready < 0.0)
                 continue;
             double dur = a.kind == PIPE_F ? (f ? f[st] : 1.0) : (b ? b[st] : 2.0);
             double start = ready > clock[st] ? ready : clock[st];
             clock[st] = start + dur;
-            *finish(done, m, st, a.kind, a.mb) = clock[st];
+            *finish(done, p, m, st, a.kind, a.mb) = clock[st];
             if (busy)
                 busy[st] += dur;
             next[st]++;
@@ -155,8 +177,29 @@ double pipe_simulate(const PipeSchedule *s, const double *f, const double *b, do
     return span;
 }
 
+double pipe_simulate_steady(int p, int m, const double *f, const double *b, double *busy)
+{
+    /* A stream of W windows is 1F1B's order over W m micro-batches (warm-up once, drain once);
+     * one window more adds the steady state's span of one window. */
+    enum { W = 8 };
+    PipeSchedule a = pipe_schedule_new(PIPE_1F1B, p, W * m);
+    PipeSchedule c = pipe_schedule_new(PIPE_1F1B, p, (W + 1) * m);
+    double span = pipe_simulate(&c, f, b, NULL) - pipe_simulate(&a, f, b, NULL), mean = 0.0;
+    pipe_schedule_free(&a);
+    pipe_schedule_free(&c);
+    for (int st = 0; st < p; st++) {
+        double work = m * ((f ? f[st] : 1.0) + (b ? b[st] : 2.0));
+        if (busy)
+            busy[st] = work;
+        mean += (1.0 - work / span) / p;
+    }
+    return mean;
+}
+
 double pipe_bubble_formula(PipeSchedKind kind, int p, int m)
 {
+    if (kind == PIPE_PIPEDREAM)
+        return 0.0;
     if (kind == PIPE_NAIVE)
         return (double)(p - 1) / p;
     return (double)(p - 1) / (m + p - 1);

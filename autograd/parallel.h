@@ -11,18 +11,18 @@
 /* How many threads a parallel region takes is decided by the region, from its own work: one
  * thread below a threshold, all of them above. With OMP_WAIT_POLICY=PASSIVE (the programs'
  * default, docs/performance.md "Who owns the cores") the other thread sleeps between regions,
- * and a region pays for waking it and waiting for it to arrive: 10 to 25 us on the 2-vCPU Zen 4
- * this was measured on when lightly loaded, 30 to 50 us in earlier idle measurements, and any
+ * and a region pays for waking it and waiting for it to arrive: 11 to 16 us on the 2-vCPU EPYC
+ * this was measured on (load average 3 to 4), 30 to 50 us in earlier idle measurements, and any
  * amount when the other core is busy with another process. A small model's step is nothing but
  * such regions, which is how two threads came to be slower than one (issue 32).
  *
- * The thresholds are set where the work takes one core about a quarter to half a millisecond:
+ * The thresholds are set where the work takes one core about half a millisecond or more:
  * ten or more wake-ups, so that halving it pays even when a wake-up is slow. bench/bench_split
  * measured both (serial against split, under PASSIVE; docs/performance.md, "How many threads a
- * region takes"): an add over 2^20 floats took 410-590 us on one core, a product of 2^24
- * multiply-adds 460-540 us, and a wake-up, the split of a 4096-float add minus its serial time,
- * 10-16 us. Below them, two threads lost to one in every measurement; above, they lost too
- * while other processes held the second core, which no threshold can help.
+ * region takes"), three runs: an add over 2^20 floats took 410-900 us on one core, a product of
+ * 2^24 multiply-adds 440-580 us, and a wake-up, the split of a 4096-float add minus its serial
+ * time, 11-16 us. Below them, two threads lost to one in every measurement; above, they lost
+ * too while other processes held the second core, which no threshold can help.
  *
  * A loop's work is the FLOPs it counts for the tape's "other" column (tape_count): one per
  * element for an add, about 8 for layernorm, and so on. Splitting a loop never changes a bit:

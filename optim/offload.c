@@ -28,8 +28,9 @@ static void *host_block(MemCategory cat, size_t bytes)
     return b;
 }
 
-/* A block of the device moved to the host (the set-up's traffic, counted in sync). */
-static void *to_host(OptimOffload *h, void *block)
+/* A copy on the host of a block of the device (the set-up's traffic, counted in sync); the
+ * caller frees the block. A block on the host already is its own copy. */
+static void *host_copy(OptimOffload *h, void *block)
 {
     if (!block || mem_is_host(block))
         return block;
@@ -37,7 +38,6 @@ static void *to_host(OptimOffload *h, void *block)
     void *moved = host_block(mem_category(block), bytes);
     mem_transfer(moved, block, bytes);
     h->traffic.sync += bytes;
-    mem_free(block);
     return moved;
 }
 
@@ -54,16 +54,26 @@ void optim_offload(Optim *o)
     if (!h || !h->grad || !h->packed || !h->values)
         tensor_fatal("out of memory for offloading %d parameters", o->n);
     /* State made on the device moves (a resumed run's); made on the host, it stays. A
-     * master is a buffer: its pointer follows. */
-    for (int i = 0; i < optim_state_count(o); i++)
-        o->state[i]->data = to_host(h, o->state[i]->data);
+     * master is a buffer, its pointer follows: optim_add_masters adds them in parameter
+     * order, so they come in that order among the buffers. */
+    for (int i = 0; i < optim_state_count(o); i++) {
+        void *old = o->state[i]->data;
+        o->state[i]->data = host_copy(h, old);
+        if (o->state[i]->data != old)
+            mem_free(old);
+    }
+    int next_master = 0;
     for (int b = 0; b < o->n_bufs; b++) {
         void *old = o->bufs[b].data;
-        o->bufs[b].data = to_host(h, old);
-        for (int i = 0; o->masters && i < o->n; i++)
-            if (o->masters[i] == old)
-                o->masters[i] = o->bufs[b].data;
+        o->bufs[b].data = host_copy(h, old);
+        if (o->masters && next_master < o->n && o->masters[next_master] == old)
+            o->masters[next_master++] = o->bufs[b].data;
+        if (o->bufs[b].data != old)
+            mem_free(old);
     }
+    if (o->masters && next_master != o->n)
+        tensor_fatal("optim_offload: %d of %d masters found among the buffers", next_master,
+                     o->n);
     for (int i = 0; i < o->n; i++) {
         Tensor *p = o->params[i];
         h->grad[i] = host_block(MEM_GRAD, grad_bytes(p));

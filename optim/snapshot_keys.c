@@ -469,6 +469,16 @@ static const struct {
     { "30ad977", "optim.rounding", "optim.rounding", nearest_rounding },
 };
 
+/* Keys that changed their name, with the commit that renamed them: a file saved before it holds
+ * the old key, whose value the new one takes. */
+static const struct {
+    const char *commit, *old_key, *new_key;
+} RENAMES[] = {
+    /* the amax history's column counter: it counted the tape's resets, which were the
+     * training steps in every file that kept a history (evaluations put theirs back) */
+    { "4504ada", "precision.amax_history_resets", "precision.amax_history_steps" },
+};
+
 static void add_value(SnapshotKeyView *v, const char *key, const char *value)
 {
     if (v->n_added == SNAPSHOT_KEYS_MAX_ADDED)     /* the tables above are larger than it */
@@ -495,6 +505,11 @@ static void add_prefixed(SnapshotKeyView *v, const SnapshotKey *t, int n, const 
 void snapshot_keys_migrate(SnapshotKeyView *v, const SnapshotReader *r, const char *path)
 {
     *v = (SnapshotKeyView){ .r = r, .path = path };
+    for (size_t i = 0; i < sizeof RENAMES / sizeof RENAMES[0]; i++) {
+        const char *old = snapshot_meta(r, RENAMES[i].old_key);
+        if (old && !snapshot_meta(r, RENAMES[i].new_key))
+            add_value(v, RENAMES[i].new_key, old);
+    }
     for (size_t i = 0; i < sizeof CHANGES / sizeof CHANGES[0]; i++) {
         if (snapshot_meta(r, CHANGES[i].marker))
             continue;

@@ -7,79 +7,10 @@
 #include <time.h>
 
 #include "autograd/mem.h"
-#include "optim/step.h"
-
-/* pipedream: one copy of the stage's weights (their stored bytes and scales), shared by the
- * micro-batches in flight whose forward used it. */
-typedef struct {
-    unsigned char *bytes;           /* category param */
-    float         *scales;
-    int            refs;
-} Stash;
-
-/* One micro-batch in flight on this stage: what its forward left for its backward. */
-typedef struct {
-    GptPass     *pass;              /* the stage's share of the model (nn/gpt_pass.h) */
-    Tape        *tape;              /* the pass's: vanilla records there */
-    Tensor      *x;                 /* the input received (stages 1 .. p-1) */
-    Tensor      *y;                 /* the output (owned by the pass), until it is sent */
-    float       *out;               /* send buffer of y, until the send completes */
-    DistRequest  out_req;
-    float        loss;              /* the last stage's, sent back with dx (pipedream) */
-    long         version;           /* pipedream: the stage's updates before its forward */
-    Stash       *stash;             /* pipedream: its weights, once an update replaced them */
-} Slot;
-
-/* A send whose buffer is freed once it completes (dx to the previous stage). */
-typedef struct {
-    float       *buf;
-    DistRequest  req;
-} Pending;
-
-struct Pipeline {
-    Trainer      *tr;
-    bool          owns_trainer;     /* pipe_new's; pipe_new_on's is the caller's */
-    DistComm     *comm;
-    int           stage, p, m;
-    int          *first;            /* [p + 1] */
-    PipeSchedule  sched;
-    StepStrategy  strategy;         /* the step's callbacks (optim/step.h) */
-    Slot         *slots;            /* [m]: micro-batch n in slots[n % m] */
-    Pending      *pending;          /* [2 m] dx sends */
-    int           n_pending;
-    /* pipedream (async) */
-    bool          async;
-    StepStrategy  update;           /* the tail of an update inside a step: no collective */
-    long          n_fwd, n_bwd;     /* micro-batches forwarded, backpropagated so far */
-    double        lr;               /* the step's */
-    long          updates;
-    long          stale_sum, stale_max;
-    size_t        stash_bytes, stash_peak, weight_bytes;
-    int           n_losses;         /* losses known this step (backwards run) */
-    int           tok_B, tok_T;     /* the micro-batches' shape, for pipe_drain */
-    PipeEvent    *events;           /* [2 m] */
-    int           n_events;
-    uint64_t      bytes_sent;
-    double        t0;
-    double        loss_sum;
-};
+#include "dist/pipeline_internal.h"
 
 static StepStrategy pipe_strategy(Pipeline *pp);
 static StepStrategy pipe_update_strategy(Pipeline *pp);
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static double cpu_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* A wait that leaves the core to others: MPI's own wait spins. */
 static void wait_polite(DistRequest *r)
@@ -335,103 +266,13 @@ uint64_t pipe_bytes_sent(const Pipeline *pp) { return pp->bytes_sent; }
 
 /* The actions ------------------------------------------------------------------------------- */
 
-/* Message tags, one per kind of message of a step: micro-batch k's boundary activation
- * (forward) and its gradient (backward), then the tied wte's halves and the log's clock and
- * events; pipe_first_free_tag is the first a caller may use. */
-static int tag_activation(int k) { return 2 * k; }
-static int tag_gradient(int k) { return 2 * k + 1; }
-static int tag_tied_halves(const Pipeline *pp) { return 2 * pp->m; }
-static int tag_log_clock(const Pipeline *pp) { return 2 * pp->m + 1; }
-static int tag_log_events(const Pipeline *pp) { return 2 * pp->m + 2; }
 int pipe_first_free_tag(const Pipeline *pp) { return 2 * pp->m + 3; }
-
-/* Weight stashing (pipedream) ---------------------------------------------------------------- */
-
-static void stash_count(Pipeline *pp, long delta)
-{
-    pp->stash_bytes += (size_t)delta;
-    if (pp->stash_bytes > pp->stash_peak)
-        pp->stash_peak = pp->stash_bytes;
-}
-
-/* A parameter's stored bytes: its packed codes, or its fp32 values. */
-static unsigned char *storage(Tensor *p)
-{
-    if (p->dtype != DTYPE_F32) {
-        if (p->borrows_data)
-            tensor_fatal("pipedream: %s reads borrowed master weights; cannot stash it", p->name);
-        tensor_release(p);          /* no unpacked copy of the old values may survive a swap */
-        return p->packed;
-    }
-    return (unsigned char *)p->data;
-}
-
-/* Before an update: the micro-batches in flight whose forward read the current weights keep a
- * copy of them (one, shared). */
-static void stash_before_update(Pipeline *pp)
-{
-    Stash *st = NULL;
-    Optim *o = pp->tr->optim;
-    for (long n = pp->n_bwd; n < pp->n_fwd; n++) {
-        Slot *sl = &pp->slots[n % pp->m];
-        if (sl->stash)
-            continue;
-        if (!st) {
-            st = calloc(1, sizeof *st);
-            if (!st || !(st->scales = malloc((size_t)o->n * sizeof *st->scales)))
-                tensor_fatal("out of memory for a weight stash");
-            st->bytes = mem_alloc(MEM_PARAM, pp->weight_bytes);
-            stash_count(pp, (long)pp->weight_bytes);
-            size_t at = 0;
-            for (int i = 0; i < o->n; i++) {
-                Tensor *p = o->params[i];
-                memcpy(st->bytes + at, storage(p), tensor_bytes(p));
-                st->scales[i] = p->scale;
-                at += tensor_bytes(p);
-            }
-        }
-        st->refs++;
-        sl->stash = st;
-    }
-}
-
-/* The stash's weights and the stage's exchange places, byte for byte (twice: back again). */
-static void stash_swap(Pipeline *pp, Stash *st)
-{
-    Optim *o = pp->tr->optim;
-    size_t at = 0;
-    for (int i = 0; i < o->n; i++) {
-        Tensor *p = o->params[i];
-        unsigned char *a = storage(p), *b = st->bytes + at;
-        for (size_t j = 0, n = tensor_bytes(p); j < n; j++) {
-            unsigned char x = a[j];
-            a[j] = b[j];
-            b[j] = x;
-        }
-        float sc = p->scale;
-        p->scale = st->scales[i];
-        st->scales[i] = sc;
-        at += tensor_bytes(p);
-    }
-}
-
-static void stash_drop(Pipeline *pp, Slot *sl)
-{
-    Stash *st = sl->stash;
-    sl->stash = NULL;
-    if (!st || --st->refs > 0)
-        return;
-    mem_free(st->bytes);
-    stash_count(pp, -(long)pp->weight_bytes);
-    free(st->scales);
-    free(st);
-}
 
 /* Micro-batch n's forward (slot n % m; tokens and targets its rows). Activations travel as fp32
  * values (under a policy the values the act dtype rounded them to) followed by the scale they
  * were rounded with; the receiver packs them back, so its act bytes and values are those of one
  * tape. */
-static void forward(Pipeline *pp, long n, const int *tokens, const int *targets, int B, int T,
+void pipe_forward(Pipeline *pp, long n, const int *tokens, const int *targets, int B, int T,
                     PipeEvent *ev)
 {
     int k = (int)(n % pp->m);
@@ -443,7 +284,7 @@ static void forward(Pipeline *pp, long n, const int *tokens, const int *targets,
     if (pp->stage > 0) {
         float *in = mem_alloc(MEM_TEMP, (len + 1) * sizeof *in);
         recv_polite(pp->comm, in, (len + 1) * sizeof *in, pp->stage - 1, tag_activation(k));
-        ev->ready = now() - pp->t0;
+        ev->ready = pipe_now() - pp->t0;
         sl->x = tensor_new3(MEM_ACT, B, T, C);
         memcpy(sl->x->data, in, len * sizeof *in);
         if (policy && policy->act != DTYPE_F32)
@@ -451,9 +292,9 @@ static void forward(Pipeline *pp, long n, const int *tokens, const int *targets,
         mem_free(in);
         sl->x->requires_grad = true;
     } else {
-        ev->ready = now() - pp->t0;
+        ev->ready = pipe_now() - pp->t0;
     }
-    double c0 = cpu_now();
+    double c0 = pipe_cpu_now();
     Tensor *out = gpt_pass_forward(sl->pass, tokens, targets, sl->x, B, T);
     if (pp->stage == pp->p - 1) {
         sl->loss = out->data[0];
@@ -468,14 +309,12 @@ static void forward(Pipeline *pp, long n, const int *tokens, const int *targets,
         sl->out_req = dist_isend(pp->comm, sl->out, (len + 1) * sizeof *sl->out, pp->stage + 1,
                                  tag_activation(k));
     }
-    ev->cpu = cpu_now() - c0;
+    ev->cpu = pipe_cpu_now() - c0;
 }
-
-static void reap_pending(Pipeline *pp, bool all);
 
 /* Micro-batch n's backward. pipedream: with the weights its forward used (swapped in from the
  * stash when an update has replaced them since), and its loss travels back with dx. */
-static void backward(Pipeline *pp, long n, int B, int T, PipeEvent *ev)
+void pipe_backward(Pipeline *pp, long n, int B, int T, PipeEvent *ev)
 {
     int k = (int)(n % pp->m);
     Slot *sl = &pp->slots[k];
@@ -487,10 +326,10 @@ static void backward(Pipeline *pp, long n, int B, int T, PipeEvent *ev)
         if (pp->async)
             sl->loss = dy[len];
     }
-    ev->ready = now() - pp->t0;
-    double c0 = cpu_now();
+    ev->ready = pipe_now() - pp->t0;
+    double c0 = pipe_cpu_now();
     if (sl->stash)
-        stash_swap(pp, sl->stash);
+        pipe_stash_swap(pp, sl->stash);
     if (dy) {
         gpt_pass_backward(sl->pass, dy);
         mem_free(dy);
@@ -503,8 +342,8 @@ static void backward(Pipeline *pp, long n, int B, int T, PipeEvent *ev)
     }
     tape_reset(sl->tape);
     if (sl->stash) {
-        stash_swap(pp, sl->stash);
-        stash_drop(pp, sl);
+        pipe_stash_swap(pp, sl->stash);
+        pipe_stash_drop(pp, sl);
     }
     if (pp->async) {
         long stale = pp->updates - sl->version;
@@ -515,7 +354,7 @@ static void backward(Pipeline *pp, long n, int B, int T, PipeEvent *ev)
     }
     if (pp->stage > 0) {
         if (pp->n_pending == 2 * pp->m)
-            reap_pending(pp, true);
+            pipe_reap_pending(pp, true);
         Pending *pd = &pp->pending[pp->n_pending++];
         pd->buf = mem_alloc(MEM_TEMP, wire * sizeof *pd->buf);
         memcpy(pd->buf, tensor_grad(sl->x), len * sizeof *pd->buf);
@@ -526,7 +365,7 @@ static void backward(Pipeline *pp, long n, int B, int T, PipeEvent *ev)
         tensor_free(sl->x);
     }
     sl->x = sl->y = NULL;
-    ev->cpu = cpu_now() - c0;
+    ev->cpu = pipe_cpu_now() - c0;
     /* The next stage has received y (its dy came back), so this completes at once. */
     if (sl->out) {
         wait_polite(&sl->out_req);
@@ -536,7 +375,7 @@ static void backward(Pipeline *pp, long n, int B, int T, PipeEvent *ev)
 }
 
 /* The dx sends that have completed freed (all of them: waited for). */
-static void reap_pending(Pipeline *pp, bool all)
+void pipe_reap_pending(Pipeline *pp, bool all)
 {
     int kept = 0;
     for (int i = 0; i < pp->n_pending; i++) {
@@ -579,7 +418,7 @@ double pipe_accumulate(Pipeline *pp, const int *tokens, const int *targets, int 
     /* The clocks start together: a collective, then each rank's monotonic clock (one clock on
      * one machine; the gathered log subtracts the earliest start anyway). */
     dist_all_ok(pp->comm, true);
-    pp->t0 = now();
+    pp->t0 = pipe_now();
     pp->loss_sum = 0.0;
     pp->n_pending = 0;
     const PipeAction *acts = pipe_stage_actions(&pp->sched, pp->stage);
@@ -588,76 +427,20 @@ double pipe_accumulate(Pipeline *pp, const int *tokens, const int *targets, int 
         PipeEvent *ev = &pp->events[i];
         int k = acts[i].mb;
         *ev = (PipeEvent){ .stage = pp->stage, .mb = k, .kind = acts[i].kind,
-                           .start = now() - pp->t0 };
+                           .start = pipe_now() - pp->t0 };
         if (acts[i].kind == PIPE_F)
-            forward(pp, k, tokens + k * rows, targets + k * rows, B, T, ev);
+            pipe_forward(pp, k, tokens + k * rows, targets + k * rows, B, T, ev);
         else
-            backward(pp, k, B, T, ev);
-        ev->end = now() - pp->t0;
+            pipe_backward(pp, k, B, T, ev);
+        ev->end = pipe_now() - pp->t0;
     }
     pp->n_events = pp->sched.n_actions;
-    reap_pending(pp, true);
+    pipe_reap_pending(pp, true);
     add_tied_halves(pp);
     pp->bytes_sent = pp->comm->bytes_sent - sent0;
     double loss = pp->stage == pp->p - 1 ? pp->loss_sum / pp->m : 0.0;
     dist_broadcast(pp->comm, &loss, sizeof loss, pp->p - 1);
     return loss;
-}
-
-/* pipedream: an update inside a step, the one tail (optim/step.h) on this stage alone. The
- * trainer counts steps (global batches: --steps, the schedule of the learning rate), so the
- * tail's count is taken back; the optimizer's own (Adam's bias correction) counts updates. */
-static void update_inside(Pipeline *pp)
-{
-    stash_before_update(pp);
-    TrainStepResult r = { 0 };
-    step_finish(pp->tr, &pp->update, pp->lr, &r);
-    pp->tr->step--;
-}
-
-/* One step of pipedream: the window of dist/pipeline_schedule.h, an update after each backward
- * but the last, which is step_run's tail's (the copies it needs are made here). */
-static double window(Pipeline *pp, const int *tokens, const int *targets, int B, int T)
-{
-    uint64_t sent0 = pp->comm->bytes_sent;
-    pp->t0 = now();         /* no collective: a step starts when this stage is ready */
-    pp->loss_sum = 0.0;
-    pp->n_losses = 0;
-    pp->n_events = 0;
-    int w = pp->p - 1 - pp->stage;
-    size_t rows = (size_t)B * T;
-    for (int i = 0; i < pp->m; i++) {
-        PipeEvent *ev = &pp->events[pp->n_events++];
-        *ev = (PipeEvent){ .stage = pp->stage, .mb = (int)pp->n_fwd, .kind = PIPE_F,
-                           .start = now() - pp->t0 };
-        forward(pp, pp->n_fwd++, tokens + i * rows, targets + i * rows, B, T, ev);
-        ev->end = now() - pp->t0;
-        if (pp->n_fwd - 1 < w)
-            continue;               /* the very first step's warm-up */
-        ev = &pp->events[pp->n_events++];
-        *ev = (PipeEvent){ .stage = pp->stage, .mb = (int)pp->n_bwd, .kind = PIPE_B,
-                           .start = now() - pp->t0 };
-        backward(pp, pp->n_bwd++, B, T, ev);
-        ev->end = now() - pp->t0;
-        if (i + 1 < pp->m)
-            update_inside(pp);      /* the last is step_run's (m >= p: it exists) */
-    }
-    stash_before_update(pp);        /* for step_run's update, next */
-    reap_pending(pp, false);
-    pp->bytes_sent = pp->comm->bytes_sent - sent0;
-    return pp->loss_sum / pp->n_losses;
-}
-
-void pipe_drain(Pipeline *pp)
-{
-    if (!pp->async)
-        return;
-    while (pp->n_bwd < pp->n_fwd) {
-        PipeEvent ev = { 0 };
-        backward(pp, pp->n_bwd++, pp->tok_B, pp->tok_T, &ev);
-        update_inside(pp);
-    }
-    reap_pending(pp, true);
 }
 
 /* The pipeline as a strategy of optim/step.h: it runs the micro-batches in its schedule's
@@ -674,7 +457,7 @@ static double on_micro_batches(Trainer *t, const int *tokens, const int *targets
     if (pp->async) {
         pp->tok_B = B;
         pp->tok_T = T;
-        return window(pp, tokens, targets, B, T);
+        return pipe_window(pp, tokens, targets, B, T);
     }
     return pipe_accumulate(pp, tokens, targets, B, T);
 }
@@ -711,112 +494,4 @@ TrainStepResult pipe_step(Pipeline *pp, const int *tokens, const int *targets, i
 {
     pp->lr = lr;
     return step_run(pp->tr, &pp->strategy, tokens, targets, B, T, pp->m, lr);
-}
-
-size_t pipe_stash_peak(const Pipeline *pp) { return pp->stash_peak; }
-size_t pipe_stage_weight_bytes(const Pipeline *pp) { return pp->weight_bytes; }
-long pipe_updates(const Pipeline *pp) { return pp->updates; }
-
-double pipe_staleness(const Pipeline *pp, int *max)
-{
-    if (max)
-        *max = (int)pp->stale_max;
-    return pp->n_bwd > 0 ? (double)pp->stale_sum / (double)pp->n_bwd : 0.0;
-}
-
-/* The log ----------------------------------------------------------------------------------- */
-
-PipeEvent *pipe_gather_events(Pipeline *pp, int *n)
-{
-    /* Each rank's absolute start, so rank 0 can put every event on one time axis, and its
-     * count (pipedream's first step has fewer backwards on the first stages). */
-    double head[2] = { pp->t0, (double)pp->n_events };
-    if (pp->stage != 0) {
-        dist_send(pp->comm, head, sizeof head, 0, tag_log_clock(pp));
-        dist_send(pp->comm, pp->events, (size_t)pp->n_events * sizeof(PipeEvent), 0,
-                  tag_log_events(pp));
-        *n = 0;
-        return NULL;
-    }
-    int per = 2 * pp->m, total = 0;
-    PipeEvent *all = malloc((size_t)per * pp->p * sizeof *all);
-    double *t0 = malloc((size_t)pp->p * sizeof *t0);
-    int *count = malloc((size_t)pp->p * sizeof *count);
-    if (!all || !t0 || !count)
-        tensor_fatal("out of memory for a pipeline log");
-    for (int s = 0; s < pp->p; s++) {
-        if (s > 0)
-            dist_recv(pp->comm, head, sizeof head, s, tag_log_clock(pp));
-        else
-            head[1] = pp->n_events;
-        t0[s] = s > 0 ? head[0] : pp->t0;
-        count[s] = (int)head[1];
-        if (s > 0)
-            dist_recv(pp->comm, all + total, (size_t)count[s] * sizeof *all, s,
-                      tag_log_events(pp));
-        else
-            memcpy(all, pp->events, (size_t)count[0] * sizeof *all);
-        total += count[s];
-    }
-    double base = t0[0];
-    for (int s = 1; s < pp->p; s++)
-        base = t0[s] < base ? t0[s] : base;
-    for (int s = 0, at = 0; s < pp->p; at += count[s++]) {
-        for (int i = 0; i < count[s]; i++) {
-            PipeEvent *e = &all[at + i];
-            double shift = t0[s] - base;
-            e->start += shift;
-            e->ready += shift;
-            e->end += shift;
-        }
-    }
-    free(t0);
-    free(count);
-    *n = total;
-    return all;
-}
-
-double pipe_bubble(const PipeEvent *ev, int n, int p, double *bubble)
-{
-    double lo = INFINITY, hi = -INFINITY;
-    for (int i = 0; i < n; i++) {
-        lo = ev[i].start < lo ? ev[i].start : lo;
-        hi = ev[i].end > hi ? ev[i].end : hi;
-    }
-    double span = hi - lo;
-    for (int s = 0; s < p; s++) {
-        double busy = 0.0;
-        for (int i = 0; i < n; i++)
-            if (ev[i].stage == s)
-                busy += ev[i].end - ev[i].ready;
-        bubble[s] = span > 0.0 ? 1.0 - busy / span : 0.0;
-    }
-    return span;
-}
-
-double pipe_bubble_replayed(const PipeSchedule *s, const PipeEvent *ev, int n)
-{
-    int p = s->p;
-    double *f = calloc((size_t)p * 5, sizeof *f), *b = f + p, *busy = f + 2 * p;
-    double *nf = f + 3 * p, *nb = f + 4 * p;
-    if (!f)
-        tensor_fatal("out of memory replaying a schedule");
-    for (int i = 0; i < n; i++) {
-        (ev[i].kind == PIPE_F ? f : b)[ev[i].stage] += ev[i].cpu;
-        (ev[i].kind == PIPE_F ? nf : nb)[ev[i].stage] += 1.0;
-    }
-    for (int st = 0; st < p; st++) {
-        f[st] /= nf[st] > 0.0 ? nf[st] : 1.0;
-        b[st] /= nb[st] > 0.0 ? nb[st] : 1.0;
-    }
-    double mean = 0.0;
-    if (s->kind == PIPE_PIPEDREAM) {
-        mean = pipe_simulate_steady(p, s->m, f, b, NULL);
-    } else {
-        double span = pipe_simulate(s, f, b, busy);
-        for (int st = 0; st < p; st++)
-            mean += (1.0 - busy[st] / span) / p;
-    }
-    free(f);
-    return mean;
 }

@@ -1,4 +1,4 @@
-/* train_gpt --parallel pipeline:{naive,gpipe,1f1b} --micro-batches m [--stages LIST], run as
+/* train_gpt --parallel pipeline:{naive,gpipe,1f1b,pipedream} --micro-batches m [--stages LIST], run as
  * `scripts/mpirun -np p build/bin/train_gpt ...`: the blocks cut over p ranks, one step per
  * global batch of m micro-batches (dist/pipeline.h, docs/pipeline.md). The pipeline is one case
  * of the calls train_gpt's one training loop makes (ranks.c): every rank builds or loads the
@@ -14,7 +14,12 @@
  *     --pipe-events FILE  one row per forward and backward of every micro-batch on every stage
  *                         of every step: start, input ready, end (ms), waiting, compute, CPU
  * Without --parallel train_gpt never starts MPI. Left out here: LoRA (a stage would hold part of
- * the adapters) and --plot (the log has its own columns; see examples/pipeline_parallel). */
+ * the adapters) and --plot (the log has its own columns; see examples/pipeline_parallel).
+ * pipeline:pipedream (asynchronous, dist/pipeline.h) makes m updates a step, each stage on its
+ * own; the loop's per-step reports (the FLOP sum, the log) synchronise the stages once a step,
+ * so its measured bubble is a window's between two synchronisations, and the replayed one the
+ * steady state without them (pipe_bubble_replayed). Each step's loss is the last stage's (the
+ * step's own m micro-batches); the report adds each stage's weight stash and staleness. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -40,8 +45,8 @@ void pipeline_set_option(void *opts, int f, const char *flag, const char *arg)
     (void)f;
     PipeSchedKind k;
     if (strncmp(arg, "pipeline:", 9) != 0 || !pipe_sched_parse(arg + 9, &k))
-        cli_usage_error("%s '%s': expected pipeline:naive, pipeline:gpipe or pipeline:1f1b",
-                        flag, arg);
+        cli_usage_error("%s '%s': expected pipeline:naive, pipeline:gpipe, pipeline:1f1b or "
+                        "pipeline:pipedream", flag, arg);
     ((Options *)opts)->pipeline = arg;
 }
 
@@ -169,6 +174,8 @@ struct PipelineRun {
     double        last_loss;
     double        sum_bubble, sum_replayed, wait_ms, compute_ms;   /* over the measured steps */
     long          measured;
+    double       *async_stats;      /* pipedream, [p][5] on rank 0: stash peak, weight bytes,
+                                     * updates, staleness mean, max (pipeline_training_done) */
 };
 
 PipelineRun *pipeline_start(const Options *o, Trainer *tr)
@@ -192,6 +199,18 @@ PipelineRun *pipeline_start(const Options *o, Trainer *tr)
     char err[256];
     if (!pipe_split_parse(o->stages, tr->cfg.model.n_layer, pr->p, pr->first, err, sizeof err))
         die_everywhere(pr->rank, "%s", err);
+    if (pr->kind == PIPE_PIPEDREAM) {
+        if (pr->m < pr->p)
+            die_everywhere(pr->rank, "--parallel pipeline:pipedream: --micro-batches %d is fewer "
+                           "than the %d stages (each step must end in a backward)", pr->m, pr->p);
+        if (tr->cfg.model.tied && pr->p > 1)
+            die_everywhere(pr->rank, "--parallel pipeline:pipedream needs --untied (a tied "
+                           "embedding's two halves would be updated at different times on the "
+                           "first and the last stage)");
+        if (tr->cfg.loss_scale.mode == LOSS_SCALE_DYNAMIC)
+            die_everywhere(pr->rank, "--parallel pipeline:pipedream needs a static loss scale "
+                           "(a skipped update would need every stage to agree on it)");
+    }
     pr->pp = pipe_new_on(pr->c, tr, pr->kind, pr->m, pr->first);
     pr->sched = pipe_schedule_new(pr->kind, pr->p, pr->m);
     pr->bubble_sched = 1.0 - 3.0 * pr->m / pipe_simulate(&pr->sched, NULL, NULL, NULL);
@@ -215,6 +234,13 @@ void pipeline_describe(const PipelineRun *pr)
            PIPE_SCHED_NAMES[pr->kind], pr->p, pr->m, pr->B, pr->T);
     for (int i = 0; i < pr->p; i++)
         printf(" %d", pr->first[i + 1] - pr->first[i]);
+    if (pr->kind == PIPE_PIPEDREAM) {
+        printf("\npipedream: no flush, an update after every backward (m = %d a step), each "
+               "stage's weights stashed for its micro-batches in flight\nbubble: steady state "
+               "0%%; counted from the schedule (F = 1, B = 2) for one step between two "
+               "synchronisations %.1f%% (the fill alone)\n", pr->m, 100.0 * pr->bubble_sched);
+        return;
+    }
     printf("\nbubble: formula %.1f%%, counted from the schedule (F = 1, B = 2) %.1f%%\n",
            100.0 * pipe_bubble_formula(pr->kind, pr->p, pr->m), 100.0 * pr->bubble_sched);
 }
@@ -222,7 +248,12 @@ void pipeline_describe(const PipelineRun *pr)
 TrainStepResult pipeline_step(PipelineRun *pr, const int *tokens, const int *targets, int B,
                               int T, double lr)
 {
-    return pipe_step(pr->pp, tokens, targets, B, T, lr);
+    TrainStepResult r = pipe_step(pr->pp, tokens, targets, B, T, lr);
+    /* pipedream: the step's loss is the last stage's (the others' lag behind it); the loop
+     * synchronises the ranks after each step anyway (its FLOP sum). */
+    if (pr->kind == PIPE_PIPEDREAM)
+        dist_broadcast(pr->c, &r.loss, sizeof r.loss, pr->p - 1);
+    return r;
 }
 
 static void log_cell(TsvWriter *w, double v)
@@ -303,6 +334,20 @@ void pipeline_whole_weights(PipelineRun *pr)
 
 void pipeline_training_done(PipelineRun *pr)
 {
+    if (pr->pp && pr->kind == PIPE_PIPEDREAM) {
+        /* After the drain, so that every update has counted. */
+        pipe_drain(pr->pp);
+        int most;
+        double stale = pipe_staleness(pr->pp, &most);
+        double mine[5] = { (double)pipe_stash_peak(pr->pp),
+                           (double)pipe_stage_weight_bytes(pr->pp),
+                           (double)pipe_updates(pr->pp), stale, most };
+        free(pr->async_stats);
+        pr->async_stats = calloc((size_t)pr->p * 5, sizeof *pr->async_stats);
+        if (!pr->async_stats)
+            dist_fail("out of memory");
+        dist_allgather(pr->c, mine, pr->async_stats, (size_t)pr->p * 5, sizeof *mine);
+    }
     if (pr->pp)
         pipe_give_back(pr->pp);
     pr->pp = NULL;
@@ -326,6 +371,16 @@ void pipeline_report(PipelineRun *pr)
             printf(" %zu", pr->peaks[s]);
         printf("\n");
     }
+    for (int s = 0; pr->async_stats && s < pr->p; s++) {
+        const double *x = pr->async_stats + (size_t)s * 5;
+        if (s == 0)
+            printf("pipedream per stage: updates, weight stash peak bytes (formula (p-1-s) x "
+                   "the stage's weight bytes), staleness of the updates (mean, max; p-1-s in "
+                   "steady state)\n");
+        printf("  stage %d  %6.0f updates  stash %9.0f = %d x %.0f %s  staleness %.3f, max "
+               "%.0f\n", s, x[2], x[0], pr->p - 1 - s, x[1],
+               x[0] == (pr->p - 1 - s) * x[1] ? "(equal)" : "(differs)", x[3], x[4]);
+    }
     char err[512];
     if (pr->log && !tsv_close(pr->log, err, sizeof err))
         cli_die(1, "%s", err);
@@ -342,6 +397,7 @@ void pipeline_end(PipelineRun *pr)
         return;
     pipeline_training_done(pr);
     pipe_schedule_free(&pr->sched);
+    free(pr->async_stats);
     free(pr->first);
     free(pr->peaks);
     free(pr->bubble);

@@ -72,7 +72,7 @@ void ranks_set_option(void *opts, int f, const char *flag, const char *arg)
         k++;
     if (k == 5)
         cli_usage_error("%s '%s': expected none, ddp, zero1, zero2, zero3, pipeline:naive, "
-                        "pipeline:gpipe or pipeline:1f1b", flag, arg);
+                        "pipeline:gpipe, pipeline:1f1b or pipeline:pipedream", flag, arg);
     o->ddp = k == 1;
     o->zero_level = k >= 2 ? k - 1 : 0;
 }

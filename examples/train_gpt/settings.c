@@ -277,7 +277,8 @@ const Setting TRAIN_GPT_SETTINGS[] = {
               "auto: bf16 under --precision bf16, e5m2 under fp8, else fp32" },
     { .heading = "Pipeline parallelism (docs/pipeline.md; under scripts/mpirun -np P):\n"
                  "  --parallel pipeline:S  split the blocks over the ranks and run schedule S:\n"
-                 "                      naive, gpipe or 1f1b (default: one process)" },
+                 "                      naive, gpipe, 1f1b, or pipedream (asynchronous 1F1B,\n"
+                 "                      an update per micro-batch, weight stashing; --untied)" },
     { .name = "micro-batches", .id = FLAG_MICRO_BATCHES, .type = SETTING_INT,
       .offset = FIELD(micro_batches), .lo = 1, .hi = 1 << 12, .arg = "M", .needs = { &PIPELINE },
       .help = "micro-batches of --batch rows per step (default 1)" },

@@ -1,17 +1,18 @@
 # One measured step of each schedule at p = 4, m = 8: a row per stage (stage 0 on top), forward
-# boxes light, backward boxes dark, each labelled by its micro-batch. The box is the compute
-# (input ready to end); waiting for the input is the thin bar before it. The three panels share
-# one time axis, so their lengths compare; one legend, under the title, serves all three.
+# boxes light, backward boxes dark, each labelled by its micro-batch (PipeDream's numbered over
+# the run). The box is the compute (input ready to end); waiting for the input is the thin bar
+# before it. The four panels share one time axis, so their lengths compare; one legend, under
+# the title, serves all four.
 # gnuplot -e "dir='docs/figures'; output='pipeline_gantt.png'; term='pngcairo'" gantt.gp
 if (!exists("term")) term = 'pngcairo'
-set terminal term size 1100,900 font ",11"
+set terminal term size 1100,1150 font ",11"
 set output output
 set datafile separator "\t"
-schedules = "naive gpipe 1f1b"
-names = "naive GPipe 1F1B"
-what = "'one micro-batch through all stages at a time' 'all forwards, then all backwards' 'p - s warm-up forwards on stage s, then one forward, one backward'"
+schedules = "naive gpipe 1f1b pipedream"
+names = "naive GPipe 1F1B PipeDream"
+what = "'one micro-batch through all stages at a time' 'all forwards, then all backwards' 'p - s warm-up forwards on stage s, then one forward, one backward' 'no flush: p-1-s backwards of the previous step on stage s, an update after each backward'"
 file(s) = sprintf("%s/pipeline_gantt_%s.tsv", dir, s)
-# The longest step of the three sets the common axis.
+# The longest step of the four sets the common axis.
 xmax = 0
 do for [s in schedules] {
     stats file(s) skip 1 using 7 nooutput
@@ -20,15 +21,15 @@ do for [s in schedules] {
 xmax = ceil(xmax / 25.0) * 25
 # A micro-batch number only where it fits: boxes narrower than about 10 pixels stay unlabelled.
 minw = xmax / 100.0
-set multiplot layout 3,1 title "One training step of each pipeline schedule: p = 4 stages, m = 8 micro-batches (measured)" \
-    font ",13" margins 0.08, 0.97, 0.07, 0.88 spacing 0, 0.09
+set multiplot layout 4,1 title "One training step of each pipeline schedule: p = 4 stages, m = 8 micro-batches (measured)" \
+    font ",13" margins 0.08, 0.97, 0.06, 0.90 spacing 0, 0.07
 set ytics ("stage 0" 0, "stage 1" -1, "stage 2" -2, "stage 3" -3)
 set yrange [-3.6:0.6]
 set xrange [0:xmax]
 set style fill solid 0.8 border lc rgb "black"
 set key off
 box(k) = strcol(4) eq k ? ($6 + $7) / 2 : 1/0
-do for [i=1:3] {
+do for [i=1:4] {
     s = word(schedules, i)
     f = file(s)
     set title sprintf("%s: %s", word(names, i), word(what, i))
@@ -47,7 +48,7 @@ do for [i=1:3] {
         unset object 1; unset object 2; unset object 3
         unset label 1; unset label 2; unset label 3
     }
-    if (i == 3) { set xlabel "ms from the step's start" }
+    if (i == 4) { set xlabel "ms from the step's start" }
     plot f skip 1 using (box("F")):(-$2):6:7:(-$2-0.35):(-$2+0.35) with boxxyerror \
              lc rgb "#9ecae1" notitle, \
          f skip 1 using (box("B")):(-$2):6:7:(-$2-0.35):(-$2+0.35) with boxxyerror \

@@ -136,7 +136,8 @@ double    pipe_staleness(const Pipeline *pp, int *max);
  * above. */
 int       pipe_first_free_tag(const Pipeline *pp);
 /* The last step's events on this rank (up to 2 m; pipedream's micro-batches numbered over the
- * whole stream) and its payload bytes sent. */
+ * whole stream, a backward's event including the update after it) and its payload bytes
+ * sent. */
 const PipeEvent *pipe_events(const Pipeline *pp, int *n);
 uint64_t  pipe_bytes_sent(const Pipeline *pp);
 /* Collective: every rank's events of the last step, on rank 0 (*n <= 2 m p; NULL elsewhere),

@@ -123,9 +123,14 @@ double pipe_window(Pipeline *pp, const int *tokens, const int *targets, int B, i
         *ev = (PipeEvent){ .stage = pp->stage, .mb = (int)pp->n_bwd, .kind = PIPE_B,
                            .start = pipe_now() - pp->t0 };
         pipe_backward(pp, pp->n_bwd++, B, T, ev);
+        /* The update is work, not bubble: a backward's event ends after it (the step's last
+         * update, step_run's, comes after every event, as a synchronous step's does). */
+        if (i + 1 < pp->m) {
+            double c0 = pipe_cpu_now();
+            update_inside(pp);
+            ev->cpu += pipe_cpu_now() - c0;
+        }
         ev->end = pipe_now() - pp->t0;
-        if (i + 1 < pp->m)
-            update_inside(pp);      /* the last is step_run's (m >= p: it exists) */
     }
     pipe_stash_before_update(pp);        /* for step_run's update, next */
     pipe_reap_pending(pp, false);

@@ -149,6 +149,7 @@ Pipeline *pipe_new_on(DistComm *comm, Trainer *t, PipeSchedKind kind, int m, con
         tensor_fatal("pipe_new: stage %d gets blocks [%d, %d) of %d", pp->stage, o.lo, o.hi,
                      t->cfg.model.n_layer);
     pp->async = kind == PIPE_PIPEDREAM;
+    pp->replicas = 1;
     if (pp->async && (m < pp->p || (t->cfg.model.tied && pp->p > 1) ||
                       t->cfg.loss_scale.mode == LOSS_SCALE_DYNAMIC))
         tensor_fatal("pipe_new: pipedream needs m >= p (%d < %d?), an untied head and a static "
@@ -334,10 +335,10 @@ void pipe_backward(Pipeline *pp, long n, int B, int T, PipeEvent *ev)
         gpt_pass_backward(sl->pass, dy);
         mem_free(dy);
     } else {
-        /* (1/m) S: the seed one process accumulating m micro-batches gives each
-         * (optim/step.c); pipedream's update is on this micro-batch alone: S. */
+        /* (1/(D m)) S: the seed one process accumulating the D m micro-batches of D replicas
+         * gives each (optim/step.c); pipedream's update is on this micro-batch alone: S. */
         float S = loss_scale_value(&pp->tr->scaler);
-        float seed = pp->async ? S : S * (1.0f / (float)pp->m);
+        float seed = pp->async ? S : S * (1.0f / (float)(pp->replicas * pp->m));
         gpt_pass_backward(sl->pass, &seed);
     }
     tape_reset(sl->tape);
@@ -414,7 +415,7 @@ double pipe_accumulate(Pipeline *pp, const int *tokens, const int *targets, int 
 {
     if (pp->async)
         tensor_fatal("pipe_accumulate: pipedream updates inside its steps (pipe_step)");
-    uint64_t sent0 = pp->comm->bytes_sent;
+    uint64_t sent0 = pp->comm->bytes_sent, dp0 = pp->dp ? pp->dp->bytes_sent : 0;
     /* The clocks start together: a collective, then each rank's monotonic clock (one clock on
      * one machine; the gathered log subtracts the earliest start anyway). */
     dist_all_ok(pp->comm, true);
@@ -439,8 +440,26 @@ double pipe_accumulate(Pipeline *pp, const int *tokens, const int *targets, int 
     add_tied_halves(pp);
     pp->bytes_sent = pp->comm->bytes_sent - sent0;
     double loss = pp->stage == pp->p - 1 ? pp->loss_sum / pp->m : 0.0;
+    if (pp->dp) {
+        /* The replicas' sums in replica order, as DDP adds its ranks' (dist/ddp.h); every
+         * stage of every replica then holds the gradients of the whole global batch. */
+        Optim *o = pp->tr->optim;
+        for (int i = 0; i < o->n; i++)
+            dist_allreduce_sum(pp->dp, tensor_grad(o->params[i]), o->params[i]->size);
+        double sum = dist_sum_double(pp->dp, pp->stage == pp->p - 1 ? pp->loss_sum : 0.0);
+        loss = sum / (pp->replicas * pp->m);
+        pp->bytes_sent = pp->comm->bytes_sent - sent0 + pp->dp->bytes_sent - dp0;
+    }
     dist_broadcast(pp->comm, &loss, sizeof loss, pp->p - 1);
     return loss;
+}
+
+void pipe_set_replicas(Pipeline *pp, DistComm *dp)
+{
+    if (pp->async && dp && dp->size > 1)
+        tensor_fatal("pipe_set_replicas: pipedream has no data-parallel replicas");
+    pp->dp = dp && dp->size > 1 ? dp : NULL;
+    pp->replicas = pp->dp ? dp->size : 1;
 }
 
 /* The pipeline as a strategy of optim/step.h: it runs the micro-batches in its schedule's

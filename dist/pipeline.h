@@ -120,6 +120,16 @@ double    pipe_accumulate(Pipeline *pp, const int *tokens, const int *targets, i
  * norm that of the stage's last update. */
 TrainStepResult pipe_step(Pipeline *pp, const int *tokens, const int *targets, int B, int T,
                           double lr);
+/* Pipeline x data parallel: D = dp->size replicas of the pipeline, each on its own comm over
+ * its own m micro-batches (the global batch's D m, replica r's are r m .. r m + m - 1, in the
+ * order of dp's ranks); dp links this stage with the same stage of the others (dist_split of
+ * the world by stage, the pipeline's comm by replica). Each micro-batch's seed becomes
+ * (1/(D m)) S, and after the backwards each stage's gradients are summed over dp in rank order
+ * (dist_allreduce_sum), so every replica takes the same update: the bits of
+ * ddp_reference_step_accum(N = D, K = m) for an untied head in fp32, as for DDP. The loss is
+ * the mean over the D m micro-batches, bytes_sent counts dp's too. NULL or one rank: none.
+ * Synchronous schedules only. Collective-free; call before the first step. */
+void      pipe_set_replicas(Pipeline *pp, DistComm *dp);
 /* pipedream: the backwards of the micro-batches still in flight, each followed by its update at
  * the last step's learning rate. Collective; nothing for the synchronous schedules. */
 void      pipe_drain(Pipeline *pp);

@@ -47,6 +47,9 @@ struct Pipeline {
     Slot         *slots;            /* [m]: micro-batch n in slots[n % m] */
     Pending      *pending;          /* [2 m] dx sends */
     int           n_pending;
+    /* data-parallel replicas of this pipeline (pipe_set_replicas): this stage in each */
+    DistComm     *dp;               /* NULL: one pipeline */
+    int           replicas;         /* D, 1 without */
     /* pipedream (async) */
     bool          async;
     StepStrategy  update;           /* the tail of an update inside a step: no collective */

@@ -33,20 +33,55 @@
 #include "examples/common/tsv.h"
 #include "examples/train_gpt/train_gpt.h"
 
+/* "pipeline:S" or "pipeline:S,dpD" (D data-parallel replicas of the pipeline, D >= 1). */
+static bool parse_pipeline(const char *arg, PipeSchedKind *kind, int *replicas)
+{
+    char name[32];
+    const char *comma = strchr(arg, ',');
+    size_t len = comma ? (size_t)(comma - arg) : strlen(arg);
+    if (strncmp(arg, "pipeline:", 9) != 0 || len - 9 >= sizeof name)
+        return false;
+    memcpy(name, arg + 9, len - 9);
+    name[len - 9] = '\0';
+    *replicas = 1;
+    if (comma) {
+        char *end;
+        long d = strncmp(comma, ",dp", 3) == 0 ? strtol(comma + 3, &end, 10) : 0;
+        if (d < 1 || d > 4096 || *end != '\0')
+            return false;
+        *replicas = (int)d;
+    }
+    return pipe_sched_parse(name, kind);
+}
+
 static PipeSchedKind sched_of(const Options *o)
 {
     PipeSchedKind k = PIPE_GPIPE;
-    pipe_sched_parse(o->pipeline + strlen("pipeline:"), &k);
+    int d;
+    parse_pipeline(o->pipeline, &k, &d);
     return k;
+}
+
+int pipeline_replicas(const Options *o)
+{
+    PipeSchedKind k;
+    int d = 1;
+    if (o->pipeline)
+        parse_pipeline(o->pipeline, &k, &d);
+    return d;
 }
 
 void pipeline_set_option(void *opts, int f, const char *flag, const char *arg)
 {
     (void)f;
     PipeSchedKind k;
-    if (strncmp(arg, "pipeline:", 9) != 0 || !pipe_sched_parse(arg + 9, &k))
-        cli_usage_error("%s '%s': expected pipeline:naive, pipeline:gpipe, pipeline:1f1b or "
-                        "pipeline:pipedream", flag, arg);
+    int d;
+    if (!parse_pipeline(arg, &k, &d))
+        cli_usage_error("%s '%s': expected pipeline:S or pipeline:S,dpD with S naive, gpipe, "
+                        "1f1b or pipedream and D >= 1 data-parallel replicas", flag, arg);
+    if (k == PIPE_PIPEDREAM && d > 1)
+        cli_usage_error("%s '%s': pipedream has no data-parallel replicas (its stages update "
+                        "on their own, with no step to all-reduce at)", flag, arg);
     ((Options *)opts)->pipeline = arg;
 }
 
@@ -158,8 +193,10 @@ static TsvWriter *open_log(const char *path, int p)
 
 struct PipelineRun {
     Pipeline     *pp;               /* NULL once the trainer is whole again */
-    DistComm     *c;
-    int           p, rank, m, B, T;
+    DistComm     *c;                /* the pipeline's ranks (the world without replicas) */
+    DistComm     *dp;               /* this stage in every replica (NULL without) */
+    int           p, rank, m, B, T; /* rank: in the world (rank 0 prints) */
+    int           replicas, replica;
     long          steps;            /* --steps: the last */
     PipeSchedKind kind;
     int          *first;            /* [p + 1] */
@@ -183,9 +220,18 @@ PipelineRun *pipeline_start(const Options *o, Trainer *tr)
     PipelineRun *pr = calloc(1, sizeof *pr);
     if (!pr)
         dist_fail("out of memory");
-    pr->c = dist_world();
-    pr->p = pr->c->size;
-    pr->rank = pr->c->rank;
+    DistComm *world = dist_world();
+    pr->rank = world->rank;
+    pr->replicas = pipeline_replicas(o);
+    if (world->size % pr->replicas != 0)
+        die_everywhere(pr->rank, "--parallel %s: %d ranks are not %d replicas of a pipeline",
+                       o->pipeline, world->size, pr->replicas);
+    /* Replica r is ranks r p .. r p + p - 1, stage s of it rank r p + s. */
+    pr->p = world->size / pr->replicas;
+    pr->replica = pr->rank / pr->p;
+    pr->c = pr->replicas > 1 ? dist_split(world, pr->replica, pr->rank % pr->p) : world;
+    if (pr->replicas > 1)
+        pr->dp = dist_split(world, pr->rank % pr->p, pr->replica);
     pr->m = o->micro_batches;
     pr->B = o->batch;
     pr->T = o->seq;
@@ -212,6 +258,7 @@ PipelineRun *pipeline_start(const Options *o, Trainer *tr)
                            "(a skipped update would need every stage to agree on it)");
     }
     pr->pp = pipe_new_on(pr->c, tr, pr->kind, pr->m, pr->first);
+    pipe_set_replicas(pr->pp, pr->dp);
     pr->sched = pipe_schedule_new(pr->kind, pr->p, pr->m);
     pr->bubble_sched = 1.0 - 3.0 * pr->m / pipe_simulate(&pr->sched, NULL, NULL, NULL);
     pr->first_step = pr->last_step = tr->step;
@@ -234,6 +281,10 @@ void pipeline_describe(const PipelineRun *pr)
            PIPE_SCHED_NAMES[pr->kind], pr->p, pr->m, pr->B, pr->T);
     for (int i = 0; i < pr->p; i++)
         printf(" %d", pr->first[i + 1] - pr->first[i]);
+    if (pr->replicas > 1)
+        printf("\ndata parallel: %d replicas of the pipeline, each on %d of the global batch's %d "
+               "micro-batches; each stage's gradients summed over its replicas in rank order",
+               pr->replicas, pr->m, pr->replicas * pr->m);
     if (pr->kind == PIPE_PIPEDREAM) {
         printf("\npipedream: no flush, an update after every backward (m = %d a step), each "
                "stage's weights stashed for its micro-batches in flight\nbubble: steady state "
@@ -248,7 +299,9 @@ void pipeline_describe(const PipelineRun *pr)
 TrainStepResult pipeline_step(PipelineRun *pr, const int *tokens, const int *targets, int B,
                               int T, double lr)
 {
-    TrainStepResult r = pipe_step(pr->pp, tokens, targets, B, T, lr);
+    /* This replica's m micro-batches of the global batch's D m. */
+    size_t mine = (size_t)pr->replica * pr->m * B * T;
+    TrainStepResult r = pipe_step(pr->pp, tokens + mine, targets + mine, B, T, lr);
     /* pipedream: the step's loss is the last stage's (the others' lag behind it); the loop
      * synchronises the ranks after each step anyway (its FLOP sum). */
     if (pr->kind == PIPE_PIPEDREAM)
@@ -272,7 +325,7 @@ void pipeline_step_report(PipelineRun *pr, long step, double lr, TrainStepResult
     Pipeline *pp = pr->pp;
     int p = pr->p;
     double sent = dist_sum_double(pr->c, (double)pipe_bytes_sent(pp));
-    if (pr->rank == 0) {
+    if (pr->c->rank == 0) {
         pr->peaks[0] = act_peak;
         for (int s = 1; s < p; s++)
             dist_recv(pr->c, &pr->peaks[s], sizeof pr->peaks[s], s, pipe_first_free_tag(pp));
@@ -283,8 +336,10 @@ void pipeline_step_report(PipelineRun *pr, long step, double lr, TrainStepResult
     PipeEvent *events = pipe_gather_events(pp, &n);
     pr->last_loss = r.loss;
     pr->last_step = step;
-    if (pr->rank != 0)
+    if (pr->rank != 0) {            /* another replica's first stage gathered its own */
+        free(events);
         return;
+    }
     pipe_bubble(events, n, p, pr->bubble);
     double mean = 0.0;
     for (int s = 0; s < p; s++)
@@ -398,6 +453,10 @@ void pipeline_end(PipelineRun *pr)
     pipeline_training_done(pr);
     pipe_schedule_free(&pr->sched);
     free(pr->async_stats);
+    if (pr->dp) {
+        dist_comm_free(pr->dp);
+        dist_comm_free(pr->c);
+    }
     free(pr->first);
     free(pr->peaks);
     free(pr->bubble);

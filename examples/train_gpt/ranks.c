@@ -273,6 +273,8 @@ RanksRun *ranks_start(const Options *o, Trainer *tr)
 bool ranks_is_root(void) { return phase == RANKS_OFF || dist_world()->rank == 0; }
 int  ranks_data_count(const Options *o)
 {
+    if (phase != RANKS_OFF && o->pipeline)
+        return pipeline_replicas(o);        /* pipeline:S,dpD: D replicas draw the batch */
     return phase != RANKS_OFF && (o->ddp || o->zero_level) ? dist_world()->size : 1;
 }
 int  ranks_count(const RanksRun *p) { return p ? p->c->size : 1; }

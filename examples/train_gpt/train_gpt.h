@@ -143,6 +143,8 @@ void pipeline_set_option(void *opts, int f, const char *flag, const char *arg);
 void pipeline_check_options(Options *o);
 void pipeline_check_loaded(Options *o, const char *path);
 bool pipeline_requested(const Options *o);
+/* D of --parallel pipeline:S,dpD (1 without): the replicas whose micro-batches make a step. */
+int  pipeline_replicas(const Options *o);
 /* The pipeline's case of ranks.c's calls: the stage of tr on MPI's world (the trainer built or loaded as
  * for one process), its step on the whole global batch, its reporting hook (the --log row with
  * the bubble and each stage's peak act bytes, the --pipe-events rows, the printed line), the

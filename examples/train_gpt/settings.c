@@ -278,7 +278,9 @@ const Setting TRAIN_GPT_SETTINGS[] = {
     { .heading = "Pipeline parallelism (docs/pipeline.md; under scripts/mpirun -np P):\n"
                  "  --parallel pipeline:S  split the blocks over the ranks and run schedule S:\n"
                  "                      naive, gpipe, 1f1b, or pipedream (asynchronous 1F1B,\n"
-                 "                      an update per micro-batch, weight stashing; --untied)" },
+                 "                      an update per micro-batch, weight stashing; --untied);\n"
+                 "  --parallel pipeline:S,dpD  D data-parallel replicas of the pipeline (ranks =\n"
+                 "                      D x stages), each stage's gradients summed over them" },
     { .name = "micro-batches", .id = FLAG_MICRO_BATCHES, .type = SETTING_INT,
       .offset = FIELD(micro_batches), .lo = 1, .hi = 1 << 12, .arg = "M", .needs = { &PIPELINE },
       .help = "micro-batches of --batch rows per step (default 1)" },

@@ -427,6 +427,7 @@ int main(void)
 {
     /* The chains here are tiny: more threads would only add the cost of waking them. */
     par_set_threads(1);
+    par_set_split_always(true);    /* the small cases still take the threaded paths */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_and_names),
         cmocka_unit_test(test_closed_form_matches_dp),

@@ -151,6 +151,7 @@ static void test_checkpointing_saves_memory(void **state)
 int main(void)
 {
     par_set_threads(1);
+    par_set_split_always(true);    /* the small cases still take the threaded paths */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tiny_gpt_bit_identical),
         cmocka_unit_test(test_threaded_gpt_bit_identical),

@@ -464,6 +464,7 @@ static void test_trainer_lora(void **state)
 int main(void)
 {
     par_set_threads(2);
+    par_set_split_always(true);    /* the small cases still take the threaded paths */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_step0_logits_identical),
         cmocka_unit_test(test_gradients_only_on_adapters),

@@ -430,6 +430,7 @@ static void test_adapter_file_from_masters(void **state)
 int main(void)
 {
     par_set_threads(2);
+    par_set_split_always(true);    /* the small cases still take the threaded paths */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bf16_step0_bit_identical),
         cmocka_unit_test(test_bf16_base_bytes),

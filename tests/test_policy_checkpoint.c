@@ -423,6 +423,7 @@ static void test_delayed_fp8_refused(void **state)
 int main(void)
 {
     par_set_threads(1);
+    par_set_split_always(true);    /* the small cases still take the threaded paths */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mlp_chain_matches_one_tape),
         cmocka_unit_test(test_checkpoints_are_packed),

@@ -378,6 +378,7 @@ static void test_qlora_adapter_file(void **state)
 int main(void)
 {
     par_set_threads(2);
+    par_set_split_always(true);    /* the small cases still take the threaded paths */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_qmatmul_reference),
         cmocka_unit_test(test_qmatmul_gradcheck),

@@ -170,7 +170,13 @@ static void on_unit(int unit, GptUnitEvent event, void *ctx)
             d->overlapped++;
         }
     }
-    /* Move the reductions in flight on: MPI progresses messages inside its calls. */
+}
+
+/* Move the reductions in flight on while backward computes: MPI progresses messages inside its
+ * calls only, and a bucket's second half (the all-gather) is posted by a test. */
+static void on_progress(void *ctx)
+{
+    Ddp *d = ctx;
     for (int b = 0; b < d->n_buckets; b++)
         if (d->buckets[b].started && d->buckets[b].h.phase)
             dist_iallreduce_test(&d->buckets[b].h);
@@ -195,7 +201,8 @@ static double on_sum(double x, void *ctx) { return dist_sum_double(((Ddp *)ctx)-
 static StepStrategy ddp_strategy(Ddp *d)
 {
     return (StepStrategy){ .name = "ddp", .ctx = d, .ranks = d->c->size, .on_unit = on_unit,
-                           .micro_start = on_micro_start, .grads_done = on_grads_done,
+                           .micro_start = on_micro_start, .progress = on_progress,
+                           .grads_done = on_grads_done,
                            .sum = on_sum };
 }
 

@@ -36,6 +36,12 @@ static void event(const GptPass *p, int unit, GptUnitEvent e)
         p->cfg.hooks.on_unit(unit, e, p->cfg.hooks.ctx);
 }
 
+static void tick(const GptPass *p)
+{
+    if (p->cfg.hooks.tick)
+        p->cfg.hooks.tick(p->cfg.hooks.ctx);
+}
+
 /* The ends' GATHER before their first use, RELEASE after their last read, GRADS_FINAL after
  * their last gradient term (gpt_pass.h). */
 static void ends_gather(const GptPass *p) { event(p, GPT_UNIT_ENDS, GPT_UNIT_GATHER); }
@@ -185,6 +191,7 @@ static void vanilla_after_node(Tape *tape, int k, void *ctx)
 {
     (void)tape;
     GptPass *p = ctx;
+    tick(p);
     while (p->next >= 0 && k <= p->spans[p->next].first) {
         span_done(p, &p->spans[p->next]);
         if (--p->next >= 0)

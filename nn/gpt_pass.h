@@ -45,6 +45,10 @@ enum { GPT_UNIT_ENDS = -1 };
 typedef enum { GPT_UNIT_GATHER, GPT_UNIT_RELEASE, GPT_UNIT_GRADS_FINAL } GptUnitEvent;
 typedef struct {
     void (*on_unit)(int unit, GptUnitEvent event, void *ctx);   /* NULL: no events */
+    /* Optional: called after every node of a vanilla pass's backward (a chain's: none):
+     * not a signal of anything, a chance to move messages in flight on (MPI progresses only
+     * inside its calls), while the backward computes. */
+    void (*tick)(void *ctx);
     void  *ctx;
 } GptUnitHooks;
 

@@ -7,19 +7,27 @@
 
 static int ranks_of(const StepStrategy *s) { return s && s->ranks > 0 ? s->ranks : 1; }
 
-/* The unit events go to the strategy's callback with its context. */
+/* The unit events go to the strategy's callbacks with its context. */
 static void on_unit(int unit, GptUnitEvent event, void *ctx)
 {
     const StepStrategy *s = ctx;
-    s->on_unit(unit, event, s->ctx);
+    if (s->on_unit)
+        s->on_unit(unit, event, s->ctx);
+}
+
+static void on_tick(void *ctx)
+{
+    const StepStrategy *s = ctx;
+    s->progress(s->ctx);
 }
 
 double step_micro_batch(Trainer *t, const StepStrategy *s, const int *tokens,
                         const int *targets, int B, int T, float seed)
 {
     GptUnitHooks hooks = { 0 };
-    if (s && s->on_unit)
-        hooks = (GptUnitHooks){ .on_unit = on_unit, .ctx = (void *)s };
+    if (s && (s->on_unit || s->progress))
+        hooks = (GptUnitHooks){ .on_unit = on_unit, .tick = s->progress ? on_tick : NULL,
+                                .ctx = (void *)s };
     return gpt_forward_backward(t->model, t->tape, t->cfg.checkpoint, tokens, targets, B, T,
                                 seed, &hooks, NULL);
 }

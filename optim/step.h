@@ -44,6 +44,8 @@ typedef struct StepStrategy {
     /* The unit events of each micro-batch's pass (nn/gpt_pass.h). */
     void      (*on_unit)(int unit, GptUnitEvent event, void *ctx);
     void      (*micro_start)(int k, int K, void *ctx);
+    /* Called often during backward (nn/gpt_pass.h's tick): messages in flight moved on. */
+    void      (*progress)(void *ctx);
     /* Runs the K micro-batches itself (forward, backward, accumulated gradients) and returns
      * the step's mean loss, the same on every rank; replaces step_accumulate's loop. */
     double    (*micro_batches)(Trainer *t, const int *tokens, const int *targets, int B, int T,

@@ -28,9 +28,10 @@
 # CLAIMS (any of "lora fp16 ckpt lr chinchilla"). The runs go to BUILD/claims/, the table to
 # BUILD/claims/table.txt as well. Exit status 1 if a row fails. It is a bench, not a test: the
 # whole sweep is long. Measured on a 2-core EPYC shared with other jobs (load average about 8),
-# one run at a time: a LoRA base 7 to 10 minutes (3000 steps; the portable mode trains one base
-# per seed for both thread counts, the fast mode one per seed and count), its two fine-tunes
-# about 6; the loss-scaling probe, the three train_gpt runs and the quick scaling grid of one
+# one run at a time: a LoRA base 7 to 10 minutes (3000 steps, 4 heads; the 4000-step, 8-head
+# base of now took 12 at a load average of 10 to 15; the portable mode trains one base per seed
+# for both thread counts, the fast mode one per seed and count), its two fine-tunes about 6;
+# the loss-scaling probe, the three train_gpt runs and the quick scaling grid of one
 # seed together 7; bench_checkpoint 1.5 per thread count and mode. The 20 (seed, threads,
 # kernels) cells then take about 6 to 7 hours on such a machine.
 set -u

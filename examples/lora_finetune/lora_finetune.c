@@ -150,7 +150,7 @@ static const Setting SETTINGS[] = {
       .lo = 0.0, .hi = 10.0, .def = "5e-4", .arg = "X",
       .help = "full fine-tuning's learning rate" },
     { .name = "lr-lora", .id = FLAG_LR_LORA, .type = SETTING_DOUBLE, .offset = FIELD(lr_lora),
-      .lo = 0.0, .hi = 10.0, .def = "5e-3", .arg = "X",
+      .lo = 0.0, .hi = 10.0, .def = "1e-2", .arg = "X",
       .help = "LoRA's and QLoRA's learning rate" },
     { .name = "lora-alpha", .id = FLAG_LORA_ALPHA, .type = SETTING_DOUBLE,
       .offset = FIELD(alpha), .lo = 1e-6, .hi = 1e6, .def = "16", .arg = "X",

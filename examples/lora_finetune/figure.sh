@@ -4,9 +4,10 @@
 # sub, with the default settings of lora_finetune, on one thread: the step times of two threads
 # are at the mercy of anything else running on a small machine. The base is pretrained once and
 # kept in BUILD_DIR/lora_finetune, so later runs only fine-tune.
-# Time on one idle core: about 90 s to pretrain the base (the first run only), then about 4.5
-# minutes for the seven fine-tuning runs (2000 steps each: full fine-tuning 27 ms a step, the
-# adapters 15 to 17 ms) and their evaluations.
+# Time: the base's 4000 pretraining steps the first time only (12 minutes on a shared 2-core
+# machine at a load average of 10 to 15), then about 4.5 minutes of one idle core for the seven
+# fine-tuning runs (2000 steps each: full fine-tuning 27 ms a step, the adapters 15 to 17 ms)
+# and their evaluations.
 # Usage: sh examples/lora_finetune/figure.sh BUILD_DIR   (run from the repository root)
 set -eu
 build=${1:-build}

@@ -23,7 +23,7 @@ struct Ddp {
     int       n_params;
     int      *order;              /* parameter indices, reverse of the optimizer's order */
     int      *bucket_of;          /* by parameter index */
-    int      *unit_of;            /* by parameter index: its unit (nn/gpt_pass.h) */
+    int      *unit_of;            /* by parameter index: the unit whose GRADS_FINAL frees it */
     Bucket   *buckets;
     int       n_buckets;
     size_t    psi;
@@ -72,7 +72,7 @@ Ddp *ddp_new(DistComm *c, Trainer *t, const DdpConfig *cfg)
         b->count++;
         b->n += o->params[p]->size;
         d->bucket_of[p] = (int)(b - d->buckets);
-        d->unit_of[p] = gpt_unit_of(o->params[p]);
+        d->unit_of[p] = gpt_final_unit_of(o->params[p]);
         d->psi += o->params[p]->size;
     }
     if (d->n_buckets > DIST_IALLREDUCE_SLOTS)

@@ -243,8 +243,8 @@ static void on_unit(int unit, GptUnitEvent event, void *ctx)
         gather_weights(z, unit);
     else if (event == GPT_UNIT_RELEASE && z->level == 3)
         free_weights(z, unit);
-    else if (event == GPT_UNIT_GRADS_FINAL && z->level >= 2)
-        reduce_grads(z, unit);
+    else if (event == GPT_UNIT_GRADS_FINAL && z->level >= 2 && unit != GPT_UNIT_HEAD)
+        reduce_grads(z, unit);          /* the ends together: one reduce-scatter, at theirs */
 }
 
 /* ---- setting up ----------------------------------------------------------------------------- */

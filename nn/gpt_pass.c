@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "autograd/mem.h"
 
@@ -83,6 +84,13 @@ int gpt_unit_of(const Tensor *param)
     if (sscanf(param->name, "blocks.%d.", &layer) == 1)
         return layer;
     return GPT_UNIT_ENDS;
+}
+
+int gpt_final_unit_of(const Tensor *param)
+{
+    if (strncmp(param->name, "ln_f.", 5) == 0 || strncmp(param->name, "head.", 5) == 0)
+        return GPT_UNIT_HEAD;
+    return gpt_unit_of(param);
 }
 
 GptPassConfig gpt_pass_whole(const Gpt *model, CkptStrategy s)
@@ -178,8 +186,10 @@ static void span_done(const GptPass *p, const Span *s)
         event(p, s->unit, GPT_UNIT_GRADS_FINAL);
         return;
     }
-    if (s->head)
+    if (s->head) {
         ends_read_last(p);
+        event(p, GPT_UNIT_HEAD, GPT_UNIT_GRADS_FINAL);
+    }
     if (!s->head || !p->cfg.embed)
         ends_final(p);
 }
@@ -257,6 +267,7 @@ static void chain_backward(GptPass *p, const float *seed)
         tape_backward_seeded(p->head_tape, p->loss, seed);
         tape_reset(p->head_tape);       /* dL/dy stays on y, which the run owns */
         ends_read_last(p);
+        event(p, GPT_UNIT_HEAD, GPT_UNIT_GRADS_FINAL);
         if (!p->cfg.embed)
             ends_final(p);
         ckpt_backward(p->run);

@@ -24,7 +24,8 @@
  * first use, and released after their last read (the head's backward, or the embedding's
  * forward in a pass without a head: the embedding's backward reads no weight); their
  * GRADS_FINAL comes after the last term (the embedding's backward, the last term of a tied
- * wte's gradient; the head's in a pass without the embedding).
+ * wte's gradient; the head's in a pass without the embedding), and GPT_UNIT_HEAD's GRADS_FINAL
+ * (ln_f, an untied head) right after the head's backward.
  *
  * How it runs. Vanilla records every unit on the tape it is given (the trainer's: fp8's delayed
  * scaling keeps its amax history there, indexed by the order of what one tape packs) and runs
@@ -41,7 +42,10 @@
 #include "autograd/checkpoint.h"
 #include "nn/gpt.h"
 
-enum { GPT_UNIT_ENDS = -1 };
+/* GPT_UNIT_HEAD is a part of the ends, for GRADS_FINAL only: ln_f and an untied head, whose
+ * gradients are final after the head's backward, long before the ends' (a tied wte still
+ * takes the embedding's term). A strategy that keeps the ends together waits for the ends'. */
+enum { GPT_UNIT_ENDS = -1, GPT_UNIT_HEAD = -2 };
 typedef enum { GPT_UNIT_GATHER, GPT_UNIT_RELEASE, GPT_UNIT_GRADS_FINAL } GptUnitEvent;
 typedef struct {
     void (*on_unit)(int unit, GptUnitEvent event, void *ctx);   /* NULL: no events */
@@ -60,8 +64,10 @@ typedef struct {
 } GptPassConfig;
 
 /* The unit a parameter belongs to, by its name: "blocks.L...." is block L (its LoRA adapters
- * too), the rest GPT_UNIT_ENDS. */
+ * too), the rest GPT_UNIT_ENDS. gpt_final_unit_of is the unit whose GRADS_FINAL comes first
+ * for it: the same, but GPT_UNIT_HEAD for ln_f and an untied head. */
 int           gpt_unit_of(const Tensor *param);
+int           gpt_final_unit_of(const Tensor *param);
 
 /* The whole model under strategy s, no events. */
 GptPassConfig gpt_pass_whole(const Gpt *model, CkptStrategy s);

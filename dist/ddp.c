@@ -24,6 +24,7 @@ struct Ddp {
     int      *order;              /* parameter indices, reverse of the optimizer's order */
     int      *bucket_of;          /* by parameter index */
     int      *unit_of;            /* by parameter index: the unit whose GRADS_FINAL frees it */
+    bool     *final;              /* by parameter index: final in this step's last micro-batch */
     Bucket   *buckets;
     int       n_buckets;
     size_t    psi;
@@ -58,6 +59,7 @@ Ddp *ddp_new(DistComm *c, Trainer *t, const DdpConfig *cfg)
     d->order = xcalloc((size_t)o->n, sizeof *d->order);
     d->bucket_of = xcalloc((size_t)o->n, sizeof *d->bucket_of);
     d->unit_of = xcalloc((size_t)o->n, sizeof *d->unit_of);
+    d->final = xcalloc((size_t)o->n, sizeof *d->final);
     d->buckets = xcalloc((size_t)o->n, sizeof *d->buckets);
     for (int i = 0; i < o->n; i++)
         d->order[i] = o->n - 1 - i;
@@ -95,6 +97,7 @@ void ddp_free(Ddp *d)
     free(d->order);
     free(d->bucket_of);
     free(d->unit_of);
+    free(d->final);
     free(d->buckets);
     free(d);
 }
@@ -148,28 +151,51 @@ static void on_micro_start(int k, int K, void *ctx)
         d->buckets[b].started = false;
         d->buckets[b].pending = d->buckets[b].count;
     }
+    for (int i = 0; i < d->n_params; i++)
+        d->final[i] = false;
     d->overlapped = 0;
     d->held_peak = 0;
     d->sent0 = d->c->bytes_sent;
     d->recv0 = d->c->bytes_recv;
 }
 
-/* Only the last micro-batch's backward finishes gradients: a bucket whose every gradient is
- * final starts its all-reduce then, while the rest of backward runs. */
+/* Parameter i's gradient is final: its bucket's count goes down, and the bucket whose every
+ * gradient is final starts its all-reduce, while the rest of backward runs. */
+static void param_done(Ddp *d, int i)
+{
+    if (d->final[i])
+        return;
+    d->final[i] = true;
+    int bk = d->bucket_of[i];
+    if (--d->buckets[bk].pending == 0) {
+        start_bucket(d, bk);
+        d->overlapped++;
+    }
+}
+
+/* Only the last micro-batch's backward finishes gradients. A vanilla pass says so per
+ * parameter (on_param_final); a unit's GRADS_FINAL covers whatever it did not. */
+static bool overlapping(const Ddp *d) { return d->last_micro && d->cfg.overlap; }
+
+static void on_param_final(const Tensor *param, void *ctx)
+{
+    Ddp *d = ctx;
+    if (!overlapping(d))
+        return;
+    Tensor **params = d->t->optim->params;
+    for (int i = 0; i < d->n_params; i++)
+        if (params[i] == param)
+            param_done(d, i);
+}
+
 static void on_unit(int unit, GptUnitEvent event, void *ctx)
 {
     Ddp *d = ctx;
-    if (event != GPT_UNIT_GRADS_FINAL || !d->last_micro || !d->cfg.overlap)
+    if (event != GPT_UNIT_GRADS_FINAL || !overlapping(d))
         return;
-    for (int p = 0; p < d->n_params; p++) {
-        if (d->unit_of[p] != unit)
-            continue;
-        int bk = d->bucket_of[p];
-        if (--d->buckets[bk].pending == 0) {
-            start_bucket(d, bk);
-            d->overlapped++;
-        }
-    }
+    for (int i = 0; i < d->n_params; i++)
+        if (d->unit_of[i] == unit)
+            param_done(d, i);
 }
 
 /* Move the reductions in flight on while backward computes: MPI progresses messages inside its
@@ -202,6 +228,7 @@ static StepStrategy ddp_strategy(Ddp *d)
 {
     return (StepStrategy){ .name = "ddp", .ctx = d, .ranks = d->c->size, .on_unit = on_unit,
                            .micro_start = on_micro_start, .progress = on_progress,
+                           .param_final = on_param_final,
                            .grads_done = on_grads_done,
                            .sum = on_sum };
 }

@@ -23,6 +23,11 @@ struct GptPass {
     /* Vanilla: the spans of the last forward, and how far the walk has got. */
     Span         *spans;
     int           n_spans, next;
+    /* Vanilla with on_param_final: each parameter read and the lowest node reading it, in
+     * ascending node order, and how far the walk has got. */
+    const Tensor **reads;
+    int          *read_at;
+    int           n_reads, cap_reads, next_read;
     /* Other strategies: the blocks as a chain, the ends on tapes of their own. */
     CkptRun      *run;
     Tape         *embed_tape, *head_tape;
@@ -133,6 +138,8 @@ void gpt_pass_free(GptPass *p)
         tape_free(p->embed_tape);
     if (p->head_tape)
         tape_free(p->head_tape);
+    free(p->reads);
+    free(p->read_at);
     free(p->spans);
     free(p);
 }
@@ -194,6 +201,40 @@ static void span_done(const GptPass *p, const Span *s)
         ends_final(p);
 }
 
+static bool read_already(const GptPass *p, const Tensor *t)
+{
+    for (int i = 0; i < p->n_reads; i++)
+        if (p->reads[i] == t)
+            return true;
+    return false;
+}
+
+/* For on_param_final: the first node of the pass that reads each trained parameter, which is
+ * the last to add to its gradient in the walk. */
+static void find_last_reads(GptPass *p)
+{
+    Tape *tape = p->tape;
+    p->n_reads = 0;
+    for (int k = p->spans[0].first; k < tape->n_nodes; k++) {
+        const Node *nd = &tape->nodes[k];
+        for (int j = 0; j < nd->n_in; j++) {
+            const Tensor *t = nd->in[j];
+            if (!t || !t->is_param || !t->requires_grad || read_already(p, t))
+                continue;
+            if (p->n_reads == p->cap_reads) {
+                p->cap_reads = p->cap_reads ? 2 * p->cap_reads : 64;
+                p->reads = realloc(p->reads, (size_t)p->cap_reads * sizeof *p->reads);
+                p->read_at = realloc(p->read_at, (size_t)p->cap_reads * sizeof *p->read_at);
+                if (!p->reads || !p->read_at)
+                    tensor_fatal("out of memory for a GPT pass");
+            }
+            p->reads[p->n_reads] = t;
+            p->read_at[p->n_reads++] = k;
+        }
+    }
+    p->next_read = p->n_reads - 1;
+}
+
 /* The walk has done node k and every node above it: each span whose first node that is has no
  * more backward to run, and the span below it starts. Empty spans (a frozen unit records no
  * node) end as soon as the one above them does. */
@@ -202,6 +243,8 @@ static void vanilla_after_node(Tape *tape, int k, void *ctx)
     (void)tape;
     GptPass *p = ctx;
     tick(p);
+    for (; p->next_read >= 0 && k <= p->read_at[p->next_read]; p->next_read--)
+        p->cfg.hooks.on_param_final(p->reads[p->next_read], p->cfg.hooks.ctx);
     while (p->next >= 0 && k <= p->spans[p->next].first) {
         span_done(p, &p->spans[p->next]);
         if (--p->next >= 0)
@@ -212,6 +255,9 @@ static void vanilla_after_node(Tape *tape, int k, void *ctx)
 static void vanilla_backward(GptPass *p, Tensor *out, const float *seed)
 {
     Tape *tape = p->tape;
+    p->next_read = -1;
+    if (p->cfg.hooks.on_param_final)
+        find_last_reads(p);
     p->next = p->n_spans - 1;
     span_begins(p, &p->spans[p->next]);
     tape->after_node = vanilla_after_node;

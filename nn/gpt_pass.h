@@ -53,6 +53,10 @@ typedef struct {
      * not a signal of anything, a chance to move messages in flight on (MPI progresses only
      * inside its calls), while the backward computes. */
     void (*tick)(void *ctx);
+    /* Optional: one parameter's gradient takes no more terms this micro-batch, raised by a
+     * vanilla pass after the lowest node that reads it (before its unit's GRADS_FINAL, which
+     * still comes; a chain raises none): finer than a unit, for DDP's buckets. */
+    void (*on_param_final)(const Tensor *param, void *ctx);
     void  *ctx;
 } GptUnitHooks;
 

@@ -21,12 +21,19 @@ static void on_tick(void *ctx)
     s->progress(s->ctx);
 }
 
+static void on_param_final(const Tensor *param, void *ctx)
+{
+    const StepStrategy *s = ctx;
+    s->param_final(param, s->ctx);
+}
+
 double step_micro_batch(Trainer *t, const StepStrategy *s, const int *tokens,
                         const int *targets, int B, int T, float seed)
 {
     GptUnitHooks hooks = { 0 };
-    if (s && (s->on_unit || s->progress))
+    if (s && (s->on_unit || s->progress || s->param_final))
         hooks = (GptUnitHooks){ .on_unit = on_unit, .tick = s->progress ? on_tick : NULL,
+                                .on_param_final = s->param_final ? on_param_final : NULL,
                                 .ctx = (void *)s };
     return gpt_forward_backward(t->model, t->tape, t->cfg.checkpoint, tokens, targets, B, T,
                                 seed, &hooks, NULL);

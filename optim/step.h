@@ -46,6 +46,8 @@ typedef struct StepStrategy {
     void      (*micro_start)(int k, int K, void *ctx);
     /* Called often during backward (nn/gpt_pass.h's tick): messages in flight moved on. */
     void      (*progress)(void *ctx);
+    /* A parameter's gradient is final (nn/gpt_pass.h's on_param_final; vanilla only). */
+    void      (*param_final)(const Tensor *param, void *ctx);
     /* Runs the K micro-batches itself (forward, backward, accumulated gradients) and returns
      * the step's mean loss, the same on every rank; replaces step_accumulate's loop. */
     double    (*micro_batches)(Trainer *t, const int *tokens, const int *targets, int B, int T,

@@ -300,6 +300,7 @@ TrainStepResult ddp_reference_step_wire(Trainer *t, const int *tokens, const int
     mem_free(acc);
     r.loss = sum / (N * K);
     step_finish(t, NULL, lr, &r);
+    t->step++;
     return r;
 }
 

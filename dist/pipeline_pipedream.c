@@ -90,14 +90,13 @@ void pipe_stash_drop(Pipeline *pp, Slot *sl)
 }
 
 /* pipedream: an update inside a step, the one tail (optim/step.h) on this stage alone. The
- * trainer counts steps (global batches: --steps, the schedule of the learning rate), so the
- * tail's count is taken back; the optimizer's own (Adam's bias correction) counts updates. */
+ * trainer counts steps (global batches: --steps, the schedule of the learning rate), which the
+ * tail leaves to step_run; the optimizer's own count (Adam's bias correction) is of updates. */
 static void update_inside(Pipeline *pp)
 {
     pipe_stash_before_update(pp);
     TrainStepResult r = { 0 };
     step_finish(pp->tr, &pp->update, pp->lr, &r);
-    pp->tr->step--;
 }
 
 /* One step of pipedream: the window of dist/pipeline_schedule.h, an update after each backward

@@ -148,7 +148,6 @@ void step_finish(Trainer *t, const StepStrategy *s, double lr, TrainStepResult *
      * gradients, so the order does not change a bit. */
     loss_scale_update(&t->scaler, found_inf);
     release(t, s);
-    t->step++;
 }
 
 TrainStepResult step_run(Trainer *t, const StepStrategy *s, const int *tokens,
@@ -165,5 +164,6 @@ TrainStepResult step_run(Trainer *t, const StepStrategy *s, const int *tokens,
         r.loss = sum / (ranks_of(s) * K);
     }
     step_finish(t, s, lr, &r);
+    t->step++;
     return r;
 }

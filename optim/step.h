@@ -82,8 +82,9 @@ double          step_accumulate(Trainer *t, const StepStrategy *s, const int *to
  * parameters' own; the tape is not reset. Returns its loss. */
 double          step_micro_batch(Trainer *t, const StepStrategy *s, const int *tokens,
                                  const int *targets, int B, int T, float seed);
-/* The tail on the gradients in place: fills grad_norm, updated and skipped in *r, counts the
- * step. */
+/* The tail on the gradients in place: one update (or a skip), filling grad_norm, updated and
+ * skipped in *r. step_run counts the step (t->step: global batches); a caller that runs the
+ * tail itself counts its own. */
 void            step_finish(Trainer *t, const StepStrategy *s, double lr, TrainStepResult *r);
 
 #endif

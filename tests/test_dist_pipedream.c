@@ -148,11 +148,10 @@ static void reference(const TrainerConfig *cfg, const int *first, int stages, co
 }
 
 /* This stage's parameters equal to version v of the reference, byte for byte. */
-static bool stage_is(Pipeline *pp, const Version *v, int rank_param_count)
+static bool stage_is(Pipeline *pp, const Version *v)
 {
     int n;
     Tensor *const *params = gpt_params(pipe_trainer(pp)->model, &n);
-    (void)rank_param_count;
     bool ok = true;
     for (size_t i = 0, at = 0; i < (size_t)n; at += tensor_bytes(params[i]), i++) {
         if (!pipe_owns(pp, params[i]->name))
@@ -192,7 +191,7 @@ static void check_pipedream(const char *policy)
             step_loss[k] = pipe_step(pp, tokens + at, targets + at, B, T, lr).loss;
         }
         /* Stage s has updated after every backward but its w in flight. */
-        ok = ok && pipe_updates(pp) == N - w && stage_is(pp, &versions[N - w], 0);
+        ok = ok && pipe_updates(pp) == N - w && stage_is(pp, &versions[N - w]);
         /* The w in flight hold w copies of the stage's weights; none beyond at the peak. */
         size_t weights = 0;
         int n;
@@ -217,7 +216,7 @@ static void check_pipedream(const char *policy)
         }
         /* The drain: every micro-batch's update applied, the reference's last weights. */
         pipe_drain(pp);
-        ok = ok && pipe_updates(pp) == N && stage_is(pp, &versions[N], 0);
+        ok = ok && pipe_updates(pp) == N && stage_is(pp, &versions[N]);
         ok = ok && mem_current(MEM_PARAM) - param0 == held;         /* the stash is gone */
         if (getenv("PIPE_DEBUG"))
             fprintf(stderr, "stage %d: stash peak %zu = %d x %zu, staleness %.3f max %d\n", s,

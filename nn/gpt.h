@@ -49,6 +49,7 @@
 #include <stdint.h>
 
 #include "autograd/ops.h"
+#include "autograd/schema.h"
 #include "nn/block.h"
 #include "nn/layernorm.h"
 #include "nn/params.h"
@@ -71,6 +72,11 @@ typedef struct {
     LayerNorm  ln_f;
     Tensor    *head;        /* == wte when tied */
 } Gpt;
+
+/* Every field of GptConfig, each declared once (nn/gpt_snapshot.c): its key ("n_layer"), range,
+ * default and help. A snapshot keeps them all, as "model.<key>" in a training snapshot and a
+ * base, "base.<key>" in a LoRA adapter (nn/gpt_snapshot.h writes and reads them from it). */
+extern const Schema GPT_SCHEMA;
 
 /* The benchmark model: V=65 (characters) T=64 L=4 H=4 C=128, tied, fused q/k/v. */
 GptConfig   gpt_config_default(void);

@@ -8,7 +8,6 @@
 #include <string.h>
 
 static const char FORMAT_TAG[] = "tapegrad-model-1";
-enum { KEY_LEN = 96 };
 
 bool gpt_snapshot_fail(SnapshotError *err, const char *path, const char *fmt, ...)
 {
@@ -24,80 +23,49 @@ bool gpt_snapshot_fail(SnapshotError *err, const char *path, const char *fmt, ..
     return false;
 }
 
-/* The integer fields of a config, in the order files and messages list them. */
-typedef struct {
-    const char *key, *label;
-    size_t      offset;
-    int         max;            /* a file's value at most this (nn/gpt.h) */
-} IntField;
-
-static const IntField int_fields[] = {
-    { "vocab_size", "vocab_size (V)", offsetof(GptConfig, vocab_size), GPT_MAX_VOCAB },
-    { "max_seq", "max_seq (T)", offsetof(GptConfig, max_seq), GPT_MAX_SEQ },
-    { "n_layer", "n_layer (L)", offsetof(GptConfig, n_layer), GPT_MAX_LAYERS },
-    { "n_head", "n_head (H)", offsetof(GptConfig, n_head), GPT_MAX_WIDTH },
-    { "n_embd", "n_embd (C)", offsetof(GptConfig, n_embd), GPT_MAX_WIDTH },
+/* GptConfig's settings, in the order files and messages list them. A snapshot keeps every
+ * one: a model cannot be read back into another shape. The counts are refused past the largest
+ * model a file may describe (nn/gpt.h), before anything is built. */
+#define GPT_FIELD(f) offsetof(GptConfig, f)
+static const SchemaRow GPT_ROWS[] = {
+    { .key = "vocab_size", .label = "vocab_size (V)", .type = SCHEMA_INT,
+      .offset = GPT_FIELD(vocab_size), .lo = 1, .hi = GPT_MAX_VOCAB, .message = SCHEMA_MSG_COUNT,
+      .def = "65", .kept = true, .help = "V: token ids are in [0, V)" },
+    { .key = "max_seq", .label = "max_seq (T)", .type = SCHEMA_INT,
+      .offset = GPT_FIELD(max_seq), .lo = 1, .hi = GPT_MAX_SEQ, .message = SCHEMA_MSG_COUNT,
+      .def = "64", .kept = true, .help = "T: the longest sequence, the rows of wpe" },
+    { .key = "n_layer", .label = "n_layer (L)", .type = SCHEMA_INT,
+      .offset = GPT_FIELD(n_layer), .lo = 1, .hi = GPT_MAX_LAYERS, .message = SCHEMA_MSG_COUNT,
+      .def = "4", .kept = true, .help = "L: transformer blocks" },
+    { .key = "n_head", .label = "n_head (H)", .type = SCHEMA_INT,
+      .offset = GPT_FIELD(n_head), .lo = 1, .hi = GPT_MAX_WIDTH, .message = SCHEMA_MSG_COUNT,
+      .def = "4", .kept = true, .help = "H: attention heads", .agrees = "n_embd" },
+    { .key = "n_embd", .label = "n_embd (C)", .type = SCHEMA_INT,
+      .offset = GPT_FIELD(n_embd), .lo = 1, .hi = GPT_MAX_WIDTH, .message = SCHEMA_MSG_COUNT,
+      .def = "128", .kept = true, .help = "C: width of the residual stream, a multiple of H",
+      .agrees = "n_head" },
+    { .key = "tied", .type = SCHEMA_BOOL, .offset = GPT_FIELD(tied), .def = "true",
+      .kept = true, .help = "the head shares the token embedding" },
+    { .key = "fused_qkv", .type = SCHEMA_BOOL, .offset = GPT_FIELD(fused_qkv), .def = "true",
+      .kept = true, .help = "one [C, 3C] input projection instead of q, k, v" },
 };
-enum { N_INT_FIELDS = sizeof int_fields / sizeof int_fields[0] };
-
-static int *int_field(GptConfig *cfg, int i) { return (int *)((char *)cfg + int_fields[i].offset); }
-
-static int int_value(const GptConfig *cfg, int i)
-{
-    return *(const int *)((const char *)cfg + int_fields[i].offset);
-}
-
-static const char *key(char buf[KEY_LEN], const char *prefix, const char *name)
-{
-    snprintf(buf, KEY_LEN, "%s.%s", prefix, name);
-    return buf;
-}
+#undef GPT_FIELD
+const Schema GPT_SCHEMA = { "GptConfig", GPT_ROWS, sizeof GPT_ROWS / sizeof GPT_ROWS[0] };
 
 bool gpt_snapshot_add_config(SnapshotWriter *w, const char *prefix, const GptConfig *cfg,
                              SnapshotError *err)
 {
-    char k[KEY_LEN];
-    bool ok = true;
-    for (int i = 0; i < N_INT_FIELDS; i++)
-        ok &= snapshot_add_meta_u64(w, key(k, prefix, int_fields[i].key),
-                                    (uint64_t)int_value(cfg, i), err);
-    ok &= snapshot_add_meta(w, key(k, prefix, "tied"), cfg->tied ? "true" : "false", err);
-    ok &= snapshot_add_meta(w, key(k, prefix, "fused_qkv"), cfg->fused_qkv ? "true" : "false",
-                            err);
-    return ok;
-}
-
-static bool meta_bool(const SnapshotReader *r, const char *path, const char *k, bool *out,
-                      SnapshotError *err)
-{
-    const char *v = snapshot_meta(r, k);
-    if (!v)
-        return gpt_snapshot_fail(err, path, "missing metadata '%s'", k);
-    if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0)
-        return gpt_snapshot_fail(err, path, "metadata '%s' is '%s', not true or false", k, v);
-    *out = v[0] == 't';
-    return true;
+    return schema_write(&GPT_SCHEMA, prefix, cfg, w, err);
 }
 
 bool gpt_snapshot_read_config(const SnapshotReader *r, const char *path, const char *prefix,
                               GptConfig *cfg, SnapshotError *err)
 {
     GptConfig c = { 0 };
-    char k[KEY_LEN];
-    for (int i = 0; i < N_INT_FIELDS; i++) {
-        uint64_t v;
-        if (!snapshot_meta_u64(r, key(k, prefix, int_fields[i].key), &v, err))
-            return false;
-        if (v < 1 || v > (uint64_t)int_fields[i].max)
-            return gpt_snapshot_fail(err, path, "metadata '%s' is %" PRIu64 ", not in 1..%d", k,
-                                     v, int_fields[i].max);
-        *int_field(&c, i) = (int)v;
-    }
-    if (!meta_bool(r, path, key(k, prefix, "tied"), &c.tied, err) ||
-        !meta_bool(r, path, key(k, prefix, "fused_qkv"), &c.fused_qkv, err))
+    if (!schema_read(&GPT_SCHEMA, prefix, schema_reader_value, r, path, &c, err))
         return false;
     char why[160];
-    if (!gpt_config_check(&c, why, sizeof why))
+    if (!gpt_config_check(&c, why, sizeof why))      /* the rules across keys: C a multiple of H */
         return gpt_snapshot_fail(err, path, "the model it describes is invalid: %s", why);
     *cfg = c;
     return true;
@@ -113,10 +81,14 @@ const char *gpt_config_describe(const GptConfig *cfg, char *buf, size_t len)
 
 const char *gpt_config_diff(const GptConfig *a, const GptConfig *b, char *buf, size_t len)
 {
-    for (int i = 0; i < N_INT_FIELDS; i++) {
-        if (int_value(a, i) != int_value(b, i)) {
-            snprintf(buf, len, "%s %d against %d", int_fields[i].label, int_value(a, i),
-                     int_value(b, i));
+    for (int i = 0; i < GPT_SCHEMA.n; i++) {
+        const SchemaRow *r = &GPT_SCHEMA.rows[i];
+        if (r->type != SCHEMA_INT)
+            continue;
+        int x = *(const int *)((const char *)a + r->offset);
+        int y = *(const int *)((const char *)b + r->offset);
+        if (x != y) {
+            snprintf(buf, len, "%s %d against %d", r->label, x, y);
             return buf;
         }
     }

@@ -1,0 +1,298 @@
+#include "autograd/schema.h"
+
+#include <errno.h>
+#include <float.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/snapshot_internal.h"
+
+enum { KEY_LEN = 128, VALUE_LEN = 256 };
+
+static void *field(const SchemaRow *r, void *s) { return (char *)s + r->offset; }
+static const void *cfield(const SchemaRow *r, const void *s)
+{
+    return (const char *)s + r->offset;
+}
+static bool has_range(const SchemaRow *r) { return r->lo != 0.0 || r->hi != 0.0; }
+static bool applies(const SchemaRow *r, const void *s) { return !r->applies || r->applies(s); }
+
+const char *schema_reader_value(const void *reader, const char *key)
+{
+    return snapshot_meta(reader, key);
+}
+
+const char *schema_key(const SchemaRow *r, const char *prefix, char *buf, size_t len)
+{
+    if (prefix)
+        snprintf(buf, len, "%s.%s", prefix, r->key);
+    else
+        snprintf(buf, len, "%s", r->key);
+    return buf;
+}
+
+const SchemaRow *schema_find(const Schema *s, const char *key)
+{
+    for (int i = 0; i < s->n; i++)
+        if (strcmp(s->rows[i].key, key) == 0)
+            return &s->rows[i];
+    return NULL;
+}
+
+/* Writing ------------------------------------------------------------------------------------- */
+
+void schema_format(const SchemaRow *r, const void *s, char *buf, size_t len)
+{
+    const void *f = cfield(r, s);
+    const char *name;
+    switch (r->type) {
+    case SCHEMA_DOUBLE: snprintf(buf, len, "%.17g", *(const double *)f); break;
+    case SCHEMA_FLOAT: snprintf(buf, len, "%.17g", (double)*(const float *)f); break;
+    case SCHEMA_U64: snprintf(buf, len, "%" PRIu64, *(const uint64_t *)f); break;
+    case SCHEMA_LONG: snprintf(buf, len, "%ld", *(const long *)f); break;
+    case SCHEMA_INT: snprintf(buf, len, "%d", *(const int *)f); break;
+    case SCHEMA_BOOL: snprintf(buf, len, "%s", *(const bool *)f ? "true" : "false"); break;
+    case SCHEMA_CHOICE:
+        name = r->name(*(const int *)f);
+        snprintf(buf, len, "%s", name ? name : "?");
+        break;
+    case SCHEMA_CUSTOM: r->format(f, buf, len); break;
+    }
+}
+
+bool schema_write(const Schema *sc, const char *prefix, const void *s, SnapshotWriter *w,
+                  SnapshotError *err)
+{
+    char key[KEY_LEN], value[VALUE_LEN];
+    bool ok = true;
+    for (int i = 0; i < sc->n; i++) {
+        const SchemaRow *r = &sc->rows[i];
+        if (!r->kept || !applies(r, s))
+            continue;
+        schema_format(r, s, value, sizeof value);
+        ok &= snapshot_add_meta(w, schema_key(r, prefix, key, sizeof key), value, err);
+    }
+    return ok;
+}
+
+void schema_copy_kept(const Schema *sc, void *dst, const void *src)
+{
+    static const size_t size[] = {
+        [SCHEMA_DOUBLE] = sizeof(double), [SCHEMA_FLOAT] = sizeof(float),
+        [SCHEMA_U64] = sizeof(uint64_t), [SCHEMA_LONG] = sizeof(long),
+        [SCHEMA_INT] = sizeof(int), [SCHEMA_BOOL] = sizeof(bool), [SCHEMA_CHOICE] = sizeof(int),
+    };
+    for (int i = 0; i < sc->n; i++) {
+        const SchemaRow *r = &sc->rows[i];
+        if (r->kept && r->type != SCHEMA_CUSTOM && applies(r, src))
+            memcpy(field(r, dst), cfield(r, src), size[r->type]);
+    }
+}
+
+/* Checking ------------------------------------------------------------------------------------ */
+
+/* An integer field's bounds: its range's, within what the type holds. */
+static void integer_bounds(const SchemaRow *r, uint64_t *lo, uint64_t *hi)
+{
+    *lo = 0;
+    *hi = r->type == SCHEMA_LONG ? (uint64_t)LONG_MAX : r->type == SCHEMA_INT ? (uint64_t)INT_MAX
+                                                                             : UINT64_MAX;
+    if (has_range(r)) {
+        *lo = (uint64_t)r->lo;
+        if ((uint64_t)r->hi < *hi)      /* exact: the bounds are whole numbers */
+            *hi = (uint64_t)r->hi;
+    }
+}
+
+static bool integer_in_range(const SchemaRow *r, const char *key, uint64_t v, char *why,
+                             size_t len)
+{
+    uint64_t lo, hi;
+    integer_bounds(r, &lo, &hi);
+    if (v >= lo && v <= hi)
+        return true;
+    if (r->message == SCHEMA_MSG_COUNT)
+        snprintf(why, len, "'%s' is %" PRIu64 ", not in %" PRIu64 "..%" PRIu64, key, v, lo, hi);
+    else
+        snprintf(why, len, "'%s' = %" PRIu64 " is out of range [%" PRIu64 ", %" PRIu64 "]", key,
+                 v, lo, hi);
+    return false;
+}
+
+/* A NaN is in no range. */
+static bool double_in_range(const SchemaRow *r, const char *key, double v, char *why,
+                            size_t len)
+{
+    if (!has_range(r) || (v >= r->lo && v <= r->hi))
+        return true;
+    snprintf(why, len, "'%s' = %.17g is out of range [%g, %g]", key, v, r->lo, r->hi);
+    return false;
+}
+
+static bool positive_float(const char *key, double v, char *why, size_t len)
+{
+    if (v > 0.0 && v <= FLT_MAX && (double)(float)v == v)
+        return true;
+    snprintf(why, len, "'%s' = %g is not a positive float", key, v);
+    return false;
+}
+
+/* The checks of one row on a value already in the struct. */
+static bool check_row(const SchemaRow *r, const char *key, const void *s, char *why,
+                      size_t len)
+{
+    const void *f = cfield(r, s);
+    bool ok = true;
+    switch (r->type) {
+    case SCHEMA_DOUBLE: ok = double_in_range(r, key, *(const double *)f, why, len); break;
+    case SCHEMA_FLOAT:
+        ok = positive_float(key, *(const float *)f, why, len) &&
+             double_in_range(r, key, *(const float *)f, why, len);
+        break;
+    case SCHEMA_U64: ok = integer_in_range(r, key, *(const uint64_t *)f, why, len); break;
+    case SCHEMA_LONG: case SCHEMA_INT: {
+        long v = r->type == SCHEMA_LONG ? *(const long *)f : *(const int *)f;
+        if (v < 0) {
+            snprintf(why, len, "'%s' = %ld is negative", key, v);
+            ok = false;
+        } else {
+            ok = integer_in_range(r, key, (uint64_t)v, why, len);
+        }
+        break;
+    }
+    case SCHEMA_CHOICE:
+        if (!r->name(*(const int *)f)) {
+            snprintf(why, len, "'%s' %d is not one this version knows", key, *(const int *)f);
+            ok = false;
+        }
+        break;
+    case SCHEMA_BOOL: case SCHEMA_CUSTOM: break;
+    }
+    return ok && (!r->check || r->check(r, s, why, len));
+}
+
+bool schema_check(const Schema *sc, const char *prefix, const void *s, char *why, size_t len)
+{
+    char key[KEY_LEN];
+    for (int i = 0; i < sc->n; i++) {
+        const SchemaRow *r = &sc->rows[i];
+        if (r->kept && applies(r, s) &&
+            !check_row(r, schema_key(r, prefix, key, sizeof key), s, why, len))
+            return false;
+    }
+    return true;
+}
+
+/* Reading ------------------------------------------------------------------------------------- */
+
+/* The whole of text as a decimal uint64 (no sign, no space). */
+static bool parse_u64(const char *text, uint64_t *out)
+{
+    if (*text < '0' || *text > '9')
+        return false;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno || *end)
+        return false;
+    *out = (uint64_t)v;
+    return true;
+}
+
+/* A number in decimal, as "%.17g" writes one: strtod would also take hex ("0x10"), which no
+ * snapshot holds. (inf and nan parse, and then fail their key's range with its message.) */
+static bool decimal_number(const char *text)
+{
+    text += *text == '+' || *text == '-';
+    return !(text[0] == '0' && (text[1] == 'x' || text[1] == 'X'));
+}
+
+/* The names of a choice, "a, b, c", into buf. */
+static const char *choice_list(const SchemaRow *r, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; r->name(i) && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "", r->name(i));
+    return buf;
+}
+
+/* text into the row's field, as the type spells it; the range is check_row's. */
+static bool parse_value(const SchemaRow *r, const char *key, const char *text, void *s,
+                        const char *path, SnapshotError *err)
+{
+    void *f = field(r, s);
+    char *end, list[VALUE_LEN];
+    double x;
+    uint64_t u;
+    switch (r->type) {
+    case SCHEMA_DOUBLE: case SCHEMA_FLOAT:
+        x = strtod(text, &end);
+        if (end == text || *end || !decimal_number(text))
+            return snapshot_fail(err, path, "metadata '%s' is '%s', not a decimal number", key,
+                                 text);
+        if (r->type == SCHEMA_FLOAT) {      /* checked here: the float would lose what is wrong */
+            if (!positive_float(key, x, list, sizeof list))
+                return snapshot_fail(err, path, "metadata %s", list);
+            *(float *)f = (float)x;
+        } else {
+            *(double *)f = x;
+        }
+        return true;
+    case SCHEMA_U64: case SCHEMA_LONG: case SCHEMA_INT:
+        if (!parse_u64(text, &u))
+            return snapshot_fail(err, path, "metadata '%s' is '%s', not an unsigned 64-bit "
+                                 "integer", key, text);
+        if (!integer_in_range(r, key, u, list, sizeof list))   /* before it is cut to the type */
+            return snapshot_fail(err, path, "metadata %s", list);
+        if (r->type == SCHEMA_U64)
+            *(uint64_t *)f = u;
+        else if (r->type == SCHEMA_LONG)
+            *(long *)f = (long)u;
+        else
+            *(int *)f = (int)u;
+        return true;
+    case SCHEMA_BOOL:
+        if (strcmp(text, "true") != 0 && strcmp(text, "false") != 0)
+            return snapshot_fail(err, path, "metadata '%s' is '%s', not true or false", key,
+                                 text);
+        *(bool *)f = text[0] == 't';
+        return true;
+    case SCHEMA_CHOICE:
+        for (int i = 0; r->name(i); i++)
+            if (strcmp(text, r->name(i)) == 0) {
+                *(int *)f = i;
+                return true;
+            }
+        return snapshot_fail(err, path, "metadata '%s' is '%s', which this version does not "
+                             "know (%s)", key, text, choice_list(r, list, sizeof list));
+    case SCHEMA_CUSTOM:
+        if (!r->parse(text, f, list, sizeof list))
+            return snapshot_fail(err, path, "metadata '%s' is '%s', %s", key, text, list);
+        return true;
+    }
+    return false;
+}
+
+bool schema_read(const Schema *sc, const char *prefix, SchemaLookup lookup, const void *src,
+                 const char *path, void *s, SnapshotError *err)
+{
+    char key[KEY_LEN], why[VALUE_LEN];
+    for (int i = 0; i < sc->n; i++) {
+        const SchemaRow *r = &sc->rows[i];
+        if (!r->kept || !applies(r, s))
+            continue;
+        schema_key(r, prefix, key, sizeof key);
+        const char *text = lookup(src, key);
+        if (!text)
+            return snapshot_fail(err, path, "missing metadata '%s'", key);
+        if (!parse_value(r, key, text, s, path, err))
+            return false;
+        if (!check_row(r, key, s, why, sizeof why))
+            return snapshot_fail(err, path, "metadata %s", why);
+    }
+    return true;
+}

@@ -78,6 +78,21 @@ bool schema_write(const Schema *sc, const char *prefix, const void *s, SnapshotW
     return ok;
 }
 
+const SchemaRow *schema_differs(const Schema *sc, const void *a, const void *b)
+{
+    char x[VALUE_LEN], y[VALUE_LEN];
+    for (int i = 0; i < sc->n; i++) {
+        const SchemaRow *r = &sc->rows[i];
+        if (!r->kept || !applies(r, a))
+            continue;
+        schema_format(r, a, x, sizeof x);
+        schema_format(r, b, y, sizeof y);
+        if (strcmp(x, y) != 0)
+            return r;
+    }
+    return NULL;
+}
+
 void schema_copy_kept(const Schema *sc, void *dst, const void *src)
 {
     static const size_t size[] = {

@@ -95,6 +95,9 @@ bool schema_read(const Schema *sc, const char *prefix, SchemaLookup lookup, cons
                  const char *path, void *s, SnapshotError *err);
 /* The same checks on a struct set by code: false with "'KEY' = VALUE ..." in why. */
 bool schema_check(const Schema *sc, const char *prefix, const void *s, char *why, size_t len);
+/* The first kept row that applies to a in which a and b differ, as a snapshot keeps them;
+ * NULL when they agree on every one. */
+const SchemaRow *schema_differs(const Schema *sc, const void *a, const void *b);
 /* The kept rows that apply to src copied into dst, the run-only ones left as dst has them. */
 void schema_copy_kept(const Schema *sc, void *dst, const void *src);
 

@@ -89,6 +89,11 @@ typedef struct {
 #define LORA_ALPHA_MIN 1e-6
 #define LORA_ALPHA_MAX 1e6
 
+/* Every field of LoraConfig, each declared once (nn/lora_snapshot.c): key ("rank"), range,
+ * default, help. A snapshot keeps them all as "lora.<key>" (an adapter file, and a training
+ * snapshot of a LoRA run); they must agree with the base's shape (lora_config_check). */
+extern const Schema LORA_SCHEMA;
+
 /* r 8, alpha 16, targets q and v, no quantization. */
 LoraConfig  lora_config_default(void);
 /* "q,v", "q,k,v,o,mlp" or "all" into LORA_TARGET_* bits; false with a message in err for an

@@ -26,15 +26,35 @@ static void add_adapter(SnapshotWriter *w, Tensor *t, bool *decoded, SnapshotErr
     snapshot_add(w, t->name, SNAPSHOT_F32, t->ndim, shape, tensor_unpack(t), err);
 }
 
+/* LoraConfig's settings, in the order files list them. */
+static void format_targets(const void *field, char *buf, size_t len)
+{
+    lora_targets_str(*(const unsigned *)field, buf, len);
+}
+static bool parse_targets(const char *text, void *field, char *why, size_t len)
+{
+    return lora_targets_parse(text, field, why, len);
+}
+
+#define LORA_FIELD(f) offsetof(LoraConfig, f)
+static const SchemaRow LORA_ROWS[] = {
+    { .key = "rank", .type = SCHEMA_INT, .offset = LORA_FIELD(rank), .lo = 1, .hi = INT_MAX,
+      .def = "8", .kept = true, .help = "r: the adapters' rank" },
+    { .key = "alpha", .type = SCHEMA_FLOAT, .offset = LORA_FIELD(alpha), .lo = LORA_ALPHA_MIN,
+      .hi = LORA_ALPHA_MAX, .def = "16", .kept = true,
+      .help = "the adapters' output is scaled by alpha / r" },
+    { .key = "targets", .type = SCHEMA_CUSTOM, .offset = LORA_FIELD(targets), .def = "q,v",
+      .kept = true, .format = format_targets, .parse = parse_targets,
+      .agrees = "base.fused_qkv", .help = "the Linears adapted: q, k, v, o, mlp, or all" },
+    { .key = "qlora", .type = SCHEMA_BOOL, .offset = LORA_FIELD(qlora), .def = "false",
+      .kept = true, .help = "the frozen base's block weights stored as NF4" },
+};
+#undef LORA_FIELD
+const Schema LORA_SCHEMA = { "LoraConfig", LORA_ROWS, sizeof LORA_ROWS / sizeof LORA_ROWS[0] };
+
 bool lora_snapshot_add_config(SnapshotWriter *w, const LoraConfig *cfg, SnapshotError *err)
 {
-    char targets[64];
-    bool ok = snapshot_add_meta_u64(w, "lora.rank", (uint64_t)cfg->rank, err);
-    ok &= snapshot_add_meta_f64(w, "lora.alpha", (double)cfg->alpha, err);
-    ok &= snapshot_add_meta(w, "lora.targets", lora_targets_str(cfg->targets, targets,
-                                                                sizeof targets), err);
-    ok &= snapshot_add_meta(w, "lora.qlora", cfg->qlora ? "true" : "false", err);
-    return ok;
+    return schema_write(&LORA_SCHEMA, "lora", cfg, w, err);
 }
 
 bool lora_snapshot_save(const GptLora *lora, const char *path, SnapshotError *err)
@@ -78,31 +98,10 @@ bool lora_snapshot_read_config(const SnapshotReader *r, const char *path,
                                const GptConfig *base, LoraConfig *cfg, SnapshotError *err)
 {
     LoraConfig c = lora_config_default();
-    uint64_t rank;
-    double alpha;
-    if (!snapshot_meta_u64(r, "lora.rank", &rank, err) ||
-        !snapshot_meta_f64(r, "lora.alpha", &alpha, err))
-        return false;
-    if (rank < 1 || rank > INT_MAX)
-        return gpt_snapshot_fail(err, path, "metadata 'lora.rank' is %" PRIu64 ", not a rank",
-                                 rank);
-    if (!(alpha >= LORA_ALPHA_MIN && alpha <= LORA_ALPHA_MAX))
-        return gpt_snapshot_fail(err, path, "metadata 'lora.alpha' = %g is out of range [%g, %g]",
-                                 alpha, LORA_ALPHA_MIN, LORA_ALPHA_MAX);
-    c.rank = (int)rank;
-    c.alpha = (float)alpha;
-    const char *targets = snapshot_meta(r, "lora.targets"), *qlora = snapshot_meta(r, "lora.qlora");
     char why[200];
-    if (!targets || !qlora)
-        return gpt_snapshot_fail(err, path, "missing metadata '%s'",
-                                 targets ? "lora.qlora" : "lora.targets");
-    if (!lora_targets_parse(targets, &c.targets, why, sizeof why))
-        return gpt_snapshot_fail(err, path, "metadata 'lora.targets': %s", why);
-    if (strcmp(qlora, "true") != 0 && strcmp(qlora, "false") != 0)
-        return gpt_snapshot_fail(err, path, "metadata 'lora.qlora' is '%s', not true or false",
-                                 qlora);
-    c.qlora = qlora[0] == 't';
-    if (!lora_config_check(&c, base, why, sizeof why))
+    if (!schema_read(&LORA_SCHEMA, "lora", schema_reader_value, r, path, &c, err))
+        return false;
+    if (!lora_config_check(&c, base, why, sizeof why))     /* the targets against the base */
         return gpt_snapshot_fail(err, path, "%s", why);
     *cfg = c;
     return true;

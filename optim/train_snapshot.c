@@ -397,9 +397,7 @@ bool train_snapshot_restore(Trainer *t, SnapshotReader *r, const char *path, Sna
     if (!train_snapshot_lora(r, path, &t->cfg.model, &lc, &has, err))
         return false;
     const LoraConfig *mine = t->lora ? &t->lora->cfg : NULL;
-    if (has != (mine != NULL) || (has && (lc.rank != mine->rank || lc.alpha != mine->alpha ||
-                                          lc.targets != mine->targets ||
-                                          lc.qlora != mine->qlora)))
+    if (has != (mine != NULL) || (has && schema_differs(&LORA_SCHEMA, &lc, mine)))
         return gpt_snapshot_fail(err, path, "its LoRA settings are not the trainer's");
     return read_state(r, path, t, err);
 }

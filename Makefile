@@ -11,8 +11,10 @@
 #   make assignment [PARTS=a,b] [OUT=dir]   write a student tree (docs/coursework.md)
 #   make grade [STUDENT=dir] [PARTS=a,b] [TIMEOUT=s]   grade a submission by tests/parts.tsv
 #
-# Layout: sources in precision/ autograd/ nn/ optim/ form libtapegrad.a; examples/common/
-# forms libexamples.a; dist/ (training on many ranks, the only MPI code) forms libdist.a; every
+# Layout: sources in precision/ autograd/ nn/ optim/ form libtapegrad.a; dist/ (training on
+# many ranks, the only MPI code) forms libdist.a; the rooms data/ plan/ analysis/ (training
+# data, the memory model and fit search, measurements over runs) form librooms.a;
+# examples/common/ (the programs' plumbing) forms libexamples.a; every
 # folder examples/NAME/ is one program build/bin/NAME; every tests/test_*.c is one test binary;
 # every bench/*.c is one benchmark. A program, test or benchmark links MPI (and libdist.a) only
 # when one of its sources includes a dist/ header; every other binary stays MPI-free.
@@ -71,6 +73,7 @@ MPI_LIBS := $(shell pkg-config --libs ompi-c 2>/dev/null)
 LDFLAGS  += -fopenmp $(filter -fsanitize%,$(OPT))
 
 LIB_SRC  := $(wildcard precision/*.c autograd/*.c nn/*.c optim/*.c)
+ROOM_SRC := $(wildcard data/*.c plan/*.c analysis/*.c)
 EX_SRC   := $(wildcard examples/common/*.c)
 PROGS    := $(filter-out common,$(notdir $(patsubst %/,%,$(dir $(wildcard examples/*/*.c)))))
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
@@ -84,6 +87,7 @@ MPI_BINS := $(sort $(foreach f,$(filter examples/%,$(USES_MPI)),$(BUILD)/bin/$(n
 
 LIB      := $(BUILD)/lib/libtapegrad.a
 EXLIB    := $(BUILD)/lib/libexamples.a
+ROOMLIB  := $(BUILD)/lib/librooms.a
 DISTLIB  := $(BUILD)/lib/libdist.a
 OBJ       = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
@@ -162,6 +166,10 @@ $(DISTLIB): $(call OBJ,$(DIST_SRC))
 	@mkdir -p $(dir $@)
 	$(AR) rcs $@ $^
 
+$(ROOMLIB): $(call OBJ,$(ROOM_SRC))
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+
 # The binaries that use dist/: libdist.a before the other libraries, and MPI's library.
 $(MPI_BINS): $(DISTLIB)
 $(MPI_BINS): LINK_MPI = $(DISTLIB) $(MPI_LIBS)
@@ -191,13 +199,13 @@ $(BUILD)/obj/%.o: %.c $(FLAGS_FILE)
 
 # One program per folder: every .c file in examples/NAME/ links into build/bin/NAME.
 .SECONDEXPANSION:
-$(BUILD)/bin/%: $$(call OBJ,$$(wildcard examples/%/*.c)) $(EXLIB) $(LIB)
+$(BUILD)/bin/%: $$(call OBJ,$$(wildcard examples/%/*.c)) $(EXLIB) $(ROOMLIB) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $(filter %.o,$^) $(LINK_MPI) $(EXLIB) $(LIB) $(LDLIBS) -o $@
+	$(CC) $(LDFLAGS) $(filter %.o,$^) $(EXLIB) $(ROOMLIB) $(LINK_MPI) $(LIB) $(LDLIBS) -o $@
 
-$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(EXLIB) $(LIB)
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(EXLIB) $(ROOMLIB) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $(filter %.o,$^) $(LINK_MPI) $(EXLIB) $(LIB) $(LDLIBS) -o $@
+	$(CC) $(LDFLAGS) $(filter %.o,$^) $(EXLIB) $(ROOMLIB) $(LINK_MPI) $(LIB) $(LDLIBS) -o $@
 
 # A test that runs train_gpt as a user would: the program is built first, and found in $(BUILD).
 $(BUILD)/tests/test_train_gpt_cli: $(BUILD)/bin/train_gpt
@@ -224,9 +232,9 @@ $(BUILD)/tests/test_fuzz_replay: LDFLAGS += -Wl,--wrap=exit
 
 # The libFuzzer harnesses themselves, built by `make fuzz` (scripts/fuzz.sh) with clang into
 # build-fuzz: the same sources, LLVMFuzzerTestOneInput switched on.
-$(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(EXLIB) $(LIB)
+$(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(EXLIB) $(ROOMLIB) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -fsanitize=fuzzer $(filter %.o,$^) $(LINK_MPI) $(EXLIB) $(LIB) $(LDLIBS) -o $@
+	$(CC) $(LDFLAGS) -fsanitize=fuzzer $(filter %.o,$^) $(EXLIB) $(ROOMLIB) $(LINK_MPI) $(LIB) $(LDLIBS) -o $@
 $(BUILD)/obj/tests/fuzz/%.o: CFLAGS += -DTAPEGRAD_LIBFUZZER
 $(BUILD)/fuzz/fuzz_train_load: $(FUZZ_TG_OBJ) $(DISTLIB)
 $(BUILD)/fuzz/fuzz_train_load: LINK_MPI = $(DISTLIB) $(MPI_LIBS)
@@ -235,9 +243,9 @@ $(BUILD)/fuzz/fuzz_settings_agree: $(FUZZ_TG_OBJ) $(DISTLIB)
 $(BUILD)/fuzz/fuzz_settings_agree: LINK_MPI = $(DISTLIB) $(MPI_LIBS)
 $(BUILD)/fuzz/fuzz_settings_agree: LDFLAGS += -Wl,--wrap=exit
 
-$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(EXLIB) $(LIB)
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(EXLIB) $(ROOMLIB) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $(filter %.o,$^) $(LINK_MPI) $(EXLIB) $(LIB) $(LDLIBS) -o $@
+	$(CC) $(LDFLAGS) $(filter %.o,$^) $(EXLIB) $(ROOMLIB) $(LINK_MPI) $(LIB) $(LDLIBS) -o $@
 
 clean:
 	rm -rf build build-san build-avx2 build-fuzz build-onednn build-avx2-onednn build-openblas \

@@ -85,7 +85,7 @@ Tensor *op_embedding(Tape *tape, Tensor *table, const int *ids, int B, int T)
 
 /* What cross-entropy keeps for backward (category act): rows * (4 + 4) bytes, rather than the
  * rows * V probabilities, which for a real vocabulary are the largest activation of the model.
- * The record itself is a tape buffer too (act, the 24 bytes examples/common/memcalc.c counts);
+ * The record itself is a tape buffer too (act, the 24 bytes plan/memcalc.c counts);
  * the node's state points to it. */
 typedef struct {
     size_t count;       /* rows whose target is >= 0 */

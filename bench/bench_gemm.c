@@ -32,7 +32,7 @@
  * to SSE3: examples/common/blas_kernels.h) and `--isa avx2`, which holds every library to AVX2
  * as on an AVX2-only CPU: OPENBLAS_CORETYPE=Haswell, DNNL_MAX_CPU_ISA=AVX2,
  * LIBXSMM_TARGET=hsw (BLIS has nothing to hold). Each child measures the FMA peak of its ISA
- * (examples/common/peak_fma.h) and prints GFLOP/s beside it.
+ * (analysis/peak_fma.h) and prints GFLOP/s beside it.
  *
  * Usage: build/bench/bench_gemm [--isa native|avx2] [small|large|gpt2]
  * Output: TSV, one row per shape and pass; lines starting with '#' are notes. */
@@ -48,10 +48,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "analysis/peak_fma.h"
 #include "autograd/gemm_portable.h"
 #include "bench/bench_util.h"
 #include "examples/common/blas_kernels.h"
-#include "examples/common/peak_fma.h"
 
 enum { THREADS = 2, SAMPLES = 31, PEAK_RUNS = 20, MAX_LIBS = 5, MAX_SHAPES = 16 };
 /* par_sgemm's rule (autograd/parallel.c): smaller products run on one thread. */
@@ -449,7 +449,7 @@ static void print_peaks(bool avx2)
 {
     PeakIsa isa = avx2 ? PEAK_AVX2 : peak_best_isa();
     double one = peak_gflops(isa, 1, PEAK_RUNS), two = peak_gflops(isa, THREADS, PEAK_RUNS);
-    printf("# FMA peak, %s: %.1f GFLOP/s on 1 thread, %.1f on %d (examples/common/peak_fma.h, "
+    printf("# FMA peak, %s: %.1f GFLOP/s on 1 thread, %.1f on %d (analysis/peak_fma.h, "
            "best of %d)\n", peak_isa_name[isa], one, two, THREADS, PEAK_RUNS);
 }
 

@@ -27,7 +27,7 @@
  * Model FLOP utilisation = (6 N + 12 L T C) x tokens/s / peak, with N the parameter count (the
  * tied head counted once): 6 N is the forward (2 N) and backward (4 N) multiply-adds of the
  * weight products per token, 12 L T C the attention scores and weighted sums. The peak is
- * measured here (examples/common/peak_fma.h) on 1 thread and on 2 for each vector width the
+ * measured here (analysis/peak_fma.h) on 1 thread and on 2 for each vector width the
  * CPU has; the machine's peak for a width is the larger of the 2-thread figure and twice the
  * 1-thread one (other processes can only slow a measurement down). The target is checked
  * against the peak of the width OpenBLAS's sgemm kernels use (AVX-512 for SkylakeX, Cooperlake
@@ -55,12 +55,12 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "analysis/peak_fma.h"
 #include "autograd/gemm.h"
 #include "autograd/parallel.h"
 #include "autograd/rng.h"
 #include "bench/bench_util.h"
 #include "examples/common/blas_kernels.h"
-#include "examples/common/peak_fma.h"
 #include "nn/gpt.h"
 #include "nn/gpt_pass.h"
 #include "optim/adamw.h"

@@ -5,7 +5,7 @@
  * letters of the config (B rows, T tokens, C width, V vocabulary, H heads), how it is stored and
  * what backward reads it for. The model keeps exactly these (tests/test_gpt_acts.c records a
  * forward and checks act bytes against the table's sums, part by part and under the precision
- * policies); the memory calculator (examples/common/memcalc.c) predicts from the same sums.
+ * policies); the memory calculator (plan/memcalc.c) predicts from the same sums.
  *
  * Parts of a forward pass, each kept on a tape of its own under gradient checkpointing:
  *     embed       gpt_embed's tensors

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "examples/common/text.h"
+#include "data/text.h"
 
 #define CORPUS TAPEGRAD_SOURCE_DIR "/data/tinyshakespeare.txt"
 enum { CORPUS_BYTES = 1115394 };

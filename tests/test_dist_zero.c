@@ -15,9 +15,9 @@
 
 #include "dist/ddp.h"
 #include "dist/zero.h"
-#include "examples/common/memcalc.h"
 #include "nn/gpt_pass.h"
 #include "optim/train_snapshot.h"
+#include "plan/memcalc.h"
 #include "tests/dist_test.h"
 
 enum { V = 13, T = 8, B = 2, N_STEPS = 4 };

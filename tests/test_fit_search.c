@@ -1,4 +1,4 @@
-/* fit_largest's search (examples/common/fit_search.h) on models small enough to run in
+/* fit_largest's search (plan/fit_search.h) on models small enough to run in
  * milliseconds: the filter keeps exactly the candidates predicted within the budget, one per
  * shape, the preferred way first, largest first; a measured trial fits at the bisected batch and
  * not one row above it; a budget too small for anything fails with the allocator's message; and
@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 #include "examples/common/cli.h"
-#include "examples/common/fit_search.h"
 #include "nn/gpt_snapshot.h"
+#include "plan/fit_search.h"
 
 /* A space of tiny models: V 16, T 8, L 1..2, C 32..64, B 4 or 2 towards a batch of 4. */
 static FitSpace tiny_space(void)

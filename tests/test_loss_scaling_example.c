@@ -1,6 +1,6 @@
 /* What examples/loss_scaling measures with: gradient histograms in powers of two, what fp16
  * rounding does to gradients with and without a scale, the paper's choice of a static scale
- * (examples/common/grad_hist.h), and reading train_gpt's logs (examples/common/train_run.h).
+ * (analysis/grad_hist.h), and reading train_gpt's logs (examples/common/train_run.h).
  * Expected values come from the formats' definitions (fp16: smallest subnormal 2^-24, largest
  * finite 65504; e4m3: 448), not from the code under test. */
 #include "tests/test_helpers.h"
@@ -9,7 +9,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "examples/common/grad_hist.h"
+#include "analysis/grad_hist.h"
 #include "examples/common/train_run.h"
 
 static void test_exponent(void **state)

@@ -1,4 +1,4 @@
-/* The arithmetic behind loss_scaling --seeds (examples/common/seed_stats.h): seed lists,
+/* The arithmetic behind loss_scaling --seeds (analysis/seed_stats.h): seed lists,
  * geometric means, medians, the within-2% count and the t interval. Expected values are worked
  * out by hand in the comments (powers of two, so the logs are multiples of ln 2), and the t
  * quantiles for 1 and 2 degrees of freedom come from the distributions' closed forms, not from
@@ -7,7 +7,7 @@
 
 #include <math.h>
 
-#include "examples/common/seed_stats.h"
+#include "analysis/seed_stats.h"
 
 /* |got - want| <= tol, and the numbers when not (this cmocka has no assert_double_equal). */
 static void check_near(const char *what, double got, double want, double tol)

@@ -1,4 +1,4 @@
-/* The memory calculator's LoRA and QLoRA formulas (examples/common/memcalc.h, "LoRA and
+/* The memory calculator's LoRA and QLoRA formulas (plan/memcalc.h, "LoRA and
  * QLoRA") against one real step of a LoRA run (memcalc_measure_lora): param, grad, optim and
  * act to the byte for LoRA and QLoRA, fp32 and bf16, over strategies and optimizers; temp (an
  * upper bound) never below the measured peak, nor far above it; and trainer_new_lora's set-up
@@ -9,10 +9,10 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "examples/common/memcalc.h"
 #include "nn/gpt_lora.h"
 #include "nn/gpt_snapshot.h"
 #include "optim/train.h"
+#include "plan/memcalc.h"
 
 static void compare(const GptConfig *cfg, int B, const char *strategy, McOptimizer o,
                     const char *policy_name, int rank, unsigned targets, bool qlora)

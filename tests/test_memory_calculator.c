@@ -1,4 +1,4 @@
-/* The memory calculator (examples/common/memcalc.h): the lecture's numbers (GPT-2 1.5B, ZeRO
+/* The memory calculator (plan/memcalc.h): the lecture's numbers (GPT-2 1.5B, ZeRO
  * with 7.5B parameters on 64 ranks), parameter counts and optimizer state against the real
  * model and optimizers, an activation total worked by hand, and the predicted peak of every
  * memory category against what autograd/mem measures in one real training step: several
@@ -8,11 +8,11 @@
 #include <omp.h>
 #include <stdio.h>
 
-#include "examples/common/memcalc.h"
 #include "optim/adafactor.h"
 #include "optim/adam8bit.h"
 #include "optim/adamw.h"
 #include "optim/sgd.h"
+#include "plan/memcalc.h"
 
 static void assert_close(double got, double want, double rel)
 {

@@ -8,7 +8,7 @@
 
 #include <stdio.h>
 
-#include "examples/common/memcalc.h"
+#include "plan/memcalc.h"
 
 static const char *const POLICIES[] = { "fp32", "tf32", "bf16", "fp16", "fp8" };
 enum { N_POLICIES = sizeof POLICIES / sizeof POLICIES[0] };

@@ -8,9 +8,9 @@
 
 #include <string.h>
 
-#include "examples/common/memcalc.h"
 #include "optim/offload.h"
 #include "optim/train.h"
+#include "plan/memcalc.h"
 
 enum { V = 13, T = 8, B = 3, K = 2, STEPS = 4 };
 
@@ -221,7 +221,7 @@ static void test_offload_after_steps(void **state)
     trainer_free(b);
 }
 
-/* The memory calculator's prediction with offload (examples/common/memcalc.h) equals the
+/* The memory calculator's prediction with offload (plan/memcalc.h) equals the
  * step measured, category by category, on the device and on the host, and so does the traffic;
  * the device's prediction is the one without offload less the optim category (and Adafactor's
  * scratch, which goes with the update when it was the temp peak). */

@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "autograd/ops.h"
-#include "examples/common/memcalc.h"
 #include "optim/train.h"
+#include "plan/memcalc.h"
 
 /* ---- memory ---------------------------------------------------------------------------------- */
 

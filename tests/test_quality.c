@@ -1,4 +1,4 @@
-/* examples/common/quality.h, the table behind memory_savers, on small logs written by hand:
+/* analysis/quality.h, the table behind memory_savers, on small logs written by hand:
  * which runs count (finished, missing, diverged), the mean, sd and ratio of each
  * configuration worked out by hand, the "noise" tolerance, the verdicts, and the TSV files. */
 #include "tests/test_helpers.h"
@@ -7,7 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "examples/common/quality.h"
+#include "analysis/quality.h"
+#include "examples/common/quality_logs.h"
 
 static void check_near(const char *what, double got, double want, double tol)
 {

@@ -1,10 +1,10 @@
-/* examples/common/sample.h: temperature 0 is the argmax, a seed fixes the draws, and the
+/* nn/sample.h: temperature 0 is the argmax, a seed fixes the draws, and the
  * distribution at temperatures 1 and 2 on logit vectors whose softmax is known by hand. */
 #include "tests/test_helpers.h"
 
 #include <math.h>
 
-#include "examples/common/sample.h"
+#include "nn/sample.h"
 
 static void check_near(const char *what, double got, double want, double tol)
 {

@@ -1,4 +1,4 @@
-/* The scaling-law fits (examples/common/scaling_fit.h) on synthetic data with known constants:
+/* The scaling-law fits (analysis/scaling_fit.h) on synthetic data with known constants:
  * lines and parabolas recover their coefficients exactly (to rounding); approach 2 on IsoFLOP
  * profiles drawn from a known L(N, D) recovers the exponent beta / (alpha + beta) that
  * chin_optimal predicts; approach 3 recovers E, A, B, alpha, beta from noiseless points (to
@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "examples/common/scaling_fit.h"
+#include "analysis/scaling_fit.h"
 
 /* |got - want| <= tol, with both values printed when not. */
 static void near(double got, double want, double tol, const char *what)

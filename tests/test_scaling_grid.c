@@ -1,4 +1,4 @@
-/* The grid machinery of scaling_laws (examples/common/scaling_grid.h) at a tiny size: the
+/* The grid machinery of scaling_laws (analysis/scaling_grid.h) at a tiny size: the
  * non-embedding parameter count against 12 L C^2 + 13 L C + 2 C by hand, the steps a budget
  * buys, one run trained end to end on a small text (D and C as the budget says, a loss well
  * below uniform, the same bits twice), and the results file written and read back exactly,
@@ -9,7 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "examples/common/scaling_grid.h"
+#include "analysis/scaling_grid.h"
+#include "examples/common/scaling_rows.h"
 
 static void test_non_embedding_count(void **state)
 {

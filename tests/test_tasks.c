@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "examples/common/dataset.h"
-#include "examples/common/tasks.h"
-#include "examples/common/text.h"
+#include "data/dataset.h"
+#include "data/tasks.h"
+#include "data/text.h"
 
 enum { SAMPLES = 1000, MAXL = 128 };
 

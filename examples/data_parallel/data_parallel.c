@@ -21,9 +21,9 @@
 #include "dist/ddp.h"
 #include "dist/zero.h"
 #include "examples/common/cli.h"
-#include "examples/common/memcalc.h"
 #include "examples/common/settings.h"
 #include "examples/common/tsv.h"
+#include "plan/memcalc.h"
 
 typedef struct {
     int         steps, layers, embd, heads, seq, batch;

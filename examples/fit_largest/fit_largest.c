@@ -2,7 +2,7 @@
  * largest GPT that trains on a text within both, train it, and fill the homework's table: setup,
  * parameters, peak memory (measured, and predicted), eval loss, batch size, time, a sample.
  *
- * The search (examples/common/fit_search.h) lists candidates, keeps those the memory calculator
+ * The search (plan/fit_search.h) lists candidates, keeps those the memory calculator
  * predicts to fit, sorts them by parameter count, and measures one real step of the first few
  * under the budget, each in a child process. The winner is trained by train_gpt with
  * --mem-budget, so the allocator enforces the budget on the whole run, not only on one step.
@@ -19,8 +19,8 @@
 #include <string.h>
 
 #include "autograd/parallel.h"
+#include "data/dataset.h"
 #include "examples/common/cli.h"
-#include "examples/common/dataset.h"
 #include "examples/common/settings.h"
 #include "examples/common/train_run.h"
 #include "examples/fit_largest/fit_largest.h"

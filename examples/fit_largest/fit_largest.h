@@ -5,7 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "examples/common/fit_search.h"
+#include "plan/fit_search.h"
 
 /* The share of --time given to train_gpt's updates: the rest is for its start, the final
  * evaluation and the sample. */

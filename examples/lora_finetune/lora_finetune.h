@@ -6,7 +6,7 @@
 #include <stddef.h>
 
 #include "autograd/mem.h"
-#include "examples/common/tasks.h"
+#include "data/tasks.h"
 #include "nn/gpt.h"
 
 enum { MAX_RANKS = 8 };

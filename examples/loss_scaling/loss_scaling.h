@@ -6,9 +6,9 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "examples/common/dataset.h"
-#include "examples/common/grad_hist.h"
-#include "examples/common/seed_stats.h"
+#include "analysis/grad_hist.h"
+#include "analysis/seed_stats.h"
+#include "data/dataset.h"
 #include "examples/common/tsv.h"
 #include "optim/train.h"
 

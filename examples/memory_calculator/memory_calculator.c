@@ -1,4 +1,4 @@
-/* memory_calculator: where the memory of training goes, by formula (examples/common/memcalc.h),
+/* memory_calculator: where the memory of training goes, by formula (plan/memcalc.h),
  * and for our own GPT beside what one real training step measures.
  *
  *   --lecture        the lecture's numbers: GPT-2 1.5B's fp16 weights and model states under
@@ -26,10 +26,10 @@
 
 #include "autograd/parallel.h"
 #include "examples/common/cli.h"
-#include "examples/common/memcalc.h"
 #include "examples/common/settings.h"
 #include "examples/memory_calculator/fragmentation.h"
 #include "optim/train.h"
+#include "plan/memcalc.h"
 
 typedef struct {
     bool         lecture, measure, fragmentation;

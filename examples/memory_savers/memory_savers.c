@@ -7,7 +7,7 @@
  * of B/4. The final validation loss of each, over the seeds, against fp32's mean, with the
  * targets of issue 15: bf16, fp16, 8-bit Adam and checkpointing within 1%, fp8 within 3%,
  * accumulation within the seeds' noise, Adafactor reported without one
- * (examples/common/quality.h defines the statistics).
+ * (analysis/quality.h defines the statistics).
  *
  * Every run is a train_gpt subprocess (examples/common/train_run.h) whose log is
  * DIR/NAME.sSEED.tsv and console output DIR/NAME.sSEED.out; a run whose log is already
@@ -27,9 +27,10 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include "analysis/quality.h"
 #include "examples/common/cli.h"
 #include "examples/common/plot.h"
-#include "examples/common/quality.h"
+#include "examples/common/quality_logs.h"
 #include "examples/common/settings.h"
 #include "examples/common/train_run.h"
 

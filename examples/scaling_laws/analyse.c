@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/scaling_fit.h"
 #include "autograd/rng.h"
 #include "examples/common/plot.h"
 #include "examples/common/progress.h"
-#include "examples/common/scaling_fit.h"
 #include "examples/common/tsv.h"
 #include "examples/scaling_laws/scaling_laws.h"
 

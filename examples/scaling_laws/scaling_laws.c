@@ -5,7 +5,7 @@
  * do) is trained at several compute budgets C: each size for D = C / (6 N) tokens, N its
  * non-embedding parameters, with a cosine schedule as long as the run (IsoFLOP profiles). Every
  * run is an in-process Trainer (optim/train.h) on the text of --data, the first 90% training,
- * the last 10% validating. Then the fits (examples/common/scaling_fit.h): Chinchilla's approach 2
+ * the last 10% validating. Then the fits (analysis/scaling_fit.h): Chinchilla's approach 2
  * (a parabola per budget, N_opt(C) and D_opt(C) as power laws), approach 3 (L(N, D) = E + A/N^alpha
  * + B/D^beta by Huber loss, with a bootstrap), and Kaplan's L(N) at the largest budget; the
  * compute-optimal tokens per parameter beside Chinchilla's ~20; one figure.
@@ -20,10 +20,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "analysis/scaling_grid.h"
+#include "data/dataset.h"
 #include "examples/common/cli.h"
-#include "examples/common/dataset.h"
 #include "examples/common/progress.h"
-#include "examples/common/scaling_grid.h"
+#include "examples/common/scaling_rows.h"
 #include "examples/common/settings.h"
 #include "examples/common/tsv.h"
 #include "examples/scaling_laws/scaling_laws.h"
@@ -180,8 +181,9 @@ static int run_grid(const Options *o, ScalingRun *runs)
         snprintf(label, sizeof label, "run %d/%d L%d C%d C=%.3g", i + 1, n_todo, sz->layers,
                  sz->width, todo[i].budget);
         Progress prog = { .out = stdout };
+        ScalingWatch watch = scaling_watch_progress(&prog);
         runs[i] = scaling_train_one(ds, &o->train, sz->layers, sz->width, sz->heads,
-                                    todo[i].budget, &prog, label);
+                                    todo[i].budget, &watch, label);
         const ScalingRun *r = &runs[i];
         printf("%s: N %.0f, D %.4g (%.3g per parameter), %ld steps at lr %.3g, val loss %.4f, "
                "%.1f s\n", label, r->N, r->D, r->D / r->N, r->steps, r->lr, r->val_loss,

@@ -4,7 +4,7 @@
  * fits, the tables and the figure (analyse.c). */
 #include <stdint.h>
 
-#include "examples/common/scaling_grid.h"
+#include "analysis/scaling_grid.h"
 
 typedef struct {
     const char *out;         /* folder of the TSV files and the figure */

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "examples/common/sample.h"
 #include "examples/train_gpt/train_gpt.h"
+#include "nn/sample.h"
 
 /* A stream of its own, so sampling never shifts the data or the initial weights. */
 enum { SAMPLE_STREAM = 16, TEXT_PROMPT = 32 };

@@ -33,8 +33,8 @@
 #include "dist/ddp.h"
 #include "dist/zero.h"
 #include "examples/common/cli.h"
-#include "examples/common/memcalc.h"
 #include "examples/train_gpt/train_gpt.h"
+#include "plan/memcalc.h"
 
 struct RanksRun {
     Ddp     *ddp;

@@ -35,10 +35,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "analysis/peak_fma.h"
 #include "autograd/outfile.h"
 #include "autograd/parallel.h"
 #include "examples/common/cli.h"
-#include "examples/common/peak_fma.h"
 #include "examples/common/plot.h"
 #include "examples/common/progress.h"
 #include "examples/common/tsv.h"

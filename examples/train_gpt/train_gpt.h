@@ -5,7 +5,7 @@
 #include <stdbool.h>
 
 #include "autograd/snapshot.h"
-#include "examples/common/dataset.h"
+#include "data/dataset.h"
 #include "examples/common/settings.h"
 #include "optim/schedule.h"
 #include "optim/train.h"

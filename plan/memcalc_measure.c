@@ -1,13 +1,13 @@
 /* memcalc_measure: one real training step of our GPT, with autograd/mem's peaks, to hold the
  * formulas of memcalc.c against. */
-#include "examples/common/memcalc.h"
+#include "plan/memcalc.h"
 
 #include <stdlib.h>
 
 #include "autograd/policy.h"
 #include "autograd/rng.h"
-#include "nn/gpt_pass.h"
 #include "nn/gpt_lora.h"
+#include "nn/gpt_pass.h"
 #include "optim/adafactor.h"
 #include "optim/adam8bit.h"
 #include "optim/adamw.h"

@@ -1,4 +1,4 @@
-#include "examples/common/tasks.h"
+#include "data/tasks.h"
 
 #include <stdint.h>
 #include <stdio.h>

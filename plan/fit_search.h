@@ -33,7 +33,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "examples/common/memcalc.h"
+#include "plan/memcalc.h"
 
 /* The precision policies searched: policy_preset names. */
 typedef enum { FIT_FP32, FIT_BF16, FIT_NPRECISIONS } FitPrecision;

@@ -1,5 +1,5 @@
 /* fit_search: the homework's search (fit_search.h says the steps and the order). */
-#include "examples/common/fit_search.h"
+#include "plan/fit_search.h"
 
 #include <errno.h>
 #include <math.h>
@@ -7,17 +7,25 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "autograd/policy.h"
-#include "autograd/tensor.h"
 #include "autograd/rng.h"
-#include "examples/common/progress.h"
+#include "autograd/tensor.h"
 #include "nn/gpt_snapshot.h"
 #include "optim/train.h"
 
 const char *const FIT_PRECISION_NAMES[] = { "fp32", "bf16", NULL };
 const int FIT_LORA_RANKS[FIT_N_LORA_RANKS] = { 64, 32, 16, 8, 4 };
+
+/* Wall-clock seconds for the timed step (the library keeps no clock of its own). */
+static double seconds_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static const CkptKind STRATEGIES[] = { CKPT_VANILLA, CKPT_SQRT, CKPT_MEMORY_POOR };
 static const McOptimizer OPTIMIZERS[] = { MC_ADAMW, MC_ADAM8BIT, MC_ADAFACTOR };
@@ -317,11 +325,11 @@ static void child_step(const FitCandidate *c, size_t budget, unsigned what, int 
         targets[i] = (int)rng_below(&rng, (uint32_t)c->model.vocab_size);
     }
     trainer_step_accum(tr, tokens, targets, c->B, c->T, c->accum, 1e-3);
-    double t0 = progress_now();
+    double t0 = seconds_now();
     bool timed = what & FIT_TIMED;
     if (timed)
         trainer_step_accum(tr, tokens, targets, c->B, c->T, c->accum, 1e-3);
-    FitMeasure m = { .fits = true, .seconds = timed ? progress_now() - t0 : 0 };
+    FitMeasure m = { .fits = true, .seconds = timed ? seconds_now() - t0 : 0 };
     /* The evaluation of B rows, as train_gpt's: it runs the model without recording, on
      * the trainer's tape, which holds every block's output until trainer_eval_done; under
      * checkpointing that can be more than a training step holds. */

@@ -1,15 +1,24 @@
 /* One run of a scaling-law grid, and the results file (scaling_grid.h). */
-#include "examples/common/scaling_grid.h"
+#include "analysis/scaling_grid.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "autograd/parallel.h"
 #include "optim/schedule.h"
 #include "optim/train.h"
+
+/* Wall-clock seconds: a run's time in the results file. */
+static double seconds_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 ScalingTrainConfig scaling_train_defaults(void)
 {
@@ -87,10 +96,10 @@ static double validation_loss(Trainer *tr, const Dataset *ds, int n)
 }
 
 ScalingRun scaling_train_one(const Dataset *ds, const ScalingTrainConfig *cfg, int layers,
-                             int width, int heads, double budget, Progress *prog,
+                             int width, int heads, double budget, const ScalingWatch *watch,
                              const char *label)
 {
-    double start = progress_now();
+    double start = seconds_now();
     par_set_threads(cfg->threads);
     TrainerConfig tc = trainer_config_default();
     tc.model.vocab_size = dataset_vocab_size(ds);
@@ -124,16 +133,16 @@ ScalingRun scaling_train_one(const Dataset *ds, const ScalingTrainConfig *cfg, i
 
     int *tokens = xmalloc((size_t)B * T * sizeof *tokens);
     int *targets = xmalloc((size_t)B * T * sizeof *targets);
-    if (prog)
-        progress_start(prog, 0, run.steps, run.steps / 2);
+    if (watch && watch->begin)
+        watch->begin(watch->ctx, run.steps);
     for (long s = 0; s < run.steps; s++) {
         dataset_train_batch(ds, &tr->data_rng, B, tokens, targets);
         TrainStepResult r = trainer_step(tr, tokens, targets, B, T, sched_lr(&sc, s));
-        if (prog)
-            progress_update(prog, s + 1, r.loss, (long long)B * T, label);
+        if (watch && watch->step)
+            watch->step(watch->ctx, s + 1, r.loss, (long long)B * T, label);
     }
-    if (prog)
-        progress_finish(prog);
+    if (watch && watch->end)
+        watch->end(watch->ctx);
     free(tokens);
     free(targets);
     /* read before the evaluation, which the trainer does not count anyway */
@@ -141,29 +150,12 @@ ScalingRun scaling_train_one(const Dataset *ds, const ScalingTrainConfig *cfg, i
                         flop_total(tr->flops.recompute));
     run.val_loss = validation_loss(tr, ds, cfg->eval_windows);
     trainer_free(tr);
-    run.seconds = progress_now() - start;
+    run.seconds = seconds_now() - start;
     return run;
 }
 
 const char *const SCALING_COLUMNS[] = { "layers", "width", "heads", "N", "D", "C", "budget",
                                         "steps", "lr", "val_loss", "seconds", "flop", NULL };
-
-bool scaling_write_row(TsvWriter *w, const ScalingRun *r)
-{
-    tsv_int(w, r->layers);
-    tsv_int(w, r->width);
-    tsv_int(w, r->heads);
-    tsv_num(w, r->N);
-    tsv_num(w, r->D);
-    tsv_num(w, r->C);
-    tsv_num(w, r->budget);
-    tsv_int(w, r->steps);
-    tsv_num(w, r->lr);
-    tsv_num(w, r->val_loss);
-    tsv_num(w, r->seconds);
-    tsv_num(w, r->flop);
-    return tsv_end_row(w);
-}
 
 enum { MAX_COLS = 64, LINE_LEN = 4096 };
 

@@ -1,6 +1,6 @@
 /* The scaling-law fits (scaling_fit.h): least-squares lines and parabolas, and Chinchilla's
  * approach 3 by L-BFGS on a Huber loss. */
-#include "examples/common/scaling_fit.h"
+#include "analysis/scaling_fit.h"
 
 #include <math.h>
 #include <stddef.h>

@@ -1,7 +1,7 @@
 /* The formulas of memcalc.h. Every count here mirrors an allocation in autograd/ops_ files,
  * autograd/checkpoint.c, nn/gpt.c, nn/gpt_pass.c or optim/; the comments say which. The
  * activations themselves come from nn/gpt_acts.c's table. */
-#include "examples/common/memcalc.h"
+#include "plan/memcalc.h"
 
 #include <math.h>
 

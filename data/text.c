@@ -1,4 +1,4 @@
-#include "examples/common/text.h"
+#include "data/text.h"
 
 #include <errno.h>
 #include <stdint.h>

@@ -15,8 +15,8 @@
 #include <stddef.h>
 
 #include "autograd/rng.h"
-#include "examples/common/tasks.h"
-#include "examples/common/text.h"
+#include "data/tasks.h"
+#include "data/text.h"
 
 typedef struct {
     Task     *task;    /* exactly one of these two is set */

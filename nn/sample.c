@@ -1,7 +1,7 @@
 /* Drawing the next token (sample.h). */
 #include <math.h>
 
-#include "examples/common/sample.h"
+#include "nn/sample.h"
 
 static int argmax(const float *x, int V)
 {

@@ -1,4 +1,4 @@
-#include "examples/common/grad_hist.h"
+#include "analysis/grad_hist.h"
 
 #include <math.h>
 

@@ -1,4 +1,4 @@
-#include "examples/common/dataset.h"
+#include "data/dataset.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "examples/common/seed_stats.h"
+#include "analysis/seed_stats.h"
 
 #define SEED_LIMIT (1L << 40)          /* the largest --seed the programs take */
 

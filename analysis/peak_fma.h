@@ -16,6 +16,7 @@
 #include <immintrin.h>
 #include <math.h>
 #include <omp.h>
+#include <stdbool.h>
 #include <time.h>
 
 enum { PEAK_ACC = 12 };

@@ -2,9 +2,9 @@
  * an allocation of nn/gpt_lora.c, nn/lora.c, autograd/ops_qmatmul.c or optim/train_lora.c. */
 #include <math.h>
 
-#include "examples/common/memcalc.h"
 #include "nn/gpt_lora.h"
 #include "nn/lora.h"
+#include "plan/memcalc.h"
 #include "precision/quant.h"
 
 enum { F32 = 4, MAX_SITES = 8 };

@@ -15,9 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "examples/common/dataset.h"
-#include "examples/common/progress.h"
-#include "examples/common/tsv.h"
+#include "data/dataset.h"
 #include "nn/gpt.h"
 
 typedef struct {
@@ -63,19 +61,28 @@ double scaling_lr_for(const ScalingTrainConfig *cfg, int width);
 /* Steps for budget C at N parameters: round(C / (6 N batch seq)), at least 1. */
 long   scaling_steps_for(double budget, double N, const ScalingTrainConfig *cfg);
 
-/* Trains one model of the given shape (V from the data) for budget C and evaluates it; prog,
- * when not NULL, shows the steps (the caller has not started it). label goes in its line. */
+/* Who watches a run's steps while it trains (a program's progress line): begin before the
+ * first step with the run's length, step after each with its loss and tokens, end after the
+ * last. The library draws nothing itself; any of the three may be NULL. */
+typedef struct {
+    void (*begin)(void *ctx, long steps);
+    void (*step)(void *ctx, long step, double loss, long long tokens, const char *label);
+    void (*end)(void *ctx);
+    void *ctx;
+} ScalingWatch;
+
+/* Trains one model of the given shape (V from the data) for budget C and evaluates it; watch,
+ * when not NULL, sees the steps, each with label. */
 ScalingRun scaling_train_one(const Dataset *ds, const ScalingTrainConfig *cfg, int layers,
-                             int width, int heads, double budget, Progress *prog,
+                             int width, int heads, double budget, const ScalingWatch *watch,
                              const char *label);
 
 /* The training FLOP the tape counts for a run, to stand beside 6 N D: not measured yet (the
  * tape's counter is separate work, docs/gpt.md "Counting FLOPs"), so NAN for now. */
 
-/* The columns of the results file, in order (NULL-terminated). */
+/* The columns of the results file, in order (NULL-terminated); a row is written by the
+ * programs' TSV plumbing (scaling_write_row, examples/common/scaling_rows.h). */
 extern const char *const SCALING_COLUMNS[];
-/* Writes one row (the writer was opened with SCALING_COLUMNS). */
-bool   scaling_write_row(TsvWriter *w, const ScalingRun *run);
 /* Reads a results file: up to max rows into runs, the count in *n. Columns are found by name,
  * so extra columns are ignored. False with a message (the file, the line, the column) in err
  * when the file cannot be read, a column is missing or a cell is not a number. */

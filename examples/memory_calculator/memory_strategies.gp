@@ -1,5 +1,5 @@
 # Peak activation memory of one training step against the number of layers, for the three
-# checkpointing strategies: the formula of examples/common/memcalc.c (lines) and the bytes
+# checkpointing strategies: the formula of plan/memcalc.c (lines) and the bytes
 # autograd/mem measured (points). Reads the TSV of memory_calculator --sweep.
 #   gnuplot -e "input='memory_strategies.tsv'; output='memory_strategies.png'" memory_strategies.gp
 # Optional: term='png' when pngcairo is missing.

@@ -93,7 +93,7 @@ const SchemaRow *schema_differs(const Schema *sc, const void *a, const void *b)
     return NULL;
 }
 
-void schema_copy_kept(const Schema *sc, void *dst, const void *src)
+void schema_copy_rows(const Schema *sc, void *dst, const void *src, bool kept)
 {
     static const size_t size[] = {
         [SCHEMA_DOUBLE] = sizeof(double), [SCHEMA_FLOAT] = sizeof(float),
@@ -102,8 +102,9 @@ void schema_copy_kept(const Schema *sc, void *dst, const void *src)
     };
     for (int i = 0; i < sc->n; i++) {
         const SchemaRow *r = &sc->rows[i];
-        if (r->kept && r->type != SCHEMA_CUSTOM && applies(r, src))
-            memcpy(field(r, dst), cfield(r, src), size[r->type]);
+        if (r->kept == kept)
+            memcpy(field(r, dst), cfield(r, src), r->type == SCHEMA_CUSTOM ? r->size
+                                                                            : size[r->type]);
     }
 }
 
@@ -310,4 +311,14 @@ bool schema_read(const Schema *sc, const char *prefix, SchemaLookup lookup, cons
             return snapshot_fail(err, path, "metadata %s", why);
     }
     return true;
+}
+
+bool schema_parse(const SchemaRow *r, const char *text, void *s, char *why, size_t len)
+{
+    SnapshotError err;
+    if (!parse_value(r, r->key, text, s, NULL, &err)) {
+        snprintf(why, len, "%s", err.message);
+        return false;
+    }
+    return check_row(r, r->key, s, why, len);
 }

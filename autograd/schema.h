@@ -61,9 +61,11 @@ typedef struct SchemaRow {
     bool       (*applies)(const void *s);
     /* A rule beside the range (NULL: none): false with one sentence naming the key in why. */
     bool       (*check)(const struct SchemaRow *r, const void *s, char *why, size_t len);
-    /* CUSTOM: the field as text, and text into the field (false with why). */
+    /* CUSTOM: the field as text, and text into the field (false with why: "not ..."), and
+     * the field's size in bytes (schema_copy_rows copies it whole). */
     void       (*format)(const void *field, char *buf, size_t len);
     bool       (*parse)(const char *text, void *field, char *why, size_t len);
+    size_t       size;
 } SchemaRow;
 
 typedef struct {
@@ -98,7 +100,12 @@ bool schema_check(const Schema *sc, const char *prefix, const void *s, char *why
 /* The first kept row that applies to a in which a and b differ, as a snapshot keeps them;
  * NULL when they agree on every one. */
 const SchemaRow *schema_differs(const Schema *sc, const void *a, const void *b);
-/* The kept rows that apply to src copied into dst, the run-only ones left as dst has them. */
-void schema_copy_kept(const Schema *sc, void *dst, const void *src);
+/* text, as a snapshot keeps it (or as the row's default is written), into row r's field of s,
+ * with the row's checks: false with one sentence naming the row's key in why. */
+bool schema_parse(const SchemaRow *r, const char *text, void *s, char *why, size_t len);
+/* The fields of src's kept rows (kept true) or of its run-only rows (kept false) copied into
+ * dst, the others left as dst has them: a resumed run takes the snapshot's config and keeps
+ * its own run-only settings (checkpointing, offload), whatever they are. */
+void schema_copy_rows(const Schema *sc, void *dst, const void *src, bool kept);
 
 #endif

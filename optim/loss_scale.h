@@ -66,7 +66,7 @@ extern const char *const LOSS_SCALE_MODE_NAMES[];
 /* The fields in their ranges (above); false with a message naming the field otherwise. */
 bool            loss_scale_check(const LossScaleConfig *c, char *err, size_t len);
 /* The longest growth interval a user or a file may give (train_gpt's --scale-growth-interval,
- * TRAIN_RANGES[TRAIN_RANGE_GROWTH_INTERVAL] for a snapshot, optim/train.h). */
+ * its TRAINER_SCHEMA row for a snapshot, optim/train.h). */
 #define LOSS_SCALE_MAX_INTERVAL 1000000000L
 
 /* A scaler at the start: S = init_scale (1 for none), no step counted. An invalid config is a

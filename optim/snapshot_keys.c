@@ -1,13 +1,10 @@
 #include "optim/snapshot_keys.h"
 
-#include <errno.h>
 #include <float.h>
-#include <inttypes.h>
-#include <limits.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "autograd/checkpoint.h"
 #include "nn/gpt_snapshot.h"
 
 /* Names of the enums kept by name: the i-th, NULL past the last. */
@@ -45,12 +42,32 @@ static const char *loss_scale_mode_name(int i)
 {
     return name_in(LOSS_SCALE_MODE_NAMES, LOSS_SCALE_DYNAMIC + 1, i);
 }
-
-static const char *key_of(const SnapshotKey *k) { return k->key ? k->key : k->range->key; }
-static void *field(const SnapshotKey *k, void *s) { return (char *)s + k->offset; }
-static const void *cfield(const SnapshotKey *k, const void *s)
+static const char *offload_name(int i)
 {
-    return (const char *)s + k->offset;
+    return name_in(TRAIN_OFFLOAD_NAMES, TRAIN_OFFLOAD_OPTIMIZER + 1, i);
+}
+
+/* A PrecisionPolicy by its preset's name: the rows after it refine it. */
+static void format_preset(const void *field, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s", ((const PrecisionPolicy *)field)->name);
+}
+static bool parse_preset(const char *text, void *field, char *why, size_t len)
+{
+    if (policy_preset(text, field))
+        return true;
+    snprintf(why, len, "not %s", policy_preset_names());
+    return false;
+}
+
+/* The checkpointing strategy as --checkpoint takes it ("sqrt", "every:2"). */
+static void format_checkpoint(const void *field, char *buf, size_t len)
+{
+    ckpt_name(*(const CkptStrategy *)field, buf, len);
+}
+static bool parse_checkpoint(const char *text, void *field, char *why, size_t len)
+{
+    return ckpt_parse(text, field, why, len);
 }
 
 /* The tables ---------------------------------------------------------------------------------- */
@@ -72,9 +89,9 @@ static bool is_sgd(const void *s) { return ((const TrainerConfig *)s)->optimizer
 static bool is_delayed(const void *s) { return ((const TrainerCounters *)s)->delayed; }
 
 /* Nesterov's look-ahead is a multiple of the momentum: without momentum SGD refuses it. */
-static bool nesterov_has_momentum(const SnapshotKey *k, const void *s, char *why, size_t len)
+static bool nesterov_has_momentum(const SchemaRow *r, const void *s, char *why, size_t len)
 {
-    (void)k;
+    (void)r;
     const SgdConfig *c = &((const TrainerConfig *)s)->sgd;
     if (!c->nesterov || c->momentum > 0.0)
         return true;
@@ -85,344 +102,190 @@ static bool nesterov_has_momentum(const SnapshotKey *k, const void *s, char *why
 
 /* A loss scaling factor as the dynamic mode (and its --scale-* flag) checks it, whatever the
  * mode: a file holds no value that is wrong but unused. */
-static bool loss_factor_valid(const SnapshotKey *k, const void *s, char *why, size_t len)
+static bool loss_factor_valid(const SchemaRow *r, const void *s, char *why, size_t len)
 {
     const LossScaleConfig *c = &((const TrainerConfig *)s)->loss_scale;
     LossScaleConfig one = loss_scale_defaults();
     one.mode = LOSS_SCALE_DYNAMIC;
-    size_t at = k->offset - offsetof(TrainerConfig, loss_scale);
+    size_t at = r->offset - offsetof(TrainerConfig, loss_scale);
     double v = *(const double *)((const char *)c + at);
     *(double *)((char *)&one + at) = v;
     char sub[160];
     if (loss_scale_check(&one, sub, sizeof sub))
         return true;
-    snprintf(why, len, "'%s' = %g: %s", key_of(k), v, sub);
+    snprintf(why, len, "'%s' = %g: %s", r->key, v, sub);
     return false;
 }
 
 #define CFG(f) offsetof(TrainerConfig, f)
-#define RANGE(id) (&TRAIN_RANGES[TRAIN_RANGE_##id])
+/* Bounds a run can use: the betas short of 1 by at least what a float tells apart at that
+ * length of memory, eps and the factored statistics' epsilons normal floats (the updates round
+ * them to float), the seed within a long (the program keeps it as one). Each is inside what
+ * the library itself requires (AdamW's betas in [0, 1), ...), so a config that passes never
+ * makes trainer_new abort. */
+#define BETA1 .lo = 0.0, .hi = 0.9999
+#define WEIGHT_DECAY .lo = 0.0, .hi = 10.0
+#define TINY_EPS .lo = 1e-30, .hi = 1.0
 
-/* In the order they are written; a row's applies reads only rows above it. */
-const SnapshotKey TRAINER_CONFIG_KEYS[] = {
-    { .type = KEY_U64, .offset = CFG(seed), .range = RANGE(SEED) },
-    { .type = KEY_DOUBLE, .offset = CFG(clip), .range = RANGE(CLIP) },
-    { .key = "optim.kind", .type = KEY_CHOICE, .offset = CFG(optimizer), .name = optimizer_name },
+/* In the order they are written; a row's applies reads only rows above it. The model's keys
+ * (model.*) are GPT_SCHEMA's, written before these. */
+static const SchemaRow TRAINER_ROWS[] = {
+    { .key = "train.seed", .type = SCHEMA_U64, .offset = CFG(seed),
+      .lo = 0.0, .hi = 4611686018427387904.0 /* 2^62 */, .def = "1", .kept = true,
+      .help = "initial weights, data order and 8-bit Adam's stochastic rounding" },
+    { .key = "train.clip", .type = SCHEMA_DOUBLE, .offset = CFG(clip), .lo = 0.0, .hi = 1e6,
+      .def = "1", .kept = true, .help = "largest global gradient norm, 0 = no clipping" },
+    { .key = "optim.kind", .type = SCHEMA_CHOICE, .offset = CFG(optimizer),
+      .name = optimizer_name, .def = "adamw", .kept = true,
+      .help = "adamw, sgd, adam8bit or adafactor" },
     /* AdamW, and 8-bit Adam with AdamW's hyperparameters */
-    { .type = KEY_DOUBLE, .offset = CFG(adamw.beta1), .range = RANGE(BETA1), .applies = is_adam },
-    { .type = KEY_DOUBLE, .offset = CFG(adamw.beta2), .range = RANGE(BETA2), .applies = is_adam },
-    { .type = KEY_DOUBLE, .offset = CFG(adamw.eps), .range = RANGE(EPS), .applies = is_adam },
-    { .key = "optim.rounding", .type = KEY_CHOICE, .offset = CFG(adam8bit_rounding),
-      .name = rounding_name, .applies = is_adam8bit },
+    { .key = "optim.beta1", .type = SCHEMA_DOUBLE, .offset = CFG(adamw.beta1), BETA1,
+      .applies = is_adam, .def = "0.9", .kept = true, .help = "adamw's first moment decay" },
+    { .key = "optim.beta2", .type = SCHEMA_DOUBLE, .offset = CFG(adamw.beta2), .lo = 0.0,
+      .hi = 0.99999, .applies = is_adam, .def = "0.999", .kept = true,
+      .help = "adamw's second moment decay" },
+    { .key = "optim.eps", .type = SCHEMA_DOUBLE, .offset = CFG(adamw.eps), .lo = 1e-30,
+      .hi = 1.0, .applies = is_adam, .def = "1e-08", .kept = true,
+      .help = "adamw's denominator floor" },
+    { .key = "optim.rounding", .type = SCHEMA_CHOICE, .offset = CFG(adam8bit_rounding),
+      .name = rounding_name, .applies = is_adam8bit, .def = "nearest", .kept = true,
+      .help = "adam8bit's moments re-encoded to the nearest level or stochastically" },
     /* Adafactor */
-    { .type = KEY_DOUBLE, .offset = CFG(adafactor.beta1), .range = RANGE(BETA1),
-      .applies = is_adafactor },
-    { .type = KEY_DOUBLE, .offset = CFG(adafactor.decay_exponent),
-      .range = RANGE(DECAY_EXPONENT), .applies = is_adafactor },
-    { .type = KEY_DOUBLE, .offset = CFG(adafactor.eps1), .range = RANGE(EPS1),
-      .applies = is_adafactor },
-    { .type = KEY_DOUBLE, .offset = CFG(adafactor.eps2), .range = RANGE(EPS2),
-      .applies = is_adafactor },
-    { .type = KEY_DOUBLE, .offset = CFG(adafactor.clip_threshold),
-      .range = RANGE(CLIP_THRESHOLD), .applies = is_adafactor },
-    { .key = "optim.relative_step", .type = KEY_BOOL, .offset = CFG(adafactor.relative_step),
-      .applies = is_adafactor },
-    { .key = "optim.scale_parameter", .type = KEY_BOOL, .offset = CFG(adafactor.scale_parameter),
-      .applies = is_adafactor },
-    { .key = "optim.factored", .type = KEY_BOOL, .offset = CFG(adafactor.factored),
-      .applies = is_adafactor },
+    { .key = "optim.beta1", .type = SCHEMA_DOUBLE, .offset = CFG(adafactor.beta1), BETA1,
+      .applies = is_adafactor, .def = "0", .kept = true,
+      .help = "adafactor's first moment decay, 0 = none" },
+    { .key = "optim.decay_exponent", .type = SCHEMA_DOUBLE,
+      .offset = CFG(adafactor.decay_exponent), .lo = 1e-6, .hi = 1.0, .applies = is_adafactor,
+      .def = "0.8", .kept = true, .help = "adafactor's second moment decay 1 - t^-c" },
+    { .key = "optim.eps1", .type = SCHEMA_DOUBLE, .offset = CFG(adafactor.eps1), TINY_EPS,
+      .applies = is_adafactor, .def = "1e-30", .kept = true,
+      .help = "adafactor's floor of the squared gradient" },
+    { .key = "optim.eps2", .type = SCHEMA_DOUBLE, .offset = CFG(adafactor.eps2), TINY_EPS,
+      .applies = is_adafactor, .def = "0.001", .kept = true,
+      .help = "adafactor's floor of the parameter scale" },
+    { .key = "optim.clip_threshold", .type = SCHEMA_DOUBLE,
+      .offset = CFG(adafactor.clip_threshold), .lo = 1e-6, .hi = 1e6, .applies = is_adafactor,
+      .def = "1", .kept = true, .help = "adafactor's update clipping" },
+    { .key = "optim.relative_step", .type = SCHEMA_BOOL, .offset = CFG(adafactor.relative_step),
+      .applies = is_adafactor, .def = "false", .kept = true,
+      .help = "adafactor's own step size instead of the lr" },
+    { .key = "optim.scale_parameter", .type = SCHEMA_BOOL,
+      .offset = CFG(adafactor.scale_parameter), .applies = is_adafactor, .def = "false",
+      .kept = true, .help = "adafactor's step scaled by the parameter's RMS" },
+    { .key = "optim.factored", .type = SCHEMA_BOOL, .offset = CFG(adafactor.factored),
+      .applies = is_adafactor, .def = "true", .kept = true,
+      .help = "adafactor's second moment factored into rows and columns" },
     /* SGD */
-    { .type = KEY_DOUBLE, .offset = CFG(sgd.momentum), .range = RANGE(MOMENTUM),
-      .applies = is_sgd },
-    { .key = "optim.nesterov", .type = KEY_BOOL, .offset = CFG(sgd.nesterov), .applies = is_sgd,
-      .check = nesterov_has_momentum },
+    { .key = "optim.momentum", .type = SCHEMA_DOUBLE, .offset = CFG(sgd.momentum), .lo = 0.0,
+      .hi = 0.999, .applies = is_sgd, .def = "0.9", .kept = true, .help = "sgd momentum" },
+    { .key = "optim.nesterov", .type = SCHEMA_BOOL, .offset = CFG(sgd.nesterov),
+      .applies = is_sgd, .check = nesterov_has_momentum, .def = "false", .kept = true,
+      .agrees = "optim.momentum", .help = "sgd with Nesterov's look-ahead" },
     /* weight decay, which each optimizer keeps in its own config */
-    { .type = KEY_DOUBLE, .offset = CFG(adamw.weight_decay), .range = RANGE(WEIGHT_DECAY),
-      .applies = is_adam },
-    { .type = KEY_DOUBLE, .offset = CFG(adafactor.weight_decay), .range = RANGE(WEIGHT_DECAY),
-      .applies = is_adafactor },
-    { .type = KEY_DOUBLE, .offset = CFG(sgd.weight_decay), .range = RANGE(WEIGHT_DECAY),
-      .applies = is_sgd },
-    { .key = "optim.decay_rule", .type = KEY_CHOICE, .offset = CFG(adamw.decay_rule),
-      .name = decay_rule_name, .applies = is_adam },
-    { .key = "optim.decay_rule", .type = KEY_CHOICE, .offset = CFG(adafactor.decay_rule),
-      .name = decay_rule_name, .applies = is_adafactor },
-    { .key = "optim.decay_rule", .type = KEY_CHOICE, .offset = CFG(sgd.decay_rule),
-      .name = decay_rule_name, .applies = is_sgd },
-    /* the precision policy: the preset it started from, then every field of it */
-    { .key = "precision.policy", .type = KEY_PRESET, .offset = CFG(policy) },
-    { .key = "precision.param", .type = KEY_CHOICE, .offset = CFG(policy.param),
-      .name = dtype_name },
-    { .key = "precision.act", .type = KEY_CHOICE, .offset = CFG(policy.act), .name = dtype_name },
-    { .key = "precision.grad", .type = KEY_CHOICE, .offset = CFG(policy.grad), .name = dtype_name },
-    { .key = "precision.compute", .type = KEY_CHOICE, .offset = CFG(policy.compute),
-      .name = format_name },
-    { .key = "precision.grad_compute", .type = KEY_CHOICE, .offset = CFG(policy.grad_compute),
-      .name = format_name },
-    { .key = "precision.accumulate_low", .type = KEY_BOOL, .offset = CFG(policy.accumulate_low) },
-    { .key = "precision.fp8_scaling", .type = KEY_CHOICE, .offset = CFG(policy.fp8_scaling),
-      .name = fp8_scaling_name },
-    { .type = KEY_INT, .offset = CFG(policy.fp8_window), .range = RANGE(FP8_WINDOW) },
+    { .key = "optim.weight_decay", .type = SCHEMA_DOUBLE, .offset = CFG(adamw.weight_decay),
+      WEIGHT_DECAY, .applies = is_adam, .def = "0.01", .kept = true,
+      .help = "adamw's decoupled weight decay" },
+    { .key = "optim.weight_decay", .type = SCHEMA_DOUBLE,
+      .offset = CFG(adafactor.weight_decay), WEIGHT_DECAY, .applies = is_adafactor,
+      .def = "0", .kept = true, .help = "adafactor's decoupled weight decay" },
+    { .key = "optim.weight_decay", .type = SCHEMA_DOUBLE, .offset = CFG(sgd.weight_decay),
+      WEIGHT_DECAY, .applies = is_sgd, .def = "0", .kept = true, .help = "sgd's L2 penalty" },
+    { .key = "optim.decay_rule", .type = SCHEMA_CHOICE, .offset = CFG(adamw.decay_rule),
+      .name = decay_rule_name, .applies = is_adam, .def = "matrices", .kept = true,
+      .help = "which tensors decay: matrices, all or none" },
+    { .key = "optim.decay_rule", .type = SCHEMA_CHOICE, .offset = CFG(adafactor.decay_rule),
+      .name = decay_rule_name, .applies = is_adafactor, .def = "matrices", .kept = true,
+      .help = "which tensors decay: matrices, all or none" },
+    { .key = "optim.decay_rule", .type = SCHEMA_CHOICE, .offset = CFG(sgd.decay_rule),
+      .name = decay_rule_name, .applies = is_sgd, .def = "matrices", .kept = true,
+      .help = "which tensors decay: matrices, all or none" },
+    /* the precision policy: the preset it started from, then every field of it, which must
+     * agree with the preset (train_snapshot.c's policy_agrees) */
+    { .key = "precision.policy", .type = SCHEMA_CUSTOM, .offset = CFG(policy),
+      .size = sizeof(PrecisionPolicy), .format = format_preset, .parse = parse_preset,
+      .def = "fp32", .kept = true, .help = "the precision preset the run started from" },
+    { .key = "precision.param", .type = SCHEMA_CHOICE, .offset = CFG(policy.param),
+      .name = dtype_name, .def = "fp32", .kept = true, .agrees = "precision.policy",
+      .help = "the dtype parameters are stored in" },
+    { .key = "precision.act", .type = SCHEMA_CHOICE, .offset = CFG(policy.act),
+      .name = dtype_name, .def = "fp32", .kept = true, .agrees = "precision.policy",
+      .help = "the dtype activations are stored in" },
+    { .key = "precision.grad", .type = SCHEMA_CHOICE, .offset = CFG(policy.grad),
+      .name = dtype_name, .def = "fp32", .kept = true, .agrees = "precision.policy",
+      .help = "the dtype gradients are stored in" },
+    { .key = "precision.compute", .type = SCHEMA_CHOICE, .offset = CFG(policy.compute),
+      .name = format_name, .def = "fp32", .kept = true, .agrees = "precision.policy",
+      .help = "what a forward product rounds its inputs to" },
+    { .key = "precision.grad_compute", .type = SCHEMA_CHOICE, .offset = CFG(policy.grad_compute),
+      .name = format_name, .def = "fp32", .kept = true, .agrees = "precision.policy",
+      .help = "what a backward product rounds its inputs to" },
+    { .key = "precision.accumulate_low", .type = SCHEMA_BOOL,
+      .offset = CFG(policy.accumulate_low), .def = "false", .kept = true,
+      .agrees = "precision.policy", .help = "sums rounded to the compute format" },
+    { .key = "precision.fp8_scaling", .type = SCHEMA_CHOICE, .offset = CFG(policy.fp8_scaling),
+      .name = fp8_scaling_name, .def = "current", .kept = true,
+      .agrees = "precision.policy (delayed needs fp8 activations)",
+      .help = "an fp8 tensor's scale from its own amax or the last steps'" },
+    { .key = "precision.fp8_window", .type = SCHEMA_INT, .offset = CFG(policy.fp8_window),
+      .lo = 0.0, .hi = POLICY_FP8_MAX_WINDOW, .def = "0", .kept = true,
+      .help = "delayed scaling's window of steps, 0 = the preset's" },
     /* the loss scaler's config */
-    { .key = "loss_scale.mode", .type = KEY_CHOICE, .offset = CFG(loss_scale.mode),
-      .name = loss_scale_mode_name },
-    { .key = "loss_scale.init_scale", .type = KEY_DOUBLE, .offset = CFG(loss_scale.init_scale),
-      .check = loss_factor_valid },
-    { .key = "loss_scale.growth_factor", .type = KEY_DOUBLE,
-      .offset = CFG(loss_scale.growth_factor), .check = loss_factor_valid },
-    { .key = "loss_scale.backoff_factor", .type = KEY_DOUBLE,
-      .offset = CFG(loss_scale.backoff_factor), .check = loss_factor_valid },
-    { .type = KEY_LONG, .offset = CFG(loss_scale.growth_interval),
-      .range = RANGE(GROWTH_INTERVAL) },
+    { .key = "loss_scale.mode", .type = SCHEMA_CHOICE, .offset = CFG(loss_scale.mode),
+      .name = loss_scale_mode_name, .def = "none", .kept = true,
+      .help = "none, static or dynamic" },
+    { .key = "loss_scale.init_scale", .type = SCHEMA_DOUBLE, .offset = CFG(loss_scale.init_scale),
+      .check = loss_factor_valid, .def = "65536", .kept = true,
+      .help = "the scale S a run starts from" },
+    { .key = "loss_scale.growth_factor", .type = SCHEMA_DOUBLE,
+      .offset = CFG(loss_scale.growth_factor), .check = loss_factor_valid, .def = "2",
+      .kept = true, .help = "dynamic: S is multiplied by it when it grows (> 1)" },
+    { .key = "loss_scale.backoff_factor", .type = SCHEMA_DOUBLE,
+      .offset = CFG(loss_scale.backoff_factor), .check = loss_factor_valid, .def = "0.5",
+      .kept = true, .help = "dynamic: S is multiplied by it on an inf/NaN gradient" },
+    { .key = "loss_scale.growth_interval", .type = SCHEMA_LONG,
+      .offset = CFG(loss_scale.growth_interval), .lo = 1.0,
+      .hi = (double)LOSS_SCALE_MAX_INTERVAL, .def = "2000", .kept = true,
+      .help = "dynamic: clean steps in a row before S grows" },
+    /* Run-only: memory, time and traffic, the same bits; a resumed run keeps its own. */
+    { .key = "run.checkpoint", .type = SCHEMA_CUSTOM, .offset = CFG(checkpoint),
+      .size = sizeof(CkptStrategy), .format = format_checkpoint, .parse = parse_checkpoint,
+      .def = "none", .help = "gradient checkpointing over the blocks" },
+    { .key = "run.offload", .type = SCHEMA_CHOICE, .offset = CFG(offload), .name = offload_name,
+      .def = "none", .help = "the optimizer's masters, state and update on the host" },
 };
-const int N_TRAINER_CONFIG_KEYS = sizeof TRAINER_CONFIG_KEYS / sizeof TRAINER_CONFIG_KEYS[0];
+#undef BETA1
+#undef WEIGHT_DECAY
+#undef TINY_EPS
+const Schema TRAINER_SCHEMA = { "TrainerConfig", TRAINER_ROWS,
+                                sizeof TRAINER_ROWS / sizeof TRAINER_ROWS[0] };
 
 #define COUNT(f) offsetof(TrainerCounters, f)
 
 /* Each is checked against the others where the trainer is at hand (train_snapshot.c). */
-const SnapshotKey TRAINER_COUNTER_KEYS[] = {
-    { .key = "train.step", .type = KEY_LONG, .offset = COUNT(step) },
-    { .key = "optim.step", .type = KEY_LONG, .offset = COUNT(optim_step) },
-    { .key = "loss_scale.scale", .type = KEY_FLOAT, .offset = COUNT(scale) },
-    { .key = "loss_scale.growth_tracker", .type = KEY_LONG, .offset = COUNT(growth_tracker) },
-    { .key = "loss_scale.checks", .type = KEY_LONG, .offset = COUNT(checks) },
-    { .key = "loss_scale.skipped", .type = KEY_LONG, .offset = COUNT(skipped) },
+static const SchemaRow COUNTER_ROWS[] = {
+    { .key = "train.step", .type = SCHEMA_LONG, .offset = COUNT(step), .kept = true,
+      .help = "training steps so far" },
+    { .key = "optim.step", .type = SCHEMA_LONG, .offset = COUNT(optim_step), .kept = true,
+      .agrees = "train.step", .help = "updates so far (skipped steps update nothing)" },
+    { .key = "loss_scale.scale", .type = SCHEMA_FLOAT, .offset = COUNT(scale), .kept = true,
+      .agrees = "loss_scale.mode", .help = "the loss scale S now" },
+    { .key = "loss_scale.growth_tracker", .type = SCHEMA_LONG, .offset = COUNT(growth_tracker),
+      .kept = true, .agrees = "loss_scale.growth_interval",
+      .help = "clean steps since S last changed" },
+    { .key = "loss_scale.checks", .type = SCHEMA_LONG, .offset = COUNT(checks), .kept = true,
+      .agrees = "train.step", .help = "steps whose gradients were checked for inf/NaN" },
+    { .key = "loss_scale.skipped", .type = SCHEMA_LONG, .offset = COUNT(skipped), .kept = true,
+      .agrees = "loss_scale.checks", .help = "steps skipped for an inf/NaN gradient" },
     /* the tape's amax history: its rows (0 before the first step) and its count of recorded
      * steps, whose remainder by the window is the column the next step writes */
-    { .key = "precision.amax_history_slots", .type = KEY_LONG, .offset = COUNT(history_slots),
-      .applies = is_delayed },
-    { .key = "precision.amax_history_steps", .type = KEY_LONG, .offset = COUNT(history_steps),
-      .applies = is_delayed },
+    { .key = "precision.amax_history_slots", .type = SCHEMA_LONG, .offset = COUNT(history_slots),
+      .applies = is_delayed, .kept = true, .help = "rows of the fp8 amax history" },
+    { .key = "precision.amax_history_steps", .type = SCHEMA_LONG, .offset = COUNT(history_steps),
+      .applies = is_delayed, .kept = true, .agrees = "train.step",
+      .help = "steps the fp8 amax history has recorded" },
 };
-const int N_TRAINER_COUNTER_KEYS = sizeof TRAINER_COUNTER_KEYS / sizeof TRAINER_COUNTER_KEYS[0];
-
-/* Writing ------------------------------------------------------------------------------------- */
-
-/* The field as the file keeps it. */
-static void format_value(const SnapshotKey *k, const void *s, char *buf, size_t len)
-{
-    const void *f = cfield(k, s);
-    const char *name;
-    switch (k->type) {
-    case KEY_DOUBLE: snprintf(buf, len, "%.17g", *(const double *)f); break;
-    case KEY_FLOAT: snprintf(buf, len, "%.17g", (double)*(const float *)f); break;
-    case KEY_U64: snprintf(buf, len, "%" PRIu64, *(const uint64_t *)f); break;
-    case KEY_LONG: snprintf(buf, len, "%ld", *(const long *)f); break;
-    case KEY_INT: snprintf(buf, len, "%d", *(const int *)f); break;
-    case KEY_BOOL: snprintf(buf, len, "%s", *(const bool *)f ? "true" : "false"); break;
-    case KEY_CHOICE:
-        name = k->name(*(const int *)f);
-        snprintf(buf, len, "%s", name ? name : "?");
-        break;
-    case KEY_PRESET: snprintf(buf, len, "%s", ((const PrecisionPolicy *)f)->name); break;
-    }
-}
-
-void snapshot_keys_write(const SnapshotKey *t, int n, const void *s, SnapshotWriter *w,
-                         SnapshotError *err)
-{
-    char value[64];
-    for (int i = 0; i < n; i++)
-        if (!t[i].applies || t[i].applies(s)) {
-            format_value(&t[i], s, value, sizeof value);
-            snapshot_add_meta(w, key_of(&t[i]), value, err);
-        }
-}
-
-/* Checking ------------------------------------------------------------------------------------ */
-
-/* An integer field's bounds: its range's, within what the type holds. */
-static void integer_bounds(const SnapshotKey *k, uint64_t *lo, uint64_t *hi)
-{
-    *lo = 0;
-    *hi = k->type == KEY_LONG ? (uint64_t)LONG_MAX : k->type == KEY_INT ? (uint64_t)INT_MAX
-                                                                       : UINT64_MAX;
-    if (k->range) {
-        *lo = (uint64_t)k->range->lo;
-        if ((uint64_t)k->range->hi < *hi)       /* exact: the bounds are whole numbers */
-            *hi = (uint64_t)k->range->hi;
-    }
-}
-
-static bool integer_in_range(const SnapshotKey *k, uint64_t v, char *why, size_t len)
-{
-    uint64_t lo, hi;
-    integer_bounds(k, &lo, &hi);
-    if (v >= lo && v <= hi)
-        return true;
-    snprintf(why, len, "'%s' = %" PRIu64 " is out of range [%" PRIu64 ", %" PRIu64 "]",
-             key_of(k), v, lo, hi);
-    return false;
-}
-
-/* A NaN is in no range. */
-static bool double_in_range(const SnapshotKey *k, double v, char *why, size_t len)
-{
-    if (!k->range || (v >= k->range->lo && v <= k->range->hi))
-        return true;
-    snprintf(why, len, "'%s' = %.17g is out of range [%g, %g]", key_of(k), v, k->range->lo,
-             k->range->hi);
-    return false;
-}
-
-static bool positive_float(const SnapshotKey *k, double v, char *why, size_t len)
-{
-    if (v > 0.0 && v <= FLT_MAX && (double)(float)v == v)
-        return true;
-    snprintf(why, len, "'%s' = %g is not a positive float", key_of(k), v);
-    return false;
-}
-
-/* The checks of one row on a value already in the struct. */
-static bool check_row(const SnapshotKey *k, const void *s, char *why, size_t len)
-{
-    const void *f = cfield(k, s);
-    bool ok = true;
-    switch (k->type) {
-    case KEY_DOUBLE: ok = double_in_range(k, *(const double *)f, why, len); break;
-    case KEY_FLOAT: ok = positive_float(k, *(const float *)f, why, len); break;
-    case KEY_U64: ok = integer_in_range(k, *(const uint64_t *)f, why, len); break;
-    case KEY_LONG: case KEY_INT: {
-        long v = k->type == KEY_LONG ? *(const long *)f : *(const int *)f;
-        if (v < 0) {
-            snprintf(why, len, "'%s' = %ld is negative", key_of(k), v);
-            ok = false;
-        } else {
-            ok = integer_in_range(k, (uint64_t)v, why, len);
-        }
-        break;
-    }
-    case KEY_CHOICE:
-        if (!k->name(*(const int *)f)) {
-            snprintf(why, len, "'%s' %d is not one this version knows", key_of(k),
-                     *(const int *)f);
-            ok = false;
-        }
-        break;
-    case KEY_BOOL: case KEY_PRESET: break;
-    }
-    return ok && (!k->check || k->check(k, s, why, len));
-}
-
-bool snapshot_keys_check(const SnapshotKey *t, int n, const void *s, char *why, size_t len)
-{
-    for (int i = 0; i < n; i++)
-        if ((!t[i].applies || t[i].applies(s)) && !check_row(&t[i], s, why, len))
-            return false;
-    return true;
-}
-
-/* Reading ------------------------------------------------------------------------------------- */
-
-/* The whole of text as a decimal uint64 (no sign, no space). */
-static bool parse_u64(const char *text, uint64_t *out)
-{
-    if (*text < '0' || *text > '9')
-        return false;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(text, &end, 10);
-    if (errno || *end)
-        return false;
-    *out = (uint64_t)v;
-    return true;
-}
-
-/* The names of a choice, "a, b, c", into buf. */
-/* A number in decimal, as "%.17g" writes one: strtod would also take hex ("0x10"), which no
- * snapshot holds. (inf and nan parse, and then fail their key's range with its message.) */
-static bool decimal_number(const char *text)
-{
-    text += *text == '+' || *text == '-';
-    return !(text[0] == '0' && (text[1] == 'x' || text[1] == 'X'));
-}
-
-static const char *choice_list(const SnapshotKey *k, char *buf, size_t len)
-{
-    size_t used = 0;
-    buf[0] = '\0';
-    for (int i = 0; k->name(i) && used < len; i++)
-        used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "", k->name(i));
-    return buf;
-}
-
-/* text into the row's field, as the type spells it; the range is check_row's. */
-static bool parse_value(const SnapshotKey *k, const char *text, void *s, const char *path,
-                        SnapshotError *err)
-{
-    void *f = field(k, s);
-    const char *key = key_of(k);
-    char *end, list[256];
-    double x;
-    uint64_t u;
-    switch (k->type) {
-    case KEY_DOUBLE: case KEY_FLOAT:
-        x = strtod(text, &end);
-        if (end == text || *end || !decimal_number(text))
-            return gpt_snapshot_fail(err, path, "metadata '%s' is '%s', not a decimal number",
-                                     key, text);
-        if (k->type == KEY_FLOAT) {     /* checked here: the float would lose what is wrong */
-            if (!positive_float(k, x, list, sizeof list))
-                return gpt_snapshot_fail(err, path, "metadata %s", list);
-            *(float *)f = (float)x;
-        } else {
-            *(double *)f = x;
-        }
-        return true;
-    case KEY_U64: case KEY_LONG: case KEY_INT:
-        if (!parse_u64(text, &u))
-            return gpt_snapshot_fail(err, path, "metadata '%s' is '%s', not an unsigned 64-bit "
-                                     "integer", key, text);
-        if (!integer_in_range(k, u, list, sizeof list))   /* before it is cut to the type */
-            return gpt_snapshot_fail(err, path, "metadata %s", list);
-        if (k->type == KEY_U64)
-            *(uint64_t *)f = u;
-        else if (k->type == KEY_LONG)
-            *(long *)f = (long)u;
-        else
-            *(int *)f = (int)u;
-        return true;
-    case KEY_BOOL:
-        if (strcmp(text, "true") != 0 && strcmp(text, "false") != 0)
-            return gpt_snapshot_fail(err, path, "metadata '%s' is '%s', not true or false", key,
-                                     text);
-        *(bool *)f = text[0] == 't';
-        return true;
-    case KEY_CHOICE:
-        for (int i = 0; k->name(i); i++)
-            if (strcmp(text, k->name(i)) == 0) {
-                *(int *)f = i;
-                return true;
-            }
-        return gpt_snapshot_fail(err, path, "metadata '%s' is '%s', which this version does not "
-                                 "know (%s)", key, text, choice_list(k, list, sizeof list));
-    case KEY_PRESET:
-        if (!policy_preset(text, (PrecisionPolicy *)f))
-            return gpt_snapshot_fail(err, path, "metadata '%s' is '%s', not %s", key, text,
-                                     policy_preset_names());
-        return true;
-    }
-    return false;
-}
-
-bool snapshot_keys_read(const SnapshotKey *t, int n, const SnapshotKeyView *v, void *s,
-                        SnapshotError *err)
-{
-    char why[256];
-    for (int i = 0; i < n; i++) {
-        const SnapshotKey *k = &t[i];
-        if (k->applies && !k->applies(s))
-            continue;
-        const char *text = snapshot_keys_value(v, key_of(k));
-        if (!text)
-            return gpt_snapshot_fail(err, v->path, "missing metadata '%s'", key_of(k));
-        if (!parse_value(k, text, s, v->path, err))
-            return false;
-        if (!check_row(k, s, why, sizeof why))
-            return gpt_snapshot_fail(err, v->path, "metadata %s", why);
-    }
-    return true;
-}
+const Schema TRAINER_COUNTER_SCHEMA = { "TrainerCounters", COUNTER_ROWS,
+                                        sizeof COUNTER_ROWS / sizeof COUNTER_ROWS[0] };
 
 /* Older layouts ------------------------------------------------------------------------------- */
 
@@ -488,16 +351,16 @@ static void add_value(SnapshotKeyView *v, const char *key, const char *value)
     v->n_added++;
 }
 
-/* The rows of t whose key starts with prefix, from s, for each one v lacks. */
-static void add_prefixed(SnapshotKeyView *v, const SnapshotKey *t, int n, const void *s,
-                         const char *prefix)
+/* The rows of sc whose key starts with prefix, from s, for each one v lacks. */
+static void add_prefixed(SnapshotKeyView *v, const Schema *sc, const void *s, const char *prefix)
 {
     char value[64];
-    for (int i = 0; i < n; i++) {
-        const char *key = key_of(&t[i]);
-        if (strncmp(key, prefix, strlen(prefix)) != 0 || snapshot_keys_value(v, key))
+    for (int i = 0; i < sc->n; i++) {
+        const char *key = sc->rows[i].key;
+        if (!sc->rows[i].kept || strncmp(key, prefix, strlen(prefix)) != 0 ||
+            snapshot_keys_value(v, key))
             continue;
-        format_value(&t[i], s, value, sizeof value);
+        schema_format(&sc->rows[i], s, value, sizeof value);
         add_value(v, key, value);
     }
 }
@@ -516,13 +379,14 @@ void snapshot_keys_migrate(SnapshotKeyView *v, const SnapshotReader *r, const ch
         TrainerConfig c = trainer_config_default();
         TrainerCounters s = { 0 };
         CHANGES[i].before(&c, &s);
-        add_prefixed(v, TRAINER_CONFIG_KEYS, N_TRAINER_CONFIG_KEYS, &c, CHANGES[i].prefix);
-        add_prefixed(v, TRAINER_COUNTER_KEYS, N_TRAINER_COUNTER_KEYS, &s, CHANGES[i].prefix);
+        add_prefixed(v, &TRAINER_SCHEMA, &c, CHANGES[i].prefix);
+        add_prefixed(v, &TRAINER_COUNTER_SCHEMA, &s, CHANGES[i].prefix);
     }
 }
 
-const char *snapshot_keys_value(const SnapshotKeyView *v, const char *key)
+const char *snapshot_keys_value(const void *view, const char *key)
 {
+    const SnapshotKeyView *v = view;
     const char *value = snapshot_meta(v->r, key);
     for (int i = 0; !value && i < v->n_added; i++)
         if (strcmp(v->added[i].key, key) == 0)

@@ -7,7 +7,6 @@
 
 #include "optim/offload.h"
 #include "optim/step.h"
-#include "optim/snapshot_keys.h"
 
 const char *const TRAIN_OPTIMIZER_NAMES[] = { "adamw", "sgd", "adam8bit", "adafactor", NULL };
 enum { N_OPTIMIZERS = 4 };
@@ -26,27 +25,6 @@ TrainerConfig trainer_config_default(void)
     return c;
 }
 
-/* Bounds a run can use: the betas short of 1 by at least what a float tells apart at that
- * length of memory, eps and the factored statistics' epsilons normal floats (the updates round
- * them to float), the seed within a long (the program keeps it as one). */
-const TrainRange TRAIN_RANGES[TRAIN_RANGE_COUNT] = {
-    [TRAIN_RANGE_SEED] = { "train.seed", 0.0, 4611686018427387904.0 },      /* 2^62 */
-    [TRAIN_RANGE_CLIP] = { "train.clip", 0.0, 1e6 },
-    [TRAIN_RANGE_BETA1] = { "optim.beta1", 0.0, 0.9999 },
-    [TRAIN_RANGE_BETA2] = { "optim.beta2", 0.0, 0.99999 },
-    [TRAIN_RANGE_EPS] = { "optim.eps", 1e-30, 1.0 },
-    [TRAIN_RANGE_WEIGHT_DECAY] = { "optim.weight_decay", 0.0, 10.0 },
-    [TRAIN_RANGE_MOMENTUM] = { "optim.momentum", 0.0, 0.999 },
-    [TRAIN_RANGE_DECAY_EXPONENT] = { "optim.decay_exponent", 1e-6, 1.0 },
-    [TRAIN_RANGE_EPS1] = { "optim.eps1", 1e-30, 1.0 },
-    [TRAIN_RANGE_EPS2] = { "optim.eps2", 1e-30, 1.0 },
-    [TRAIN_RANGE_CLIP_THRESHOLD] = { "optim.clip_threshold", 1e-6, 1e6 },
-    [TRAIN_RANGE_GROWTH_INTERVAL] = { "loss_scale.growth_interval", 1.0,
-                                      (double)LOSS_SCALE_MAX_INTERVAL },
-    /* 0: the preset's (no window: current scaling) */
-    [TRAIN_RANGE_FP8_WINDOW] = { "precision.fp8_window", 0.0, POLICY_FP8_MAX_WINDOW },
-};
-
 bool trainer_config_check(const TrainerConfig *c, char *why, size_t len)
 {
     char sub[200];
@@ -54,7 +32,7 @@ bool trainer_config_check(const TrainerConfig *c, char *why, size_t len)
         snprintf(why, len, "the model is invalid: %s", sub);
         return false;
     }
-    if (!snapshot_keys_check(TRAINER_CONFIG_KEYS, N_TRAINER_CONFIG_KEYS, c, why, len))
+    if (!schema_check(&TRAINER_SCHEMA, NULL, c, why, len))
         return false;
     if (!loss_scale_check(&c->loss_scale, sub, sizeof sub)) {
         snprintf(why, len, "loss scaling: %s", sub);

@@ -118,22 +118,15 @@ typedef struct {
  * defaults here are the absolute-lr mode without parameter scaling (the lr argument of each
  * step is its step size, as for AdamW), no first moment. */
 TrainerConfig trainer_config_default(void);
-/* The range of every number of a TrainerConfig that a user or a file sets, one place for both:
- * the snapshot's key tables (optim/snapshot_keys.c) hold a value read from a file to them,
- * naming the key, and train_gpt's flags take the same entries. Each is inside what the
- * library itself requires (AdamW's betas in [0, 1), ...), so a config that passes never makes
- * trainer_new abort. A NaN is in no range. */
-typedef enum {
-    TRAIN_RANGE_SEED, TRAIN_RANGE_CLIP, TRAIN_RANGE_BETA1, TRAIN_RANGE_BETA2, TRAIN_RANGE_EPS,
-    TRAIN_RANGE_WEIGHT_DECAY, TRAIN_RANGE_MOMENTUM, TRAIN_RANGE_DECAY_EXPONENT,
-    TRAIN_RANGE_EPS1, TRAIN_RANGE_EPS2, TRAIN_RANGE_CLIP_THRESHOLD, TRAIN_RANGE_GROWTH_INTERVAL,
-    TRAIN_RANGE_FP8_WINDOW, TRAIN_RANGE_COUNT
-} TrainRangeId;
-typedef struct TrainRange {
-    const char *key;            /* the snapshot's metadata key, "optim.beta1" */
-    double      lo, hi;         /* closed */
-} TrainRange;
-extern const TrainRange TRAIN_RANGES[TRAIN_RANGE_COUNT];
+/* Every setting of a TrainerConfig but the model (GPT_SCHEMA, nn/gpt.h), each declared once
+ * (rows in optim/snapshot_keys.c): its key ("optim.beta1"), range, default, help, the keys it
+ * must agree with, and whether a snapshot keeps it. The ranges are the ones a file's value and
+ * train_gpt's flag are both held to, each inside what the library itself requires (AdamW's
+ * betas in [0, 1), ...), so a config that passes never makes trainer_new abort; a NaN is in
+ * no range. The run-only rows (checkpoint, offload: memory, time and traffic, never the
+ * numbers) are kept false: no snapshot holds them, and a resumed run keeps its own
+ * (schema_copy_rows). */
+extern const Schema TRAINER_SCHEMA;
 /* The model valid (gpt_config_check), then every value of c a snapshot keeps within its range
  * and rules (optim/snapshot_keys.h's table: the enums known, Nesterov with momentum > 0, the
  * loss scaling factors as the dynamic mode takes them), then the loss scaling valid

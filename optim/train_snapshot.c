@@ -121,9 +121,9 @@ bool train_snapshot_save(const Trainer *t, const char *path, const char *const *
     add_tensors(w, t, err);
     snapshot_add_meta(w, "format", FORMAT_TAG, err);
     gpt_snapshot_add_config(w, "model", &t->cfg.model, err);
-    snapshot_keys_write(TRAINER_CONFIG_KEYS, N_TRAINER_CONFIG_KEYS, &t->cfg, w, err);
+    schema_write(&TRAINER_SCHEMA, NULL, &t->cfg, w, err);
     TrainerCounters counters = counters_of(t);
-    snapshot_keys_write(TRAINER_COUNTER_KEYS, N_TRAINER_COUNTER_KEYS, &counters, w, err);
+    schema_write(&TRAINER_COUNTER_SCHEMA, NULL, &counters, w, err);
     snapshot_add_rng(w, "train.data_rng", &t->data_rng, err);
     if (t->lora)
         lora_snapshot_add_config(w, &t->lora->cfg, err);
@@ -145,7 +145,7 @@ bool train_snapshot_save(const Trainer *t, const char *path, const char *const *
 static bool policy_agrees(const PrecisionPolicy *p, const char *path, SnapshotError *err)
 {
     PrecisionPolicy preset;
-    if (!policy_preset(p->name, &preset))       /* read by KEY_PRESET: cannot happen */
+    if (!policy_preset(p->name, &preset))       /* read by its preset row: cannot happen */
         return gpt_snapshot_fail(err, path, "metadata 'precision.policy' is '%s', not %s",
                                  p->name, policy_preset_names());
     const struct { const char *key, *mine, *theirs; } dtypes[] = {
@@ -182,7 +182,7 @@ bool train_snapshot_config(const SnapshotReader *r, const char *path, TrainerCon
     snapshot_keys_migrate(&meta, r, path);
     TrainerConfig c = trainer_config_default();
     if (!gpt_snapshot_read_config(r, path, "model", &c.model, err) ||
-        !snapshot_keys_read(TRAINER_CONFIG_KEYS, N_TRAINER_CONFIG_KEYS, &meta, &c, err))
+        !schema_read(&TRAINER_SCHEMA, NULL, snapshot_keys_value, &meta, path, &c, err))
         return false;
     char why[256];
     if (!trainer_config_check(&c, why, sizeof why))    /* the rules across keys */
@@ -202,7 +202,7 @@ static bool read_counters(SnapshotReader *r, const char *path, const Trainer *t,
     SnapshotKeyView meta;
     snapshot_keys_migrate(&meta, r, path);
     *c = (TrainerCounters){ .delayed = t->cfg.policy.fp8_scaling == POLICY_FP8_DELAYED };
-    if (!snapshot_keys_read(TRAINER_COUNTER_KEYS, N_TRAINER_COUNTER_KEYS, &meta, c, err))
+    if (!schema_read(&TRAINER_COUNTER_SCHEMA, NULL, snapshot_keys_value, &meta, path, c, err))
         return false;
     if (c->optim_step > c->step)
         return gpt_snapshot_fail(err, path, "metadata 'optim.step' = %ld and 'train.step' = %ld "

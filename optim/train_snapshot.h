@@ -38,7 +38,8 @@
  *     loss_scale.growth_interval                         the scaler's config
  *     loss_scale.scale, loss_scale.growth_tracker        its state: S and the clean-step count
  *     loss_scale.checks, loss_scale.skipped              its counters
- * Each key is one row of optim/snapshot_keys.c's tables, which both save and load walk. A file
+ * Each key is one row of a schema (autograd/schema.h: GPT_SCHEMA, LORA_SCHEMA, TRAINER_SCHEMA
+ * and the counters'), which both save and load walk. A file
  * saved by an older version, without the keys that came later, loads as the run that saved it
  * had them (snapshot_keys_migrate, the one place that knows the format's history).
  * plus whatever the caller adds (train_gpt adds its data and schedule settings under "data."
@@ -48,8 +49,8 @@
  * it, so a program given --load needs no model flags; checking user flags against the file is
  * the program's job (train_snapshot_config reads the config without building anything). Every
  * check comes before the caller sees a trainer: the format tag, each config entry (present,
- * well-formed, a valid model, every number within the range its flag takes: its row's
- * TRAIN_RANGES entry (optim/train.h) and nn/gpt.h's maxima, then trainer_config_check, so that
+ * well-formed, a valid model, every number within the range its flag takes: its schema row's
+ * (TRAINER_SCHEMA, GPT_SCHEMA), then trainer_config_check, so that
  * no library check behind it can abort), no string with an escaped NUL, the tensor names (none
  * missing, none unknown), each tensor's dtype and exact shape, every weight finite, the
  * counters and the RNG. A failure returns false or NULL with one message "PATH: ..." in err

@@ -8,14 +8,30 @@
 
 #include "autograd/kernels.h"
 #include "examples/common/cli.h"
-#include "optim/train.h"
 
 enum { HELP_COLUMN = 22, HELP_WIDTH = 100, MAX_SETTINGS = 128 };
 
-static double lo(const Setting *s) { return s->range ? s->range->lo : s->lo; }
-static double hi(const Setting *s) { return s->range ? s->range->hi : s->hi; }
-const char *settings_key(const Setting *s) { return s->range ? s->range->key : s->key; }
-static bool library_key(const Setting *s) { return s->library_key || s->range; }
+/* The library's row of a setting that has a schema: the row of its key, or of the key without
+ * its first part (the caller's prefix, "model."). */
+static const SchemaRow *row(const Setting *s)
+{
+    if (!s->schema)
+        return NULL;
+    const SchemaRow *r = schema_find(s->schema, s->key);
+    const char *dot = strchr(s->key, '.');
+    if (!r && dot)
+        r = schema_find(s->schema, dot + 1);
+    if (!r)     /* a program's own mistake, found at its first run */
+        cli_die(1, "--%s: %s has no setting '%s'", s->name, s->schema->name, s->key);
+    return r;
+}
+static double lo(const Setting *s) { return s->schema ? row(s)->lo : s->lo; }
+static double hi(const Setting *s) { return s->schema ? row(s)->hi : s->hi; }
+/* The default is always the program's own (train_gpt's demo model is not the library's). */
+static const char *def(const Setting *s) { return s->def; }
+static const char *help(const Setting *s) { return s->help || !s->schema ? s->help : row(s)->help; }
+const char *settings_key(const Setting *s) { return s->key; }
+static bool library_key(const Setting *s) { return s->library_key || s->schema; }
 
 static void *field(const Setting *s, void *opts) { return (char *)opts + s->offset; }
 static const void *cfield(const Setting *s, const void *opts)
@@ -50,9 +66,9 @@ void settings_defaults(const Setting *t, int n, void *opts)
 {
     char flag[64];
     for (int i = 0; i < n; i++)
-        if (t[i].name && t[i].def) {
+        if (t[i].name && def(&t[i])) {
             snprintf(flag, sizeof flag, "--%s", t[i].name);
-            set_from_flag(&t[i], opts, flag, t[i].def);
+            set_from_flag(&t[i], opts, flag, def(&t[i]));
         }
 }
 
@@ -201,16 +217,16 @@ static void usage_row(const Setting *s)
         printf("\n");
         col = 0;
     }
-    const char *line = s->help;
+    const char *line = help(s);
     while (line) {
         const char *nl = strchr(line, '\n');
         int len = nl ? (int)(nl - line) : (int)strlen(line);
         printf("%*s%.*s", HELP_COLUMN - col, "", len, line);
         col = 0;
-        if (!nl && s->def) {
+        if (!nl && def(s)) {
             /* a long default (a list) goes on a line of its own */
-            bool wrap = HELP_COLUMN + len + (int)strlen(s->def) + 11 > HELP_WIDTH;
-            printf("%s%*s(default %s)", wrap ? "\n" : " ", wrap ? HELP_COLUMN : 0, "", s->def);
+            bool wrap = HELP_COLUMN + len + (int)strlen(def(s)) + 11 > HELP_WIDTH;
+            printf("%s%*s(default %s)", wrap ? "\n" : " ", wrap ? HELP_COLUMN : 0, "", def(s));
         }
         printf("\n");
         line = nl ? nl + 1 : NULL;

@@ -19,7 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-struct TrainRange;      /* optim/train.h */
+#include "autograd/schema.h"
 
 typedef enum {
     SETTING_INT,        /* int field, a whole number in [lo, hi] */
@@ -75,8 +75,13 @@ typedef struct {
                                  * was always written) */
     const SettingNeed *needs[2];    /* what the flag needs to be given (NULL: nothing) */
     SettingMerge merge;
-    /* A library's range (optim/train.h) instead of lo and hi, and its key instead of key. */
-    const struct TrainRange *range;
+    /* A setting that is a library's: the schema that declares it (autograd/schema.h:
+     * TRAINER_SCHEMA, GPT_SCHEMA, ...), whose row of key gives the range instead of lo and hi,
+     * and the help when the row here has none; the library writes the key (library_key).
+     * The default stays the program's (train_gpt's demo model is not the library's). key is
+     * the snapshot's ("model.n_layer": a prefix before the first dot that the schema's keys
+     * lack is the caller's, as GptConfig's "model."). */
+    const Schema *schema;
     /* CUSTOM: sets the field(s) from the flag's text, a usage error naming flag otherwise. A
      * custom setting without arg takes no value (text is NULL). A kept custom setting is read
      * back from a snapshot by set too, from the text format gives (its value as the flag

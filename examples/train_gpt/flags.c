@@ -185,7 +185,8 @@ static int merge_ranks(Options *o, const SettingsSaved *saved)
 
 /* The kept rows merged (settings_merge_all); the custom ones, the precision flags, compared as
  * they would be typed, formatted from the config the library read (saved). Then the config is
- * the snapshot's, but for the checkpointing, which changes no number. */
+ * the snapshot's, but for its run-only settings (TRAINER_SCHEMA's rows no snapshot keeps:
+ * checkpointing, offload), which stay the flags'. */
 void options_merge_snapshot(Options *o, const TrainerConfig *saved, const SnapshotReader *r,
                             const char *path)
 {
@@ -206,9 +207,9 @@ void options_merge_snapshot(Options *o, const TrainerConfig *saved, const Snapsh
         o->accum = accum;
         o->given[FLAG_ACCUM - FLAG_TASK] = accum_given;
     }
-    CkptStrategy checkpoint = o->cfg.checkpoint;
+    TrainerConfig run = o->cfg;
     o->cfg = *saved;
-    o->cfg.checkpoint = checkpoint;
+    schema_copy_rows(&TRAINER_SCHEMA, &o->cfg, &run, false);
     lora_merge_snapshot(o, r, path, &saved->model);
     pipeline_check_loaded(o, path);
     check_combinations(o);

@@ -143,7 +143,9 @@ static void set_parallel(void *opts, int id, const char *flag, const char *arg)
 /* Defaults: the demo. `train_gpt` with no flags learns 3-digit addition in under a minute on
  * two idle cores, a few minutes on a busy machine (docs/gpt.md has the measured numbers).
  * A key marks a setting the snapshot keeps (data, schedule and run keys written here; model,
- * train, optim, precision and loss_scale keys by optim/train_snapshot.h, library_key); its
+ * train, optim, precision and loss_scale keys by optim/train_snapshot.h, library_key; a row
+ * with a schema is the library's setting of that key, whose range it takes from the schema's
+ * row: GPT_SCHEMA in nn/gpt.h, TRAINER_SCHEMA in optim/train.h); its
  * value is read back with the flag's checks, and with --load a flag given must agree with it
  * (merge). A key of this table's own that older snapshots lack has the value they had in
  * .before (the library's old layouts are optim/snapshot_keys.c's). */
@@ -178,11 +180,11 @@ const Setting TRAIN_GPT_SETTINGS[] = {
               "batches of --batch rows, each loss divided by K; memory is\n"
               "that of one micro-batch" },
     { .name = "seq", .id = FLAG_SEQ, .type = SETTING_INT, .offset = FIELD(seq),
-      .lo = 1, .hi = GPT_MAX_SEQ, .arg = "N", .key = "model.max_seq", .library_key = true,
+      .schema = &GPT_SCHEMA, .arg = "N", .key = "model.max_seq",
       .help = "tokens per row = the model's T (default: a task's row length,\n"
               "which is the only value a task allows; 64 for text)" },
     { .name = "seed", .id = FLAG_SEED, .type = SETTING_LONG, .offset = CFG(seed),   /* a u64 */
-      .range = &TRAIN_RANGES[TRAIN_RANGE_SEED], .def = "1", .arg = "N",
+      .schema = &TRAINER_SCHEMA, .key = "train.seed", .def = "1", .arg = "N",
       .help = "weights and data" },
     { .name = "threads", .id = FLAG_THREADS, .type = SETTING_INT, .offset = FIELD(threads),
       .lo = 0, .hi = 1024, .def = "0", .arg = "N", .help = "threads, 0 = one per core" },
@@ -216,7 +218,7 @@ const Setting TRAIN_GPT_SETTINGS[] = {
     /* Custom rows, kept by the library's keys and compared as they would be typed. */
     { .name = "precision", .id = FLAG_PRECISION, .type = SETTING_CUSTOM,
       .set = precision_set_option, .format = precision_format_option, .def = "fp32", .arg = "P",
-      .key = "precision.policy", .library_key = true,
+      .key = "precision.policy", .schema = &TRAINER_SCHEMA,
       .help = "fp32, tf32 (matmul inputs in tf32), bf16, fp16 (parameters,\n"
               "activations and gradients in 16 bits, fp32 master weights\n"
               "in the optimizer) or fp8 (e4m3 activations, e5m2 gradients,\n"
@@ -238,7 +240,7 @@ const Setting TRAIN_GPT_SETTINGS[] = {
     /* The dynamic scaler's factors, each checked with the others as the dynamic mode will. */
     { .name = "scale-growth-interval", .id = FLAG_SCALE_GROWTH_INTERVAL, .type = SETTING_LONG,
       .offset = CFG(loss_scale.growth_interval), .arg = "N",
-      .range = &TRAIN_RANGES[TRAIN_RANGE_GROWTH_INTERVAL], .applies = is_dynamic,
+      .schema = &TRAINER_SCHEMA, .key = "loss_scale.growth_interval", .applies = is_dynamic,
       .needs = { &DYNAMIC }, .check = scale_factors_valid,
       .help = "dynamic: clean steps in a row before S grows\n(default 2000)" },
     { .name = "scale-growth-factor", .id = FLAG_SCALE_GROWTH_FACTOR, .type = SETTING_DOUBLE,
@@ -295,26 +297,26 @@ const Setting TRAIN_GPT_SETTINGS[] = {
     /* --load-base takes the model from the base; --untied and --separate-qkv clear the
      * model's tied and fused_qkv (the keys keep those). */
     { .name = "layers", .id = FLAG_LAYERS, .type = SETTING_INT, .offset = CFG(model.n_layer),
-      .lo = 1, .hi = GPT_MAX_LAYERS, .def = "2", .arg = "N", .key = "model.n_layer",
-      .library_key = true, .needs = { &NO_BASE }, .help = "transformer blocks" },
+      .schema = &GPT_SCHEMA, .key = "model.n_layer", .def = "2", .arg = "N",
+      .needs = { &NO_BASE }, .help = "transformer blocks" },
     { .name = "heads", .id = FLAG_HEADS, .type = SETTING_INT, .offset = CFG(model.n_head),
-      .lo = 1, .hi = GPT_MAX_WIDTH, .def = "4", .arg = "N", .key = "model.n_head",
-      .library_key = true, .needs = { &NO_BASE }, .help = "attention heads; must divide --embd" },
+      .schema = &GPT_SCHEMA, .key = "model.n_head", .def = "4", .arg = "N",
+      .needs = { &NO_BASE }, .help = "attention heads; must divide --embd" },
     { .name = "embd", .id = FLAG_EMBD, .type = SETTING_INT, .offset = CFG(model.n_embd),
-      .lo = 1, .hi = GPT_MAX_WIDTH, .def = "128", .arg = "N", .key = "model.n_embd",
-      .library_key = true, .needs = { &NO_BASE }, .help = "width C of the residual stream" },
+      .schema = &GPT_SCHEMA, .key = "model.n_embd", .def = "128", .arg = "N",
+      .needs = { &NO_BASE }, .help = "width C of the residual stream" },
     { .name = "untied", .id = FLAG_UNTIED, .type = SETTING_SWITCH, .offset = CFG(model.tied),
-      .negated = true, .key = "model.tied", .library_key = true, .needs = { &NO_BASE },
+      .negated = true, .schema = &GPT_SCHEMA, .key = "model.tied", .needs = { &NO_BASE },
       .help = "a separate output head instead of the token embedding" },
     { .name = "separate-qkv", .id = FLAG_SEPARATE_QKV, .type = SETTING_SWITCH,
-      .offset = CFG(model.fused_qkv), .negated = true, .key = "model.fused_qkv",
-      .library_key = true, .needs = { &NO_BASE },
+      .offset = CFG(model.fused_qkv), .negated = true, .schema = &GPT_SCHEMA,
+      .key = "model.fused_qkv", .needs = { &NO_BASE },
       .help = "three q, k, v projections instead of one fused" },
 
     { .heading = "Optimizer:" },
     { .name = "optimizer", .id = FLAG_OPTIMIZER, .type = SETTING_CHOICE, .offset = CFG(optimizer),
       .choices = TRAIN_OPTIMIZER_NAMES, .def = "adamw", .arg = "NAME", .key = "optim.kind",
-      .library_key = true,
+      .schema = &TRAINER_SCHEMA,
       .help = "adamw, sgd, adam8bit (adamw with 8-bit moments) or adafactor\n"
               "(factored second moment, absolute --lr)" },
     { .name = "lr", .id = FLAG_LR, .type = SETTING_DOUBLE, .offset = SCHED(base_lr),
@@ -356,25 +358,25 @@ const Setting TRAIN_GPT_SETTINGS[] = {
       .arg = "S", .key = "schedule.cooldown_shape", .before = "linear", .needs = { &WSD },
       .help = "wsd: linear or 1-sqrt" },
     { .name = "weight-decay", .id = FLAG_WEIGHT_DECAY, .type = SETTING_DOUBLE,
-      .offset = CFG(adamw.weight_decay), .range = &TRAIN_RANGES[TRAIN_RANGE_WEIGHT_DECAY],
+      .offset = CFG(adamw.weight_decay), .schema = &TRAINER_SCHEMA, .key = "optim.weight_decay",
       .def = "0.1", .arg = "X", .help = "decoupled for adamw, L2 for sgd; matrices only" },
     { .name = "beta1", .id = FLAG_BETA1, .type = SETTING_DOUBLE, .offset = CFG(adamw.beta1),
-      .range = &TRAIN_RANGES[TRAIN_RANGE_BETA1], .def = "0.9", .arg = "X", .applies = is_adam,
-      .needs = { &ADAM }, .help = "adamw's first moment" },
+      .schema = &TRAINER_SCHEMA, .key = "optim.beta1", .def = "0.9", .arg = "X",
+      .applies = is_adam, .needs = { &ADAM }, .help = "adamw's first moment" },
     { .name = "beta2", .id = FLAG_BETA2, .type = SETTING_DOUBLE, .offset = CFG(adamw.beta2),
-      .range = &TRAIN_RANGES[TRAIN_RANGE_BETA2], .def = "0.99", .arg = "X", .applies = is_adam,
-      .needs = { &ADAM }, .help = "adamw's second moment" },
+      .schema = &TRAINER_SCHEMA, .key = "optim.beta2", .def = "0.99", .arg = "X",
+      .applies = is_adam, .needs = { &ADAM }, .help = "adamw's second moment" },
     { .name = "adam8bit-rounding", .id = FLAG_ADAM8BIT_ROUNDING, .type = SETTING_CHOICE,
       .offset = CFG(adam8bit_rounding), .choices = ADAM8BIT_ROUNDING_NAMES, .def = "nearest",
-      .arg = "R", .key = "optim.rounding", .library_key = true, .applies = is_adam8bit,
+      .arg = "R", .key = "optim.rounding", .schema = &TRAINER_SCHEMA, .applies = is_adam8bit,
       .needs = { &ADAM8BIT },
       .help = "adam8bit's moments re-encoded to the nearest level or to\n"
               "a neighbour at random (stochastic)\n(docs/memory.md)" },
     { .name = "momentum", .id = FLAG_MOMENTUM, .type = SETTING_DOUBLE, .offset = CFG(sgd.momentum),
-      .range = &TRAIN_RANGES[TRAIN_RANGE_MOMENTUM], .def = "0.9", .arg = "X", .applies = is_sgd,
-      .needs = { &SGD }, .help = "sgd momentum" },
+      .schema = &TRAINER_SCHEMA, .key = "optim.momentum", .def = "0.9", .arg = "X",
+      .applies = is_sgd, .needs = { &SGD }, .help = "sgd momentum" },
     { .name = "clip", .id = FLAG_CLIP, .type = SETTING_DOUBLE, .offset = CFG(clip),
-      .range = &TRAIN_RANGES[TRAIN_RANGE_CLIP], .def = "1", .arg = "X",
+      .schema = &TRAINER_SCHEMA, .key = "train.clip", .def = "1", .arg = "X",
       .help = "largest global gradient norm, 0 = off" },
 
     { .heading = "Fine-tuning (docs/lora.md):" },

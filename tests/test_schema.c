@@ -1,0 +1,288 @@
+/* The config schemas (autograd/schema.h): GPT_SCHEMA (nn/gpt.h), LORA_SCHEMA (nn/gpt_lora.h),
+ * TRAINER_SCHEMA (optim/train.h) and the trainer's counters (optim/snapshot_keys.h). Each row's
+ * default is its struct's default; a struct written and read back is the same struct; a bad
+ * value is refused naming the key and the range; every key of a saved training snapshot is a
+ * row of a schema and every kept row is in the file; the run-only rows are in no snapshot and
+ * a resumed run keeps its own (schema_copy_rows). */
+#include "tests/snapshot_test_helpers.h"
+
+#include <string.h>
+
+#include "autograd/schema.h"
+#include "nn/gpt.h"
+#include "nn/gpt_lora.h"
+#include "nn/gpt_snapshot.h"
+#include "nn/lora_snapshot.h"
+#include "optim/snapshot_keys.h"
+#include "optim/train.h"
+#include "optim/train_snapshot.h"
+
+/* Every row's default, parsed into a zeroed struct, formats as the default struct's field. */
+static void check_defaults(const Schema *sc, const void *defaults, size_t size)
+{
+    char want[256], got[256], why[256];
+    unsigned char *scratch = calloc(1, size);
+    assert_non_null(scratch);
+    for (int i = 0; i < sc->n; i++) {
+        const SchemaRow *r = &sc->rows[i];
+        if (!r->def || !r->help) {
+            print_error("%s: row '%s' has no default or no help\n", sc->name, r->key);
+            fail();
+        }
+        memset(scratch, 0, size);
+        memcpy(scratch, defaults, r->offset);   /* the rows above, which a check may read */
+        if (!schema_parse(r, r->def, scratch, why, sizeof why)) {
+            print_error("%s: default of '%s': %s\n", sc->name, r->key, why);
+            fail();
+        }
+        schema_format(r, defaults, want, sizeof want);
+        schema_format(r, scratch, got, sizeof got);
+        if (strcmp(want, got) != 0) {
+            print_error("%s: '%s' defaults to %s, its row says %s (%s)\n", sc->name, r->key,
+                        want, r->def, got);
+            fail();
+        }
+    }
+    free(scratch);
+}
+
+static void test_defaults_are_the_structs(void **state)
+{
+    (void)state;
+    GptConfig g = gpt_config_default();
+    check_defaults(&GPT_SCHEMA, &g, sizeof g);
+    LoraConfig l = lora_config_default();
+    check_defaults(&LORA_SCHEMA, &l, sizeof l);
+    TrainerConfig t = trainer_config_default();
+    check_defaults(&TRAINER_SCHEMA, &t, sizeof t);
+}
+
+/* s written under prefix and read back into a struct that starts as blank: the same kept rows. */
+static void round_trip(const Schema *sc, const char *prefix, const void *s, void *blank)
+{
+    char path[512];
+    in_dir(path, sizeof path, "round_trip.safetensors");
+    SnapshotError err = { { 0 } };
+    SnapshotWriter *w = snapshot_writer_new();
+    assert_true(schema_write(sc, prefix, s, w, &err));
+    assert_true(snapshot_write(w, path, &err));
+    snapshot_writer_free(w);
+    SnapshotReader *r = snapshot_open(path, &err);
+    assert_non_null(r);
+    if (!schema_read(sc, prefix, schema_reader_value, r, path, blank, &err)) {
+        print_error("%s\n", err.message);
+        fail();
+    }
+    snapshot_close(r);
+    const SchemaRow *d = schema_differs(sc, s, blank);
+    if (d) {
+        print_error("%s: '%s' differs after a round trip\n", sc->name, d->key);
+        fail();
+    }
+}
+
+static void test_round_trip(void **state)
+{
+    (void)state;
+    GptConfig g = { .vocab_size = 11, .max_seq = 9, .n_layer = 3, .n_head = 2, .n_embd = 6,
+                    .tied = false, .fused_qkv = false }, g2 = { 0 };
+    round_trip(&GPT_SCHEMA, "base", &g, &g2);
+    assert_memory_equal(&g, &g2, sizeof g);
+    LoraConfig l = { .rank = 3, .alpha = 0.375f, .targets = LORA_TARGET_K | LORA_TARGET_MLP,
+                     .qlora = true }, l2 = lora_config_default();
+    round_trip(&LORA_SCHEMA, "lora", &l, &l2);
+    TrainerConfig t = trainer_config_default(), t2 = trainer_config_default();
+    t.optimizer = TRAIN_SGD;
+    t.sgd.momentum = 0.5;
+    t.sgd.nesterov = true;
+    t.sgd.weight_decay = 0.25;
+    t.clip = 0.1;
+    t.seed = 123456789012345ULL;
+    policy_preset("bf16", &t.policy);
+    t.loss_scale.mode = LOSS_SCALE_DYNAMIC;
+    t.loss_scale.growth_interval = 7;
+    round_trip(&TRAINER_SCHEMA, NULL, &t, &t2);
+    assert_int_equal(t2.optimizer, TRAIN_SGD);
+    assert_true(t2.sgd.nesterov);
+    assert_string_equal(t2.policy.name, "bf16");
+}
+
+/* One kept row given text in a file: refused with "PATH: metadata ...needle...". */
+static void refused(const Schema *sc, const char *prefix, const void *s, size_t size,
+                    const char *key, const char *text, const char *needle)
+{
+    char path[512], key_buf[128];
+    in_dir(path, sizeof path, "refused.safetensors");
+    SnapshotError err = { { 0 } };
+    SnapshotWriter *w = snapshot_writer_new();
+    for (int i = 0; i < sc->n; i++) {
+        char value[256];
+        const SchemaRow *r = &sc->rows[i];
+        if (!r->kept || (r->applies && !r->applies(s)))
+            continue;
+        schema_format(r, s, value, sizeof value);
+        schema_key(r, prefix, key_buf, sizeof key_buf);
+        snapshot_add_meta(w, key_buf, strcmp(key_buf, key) == 0 ? text : value, &err);
+    }
+    assert_true(snapshot_write(w, path, &err));
+    snapshot_writer_free(w);
+    SnapshotReader *r = snapshot_open(path, &err);
+    assert_non_null(r);
+    void *blank = malloc(size);
+    memcpy(blank, s, size);
+    assert_false(schema_read(sc, prefix, schema_reader_value, r, path, blank, &err));
+    expect_message(err.message, path, needle);
+    free(blank);
+    snapshot_close(r);
+}
+
+static void test_refusals_name_key_and_range(void **state)
+{
+    (void)state;
+    GptConfig g = gpt_config_default();
+    refused(&GPT_SCHEMA, "model", &g, sizeof g, "model.n_layer", "65",
+            "metadata 'model.n_layer' is 65, not in 1..64");
+    refused(&GPT_SCHEMA, "base", &g, sizeof g, "base.tied", "1",
+            "metadata 'base.tied' is '1', not true or false");
+    LoraConfig l = lora_config_default();
+    refused(&LORA_SCHEMA, "lora", &l, sizeof l, "lora.alpha", "2e6",
+            "metadata 'lora.alpha' = 2000000 is out of range [1e-06, 1e+06]");
+    refused(&LORA_SCHEMA, "lora", &l, sizeof l, "lora.alpha", "0.1",
+            "metadata 'lora.alpha' = 0.1 is not a positive float");
+    refused(&LORA_SCHEMA, "lora", &l, sizeof l, "lora.rank", "0",
+            "metadata 'lora.rank' = 0 is out of range [1, 2147483647]");
+    refused(&LORA_SCHEMA, "lora", &l, sizeof l, "lora.targets", "q,z", "'lora.targets' is 'q,z'");
+    TrainerConfig t = trainer_config_default();
+    refused(&TRAINER_SCHEMA, NULL, &t, sizeof t, "optim.eps", "0x1p-3",
+            "metadata 'optim.eps' is '0x1p-3', not a decimal number");
+    refused(&TRAINER_SCHEMA, NULL, &t, sizeof t, "precision.policy", "fp7",
+            "metadata 'precision.policy' is 'fp7', not ");
+    refused(&TRAINER_SCHEMA, NULL, &t, sizeof t, "train.seed", "4611686018427387905",
+            "'train.seed' = 4611686018427387905 is out of range [0, 4611686018427387904]");
+    t.optimizer = TRAIN_SGD;
+    t.sgd.momentum = 0.0;
+    refused(&TRAINER_SCHEMA, NULL, &t, sizeof t, "optim.nesterov", "true",
+            "'optim.nesterov' is true with 'optim.momentum' = 0");
+}
+
+/* The key of a file's metadata is a kept row of one of the schemas (under its prefix), or the
+ * format tag and the data RNG's words (snapshot_add_rng). */
+static bool is_schema_key(const char *key, bool lora)
+{
+    const struct { const Schema *sc; const char *prefix; } all[] = {
+        { &GPT_SCHEMA, "model" }, { &TRAINER_SCHEMA, NULL }, { &TRAINER_COUNTER_SCHEMA, NULL },
+        { lora ? &LORA_SCHEMA : NULL, "lora" },
+    };
+    if (strcmp(key, "format") == 0 || strcmp(key, "train.data_rng.state") == 0 ||
+        strcmp(key, "train.data_rng.inc") == 0)
+        return true;
+    char buf[128];
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
+        for (int i = 0; all[k].sc && i < all[k].sc->n; i++)
+            if (all[k].sc->rows[i].kept &&
+                strcmp(schema_key(&all[k].sc->rows[i], all[k].prefix, buf, sizeof buf), key) == 0)
+                return true;
+    return false;
+}
+
+static void expect_rows_in(const SnapshotReader *r, const Schema *sc, const char *prefix,
+                           const void *s)
+{
+    char key[128];
+    for (int i = 0; i < sc->n; i++) {
+        const SchemaRow *row = &sc->rows[i];
+        schema_key(row, prefix, key, sizeof key);
+        bool has = snapshot_meta(r, key) != NULL;
+        /* (a key of rows that apply to other optimizers, optim.beta1, may be another's) */
+        if ((row->kept && (!row->applies || row->applies(s)) && !has) || (!row->kept && has)) {
+            print_error("%s: '%s' %s the file\n", sc->name, key, has ? "in" : "missing from");
+            fail();
+        }
+    }
+}
+
+static void check_saved_keys(TrainerConfig c, const LoraConfig *lc)
+{
+    char path[512];
+    in_dir(path, sizeof path, "trainer.safetensors");
+    Trainer *t = trainer_new(&c);
+    if (lc)
+        trainer_use_lora(t, lc, 7);
+    SnapshotError err = { { 0 } };
+    assert_true(train_snapshot_save(t, path, NULL, NULL, 0, &err));
+    SnapshotReader *r = snapshot_open(path, &err);
+    assert_non_null(r);
+    for (int i = 0; i < snapshot_meta_count(r); i++)
+        if (!is_schema_key(snapshot_meta_key(r, i), lc != NULL)) {
+            print_error("the snapshot's key '%s' is in no schema\n", snapshot_meta_key(r, i));
+            fail();
+        }
+    expect_rows_in(r, &GPT_SCHEMA, "model", &c.model);
+    expect_rows_in(r, &TRAINER_SCHEMA, NULL, &c);
+    if (lc)
+        expect_rows_in(r, &LORA_SCHEMA, "lora", lc);
+    assert_null(snapshot_meta(r, "run.checkpoint"));
+    snapshot_close(r);
+    trainer_free(t);
+}
+
+static void test_every_snapshot_key_is_a_schema_row(void **state)
+{
+    (void)state;
+    TrainerConfig c = trainer_config_default();
+    c.model = (GptConfig){ .vocab_size = 11, .max_seq = 8, .n_layer = 2, .n_head = 2,
+                           .n_embd = 16, .tied = true, .fused_qkv = false };
+    char why[160];
+    assert_true(ckpt_parse("sqrt", &c.checkpoint, why, sizeof why));
+    for (int k = TRAIN_ADAMW; k <= TRAIN_ADAFACTOR; k++) {
+        c.optimizer = (TrainOptimizer)k;
+        check_saved_keys(c, NULL);
+    }
+    c.optimizer = TRAIN_ADAMW;
+    LoraConfig lc = lora_config_default();
+    check_saved_keys(c, &lc);
+}
+
+/* The run-only rows are checkpoint and offload; a resumed run takes the snapshot's kept rows
+ * and keeps its own run-only ones. */
+static void test_run_only_rows_stay_the_runs(void **state)
+{
+    (void)state;
+    int run_only = 0;
+    for (int i = 0; i < TRAINER_SCHEMA.n; i++)
+        run_only += !TRAINER_SCHEMA.rows[i].kept;
+    assert_int_equal(run_only, 2);
+    TrainerConfig mine = trainer_config_default(), saved = trainer_config_default();
+    char why[160];
+    assert_true(ckpt_parse("every:2", &mine.checkpoint, why, sizeof why));
+    mine.offload = TRAIN_OFFLOAD_OPTIMIZER;
+    mine.clip = 5.0;
+    saved.clip = 0.5;
+    saved.optimizer = TRAIN_SGD;
+    TrainerConfig run = mine;
+    mine = saved;
+    schema_copy_rows(&TRAINER_SCHEMA, &mine, &run, false);
+    assert_int_equal(mine.checkpoint.kind, run.checkpoint.kind);
+    assert_int_equal(mine.checkpoint.k, run.checkpoint.k);
+    assert_int_equal(mine.offload, TRAIN_OFFLOAD_OPTIMIZER);
+    assert_true(mine.clip == 0.5);
+    assert_int_equal(mine.optimizer, TRAIN_SGD);
+    /* the other way: the kept rows copied, the run-only ones untouched */
+    TrainerConfig fresh = trainer_config_default();
+    schema_copy_rows(&TRAINER_SCHEMA, &fresh, &saved, true);
+    assert_true(fresh.clip == 0.5);
+    assert_int_equal(fresh.offload, TRAIN_OFFLOAD_NONE);
+    assert_null(schema_differs(&TRAINER_SCHEMA, &fresh, &saved));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults_are_the_structs),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_refusals_name_key_and_range),
+        cmocka_unit_test(test_every_snapshot_key_is_a_schema_row),
+        cmocka_unit_test(test_run_only_rows_stay_the_runs),
+    };
+    return cmocka_run_group_tests(tests, make_dir, remove_dir);
+}

@@ -65,8 +65,7 @@ static void *xmalloc(size_t bytes)
     return p;
 }
 
-/* Mean cross-entropy over the first n validation windows (all when n is 0 or too many). */
-static double validation_loss(Trainer *tr, const Dataset *ds, int n)
+double scaling_validation_loss(Trainer *tr, const Dataset *ds, int n)
 {
     int T = dataset_seq_len(ds), B = 32, total = dataset_val_count(ds);
     if (n > 0 && n < total)
@@ -148,7 +147,7 @@ ScalingRun scaling_train_one(const Dataset *ds, const ScalingTrainConfig *cfg, i
     /* read before the evaluation, which the trainer does not count anyway */
     run.flop = (double)(flop_total(tr->flops.forward) + flop_total(tr->flops.backward) +
                         flop_total(tr->flops.recompute));
-    run.val_loss = validation_loss(tr, ds, cfg->eval_windows);
+    run.val_loss = scaling_validation_loss(tr, ds, cfg->eval_windows);
     trainer_free(tr);
     run.seconds = seconds_now() - start;
     return run;

@@ -17,6 +17,7 @@
 
 #include "data/dataset.h"
 #include "nn/gpt.h"
+#include "optim/train.h"
 
 typedef struct {
     int    seq;             /* T */
@@ -77,8 +78,9 @@ ScalingRun scaling_train_one(const Dataset *ds, const ScalingTrainConfig *cfg, i
                              int width, int heads, double budget, const ScalingWatch *watch,
                              const char *label);
 
-/* The training FLOP the tape counts for a run, to stand beside 6 N D: not measured yet (the
- * tape's counter is separate work, docs/gpt.md "Counting FLOPs"), so NAN for now. */
+/* The mean cross-entropy (nats per token) of tr's model over the first n validation windows of
+ * ds (all when n is 0 or more than there are), in batches of 32 windows. */
+double scaling_validation_loss(Trainer *tr, const Dataset *ds, int n);
 
 /* The columns of the results file, in order (NULL-terminated); a row is written by the
  * programs' TSV plumbing (scaling_write_row, examples/common/scaling_rows.h). */

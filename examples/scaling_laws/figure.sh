@@ -1,10 +1,10 @@
 #!/bin/sh
-# Draws docs/figures/scaling_laws.png from the FULL grid of scaling_laws (10 sizes x 6 budgets,
-# 45 runs: see docs/scaling_laws.md for how long it took) and keeps the TSV files it is drawn
-# from, the runs (scaling_runs.tsv) and every fitted number (scaling_fit.tsv) beside it. The
-# printed report goes to docs/figures/scaling_laws_report.txt. To refit or restyle without
-# training again:
-#   build/bin/scaling_laws --from-results docs/figures/scaling_runs.tsv --out DIR
+# Draws docs/figures/scaling_laws.png from the FULL study of scaling_laws (11 sizes x 7 budgets x
+# 2 seeds with cooldown branches: see docs/scaling_laws.md for how long it took) and keeps the
+# TSV files it is drawn from, every point (scaling_study.tsv) and every fitted number
+# (scaling_fit.tsv) beside it. The printed report goes to docs/figures/scaling_laws_report.txt.
+# To refit or restyle without training again:
+#   build/bin/scaling_laws --from-results docs/figures/scaling_study.tsv --out DIR
 # Usage: sh examples/scaling_laws/figure.sh BUILD_DIR   (run from the repository root)
 set -eu
 build=${1:-build}
@@ -13,8 +13,8 @@ work=${TMPDIR:-/tmp}/scaling_laws_figure.$$
 mkdir -p "$out" "$work"
 OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE} "$build/bin/scaling_laws" --out "$work" \
     | grep -v '^step ' > "$work/report.txt"
-for f in scaling_runs.tsv scaling_fit.tsv scaling_points.tsv scaling_isoflop.tsv \
-         scaling_optimal.tsv scaling_lines.tsv scaling_laws.png; do
+for f in scaling_study.tsv scaling_fit.tsv scaling_points.tsv scaling_isoflop.tsv \
+         scaling_optimal.tsv scaling_optimal_kaplan.tsv scaling_lines.tsv scaling_laws.png; do
     cp "$work/$f" "$out/"
 done
 cp "$work/report.txt" "$out/scaling_laws_report.txt"

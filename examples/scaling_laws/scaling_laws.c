@@ -1,18 +1,19 @@
-/* scaling_laws: Kaplan's and Chinchilla's scaling laws, measured on tiny character-level GPTs
- * (docs/scaling_laws.md).
+/* scaling_laws: Kaplan's and Chinchilla's scaling laws, measured on tiny character-level GPTs,
+ * with cooldown branches (docs/scaling_laws.md).
  *
- * A grid of model sizes (depth and width grown together, as Kaplan et al. and Hoffmann et al.
- * do) is trained at several compute budgets C: each size for D = C / (6 N) tokens, N its
- * non-embedding parameters, with a cosine schedule as long as the run (IsoFLOP profiles). Every
- * run is an in-process Trainer (optim/train.h) on the text of --data, the first 90% training,
- * the last 10% validating. Then the fits (analysis/scaling_fit.h): Chinchilla's approach 2
- * (a parabola per budget, N_opt(C) and D_opt(C) as power laws), approach 3 (L(N, D) = E + A/N^alpha
- * + B/D^beta by Huber loss, with a bootstrap), and Kaplan's L(N) at the largest budget; the
- * compute-optimal tokens per parameter beside Chinchilla's ~20; one figure.
+ * The study: model sizes (depth and width grown together) at compute budgets C spaced four to a
+ * decade. A (size, budget) pair trains D = C / (6 N) tokens, N every parameter (Chinchilla's
+ * count), when D / N lies in a window around the optimum (--min-tpp, --max-tpp) and the run has
+ * enough steps and few enough passes over the text. Each size is trained once per seed at a
+ * constant rate (the trunk, analysis/scaling_branch.h); at every D it is wanted at, a 20%
+ * cooldown is branched from a snapshot of the trunk (the loss a schedule matched to D gives),
+ * and the trunk itself is evaluated (the loss a schedule longer than the run gives), also at the
+ * D that Kaplan's non-embedding count would give. A few pairs are also trained as separate runs
+ * with Chinchilla's cosine, to check the branches against them. Then the fits (analyse.c).
  *
- * Output, in --out DIR: scaling_runs.tsv (one row per run, written as each finishes), the TSV
- * files the figure is drawn from, scaling_fit.tsv (every fitted number) and scaling_laws.png.
- * --from-results FILE refits and redraws from a saved scaling_runs.tsv without training. */
+ * Output, in --out DIR: scaling_points.tsv... see --help; --from-results FILE refits from a saved
+ * scaling_study.tsv without training. */
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -20,8 +21,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "analysis/scaling_grid.h"
 #include "data/dataset.h"
+#include "data/text.h"
 #include "examples/common/cli.h"
 #include "examples/common/progress.h"
 #include "examples/common/scaling_rows.h"
@@ -29,29 +30,29 @@
 #include "examples/common/tsv.h"
 #include "examples/scaling_laws/scaling_laws.h"
 
-enum { MAX_RUNS = 512 };
+enum { MAX_POINTS = 2048, MAX_TARGETS = 64 };
 
-/* Depth and width grow together (heads of width 8, 6 at width 12), C / L from 8 to 16, N from
- * 888 to 390k (440x), closest where the optima fall (2k to 40k); the quick grid is the first
- * seven, 888 to 38k (43x). */
 typedef struct {
     int layers, width, heads;
 } Size;
 
-enum { N_SIZES_FULL = 10, N_SIZES_QUICK = 7 };
-
-static const Size SIZES[N_SIZES_FULL] = {
-    { 1, 8, 1 }, { 1, 12, 2 }, { 1, 16, 2 }, { 2, 16, 2 }, { 2, 24, 3 },
-    { 3, 24, 3 }, { 3, 32, 4 }, { 4, 40, 5 }, { 4, 64, 8 }, { 5, 80, 10 },
+/* From 768 to 112k parameters (every one counted), about 1.5x to 2x apart: the smallest ones
+ * are the left arms of the smallest budgets' valleys (D / N of thousands of characters). */
+static const Size SIZES[] = {
+    { 1, 4, 1 }, { 1, 6, 1 }, { 1, 8, 1 }, { 1, 12, 2 }, { 1, 16, 2 }, { 2, 16, 2 },
+    { 2, 24, 3 }, { 3, 24, 3 }, { 3, 32, 4 }, { 4, 40, 5 }, { 4, 48, 6 },
 };
-static const double BUDGETS_FULL[] = { 1e10, 2.5e10, 6e10, 1.5e11, 4e11, 1e12 };
-static const double BUDGETS_QUICK[] = { 1e10, 2.5e10, 6e10 };
+enum { N_SIZES_FULL = 11, N_SIZES_QUICK = 8 };
+/* Four budgets a decade, 1e10 to 3.2e11 (1.5 decades); --quick 1e10 to 5.6e10 (0.75). Branches
+ * make a budget between two others cheap: a cooldown of a fifth of the run per size. */
+static const double BUDGETS_FULL[] = { 1e10, 1.78e10, 3.16e10, 5.62e10, 1e11, 1.78e11, 3.16e11 };
+static const double BUDGETS_QUICK[] = { 1e10, 1.78e10, 3.16e10, 5.62e10 };
 
 typedef struct {
     bool        quick;
     const char *data, *out, *from_results;
-    int         min_steps;
-    double      max_epochs;
+    int         min_steps, seeds, compare;
+    double      max_epochs, min_tpp, max_tpp, cooldown;
     ScalingTrainConfig train;
     AnalyseOptions analyse;
 } Options;
@@ -59,32 +60,49 @@ typedef struct {
 static void set_seed(void *opts, int id, const char *flag, const char *arg)
 {
     (void)id;
-    Options *o = opts;      /* one seed for the runs and for the resampling */
-    o->train.seed = o->analyse.seed = (uint64_t)cli_long(flag, arg, 0, 1L << 62);
+    Options *o = opts;      /* the first seed of the runs, and the resampling's */
+    o->train.seed = o->analyse.seed = (uint64_t)cli_long(flag, arg, 0, 1L << 40);
 }
 
 enum { FLAG_QUICK = 256, FLAG_DATA, FLAG_OUT, FLAG_FROM, FLAG_MIN_STEPS, FLAG_MAX_EPOCHS,
-       FLAG_SEQ, FLAG_BATCH, FLAG_LR, FLAG_EVAL, FLAG_BOOT, FLAG_SEED, FLAG_THREADS, FLAG_KERNELS };
+       FLAG_MIN_TPP, FLAG_MAX_TPP, FLAG_SEEDS, FLAG_COOLDOWN, FLAG_COMPARE, FLAG_SEQ,
+       FLAG_BATCH, FLAG_LR, FLAG_EVAL, FLAG_BOOT, FLAG_SEED, FLAG_THREADS, FLAG_KERNELS };
 
 #define FIELD(f) offsetof(Options, f)
 static const Setting SETTINGS[] = {
     { .name = "quick", .id = FLAG_QUICK, .type = SETTING_SWITCH, .offset = FIELD(quick),
-      .help = "7 sizes (N 888 to 38k) x 3 budgets (1e10 to 6e10 FLOP),\n"
-              "256 validation windows: about 2 minutes. The default is the\n"
-              "full grid: 10 sizes (to 390k) x 6 budgets (to 1e12), every\n"
-              "validation window (see docs/scaling_laws.md for its time)" },
+      .help = "8 sizes (768 to 42k parameters) x 4 budgets (1e10 to\n"
+              "5.6e10 FLOP), 256 validation windows, 50 resamples: under\n"
+              "3 minutes. The default is the full study: 11 sizes (to\n"
+              "112k) x 7 budgets (to 3.2e11), 512 windows, 200 resamples" },
     { .name = "data", .id = FLAG_DATA, .type = SETTING_STRING, .offset = FIELD(data),
       .def = TAPEGRAD_SOURCE_DIR "/data/tinyshakespeare.txt", .arg = "PATH",
       .help = "the corpus" },
     { .name = "out", .id = FLAG_OUT, .type = SETTING_STRING, .offset = FIELD(out),
       .def = "scaling_laws_out", .arg = "DIR",
-      .help = "where the TSV files and the figure go" },
+      .help = "where the TSV files, the snapshots and the figure go" },
     { .name = "from-results", .id = FLAG_FROM, .type = SETTING_STRING,
       .offset = FIELD(from_results), .arg = "FILE",
-      .help = "no training: refit and redraw from a saved scaling_runs.tsv" },
+      .help = "no training: refit and redraw from a saved scaling_study.tsv" },
+    { .name = "seeds", .id = FLAG_SEEDS, .type = SETTING_INT, .offset = FIELD(seeds),
+      .lo = 1, .hi = 100, .def = "2", .arg = "N",
+      .help = "seeds per (size, budget): --seed, --seed + 1, ..." },
+    { .name = "cooldown", .id = FLAG_COOLDOWN, .type = SETTING_DOUBLE, .offset = FIELD(cooldown),
+      .lo = 0.01, .hi = 0.9, .def = "0.2", .arg = "F",
+      .help = "a branch cools down over the last F of its run (1-sqrt)" },
+    { .name = "compare", .id = FLAG_COMPARE, .type = SETTING_INT, .offset = FIELD(compare),
+      .lo = 0, .hi = 16, .def = "3", .arg = "K",
+      .help = "K sizes of the middle budget also trained as separate\n"
+              "cosine runs (every seed), to check the branches" },
+    { .name = "min-tpp", .id = FLAG_MIN_TPP, .type = SETTING_DOUBLE, .offset = FIELD(min_tpp),
+      .lo = 0, .hi = 1e9, .def = "20", .arg = "X",
+      .help = "skip a pair with fewer characters per parameter" },
+    { .name = "max-tpp", .id = FLAG_MAX_TPP, .type = SETTING_DOUBLE, .offset = FIELD(max_tpp),
+      .lo = 1, .hi = 1e12, .def = "5000", .arg = "X",
+      .help = "skip a pair with more characters per parameter" },
     { .name = "min-steps", .id = FLAG_MIN_STEPS, .type = SETTING_INT, .offset = FIELD(min_steps),
       .lo = 1, .hi = 1 << 30, .def = "50", .arg = "N",
-      .help = "skip a (size, budget) pair with fewer steps" },
+      .help = "skip a pair with fewer steps" },
     { .name = "max-epochs", .id = FLAG_MAX_EPOCHS, .type = SETTING_DOUBLE,
       .offset = FIELD(max_epochs), .lo = 1e-6, .hi = 1e9, .def = "10", .arg = "X",
       .help = "skip a pair whose D is more than X passes over the\ntraining text" },
@@ -96,15 +114,15 @@ static const Setting SETTINGS[] = {
       .lo = 1e-9, .hi = 10.0, .def = "0.02", .arg = "X",
       .help = "AdamW's peak rate at width 16; width C trains at X 16 / C" },
     { .name = "eval-windows", .id = FLAG_EVAL, .type = SETTING_INT,
-      .offset = FIELD(train.eval_windows), .lo = 1, .hi = 1 << 30, .arg = "N",
-      .help = "validation windows of T characters (default: all; --quick 256)" },
+      .offset = FIELD(train.eval_windows), .lo = 0, .hi = 1 << 30, .arg = "N",
+      .help = "validation windows of T characters (0: all;\ndefault 512, --quick 256)" },
     { .name = "bootstrap", .id = FLAG_BOOT, .type = SETTING_INT,
-      .offset = FIELD(analyse.bootstrap), .lo = 0, .hi = 100000, .def = "100", .arg = "N",
-      .help = "resamples of the runs for approach 3's spread" },
+      .offset = FIELD(analyse.bootstrap), .lo = 0, .hi = 100000, .arg = "N",
+      .help = "resamples for the 5-95% intervals (default 200,\n--quick 50)" },
     { .name = "seed", .id = FLAG_SEED, .type = SETTING_CUSTOM, .set = set_seed, .def = "1",
-      .arg = "N", .help = "weights and data of every run, and the resampling" },
+      .arg = "N", .help = "the first seed (weights and data), and the resampling's" },
     { .name = "threads", .id = FLAG_THREADS, .type = SETTING_INT, .offset = FIELD(train.threads),
-      .lo = 1, .hi = 1024, .def = "2", .arg = "N", .help = "threads" },
+      .lo = 1, .hi = 1024, .def = "1", .arg = "N", .help = "threads" },
     { .name = "kernels", .id = FLAG_KERNELS, .type = SETTING_CUSTOM,
       .set = settings_set_kernels, .arg = "K", .help = SETTINGS_KERNELS_HELP },
     { .heading = "  -h, --help          this text" },
@@ -115,9 +133,14 @@ enum { N_SETTINGS = sizeof SETTINGS / sizeof SETTINGS[0] };
 static void usage(void)
 {
     printf("Usage: scaling_laws [OPTION]...\n"
-           "Trains GPTs of 7 to 10 sizes at 3 to 6 compute budgets C (each for D = C / 6N tokens)\n"
-           "on a text corpus, then fits Chinchilla's approaches 2 and 3 and Kaplan's L(N), and\n"
-           "prints the compute-optimal tokens per parameter beside Chinchilla's ~20.\n\n");
+           "Trains GPTs of 8 to 11 sizes for compute budgets C (each for D = C / 6N tokens, N\n"
+           "every parameter) on a text corpus: one constant-rate run per size and seed, with a\n"
+           "cooldown branched from a snapshot at every D; then fits Chinchilla's approaches 2\n"
+           "and 3 and, on the same runs, Kaplan's choices (non-embedding N, no cooldown), and\n"
+           "ends with the line\n"
+           "  summary: D/N approach2 X approach3 Y; a approach2 P approach3 Q\n"
+           "(at the largest budget). Files in --out: scaling_study.tsv (every point),\n"
+           "scaling_fit.tsv (every fitted number), the figure's TSV files, scaling_laws.png.\n\n");
     settings_usage(SETTINGS, N_SETTINGS);
 }
 
@@ -125,19 +148,60 @@ static Options parse(int argc, char **argv)
 {
     Options o = { .train = scaling_train_defaults() };
     o.train.eval_windows = -1;      /* not given: decided by --quick below */
+    o.analyse.bootstrap = -1;
     settings_defaults(SETTINGS, N_SETTINGS, &o);
     settings_parse(SETTINGS, N_SETTINGS, &o, NULL, FLAG_QUICK, usage, argc, argv);
     if (o.train.eval_windows < 0)
-        o.train.eval_windows = o.quick ? 256 : 0;
+        o.train.eval_windows = o.quick ? 256 : 512;
+    if (o.analyse.bootstrap < 0)
+        o.analyse.bootstrap = o.quick ? 50 : 200;
+    if (o.min_tpp >= o.max_tpp)
+        cli_die(2, "--min-tpp %g must be below --max-tpp %g", o.min_tpp, o.max_tpp);
     o.analyse.out = o.out;
     return o;
 }
 
-/* Trains every (size, budget) pair of the grid that passes the step and epoch limits (a model
- * too large for a budget gets too few steps to say anything; one too small, tens of passes
- * over the text, which the laws do not describe), writing each row to OUT/scaling_runs.tsv as
- * it finishes. */
-static int run_grid(const Options *o, ScalingRun *runs)
+/* The steps of budget C for a model counted as N; 0 when the pair is outside the limits. */
+static long steps_if_kept(const Options *o, double C, double N, double train_len)
+{
+    long steps = scaling_steps_for(C, N, &o->train);
+    double D = (double)steps * o->train.batch * o->train.seq;
+    if (steps < o->min_steps || D / train_len > o->max_epochs || D / N < o->min_tpp ||
+        D / N > o->max_tpp)
+        return 0;
+    return steps;
+}
+
+static double count_all(int layers, int width, int V, int T)
+{
+    return scaling_non_embedding_count(layers, width) + (double)(V + T) * width;
+}
+
+static void write_point(TsvWriter *w, const ScalingPoint *p)
+{
+    tsv_int(w, p->layers);
+    tsv_int(w, p->width);
+    tsv_int(w, p->heads);
+    tsv_int(w, (long long)p->seed);
+    tsv_num(w, p->N_nonemb);
+    tsv_num(w, p->N_all);
+    tsv_str(w, SCALING_COUNT_NAMES[p->count]);
+    tsv_str(w, SCALING_SCHED_NAMES[p->schedule]);
+    tsv_num(w, p->budget);
+    tsv_int(w, p->steps);
+    tsv_num(w, p->D);
+    tsv_num(w, p->lr);
+    tsv_num(w, p->val_loss);
+    tsv_num(w, p->trained);
+    tsv_num(w, p->flop);
+    tsv_num(w, p->seconds);
+    if (!tsv_end_row(w))
+        cli_die(1, "cannot write scaling_study.tsv");
+}
+
+/* Trains the study: per seed, per size, one trunk with its branches; then the cosine
+ * references. Returns the number of points. */
+static int run_study(const Options *o, ScalingPoint *pts)
 {
     char err[512];
     Dataset *ds = dataset_open_text(o->data, o->train.seq, err, sizeof err);
@@ -145,58 +209,126 @@ static int run_grid(const Options *o, ScalingRun *runs)
         cli_die(1, "--data: %s", err);
     char desc[256];
     printf("data: %s\n", dataset_describe(ds, desc, sizeof desc));
+    int V = dataset_vocab_size(ds), T = o->train.seq;
+    double train_len = (double)text_train_len(ds->text);
 
     const double *budgets = o->quick ? BUDGETS_QUICK : BUDGETS_FULL;
     int nb = o->quick ? (int)(sizeof BUDGETS_QUICK / sizeof *BUDGETS_QUICK)
                       : (int)(sizeof BUDGETS_FULL / sizeof *BUDGETS_FULL);
     int ns = o->quick ? N_SIZES_QUICK : N_SIZES_FULL;
-    struct { int size; double budget; } todo[MAX_RUNS];
-    int n_todo = 0;
-    double planned_c = 0;
-    for (int b = 0; b < nb; b++)
-        for (int s = 0; s < ns; s++) {
-            double N = scaling_non_embedding_count(SIZES[s].layers, SIZES[s].width);
-            long steps = scaling_steps_for(budgets[b], N, &o->train);
-            double D = (double)steps * o->train.batch * o->train.seq;
-            double epochs = D / (double)text_train_len(ds->text);
-            if (steps < o->min_steps || epochs > o->max_epochs) {
-                printf("skipped: L%d C%d (N %.0f) at C %.3g: %ld steps, %.3g epochs\n",
-                       SIZES[s].layers, SIZES[s].width, N, budgets[b], steps, epochs);
-                continue;
+    ScalingTarget targets[N_SIZES_FULL][MAX_TARGETS];
+    int n_targets[N_SIZES_FULL] = { 0 };
+    for (int s = 0; s < ns; s++) {
+        double Na = count_all(SIZES[s].layers, SIZES[s].width, V, T);
+        double Nn = scaling_non_embedding_count(SIZES[s].layers, SIZES[s].width);
+        for (int b = 0; b < nb; b++) {
+            long sa = steps_if_kept(o, budgets[b], Na, train_len);
+            long sn = steps_if_kept(o, budgets[b], Nn, train_len);
+            if (sa) {
+                targets[s][n_targets[s]++] = (ScalingTarget){ budgets[b], SCALING_COUNT_ALL,
+                                                              sa, true };
             }
-            todo[n_todo].size = s;
-            todo[n_todo++].budget = budgets[b];
-            planned_c += budgets[b];
+            if (sn)
+                targets[s][n_targets[s]++] = (ScalingTarget){ budgets[b], SCALING_COUNT_NONEMB,
+                                                              sn, false };
         }
-    printf("grid: %d runs, %d sizes x %d budgets, %.3g FLOP (6ND) in all; batch %d x %d, "
-           "lr %g x 16 / width, cosine to %g, %d threads\n",
-           n_todo, ns, nb, planned_c, o->train.batch, o->train.seq, o->train.lr,
-           o->train.final_frac, o->train.threads);
+        long longest = 0;
+        for (int k = 0; k < n_targets[s]; k++)
+            longest = targets[s][k].steps > longest ? targets[s][k].steps : longest;
+        printf("size L%d C%d H%d: N %.0f (all) %.0f (non-embedding), %d points, trunk %ld "
+               "steps\n", SIZES[s].layers, SIZES[s].width, SIZES[s].heads, Na, Nn,
+               n_targets[s], longest);
+    }
+    /* the cosine references: the middle budget, `compare` of its sizes spread over the
+     * profile (its ends and the middle) */
+    int mid = nb / 2, ref_size[16], n_ref = 0, in_mid[N_SIZES_FULL], n_mid = 0;
+    for (int s = 0; s < ns; s++)
+        for (int k = 0; k < n_targets[s]; k++)
+            if (targets[s][k].budget == budgets[mid] && targets[s][k].branch)
+                in_mid[n_mid++] = s;
+    for (int r = 0; r < o->compare && n_mid > 0; r++) {
+        int pick = o->compare == 1 ? n_mid / 2
+                                   : (int)lround((double)r * (n_mid - 1) / (o->compare - 1));
+        if (n_ref == 0 || ref_size[n_ref - 1] != in_mid[pick])
+            ref_size[n_ref++] = in_mid[pick];
+    }
+    printf("study: %d seeds x %d sizes x %d budgets (%.3g to %.3g FLOP as 6ND); cooldown "
+           "branches of %.0f%%; %d cosine references at C %.3g; batch %d x %d, lr %g x 16 / "
+           "width, %d threads, %d validation windows\n", o->seeds, ns, nb, budgets[0],
+           budgets[nb - 1], 100 * o->cooldown, n_ref, budgets[mid], o->train.batch, T,
+           o->train.lr, o->train.threads, o->train.eval_windows);
 
-    TsvWriter *log = tsv_open_in(o->out, "scaling_runs.tsv", SCALING_COLUMNS);
+    TsvWriter *log = tsv_open_in(o->out, "scaling_study.tsv", SCALING_POINT_COLUMNS);
+    char snap[1024];
+    snprintf(snap, sizeof snap, "%s/branch.safetensors", o->out);
     double start = progress_now();
-    for (int i = 0; i < n_todo; i++) {
-        const Size *sz = &SIZES[todo[i].size];
-        char label[96];
-        snprintf(label, sizeof label, "run %d/%d L%d C%d C=%.3g", i + 1, n_todo, sz->layers,
-                 sz->width, todo[i].budget);
-        Progress prog = { .out = stdout };
-        ScalingWatch watch = scaling_watch_progress(&prog);
-        runs[i] = scaling_train_one(ds, &o->train, sz->layers, sz->width, sz->heads,
-                                    todo[i].budget, &watch, label);
-        const ScalingRun *r = &runs[i];
-        printf("%s: N %.0f, D %.4g (%.3g per parameter), %ld steps at lr %.3g, val loss %.4f, "
-               "%.1f s\n", label, r->N, r->D, r->D / r->N, r->steps, r->lr, r->val_loss,
-               r->seconds);
-        if (!scaling_write_row(log, r))
-            cli_die(1, "cannot write %s/scaling_runs.tsv", o->out);
+    int n = 0;
+    for (int seed = 0; seed < o->seeds; seed++) {
+        ScalingTrainConfig cfg = o->train;
+        cfg.seed = o->train.seed + (uint64_t)seed;
+        for (int s = 0; s < ns; s++) {
+            if (n_targets[s] == 0)
+                continue;
+            const Size *sz = &SIZES[s];
+            char label[96];
+            snprintf(label, sizeof label, "seed %llu L%d C%d", (unsigned long long)cfg.seed,
+                     sz->layers, sz->width);
+            Progress prog = { .out = stdout };
+            ScalingWatch watch = scaling_watch_progress(&prog);
+            if (n + 2 * n_targets[s] > MAX_POINTS)
+                cli_die(1, "more than %d points", MAX_POINTS);
+            int got = scaling_train_branches(ds, &cfg, sz->layers, sz->width, sz->heads,
+                                             targets[s], n_targets[s], o->cooldown, snap,
+                                             &watch, label, pts + n, err, sizeof err);
+            if (got == 0)
+                cli_die(1, "%s", err);
+            double secs = 0;
+            for (int k = 0; k < got; k++) {
+                write_point(log, &pts[n + k]);
+                secs += pts[n + k].seconds;
+            }
+            printf("%s: %d points in %.1f s;", label, got, secs);
+            for (int k = 0; k < got; k++)
+                if (pts[n + k].count == SCALING_COUNT_ALL)
+                    printf(" %s %.3g %.3f", pts[n + k].schedule == SCALING_SCHED_COOLDOWN
+                           ? "cd" : "const", pts[n + k].budget, pts[n + k].val_loss);
+            printf("\n");
+            n += got;
+        }
+        for (int r = 0; r < n_ref; r++) {
+            const Size *sz = &SIZES[ref_size[r]];
+            const ScalingTarget *t = NULL;
+            long shortest = LONG_MAX;
+            for (int k = 0; k < n_targets[ref_size[r]]; k++) {
+                const ScalingTarget *tk = &targets[ref_size[r]][k];
+                if (tk->budget == budgets[mid] && tk->branch)
+                    t = tk;
+                if (tk->steps < shortest)
+                    shortest = tk->steps;
+            }
+            char label[96];
+            snprintf(label, sizeof label, "seed %llu L%d C%d cosine C=%.3g",
+                     (unsigned long long)cfg.seed, sz->layers, sz->width, t->budget);
+            Progress prog = { .out = stdout };
+            ScalingWatch watch = scaling_watch_progress(&prog);
+            /* the branches' warmup, so that only the decay differs */
+            pts[n] = scaling_train_cosine(ds, &cfg, sz->layers, sz->width, sz->heads, t->budget,
+                                          t->steps, scaling_branch_warmup(&cfg, shortest),
+                                          &watch, label);
+            write_point(log, &pts[n]);
+            printf("%s: %ld steps, val loss %.4f, %.1f s\n", label, pts[n].steps,
+                   pts[n].val_loss, pts[n].seconds);
+            n++;
+        }
     }
     tsv_close_or_die(log);
+    remove(snap);
     char buf[32];
-    printf("grid done: %d runs in %s; wrote %s/scaling_runs.tsv\n", n_todo,
-           progress_format_duration(progress_now() - start, buf, sizeof buf), o->out);
+    double secs = progress_now() - start;
+    printf("study done: %d points in %s; wrote %s/scaling_study.tsv\n", n,
+           progress_format_duration(secs, buf, sizeof buf), o->out);
     dataset_free(ds);
-    return n_todo;
+    return n;
 }
 
 int main(int argc, char **argv)
@@ -208,15 +340,17 @@ int main(int argc, char **argv)
         if (stat(o.out, &st) != 0 || !S_ISDIR(st.st_mode))
             cli_die(1, "--out: cannot create the folder %s", o.out);
     }
-    static ScalingRun runs[MAX_RUNS];
+    static ScalingPoint pts[MAX_POINTS];
     int n;
+    double start = progress_now();
     if (o.from_results) {
         char err[512];
-        if (!scaling_read_results(o.from_results, runs, MAX_RUNS, &n, err, sizeof err))
+        if (!scaling_points_read(o.from_results, pts, MAX_POINTS, &n, err, sizeof err))
             cli_die(1, "--from-results: %s", err);
-        printf("read %d runs from %s\n", n, o.from_results);
+        printf("read %d points from %s\n", n, o.from_results);
     } else {
-        n = run_grid(&o, runs);
+        n = run_study(&o, pts);
+        o.analyse.seconds = progress_now() - start;
     }
-    return scaling_analyse(runs, n, &o.analyse) ? 0 : 1;
+    return scaling_analyse(pts, n, &o.analyse) ? 0 : 1;
 }

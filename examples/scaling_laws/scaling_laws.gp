@@ -1,79 +1,63 @@
-# The four panels of scaling_laws (docs/scaling_laws.md): IsoFLOP profiles with their parabolas
-# (approach 2), N_opt(C) and D_opt(C) with the fitted power laws, and contours of approach 3's
-# L(N, D) with the runs on them. scaling_laws passes every variable; by hand, from its --out DIR:
+# The four panels of scaling_laws (docs/scaling_laws.md): the IsoFLOP profiles (cooldown losses,
+# seeds' range as error bars, parabolas, vertices with their 5-95% over the seeds), N_opt(C) and
+# D_opt(C) with both fits, the Kaplan-style fit of the same runs and the papers' slopes, and the
+# compute-optimal D/N against C. scaling_laws passes every variable; by hand, from its --out DIR:
 #   gnuplot -e "points='DIR/scaling_points.tsv'; isoflop='DIR/scaling_isoflop.tsv'; \
-#       optimal='DIR/scaling_optimal.tsv'; lines='DIR/scaling_lines.tsv'; output='x.png'; \
-#       nb='3'; budgets='1.5e10 4e10 1e11'; E='1.2'; A='60'; B='300'; alpha='0.4'; beta='0.3'; \
-#       nlo='3e3'; nhi='2e5'; dlo='1e4'; dhi='5e6'" examples/scaling_laws/scaling_laws.gp
-# (E, A, B, alpha, beta: approach 3's constants, scaling_fit.tsv; nlo..dhi: the runs' ranges.)
+#       optimal='DIR/scaling_optimal.tsv'; kaplan='DIR/scaling_optimal_kaplan.tsv'; \
+#       lines='DIR/scaling_lines.tsv'; output='x.png'; nb='4'; \
+#       budgets='1e+10 1.78e+10 3.16e+10 5.62e+10'; a2='0.6'; a3='0.5'; k2='0.7'" \
+#       examples/scaling_laws/scaling_laws.gp
 set terminal pngcairo size 1300,1000 noenhanced
 set output output
 set datafile separator "\t"
-Ev = E + 0.0; Av = A + 0.0; Bv = B + 0.0; al = alpha + 0.0; be = beta + 0.0
 nbv = nb + 0
-law(n, d) = Ev + Av / n**al + Bv / d**be
-set multiplot layout 2,2 title "Scaling laws of tiny character-level GPTs (Chinchilla approaches 2 and 3)"
+set multiplot layout 2,2 title "Scaling laws of tiny character-level GPTs: cooldown branches, Chinchilla's approaches 2 and 3, Kaplan's choices"
 
-set title "IsoFLOP profiles: validation loss against N at fixed C = 6ND, parabolas in log N"
+set title "IsoFLOP profiles (N every parameter, cooldown losses; bars: the seeds' range)"
 set logscale x
 set format x "%.0e"
-set xlabel "non-embedding parameters N"
+set xlabel "parameters N (all)"
 set ylabel "validation loss (nats per character)"
 set grid
-set key top left
-plot for [i=0:nbv-1] points using "N":(column("budget_index") == i ? column("val_loss") : NaN) \
-         with points pt 7 ps 1.1 lc i+1 title sprintf("C = %s", word(budgets, i+1)), \
+set key top right
+plot for [i=0:nbv-1] points using "N":(column("budget_index") == i ? column("loss") : NaN):"loss_lo":"loss_hi" \
+         with yerrorbars pt 7 ps 0.9 lc i+1 title sprintf("C = %s", word(budgets, i+1)), \
      for [i=0:nbv-1] isoflop using "N":(column("budget_index") == i ? column("parabola") : NaN) \
-         with lines lw 2 lc i+1 notitle
+         with lines lw 2 lc i+1 notitle, \
+     optimal using "N_opt":"loss_opt":"N_lo":"N_hi" with xerrorbars pt 5 ps 1.2 lc rgb "black" \
+         title "vertices (5-95% over the seeds)"
 
-set title "N_opt(C): parabola minima and fitted power laws"
+set title "N_opt(C)"
 set logscale xy
 set format y "%.0e"
 set xlabel "compute C = 6ND (FLOP)"
 set ylabel "compute-optimal N"
-# bottom right: the corner the lines leave empty in both N_opt and D_opt panels
-set key bottom right
-plot optimal using "budget":"N_opt" with points pt 7 ps 1.4 lc rgb "#08519c" title "approach 2 minima", \
-     lines using "C":"N_opt_a2" with lines lw 2 lc rgb "#08519c" title "approach 2 power law", \
-     lines using "C":"N_opt_a3" with lines lw 2 dt 2 lc rgb "#d95f0e" title "approach 3 L(N, D)", \
-     lines using "C":"N_opt_20" with lines lw 1 dt 3 lc rgb "#555555" title "D = 20 N"
+set key top left
+plot optimal using "budget":"N_opt":"N_lo":"N_hi" with yerrorbars pt 7 ps 1.2 lc rgb "#08519c" title "approach 2 vertices", \
+     lines using "C":"N_a2" with lines lw 2 lc rgb "#08519c" title sprintf("approach 2: a = %s", a2), \
+     lines using "C":"N_a3" with lines lw 2 dt 2 lc rgb "#d95f0e" title sprintf("approach 3: a = %s", a3), \
+     kaplan using "budget":"N_opt" with points pt 6 ps 1.2 lc rgb "#31a354" title "Kaplan-style vertices", \
+     lines using "C":"N_k2" with lines lw 2 dt 4 lc rgb "#31a354" title sprintf("Kaplan-style: a = %s", k2), \
+     lines using "C":"N_073" with lines lw 1 dt 3 lc rgb "#777777" title "slope 0.73 (Kaplan)", \
+     lines using "C":"N_050" with lines lw 1 dt 3 lc rgb "#000000" title "slope 0.5 (Chinchilla)"
 
-# The bottom row leaves room under its plots for the contour panel's key (below the plot, where
-# it covers no run); both panels get the same margin, so their axes stay level.
-set bmargin 7.5
-set title "D_opt(C) = C / (6 N_opt)"
-set ylabel "compute-optimal D (tokens)"
-plot optimal using "budget":"D_opt" with points pt 7 ps 1.4 lc rgb "#08519c" title "approach 2 minima", \
-     lines using "C":"D_opt_a2" with lines lw 2 lc rgb "#08519c" title "approach 2 power law", \
-     lines using "C":"D_opt_a3" with lines lw 2 dt 2 lc rgb "#d95f0e" title "approach 3 L(N, D)", \
-     lines using "C":"D_opt_20" with lines lw 1 dt 3 lc rgb "#555555" title "D = 20 N"
+set title "D_opt(C) = C / (6 N_opt), in characters"
+set ylabel "compute-optimal D (characters)"
+plot optimal using "budget":"D_opt":"D_lo":"D_hi" with yerrorbars pt 7 ps 1.2 lc rgb "#08519c" title "approach 2 vertices", \
+     lines using "C":"D_a2" with lines lw 2 lc rgb "#08519c" title "approach 2", \
+     lines using "C":"D_a3" with lines lw 2 dt 2 lc rgb "#d95f0e" title "approach 3", \
+     kaplan using "budget":"D_opt" with points pt 6 ps 1.2 lc rgb "#31a354" title "Kaplan-style vertices", \
+     lines using "C":"D_k2" with lines lw 2 dt 4 lc rgb "#31a354" title "Kaplan-style", \
+     lines using "C":"D_027" with lines lw 1 dt 3 lc rgb "#777777" title "slope 0.27 (Kaplan)", \
+     lines using "C":"D_050" with lines lw 1 dt 3 lc rgb "#000000" title "slope 0.5 (Chinchilla)"
 
-# Contours in log10 coordinates: computed into a table, then drawn as lines with the runs. The
-# table's columns are separated by spaces; the TSV cells hold no spaces, so whitespace reads both.
-set datafile separator whitespace
-x0 = log10(nlo + 0.0) - 0.3; x1 = log10(nhi + 0.0) + 0.3
-y0 = log10(dlo + 0.0) - 0.3; y1 = log10(dhi + 0.0) + 0.3
-unset logscale
-set format x "%g"; set format y "%g"
-set xrange [x0:x1]; set yrange [y0:y1]
-set isosamples 80, 80
-set samples 80, 80
-set contour base
-lv0 = ceil(Ev * 10) / 10.0 + 0.1
-set cntrparam levels incremental lv0, 0.1, lv0 + 3
-unset surface
-set view map
-set table $contours
-splot law(10**x, 10**y)
-unset table
-unset contour
-set title "approach 3: contours of L(N, D), the runs, the compute-optimal frontier"
-set xlabel "log10 N"
-set ylabel "log10 D (tokens)"
-set key below left Left reverse vertical maxrows 3 samplen 3
-plot $contours using 1:2 with lines lw 1 lc rgb "#9ecae1" title sprintf("L(N, D) every 0.1 nats from %.1f", lv0), \
-     points using (log10(column("N"))):(log10(column("D"))):(column("budget_index") + 1) \
-         with points pt 7 ps 1.1 lc variable title "runs (colour: budget)", \
-     lines using (log10(column("N_opt_a3"))):(log10(column("D_opt_a3"))) with lines lw 2 \
-         dt 2 lc rgb "#d95f0e" title "approach 3 N_opt, D_opt"
+set title "compute-optimal D / N (characters; / 4 for BPE tokens, assumed)"
+set ylabel "D_opt / N_opt (characters)"
+set key top right
+plot optimal using "budget":"tpp":"tpp_lo":"tpp_hi" with yerrorbars pt 7 ps 1.2 lc rgb "#08519c" title "approach 2 vertices", \
+     lines using "C":"tpp_a2" with lines lw 2 lc rgb "#08519c" title "approach 2", \
+     lines using "C":"tpp_a3" with lines lw 2 dt 2 lc rgb "#d95f0e" title "approach 3", \
+     kaplan using "budget":"tpp" with points pt 6 ps 1.2 lc rgb "#31a354" title "Kaplan-style vertices", \
+     lines using "C":"tpp_k2" with lines lw 2 dt 4 lc rgb "#31a354" title "Kaplan-style", \
+     lines using "C":"tpp_20bpe" with lines lw 1 dt 3 lc rgb "#000000" title "Chinchilla's 20 BPE tokens = 80 characters"
 unset multiplot

@@ -13,13 +13,17 @@
  *
  * Output, in --out DIR: scaling_points.tsv... see --help; --from-results FILE refits from a saved
  * scaling_study.tsv without training. */
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "data/dataset.h"
 #include "data/text.h"
@@ -30,7 +34,7 @@
 #include "examples/common/tsv.h"
 #include "examples/scaling_laws/scaling_laws.h"
 
-enum { MAX_POINTS = 2048, MAX_TARGETS = 64 };
+enum { MAX_POINTS = 2048, MAX_TARGETS = 64, MAX_ITEMS = 512 };
 
 typedef struct {
     int layers, width, heads;
@@ -51,7 +55,7 @@ static const double BUDGETS_QUICK[] = { 1e10, 1.78e10, 3.16e10, 5.62e10 };
 typedef struct {
     bool        quick;
     const char *data, *out, *from_results;
-    int         min_steps, seeds, compare;
+    int         min_steps, seeds, compare, jobs;
     double      max_epochs, min_tpp, max_tpp, cooldown;
     ScalingTrainConfig train;
     AnalyseOptions analyse;
@@ -65,7 +69,7 @@ static void set_seed(void *opts, int id, const char *flag, const char *arg)
 }
 
 enum { FLAG_QUICK = 256, FLAG_DATA, FLAG_OUT, FLAG_FROM, FLAG_MIN_STEPS, FLAG_MAX_EPOCHS,
-       FLAG_MIN_TPP, FLAG_MAX_TPP, FLAG_SEEDS, FLAG_COOLDOWN, FLAG_COMPARE, FLAG_SEQ,
+       FLAG_MIN_TPP, FLAG_MAX_TPP, FLAG_SEEDS, FLAG_JOBS, FLAG_COOLDOWN, FLAG_COMPARE, FLAG_SEQ,
        FLAG_BATCH, FLAG_LR, FLAG_EVAL, FLAG_BOOT, FLAG_SEED, FLAG_THREADS, FLAG_KERNELS };
 
 #define FIELD(f) offsetof(Options, f)
@@ -87,6 +91,9 @@ static const Setting SETTINGS[] = {
     { .name = "seeds", .id = FLAG_SEEDS, .type = SETTING_INT, .offset = FIELD(seeds),
       .lo = 1, .hi = 100, .def = "2", .arg = "N",
       .help = "seeds per (size, budget): --seed, --seed + 1, ..." },
+    { .name = "jobs", .id = FLAG_JOBS, .type = SETTING_INT, .offset = FIELD(jobs),
+      .lo = 1, .hi = 64, .def = "2", .arg = "N",
+      .help = "processes that share the runs (each with --threads);\nthe numbers do not depend on it" },
     { .name = "cooldown", .id = FLAG_COOLDOWN, .type = SETTING_DOUBLE, .offset = FIELD(cooldown),
       .lo = 0.01, .hi = 0.9, .def = "0.2", .arg = "F",
       .help = "a branch cools down over the last F of its run (1-sqrt)" },
@@ -199,6 +206,157 @@ static void write_point(TsvWriter *w, const ScalingPoint *p)
         cli_die(1, "cannot write scaling_study.tsv");
 }
 
+typedef struct {
+    int    seed;        /* 0 .. seeds - 1, added to --seed */
+    int    size;
+    int    ref;         /* -1: the trunk and branches; else the target a cosine run repeats */
+    double cost;        /* for the sharing out: steps x N, roughly */
+} Item;
+
+typedef struct {
+    const Options *o;
+    const Dataset *ds;
+    ScalingTarget (*targets)[MAX_TARGETS];
+    const int     *n_targets;
+} Work;
+
+/* Runs the items whose owner is `me` (all when owner is NULL) into pts; returns the count. */
+static int run_items(const Work *w, const Item *items, int n_items, const int *owner, int me,
+                     ScalingPoint *pts)
+{
+    const Options *o = w->o;
+    char err[512], snap[1024];
+    snprintf(snap, sizeof snap, "%s/branch%d.safetensors", o->out, me < 0 ? 0 : me);
+    int n = 0;
+    for (int i = 0; i < n_items; i++) {
+        if (owner && owner[i] != me)
+            continue;
+        const Item *it = &items[i];
+        const Size *sz = &SIZES[it->size];
+        ScalingTrainConfig cfg = o->train;
+        cfg.seed = o->train.seed + (uint64_t)it->seed;
+        const ScalingTarget *tg = w->targets[it->size];
+        int nt = w->n_targets[it->size];
+        char label[96];
+        Progress prog = { .out = stdout };
+        ScalingWatch watch = scaling_watch_progress(&prog);
+        if (n + 2 * nt > MAX_POINTS)
+            cli_die(1, "more than %d points", MAX_POINTS);
+        if (it->ref < 0) {
+            snprintf(label, sizeof label, "seed %llu L%d C%d", (unsigned long long)cfg.seed,
+                     sz->layers, sz->width);
+            int got = scaling_train_branches(w->ds, &cfg, sz->layers, sz->width, sz->heads, tg,
+                                             nt, o->cooldown, snap, &watch, label, pts + n,
+                                             err, sizeof err);
+            if (got == 0)
+                cli_die(1, "%s", err);
+            double secs = 0;
+            for (int k = 0; k < got; k++)
+                secs += pts[n + k].seconds;
+            printf("%s: %d points in %.1f s;", label, got, secs);
+            for (int k = 0; k < got; k++)
+                if (pts[n + k].count == SCALING_COUNT_ALL)
+                    printf(" %s %.3g %.3f", pts[n + k].schedule == SCALING_SCHED_COOLDOWN
+                           ? "cd" : "const", pts[n + k].budget, pts[n + k].val_loss);
+            printf("\n");
+            n += got;
+            continue;
+        }
+        long shortest = LONG_MAX;
+        for (int k = 0; k < nt; k++)
+            shortest = tg[k].steps < shortest ? tg[k].steps : shortest;
+        const ScalingTarget *t = &tg[it->ref];
+        snprintf(label, sizeof label, "seed %llu L%d C%d cosine C=%.3g",
+                 (unsigned long long)cfg.seed, sz->layers, sz->width, t->budget);
+        /* the branches' warmup, so that only the decay differs */
+        pts[n] = scaling_train_cosine(w->ds, &cfg, sz->layers, sz->width, sz->heads, t->budget,
+                                      t->steps, scaling_branch_warmup(&cfg, shortest), &watch,
+                                      label);
+        printf("%s: %ld steps, val loss %.4f, %.1f s\n", label, pts[n].steps, pts[n].val_loss,
+               pts[n].seconds);
+        n++;
+    }
+    remove(snap);
+    return n;
+}
+
+/* Shares the items out over o->jobs forked processes, each writing its points to
+ * OUT/scaling_study.partK.tsv, read back here once all have ended. */
+static int run_parallel(const Work *w, const Item *items, int n_items, ScalingPoint *pts)
+{
+    const Options *o = w->o;
+    int jobs = o->jobs, owner[MAX_ITEMS], order[MAX_ITEMS];
+    double load[64] = { 0 };
+    for (int i = 0; i < n_items; i++)
+        order[i] = i;
+    for (int i = 1; i < n_items; i++)         /* the costliest first */
+        for (int j = i; j > 0 && items[order[j]].cost > items[order[j - 1]].cost; j--) {
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    for (int i = 0; i < n_items; i++) {
+        int best = 0;
+        for (int k = 1; k < jobs; k++)
+            best = load[k] < load[best] ? k : best;
+        owner[order[i]] = best;
+        load[best] += items[order[i]].cost;
+    }
+    fflush(stdout);
+    pid_t pid[64];
+    for (int k = 0; k < jobs; k++) {
+        pid[k] = fork();
+        if (pid[k] < 0)
+            cli_die(1, "--jobs: cannot start a process: %s", strerror(errno));
+        if (pid[k] == 0) {
+            int got = run_items(w, items, n_items, owner, k, pts);
+            char name[64];
+            snprintf(name, sizeof name, "scaling_study.part%d.tsv", k);
+            TsvWriter *t = tsv_open_in(o->out, name, SCALING_POINT_COLUMNS);
+            for (int i = 0; i < got; i++)
+                write_point(t, &pts[i]);
+            tsv_close_or_die(t);
+            fflush(stdout);
+            _exit(0);
+        }
+    }
+    bool failed = false;
+    for (int k = 0; k < jobs; k++) {
+        int status = 0;
+        if (waitpid(pid[k], &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            failed = true;
+    }
+    if (failed)
+        cli_die(1, "a study process failed (its message is above)");
+    int n = 0;
+    for (int k = 0; k < jobs; k++) {
+        char path[1024], err[512];
+        snprintf(path, sizeof path, "%s/scaling_study.part%d.tsv", o->out, k);
+        int got = 0;
+        /* a process with no items wrote a header and no rows: that is not an error */
+        if (!scaling_points_read(path, pts + n, MAX_POINTS - n, &got, err, sizeof err) &&
+            got != 0)
+            cli_die(1, "%s", err);
+        n += got;
+        remove(path);
+    }
+    return n;
+}
+
+/* The file's order: seed, then the size, the trunk's points before the cosine runs, by steps. */
+static int point_order(const void *a, const void *b)
+{
+    const ScalingPoint *x = a, *y = b;
+    double kx[6] = { (double)x->seed, x->schedule == SCALING_SCHED_COSINE, x->N_all,
+                     (double)x->steps, x->count, x->schedule };
+    double ky[6] = { (double)y->seed, y->schedule == SCALING_SCHED_COSINE, y->N_all,
+                     (double)y->steps, y->count, y->schedule };
+    for (int i = 0; i < 6; i++)
+        if (kx[i] != ky[i])
+            return kx[i] < ky[i] ? -1 : 1;
+    return 0;
+}
+
 /* Trains the study: per seed, per size, one trunk with its branches; then the cosine
  * references. Returns the number of points. */
 static int run_study(const Options *o, ScalingPoint *pts)
@@ -221,6 +379,8 @@ static int run_study(const Options *o, ScalingPoint *pts)
     for (int s = 0; s < ns; s++) {
         double Na = count_all(SIZES[s].layers, SIZES[s].width, V, T);
         double Nn = scaling_non_embedding_count(SIZES[s].layers, SIZES[s].width);
+        ScalingTarget kaplan[MAX_TARGETS];
+        int n_kaplan = 0;
         for (int b = 0; b < nb; b++) {
             long sa = steps_if_kept(o, budgets[b], Na, train_len);
             long sn = steps_if_kept(o, budgets[b], Nn, train_len);
@@ -229,9 +389,17 @@ static int run_study(const Options *o, ScalingPoint *pts)
                                                               sa, true };
             }
             if (sn)
-                targets[s][n_targets[s]++] = (ScalingTarget){ budgets[b], SCALING_COUNT_NONEMB,
-                                                              sn, false };
+                kaplan[n_kaplan++] = (ScalingTarget){ budgets[b], SCALING_COUNT_NONEMB, sn,
+                                                      false };
         }
+        /* Kaplan's count makes D longer (N is smaller); a trunk is not run past its last
+         * cooldown point for it, which would nearly double the smallest sizes' cost */
+        long last_all = 0;
+        for (int k = 0; k < n_targets[s]; k++)
+            last_all = targets[s][k].steps > last_all ? targets[s][k].steps : last_all;
+        for (int k = 0; k < n_kaplan; k++)
+            if (kaplan[k].steps <= last_all)
+                targets[s][n_targets[s]++] = kaplan[k];
         long longest = 0;
         for (int k = 0; k < n_targets[s]; k++)
             longest = targets[s][k].steps > longest ? targets[s][k].steps : longest;
@@ -258,75 +426,46 @@ static int run_study(const Options *o, ScalingPoint *pts)
            budgets[nb - 1], 100 * o->cooldown, n_ref, budgets[mid], o->train.batch, T,
            o->train.lr, o->train.threads, o->train.eval_windows);
 
-    TsvWriter *log = tsv_open_in(o->out, "scaling_study.tsv", SCALING_POINT_COLUMNS);
-    char snap[1024];
-    snprintf(snap, sizeof snap, "%s/branch.safetensors", o->out);
-    double start = progress_now();
-    int n = 0;
+    /* The work: per seed, each size's trunk with its branches, then the cosine references;
+     * the items are independent (their own trainer and seed), so --jobs processes share them
+     * (the longest first, each to the least loaded process) and the numbers do not depend on
+     * how. */
+    Item items[MAX_ITEMS];
+    int n_items = 0;
     for (int seed = 0; seed < o->seeds; seed++) {
-        ScalingTrainConfig cfg = o->train;
-        cfg.seed = o->train.seed + (uint64_t)seed;
         for (int s = 0; s < ns; s++) {
-            if (n_targets[s] == 0)
-                continue;
-            const Size *sz = &SIZES[s];
-            char label[96];
-            snprintf(label, sizeof label, "seed %llu L%d C%d", (unsigned long long)cfg.seed,
-                     sz->layers, sz->width);
-            Progress prog = { .out = stdout };
-            ScalingWatch watch = scaling_watch_progress(&prog);
-            if (n + 2 * n_targets[s] > MAX_POINTS)
-                cli_die(1, "more than %d points", MAX_POINTS);
-            int got = scaling_train_branches(ds, &cfg, sz->layers, sz->width, sz->heads,
-                                             targets[s], n_targets[s], o->cooldown, snap,
-                                             &watch, label, pts + n, err, sizeof err);
-            if (got == 0)
-                cli_die(1, "%s", err);
-            double secs = 0;
-            for (int k = 0; k < got; k++) {
-                write_point(log, &pts[n + k]);
-                secs += pts[n + k].seconds;
-            }
-            printf("%s: %d points in %.1f s;", label, got, secs);
-            for (int k = 0; k < got; k++)
-                if (pts[n + k].count == SCALING_COUNT_ALL)
-                    printf(" %s %.3g %.3f", pts[n + k].schedule == SCALING_SCHED_COOLDOWN
-                           ? "cd" : "const", pts[n + k].budget, pts[n + k].val_loss);
-            printf("\n");
-            n += got;
+            long longest = 0;
+            for (int k = 0; k < n_targets[s]; k++)
+                longest = targets[s][k].steps > longest ? targets[s][k].steps : longest;
+            if (n_targets[s] && n_items < MAX_ITEMS)
+                items[n_items++] = (Item){ seed, s, -1, longest *
+                                           count_all(SIZES[s].layers, SIZES[s].width, V, T) };
         }
-        for (int r = 0; r < n_ref; r++) {
-            const Size *sz = &SIZES[ref_size[r]];
-            const ScalingTarget *t = NULL;
-            long shortest = LONG_MAX;
-            for (int k = 0; k < n_targets[ref_size[r]]; k++) {
-                const ScalingTarget *tk = &targets[ref_size[r]][k];
-                if (tk->budget == budgets[mid] && tk->branch)
-                    t = tk;
-                if (tk->steps < shortest)
-                    shortest = tk->steps;
-            }
-            char label[96];
-            snprintf(label, sizeof label, "seed %llu L%d C%d cosine C=%.3g",
-                     (unsigned long long)cfg.seed, sz->layers, sz->width, t->budget);
-            Progress prog = { .out = stdout };
-            ScalingWatch watch = scaling_watch_progress(&prog);
-            /* the branches' warmup, so that only the decay differs */
-            pts[n] = scaling_train_cosine(ds, &cfg, sz->layers, sz->width, sz->heads, t->budget,
-                                          t->steps, scaling_branch_warmup(&cfg, shortest),
-                                          &watch, label);
-            write_point(log, &pts[n]);
-            printf("%s: %ld steps, val loss %.4f, %.1f s\n", label, pts[n].steps,
-                   pts[n].val_loss, pts[n].seconds);
-            n++;
-        }
+        for (int r = 0; r < n_ref && n_items < MAX_ITEMS; r++)
+            for (int k = 0; k < n_targets[ref_size[r]]; k++)
+                if (targets[ref_size[r]][k].budget == budgets[mid] &&
+                    targets[ref_size[r]][k].branch)
+                    items[n_items++] = (Item){ seed, ref_size[r], k, budgets[mid] };
     }
+    Work w = { .o = o, .ds = ds, .targets = targets, .n_targets = n_targets };
+    double start = progress_now();
+    int n = o->jobs > 1 ? run_parallel(&w, items, n_items, pts) : run_items(&w, items, n_items,
+                                                                          NULL, -1, pts);
+    qsort(pts, (size_t)n, sizeof *pts, point_order);
+    TsvWriter *log = tsv_open_in(o->out, "scaling_study.tsv", SCALING_POINT_COLUMNS);
+    for (int i = 0; i < n; i++)
+        write_point(log, &pts[i]);
     tsv_close_or_die(log);
-    remove(snap);
     char buf[32];
     double secs = progress_now() - start;
-    printf("study done: %d points in %s; wrote %s/scaling_study.tsv\n", n,
-           progress_format_duration(secs, buf, sizeof buf), o->out);
+    struct rusage self, children;
+    getrusage(RUSAGE_SELF, &self);
+    getrusage(RUSAGE_CHILDREN, &children);
+    double cpu = (double)self.ru_utime.tv_sec + 1e-6 * (double)self.ru_utime.tv_usec +
+                 (double)children.ru_utime.tv_sec + 1e-6 * (double)children.ru_utime.tv_usec;
+    printf("study done: %d points in %s of wall clock, %.0f s of CPU (%d processes); wrote "
+           "%s/scaling_study.tsv\n", n, progress_format_duration(secs, buf, sizeof buf), cpu,
+           o->jobs, o->out);
     dataset_free(ds);
     return n;
 }

@@ -156,12 +156,27 @@ static bool positive_float(const char *key, double v, char *why, size_t len)
     return false;
 }
 
+/* A number row's field is 0. */
+static bool is_zero(const SchemaRow *r, const void *f)
+{
+    switch (r->type) {
+    case SCHEMA_DOUBLE: return *(const double *)f == 0.0;
+    case SCHEMA_FLOAT: return *(const float *)f == 0.0f;
+    case SCHEMA_U64: return *(const uint64_t *)f == 0;
+    case SCHEMA_LONG: return *(const long *)f == 0;
+    case SCHEMA_INT: return *(const int *)f == 0;
+    default: return false;
+    }
+}
+
 /* The checks of one row on a value already in the struct. */
 static bool check_row(const SchemaRow *r, const char *key, const void *s, char *why,
                       size_t len)
 {
     const void *f = cfield(r, s);
     bool ok = true;
+    if (r->zero_unset && is_zero(r, f))
+        return !r->check || r->check(r, s, why, len);
     switch (r->type) {
     case SCHEMA_DOUBLE: ok = double_in_range(r, key, *(const double *)f, why, len); break;
     case SCHEMA_FLOAT:
@@ -262,7 +277,8 @@ static bool parse_value(const SchemaRow *r, const char *key, const char *text, v
         if (!parse_u64(text, &u))
             return snapshot_fail(err, path, "metadata '%s' is '%s', not an unsigned 64-bit "
                                  "integer", key, text);
-        if (!integer_in_range(r, key, u, list, sizeof list))   /* before it is cut to the type */
+        /* before it is cut to the type */
+        if (!(r->zero_unset && u == 0) && !integer_in_range(r, key, u, list, sizeof list))
             return snapshot_fail(err, path, "metadata %s", list);
         if (r->type == SCHEMA_U64)
             *(uint64_t *)f = u;

@@ -50,11 +50,15 @@ typedef struct SchemaRow {
     SchemaType   type;
     size_t       offset;        /* of the field in the struct */
     double       lo, hi;        /* a number's closed range; both 0: the type's */
+    bool         zero_unset;    /* a 0 means "not set" and passes outside the range */
     SchemaMessage message;
     const char *(*name)(int i); /* CHOICE: the i-th name, NULL past the last */
     const char  *def;           /* the default as one would type it; NULL: none here */
     const char  *help;          /* one line for the settings table (docs, --help) */
     bool         kept;          /* a snapshot keeps it; a run-only setting has false */
+    const char  *before;        /* the value a snapshot saved before the key existed had (NULL:
+                                 * it was always written, or the migration that knows the
+                                 * layout's history gives it: optim/snapshot_keys.c) */
     const char  *agrees;        /* the keys it must agree with, for the reader of the table
                                  * (the rule itself is check, or the struct's own check) */
     /* NULL: always; else whether the struct, as read so far, has the key (rows above only). */
@@ -72,6 +76,10 @@ typedef struct {
     const char      *name;      /* the struct's: "GptConfig" */
     const SchemaRow *rows;
     int              n;
+    /* Its kept rows are written by a program (examples/common/settings.h's settings_write, in
+     * the order of the program's table), not by a library's snapshot code: SchedConfig's, which
+     * a trainer does not hold. */
+    bool             by_program;
 } Schema;
 
 /* The value of a key in a snapshot, or NULL: a reader's metadata (schema_reader_value, src a

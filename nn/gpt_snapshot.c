@@ -50,7 +50,8 @@ static const SchemaRow GPT_ROWS[] = {
       .kept = true, .help = "one [C, 3C] input projection instead of q, k, v" },
 };
 #undef GPT_FIELD
-const Schema GPT_SCHEMA = { "GptConfig", GPT_ROWS, sizeof GPT_ROWS / sizeof GPT_ROWS[0] };
+const Schema GPT_SCHEMA = { .name = "GptConfig", .rows = GPT_ROWS,
+                            .n = sizeof GPT_ROWS / sizeof GPT_ROWS[0] };
 
 bool gpt_snapshot_add_config(SnapshotWriter *w, const char *prefix, const GptConfig *cfg,
                              SnapshotError *err)

@@ -50,7 +50,8 @@ static const SchemaRow LORA_ROWS[] = {
       .kept = true, .help = "the frozen base's block weights stored as NF4" },
 };
 #undef LORA_FIELD
-const Schema LORA_SCHEMA = { "LoraConfig", LORA_ROWS, sizeof LORA_ROWS / sizeof LORA_ROWS[0] };
+const Schema LORA_SCHEMA = { .name = "LoraConfig", .rows = LORA_ROWS,
+                             .n = sizeof LORA_ROWS / sizeof LORA_ROWS[0] };
 
 bool lora_snapshot_add_config(SnapshotWriter *w, const LoraConfig *cfg, SnapshotError *err)
 {

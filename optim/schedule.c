@@ -102,3 +102,50 @@ double sched_lr(const SchedConfig *c, long step)
     double floor = c->final_fraction * peak;
     return floor + (peak - floor) * decay_shape(c, step, W);
 }
+
+static const char *name_in(const char *const *names, int i)
+{
+    for (int k = 0; names[k]; k++)
+        if (k == i)
+            return names[k];
+    return NULL;
+}
+static const char *rule_name(int i) { return name_in(SCHED_RULE_NAMES, i); }
+static const char *warmup_name(int i) { return name_in(SCHED_WARMUP_NAMES, i); }
+static const char *decay_name(int i) { return name_in(SCHED_DECAY_NAMES, i); }
+static const char *cooldown_name(int i) { return name_in(SCHED_COOLDOWN_NAMES, i); }
+
+/* In the order train_gpt's table lists them. A key added after the first snapshots has the
+ * value those runs had (before). */
+#define SCHED(f) offsetof(SchedConfig, f)
+static const SchemaRow SCHED_ROWS[] = {
+    { .key = "schedule.lr", .type = SCHEMA_DOUBLE, .offset = SCHED(base_lr), .lo = 1e-12,
+      .hi = 10.0, .def = "0.001", .kept = true, .help = "the base learning rate" },
+    { .key = "schedule.lr_rule", .type = SCHEMA_CHOICE, .offset = SCHED(rule), .name = rule_name,
+      .def = "none", .before = "none", .kept = true, .agrees = "schedule.base_batch",
+      .help = "the lr scaled by the effective batch over base_batch: none, linear or sqrt" },
+    { .key = "schedule.base_batch", .type = SCHEMA_INT, .offset = SCHED(base_batch), .lo = 1,
+      .hi = 1 << 30, .zero_unset = true, .def = "32", .before = "0", .kept = true,
+      .help = "the batch the base lr is meant for, 0 = the effective batch" },
+    { .key = "schedule.warmup_type", .type = SCHEMA_CHOICE, .offset = SCHED(warmup),
+      .name = warmup_name, .def = "none", .before = "gradual", .kept = true,
+      .help = "none, constant or gradual" },
+    { .key = "schedule.warmup", .type = SCHEMA_LONG, .offset = SCHED(warmup_steps), .lo = 0,
+      .hi = 1000000000, .def = "0", .kept = true, .help = "warmup steps W" },
+    { .key = "schedule.warmup_fraction", .type = SCHEMA_DOUBLE, .offset = SCHED(warmup_fraction),
+      .lo = 0.0, .hi = 1.0, .def = "0.1", .before = "0.1", .kept = true,
+      .agrees = "schedule.warmup_type", .help = "constant warmup's rate, a fraction of the peak" },
+    { .key = "schedule.decay", .type = SCHEMA_CHOICE, .offset = SCHED(decay), .name = decay_name,
+      .def = "constant", .before = "constant", .kept = true,
+      .help = "after warmup: constant, cosine or wsd" },
+    { .key = "schedule.cooldown", .type = SCHEMA_LONG, .offset = SCHED(cooldown_steps), .lo = 1,
+      .hi = 1000000000, .zero_unset = true, .def = "0", .before = "0", .kept = true,
+      .agrees = "schedule.decay", .help = "wsd's cooldown steps D, 0 = not set" },
+    { .key = "schedule.cooldown_shape", .type = SCHEMA_CHOICE, .offset = SCHED(cooldown),
+      .name = cooldown_name, .def = "linear", .before = "linear", .kept = true,
+      .agrees = "schedule.decay", .help = "wsd's cooldown: linear or 1-sqrt" },
+};
+#undef SCHED
+const Schema SCHED_SCHEMA = { .name = "SchedConfig", .rows = SCHED_ROWS,
+                              .n = sizeof SCHED_ROWS / sizeof SCHED_ROWS[0],
+                              .by_program = true };

@@ -38,6 +38,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "autograd/schema.h"
+
 typedef enum { SCHED_RULE_NONE, SCHED_RULE_LINEAR, SCHED_RULE_SQRT } SchedRule;
 typedef enum { SCHED_WARMUP_NONE, SCHED_WARMUP_CONSTANT, SCHED_WARMUP_GRADUAL } SchedWarmup;
 typedef enum { SCHED_DECAY_CONSTANT, SCHED_DECAY_COSINE, SCHED_DECAY_WSD } SchedDecay;
@@ -58,6 +60,13 @@ typedef struct {
     SchedCooldown cooldown;
     double        final_fraction;   /* floor of cosine and wsd, as a fraction of peak */
 } SchedConfig;
+
+/* The settings of a SchedConfig that a run chooses and a snapshot keeps, each declared once
+ * (rows in optim/schedule.c): key ("schedule.lr"), range, default (sched_defaults'), help, and
+ * the value a snapshot saved before the key existed had. The rest (batch, accum, S, the floor)
+ * a program derives from its own settings. A program writes and reads them (by_program:
+ * train_gpt's settings table references these rows). */
+extern const Schema SCHED_SCHEMA;
 
 /* base_lr 1e-3 at base batch = batch = 32, accum 1, rule none, no warmup (W = 0, fraction
  * 0.1), constant, S = 1000, D = 0, linear cooldown, floor 0. */

@@ -256,8 +256,8 @@ static const SchemaRow TRAINER_ROWS[] = {
 #undef BETA1
 #undef WEIGHT_DECAY
 #undef TINY_EPS
-const Schema TRAINER_SCHEMA = { "TrainerConfig", TRAINER_ROWS,
-                                sizeof TRAINER_ROWS / sizeof TRAINER_ROWS[0] };
+const Schema TRAINER_SCHEMA = { .name = "TrainerConfig", .rows = TRAINER_ROWS,
+                                .n = sizeof TRAINER_ROWS / sizeof TRAINER_ROWS[0] };
 
 #define COUNT(f) offsetof(TrainerCounters, f)
 
@@ -284,8 +284,8 @@ static const SchemaRow COUNTER_ROWS[] = {
       .applies = is_delayed, .kept = true, .agrees = "train.step",
       .help = "steps the fp8 amax history has recorded" },
 };
-const Schema TRAINER_COUNTER_SCHEMA = { "TrainerCounters", COUNTER_ROWS,
-                                        sizeof COUNTER_ROWS / sizeof COUNTER_ROWS[0] };
+const Schema TRAINER_COUNTER_SCHEMA = { .name = "TrainerCounters", .rows = COUNTER_ROWS,
+                                        .n = sizeof COUNTER_ROWS / sizeof COUNTER_ROWS[0] };
 
 /* Older layouts ------------------------------------------------------------------------------- */
 

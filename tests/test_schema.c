@@ -1,5 +1,6 @@
 /* The config schemas (autograd/schema.h): GPT_SCHEMA (nn/gpt.h), LORA_SCHEMA (nn/gpt_lora.h),
- * TRAINER_SCHEMA (optim/train.h) and the trainer's counters (optim/snapshot_keys.h). Each row's
+ * TRAINER_SCHEMA (optim/train.h), the trainer's counters (optim/snapshot_keys.h) and
+ * SCHED_SCHEMA (optim/schedule.h). Each row's
  * default is its struct's default; a struct written and read back is the same struct; a bad
  * value is refused naming the key and the range; every key of a saved training snapshot is a
  * row of a schema and every kept row is in the file; the run-only rows are in no snapshot and
@@ -13,6 +14,7 @@
 #include "nn/gpt_lora.h"
 #include "nn/gpt_snapshot.h"
 #include "nn/lora_snapshot.h"
+#include "optim/schedule.h"
 #include "optim/snapshot_keys.h"
 #include "optim/train.h"
 #include "optim/train_snapshot.h"
@@ -55,6 +57,8 @@ static void test_defaults_are_the_structs(void **state)
     check_defaults(&LORA_SCHEMA, &l, sizeof l);
     TrainerConfig t = trainer_config_default();
     check_defaults(&TRAINER_SCHEMA, &t, sizeof t);
+    SchedConfig c = sched_defaults();
+    check_defaults(&SCHED_SCHEMA, &c, sizeof c);
 }
 
 /* s written under prefix and read back into a struct that starts as blank: the same kept rows. */
@@ -159,6 +163,11 @@ static void test_refusals_name_key_and_range(void **state)
             "metadata 'precision.policy' is 'fp7', not ");
     refused(&TRAINER_SCHEMA, NULL, &t, sizeof t, "train.seed", "4611686018427387905",
             "'train.seed' = 4611686018427387905 is out of range [0, 4611686018427387904]");
+    SchedConfig c = sched_defaults();
+    refused(&SCHED_SCHEMA, NULL, &c, sizeof c, "schedule.cooldown", "1000000001",
+            "metadata 'schedule.cooldown' = 1000000001 is out of range [1, 1000000000]");
+    refused(&SCHED_SCHEMA, NULL, &c, sizeof c, "schedule.warmup_fraction", "1.5",
+            "metadata 'schedule.warmup_fraction' = 1.5 is out of range [0, 1]");
     t.optimizer = TRAIN_SGD;
     t.sgd.momentum = 0.0;
     refused(&TRAINER_SCHEMA, NULL, &t, sizeof t, "optim.nesterov", "true",

@@ -30,8 +30,20 @@ static double hi(const Setting *s) { return s->schema ? row(s)->hi : s->hi; }
 /* The default is always the program's own (train_gpt's demo model is not the library's). */
 static const char *def(const Setting *s) { return s->def; }
 static const char *help(const Setting *s) { return s->help || !s->schema ? s->help : row(s)->help; }
+static bool zero_unset(const Setting *s)
+{
+    return s->zero_unset || (s->schema && row(s)->zero_unset);
+}
+static const char *before(const Setting *s)
+{
+    return s->before || !s->schema ? s->before : row(s)->before;
+}
 const char *settings_key(const Setting *s) { return s->key; }
-static bool library_key(const Setting *s) { return s->library_key || s->schema; }
+/* A library's key is written by its snapshot code, unless its schema is written by programs. */
+static bool library_key(const Setting *s)
+{
+    return s->library_key || (s->schema && !s->schema->by_program);
+}
 
 static void *field(const Setting *s, void *opts) { return (char *)opts + s->offset; }
 static const void *cfield(const Setting *s, const void *opts)
@@ -91,7 +103,7 @@ static void set_from_key(const Setting *s, void *opts, const char *text, const c
             strncmp(text + (*text == '-' || *text == '+'), "0X", 2) == 0)
             cli_die(1, "%s: metadata '%s' is '%s', not %s", path, key, text,
                     integer ? "an integer" : "a decimal number");
-        if (!(x >= lo(s) && x <= hi(s)) && !(s->zero_unset && x == 0.0))
+        if (!(x >= lo(s) && x <= hi(s)) && !(zero_unset(s) && x == 0.0))
             cli_die(1, "%s: metadata '%s' = %s is out of range [%g, %g], the range of --%s",
                     path, key, text, lo(s), hi(s), s->name);
         if (s->type == SETTING_INT)
@@ -340,7 +352,7 @@ void settings_merge_all(const Setting *t, int n, void *opts, const bool *given, 
         if (s->type == SETTING_CUSTOM)
             settings_format(s, saved->theirs, typed, sizeof typed);
         else
-            text = settings_saved_value(saved, settings_key(s), s->before);
+            text = settings_saved_value(saved, settings_key(s), before(s));
         settings_merge(s, opts, given[s->id - first_id], text, saved->path);
     }
 }

@@ -1,278 +1,74 @@
-/* lora_finetune's runs: the training loop (pretraining and every fine-tuning method share it),
- * greedy evaluation, and one fine-tuning run measured from the base file to the final scores. */
-#include <math.h>
+/* lora_finetune's runs: the library's fine-tuning runs (analysis/finetune.h) from the options,
+ * with a progress line, and the pretraining's scores printed as they come. */
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "examples/common/cli.h"
 #include "examples/common/progress.h"
 #include "examples/lora_finetune/lora_finetune.h"
-#include "nn/gpt_lora.h"
-#include "nn/gpt_snapshot.h"
-#include "optim/adamw.h"
-#include "optim/clip.h"
-#include "optim/schedule.h"
 
-enum { LOSS_WINDOW = 50, EVAL_BATCH = 100 };
-
-static const char *const method_names[] = { "full", "lora", "qlora", "base" };
-
-const char *method_name(Method m) { return method_names[m]; }
-
-const char *run_name(Method m, int rank, char *buf, size_t len)
+/* Every loop draws its own progress line: pretraining, then one per run. */
+static void watch_begin(void *ctx, long steps)
 {
-    if (rank > 0)
-        snprintf(buf, len, "%s r=%d", method_names[m], rank);
-    else
-        snprintf(buf, len, "%s", method_names[m]);
-    return buf;
+    progress_start(ctx, 0, steps, steps / 4);
 }
 
-static void *xmalloc(size_t bytes)
+static void watch_step(void *ctx, long step, double loss, long long tokens, const char *label)
 {
-    void *p = malloc(bytes);
-    if (!p)
-        cli_die(1, "out of memory (%zu bytes)", bytes);
-    return p;
+    progress_update(ctx, step, loss, tokens, label);
 }
 
-typedef struct {
-    SchedConfig sched;          /* the learning rate of every step, and the number of steps */
-    double      weight_decay;
-    Rng         data;
-    const char *label;
-    long        eval_every;     /* print the validation scores every so many steps; 0: never */
-    const Options *o;           /* eval_examples, for those scores */
-} LoopConfig;
-
-static double val_scores(const Gpt *m, const Task *task, const Options *o, double *exact);
-
-typedef struct {
-    double ms_fastest, final_loss;
-    size_t peak[MEM_NCAT];
-} LoopStats;
-
-/* AdamW (b2 0.99, as train_gpt) over params at the rates of c.sched, gradients clipped to
- * norm 1. The peaks of every category are read before anything is freed: they are
- * the training's own (the caller resets them once the model is ready). */
-static LoopStats train_loop(const Gpt *m, Tensor *const *params, int n, const Task *task,
-                            LoopConfig c)
+static void watch_scores(void *ctx, const char *label, long step, double loss, double val_loss,
+                         double exact)
 {
-    AdamWConfig ac = adamw_defaults();
-    ac.beta2 = 0.99;
-    ac.weight_decay = c.weight_decay;
-    AdamW *opt = adamw_new(params, n, ac);
-    Tape *tape = tape_new();
-    int B = c.sched.batch, T = task_seq_len(task);
-    int *tokens = xmalloc((size_t)B * T * sizeof *tokens);
-    int *targets = xmalloc((size_t)B * T * sizeof *targets);
-    long steps = c.sched.total_steps;
-    double loss_sum = 0.0, fastest = INFINITY;
-    Progress progress;
-    progress_start(&progress, 0, steps, steps / 4);
-    for (long step = 1; step <= steps; step++) {
-        double t0 = progress_now();
-        task_train_batch(task, &c.data, B, tokens, targets);
-        Tensor *loss = gpt_loss(m, tape, tokens, targets, B, T);
-        double value = loss->data[0];
-        tape_backward(tape, loss);
-        if (isfinite(clip_grad_norm_to(params, n, 1.0)))
-            optim_step(&opt->base, sched_lr(&c.sched, step - 1));
-        optim_zero_grad(&opt->base);
-        tape_reset(tape);
-        fastest = fmin(fastest, 1000.0 * (progress_now() - t0));
-        if (step > steps - LOSS_WINDOW)
-            loss_sum += value;
-        progress_update(&progress, step, value, (long long)B * T, c.label);
-        if (c.eval_every > 0 && step % c.eval_every == 0) {
-            /* Teacher-forced, so cheap; the same exact match as greedy decoding (tasks.h).
-             * It reads the model only: the run's numbers are those without it. */
-            double exact, vloss = val_scores(m, task, c.o, &exact);
-            printf("%s step %ld: loss %.4f, validation loss %.4f, exact match %.1f%%\n",
-                   c.label, step, value, vloss, 100.0 * exact);
-            fflush(stdout);
-        }
-    }
-    progress_finish(&progress);
-    LoopStats s = { .ms_fastest = fastest,
-                    .final_loss = loss_sum / (double)(steps < LOSS_WINDOW ? steps : LOSS_WINDOW) };
-    for (int k = 0; k < MEM_NCAT; k++)
-        s.peak[k] = mem_peak((MemCategory)k);
-    free(tokens);
-    free(targets);
-    tape_free(tape);
-    optim_free(&opt->base);
-    return s;
+    (void)ctx;
+    printf("%s step %ld: loss %.4f, validation loss %.4f, exact match %.1f%%\n", label, step,
+           loss, val_loss, 100.0 * exact);
+    fflush(stdout);
 }
 
-/* A gradual warmup over the first tenth of the steps (at most 100), then `decay`. */
-static SchedConfig schedule(double lr, long steps, int batch, SchedDecay decay)
+static void watch_end(void *ctx)
 {
-    SchedConfig s = sched_defaults();
-    s.base_lr = lr;
-    s.base_batch = s.batch = batch;
-    s.warmup = SCHED_WARMUP_GRADUAL;
-    s.warmup_steps = steps / 10 < 100 ? steps / 10 : 100;
-    s.decay = decay;
-    s.total_steps = steps;
-    return s;
+    progress_finish(ctx);
+}
+
+static FinetuneWatch watch(Progress *p)
+{
+    return (FinetuneWatch){ .begin = watch_begin, .step = watch_step, .scores = watch_scores,
+                            .end = watch_end, .ctx = p };
 }
 
 void pretrain(Gpt *model, const Task *task, const Options *o)
 {
-    int n;
-    Tensor *const *params = gpt_params(model, &n);
-    LoopConfig c = { .sched = schedule(o->lr_pretrain, o->pretrain_steps, o->pretrain_batch,
-                                       (SchedDecay)o->pretrain_decay),
-                     .weight_decay = 0.1, .data = rng_new((uint64_t)o->seed, RNG_STREAM_DATA),
-                     .label = "pretrain", .eval_every = o->pretrain_eval_every, .o = o };
-    train_loop(model, params, n, task, c);
+    FinetunePretrain p = { .lr = o->lr_pretrain, .steps = o->pretrain_steps,
+                           .batch = o->pretrain_batch, .decay = o->pretrain_decay,
+                           .seed = o->seed, .eval_every = o->pretrain_eval_every,
+                           .eval_examples = o->eval_examples };
+    Progress progress;
+    FinetuneWatch w = watch(&progress);
+    finetune_pretrain(model, task, &p, &w);
 }
 
-/* Greedy decoding ---------------------------------------------------------------------------- */
-
-typedef struct {
-    const Gpt *model;
-    Tape      *tape;
-} Predictor;
-
-static void predict_next(void *ctx, const int *tokens, int B, int len, int *next)
+FinetuneResult base_result(const char *base_path, const Task *task, const Task *old,
+                           const Options *o)
 {
-    Predictor *p = ctx;
-    int V = p->model->cfg.vocab_size;
-    Tensor *logits = gpt_forward(p->model, p->tape, tokens, B, len);
-    for (int b = 0; b < B; b++)
-        next[b] = task_argmax(&logits->data[((size_t)b * len + (size_t)len - 1) * V], V);
-    tape_reset(p->tape);
-}
-
-double greedy_accuracy(const Gpt *m, const Task *task, const Options *o)
-{
-    Predictor p = { m, tape_new() };
-    p.tape->recording = false;
-    double acc = task_accuracy_greedy(task, predict_next, &p, EVAL_BATCH,
-                                      o->eval_examples).accuracy;
-    tape_free(p.tape);
-    return acc;
-}
-
-/* Mean cross-entropy over the answer tokens of the first o->eval_examples validation examples
- * (teacher-forced): unlike exact match it also shows a partial loss of skill. With exact, also
- * the share of those examples whose every answer token is the argmax (task_count_exact). */
-static double val_scores(const Gpt *m, const Task *task, const Options *o, double *exact)
-{
-    int T = task_seq_len(task), V = m->cfg.vocab_size, total = task_val_count(task);
-    total = o->eval_examples < total ? o->eval_examples : total;
-    int *tokens = xmalloc((size_t)EVAL_BATCH * T * sizeof *tokens);
-    int *targets = xmalloc((size_t)EVAL_BATCH * T * sizeof *targets);
-    Tape *tape = tape_new();
-    tape->recording = false;
-    double sum = 0.0;
-    long counted = 0, right = 0;
-    for (int first = 0; first < total; first += EVAL_BATCH) {
-        task_val_batch(task, first, EVAL_BATCH, tokens, targets);
-        int n = 0;
-        for (int i = 0; i < EVAL_BATCH * T; i++) {
-            if (i / T >= total - first)
-                targets[i] = -1;    /* rows past eval_examples are left out */
-            n += targets[i] >= 0;
-        }
-        if (exact) {
-            Tensor *logits = gpt_forward(m, tape, tokens, EVAL_BATCH, T);
-            right += task_count_exact(logits->data, targets, EVAL_BATCH, T, V);
-            tape_reset(tape);
-        }
-        sum += gpt_loss(m, tape, tokens, targets, EVAL_BATCH, T)->data[0] * n;
-        counted += n;
-        tape_reset(tape);
-    }
-    tape_free(tape);
-    free(tokens);
-    free(targets);
-    if (exact)
-        *exact = total > 0 ? (double)right / (double)total : 0.0;
-    return counted ? sum / (double)counted : 0.0;
-}
-
-double validation_loss(const Gpt *m, const Task *task, const Options *o)
-{
-    return val_scores(m, task, o, NULL);
-}
-
-/* One run ------------------------------------------------------------------------------------ */
-
-static size_t fp32_bytes(const Gpt *m)
-{
-    int n;
-    Tensor *const *params = gpt_params(m, &n);
-    size_t bytes = 0;
-    for (int i = 0; i < n; i++)
-        bytes += mem_size(params[i]->data);
-    return bytes;
-}
-
-static GptLora *attach(Gpt *m, Method method, int rank, const Options *o)
-{
-    LoraConfig lc = { .rank = rank, .alpha = (float)o->alpha, .targets = o->targets,
-                      .qlora = method == METHOD_QLORA };
-    char err[256];
-    if (!lora_config_check(&lc, &m->cfg, err, sizeof err))
+    FinetuneResult r;
+    char err[512];
+    if (!finetune_base(base_path, task, old, o->eval_examples, &r, err, sizeof err))
         cli_die(1, "%s", err);
-    /* A seed other than the base's: A must not replay the base's initial random numbers. */
-    return gpt_lora_new(m, &lc, (uint64_t)o->seed + 2);
-}
-
-static Gpt *load_base(const char *base_path)
-{
-    SnapshotError err;
-    Gpt *m = gpt_snapshot_load(base_path, &err);
-    if (!m)
-        cli_die(1, "%s", err.message);
-    return m;
-}
-
-Result base_result(const char *base_path, const Task *task, const Task *old, const Options *o)
-{
-    Gpt *m = load_base(base_path);
-    Result r = { .method = METHOD_BASE, .params = gpt_n_params(m),
-                 .base_fp32_bytes = fp32_bytes(m), .ms_per_step = NAN, .final_loss = NAN,
-                 .acc_new = greedy_accuracy(m, task, o), .acc_old = greedy_accuracy(m, old, o),
-                 .loss_old = validation_loss(m, old, o), .acc_old_off = NAN };
-    gpt_free(m);
     return r;
 }
 
-Result finetune(const char *base_path, Method method, int rank, const Task *task,
-                const Task *old, const Options *o)
+FinetuneResult finetune(const char *base_path, FinetuneMethod method, int rank,
+                        const Task *task, const Task *old, const Options *o)
 {
-    Gpt *m = load_base(base_path);
-    Result r = { .method = method, .rank = rank, .params = gpt_n_params(m),
-                 .base_fp32_bytes = fp32_bytes(m) };
-    GptLora *lora = method == METHOD_FULL ? NULL : attach(m, method, rank, o);
-    int n;
-    Tensor *const *params = lora ? gpt_lora_params(lora, &n) : gpt_params(m, &n);
-    r.trainable = lora ? gpt_lora_n_trainable(lora) : r.params;
-    if (lora) {
-        LoraBaseBytes b = gpt_lora_base_bytes(lora);
-        r.frozen_bytes = b.quant_bytes + b.fp32_bytes;
-    }
-    char label[32];
-    run_name(method, rank, label, sizeof label);
-    double lr = method == METHOD_FULL ? o->lr_full : o->lr_lora;
-    LoopConfig c = { .sched = schedule(lr, o->steps, o->batch, SCHED_DECAY_COSINE),
-                     .weight_decay = method == METHOD_FULL ? 0.1 : 0.0,
-                     .data = rng_new((uint64_t)o->seed + 1, RNG_STREAM_DATA), .label = label };
-    mem_reset_peaks();
-    LoopStats s = train_loop(m, params, n, task, c);
-    memcpy(r.peak, s.peak, sizeof r.peak);
-    r.ms_per_step = s.ms_fastest;
-    r.final_loss = s.final_loss;
-    r.acc_new = greedy_accuracy(m, task, o);
-    r.acc_old = greedy_accuracy(m, old, o);
-    r.loss_old = validation_loss(m, old, o);
-    gpt_lora_free(lora);
-    r.acc_old_off = lora ? greedy_accuracy(m, old, o) : NAN;
-    gpt_free(m);
+    FinetuneConfig c = { .lr_full = o->lr_full, .lr_lora = o->lr_lora, .steps = o->steps,
+                         .batch = o->batch, .alpha = o->alpha, .targets = o->targets,
+                         .seed = o->seed, .eval_examples = o->eval_examples };
+    Progress progress;
+    FinetuneWatch w = watch(&progress);
+    FinetuneResult r;
+    char err[512];
+    if (!finetune_run(base_path, method, rank, task, old, &c, &w, &r, err, sizeof err))
+        cli_die(1, "%s", err);
     return r;
 }

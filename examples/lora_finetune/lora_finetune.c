@@ -226,7 +226,7 @@ static void check_adapters(const GptConfig *m, const Options *o, const char *whe
     for (int i = 0; i < o->n_ranks; i++)
         lc.rank = o->ranks[i] > lc.rank ? o->ranks[i] : lc.rank;
     char err[160];
-    bool adapters = o->methods & ((1u << METHOD_LORA) | (1u << METHOD_QLORA));
+    bool adapters = o->methods & ((1u << FINETUNE_LORA) | (1u << FINETUNE_QLORA));
     if (adapters && !lora_config_check(&lc, m, err, sizeof err))
         cli_die(1, "%s: %s", where, err);
 }
@@ -301,15 +301,15 @@ static void log_num(TsvWriter *log, double v)
         tsv_num(log, v);
 }
 
-static void log_result(TsvWriter *log, const Result *r, const char *run)
+static void log_result(TsvWriter *log, const FinetuneResult *r, const char *run)
 {
     tsv_str(log, run);
-    tsv_str(log, method_name(r->method));
+    tsv_str(log, finetune_method_name(r->method));
     tsv_int(log, r->rank);
     tsv_int(log, (long long)r->params);
     tsv_int(log, (long long)r->trainable);
     tsv_num(log, 100.0 * (double)r->trainable / (double)r->params);
-    bool base = r->method == METHOD_BASE;
+    bool base = r->method == FINETUNE_BASE;
     for (int k = 0; k < MEM_NCAT; k++)
         log_num(log, base ? NAN : (double)r->peak[k]);
     log_num(log, base ? NAN : (double)r->frozen_bytes);
@@ -324,10 +324,10 @@ static void log_result(TsvWriter *log, const Result *r, const char *run)
         cli_die(1, "write failed (disk full?)");
 }
 
-static void print_result(const Result *r)
+static void print_result(const FinetuneResult *r)
 {
     char run[32];
-    if (r->method == METHOD_BASE) {
+    if (r->method == FINETUNE_BASE) {
         printf("%-10s %8s %7s %9s %9s %9s %9s %10s %7s %7.1f%% %7.1f%% %8.4f %8s\n", "base",
                "-", "-", "-", "-", "-", "-", "-", "-", 100.0 * r->acc_new, 100.0 * r->acc_old,
                r->loss_old, "-");
@@ -337,7 +337,7 @@ static void print_result(const Result *r)
     if (!isnan(r->acc_old_off))
         snprintf(off, sizeof off, "%7.1f%%", 100.0 * r->acc_old_off);
     printf("%-10s %8zu %6.2f%% %9zu %9zu %9zu %9zu %10zu %7.2f %7.1f%% %7.1f%% %8.4f %s\n",
-           run_name(r->method, r->rank, run, sizeof run),
+           finetune_run_name(r->method, r->rank, run, sizeof run),
            r->trainable, 100.0 * (double)r->trainable / (double)r->params, r->peak[MEM_PARAM],
            r->peak[MEM_GRAD], r->peak[MEM_OPTIM], r->peak[MEM_ACT], r->frozen_bytes,
            r->ms_per_step, 100.0 * r->acc_new, 100.0 * r->acc_old, r->loss_old, off);
@@ -345,15 +345,15 @@ static void print_result(const Result *r)
 
 /* The issue's targets, from the measured rows: LoRA at r = 8 against full fine-tuning, and the
  * QLoRA base against the same base in fp32. */
-static void print_targets(const Result *res, int n)
+static void print_targets(const FinetuneResult *res, int n)
 {
-    const Result *full = NULL, *lora8 = NULL, *qlora = NULL;
+    const FinetuneResult *full = NULL, *lora8 = NULL, *qlora = NULL;
     for (int i = 0; i < n; i++) {
-        if (res[i].method == METHOD_FULL)
+        if (res[i].method == FINETUNE_FULL)
             full = &res[i];
-        if (res[i].method == METHOD_LORA && res[i].rank == 8)
+        if (res[i].method == FINETUNE_LORA && res[i].rank == 8)
             lora8 = &res[i];
-        if (res[i].method == METHOD_QLORA)
+        if (res[i].method == FINETUNE_QLORA)
             qlora = &res[i];
     }
     if (full && lora8 && full->acc_new > 0.0) {
@@ -384,7 +384,7 @@ int main(int argc, char **argv)
     char err[512];
     if (o.log_path && !(log = tsv_open(o.log_path, COLUMNS, err, sizeof err)))
         cli_die(1, "%s", err);
-    Result res[MAX_RANKS + 3];
+    FinetuneResult res[MAX_RANKS + 3];
     res[0] = base_result(base, task, old, &o);
     /* The base's recipe (docs/lora.md, "The base's recipe"): with 4 heads some seeds stay on
      * the plateau where the sum's digits are learned and the carries are not (loss 0.46, about
@@ -397,14 +397,15 @@ int main(int argc, char **argv)
     if (log)
         log_result(log, &res[0], "base");
     for (int i = -1; i <= o.n_ranks; i++) {
-        Method method = i < 0 ? METHOD_FULL : i < o.n_ranks ? METHOD_LORA : METHOD_QLORA;
+        FinetuneMethod method = i < 0             ? FINETUNE_FULL
+                              : i < o.n_ranks ? FINETUNE_LORA : FINETUNE_QLORA;
         int rank = i < 0 ? 0 : i < o.n_ranks ? o.ranks[i] : o.qlora_rank;
         if (!(o.methods & (1u << method)))
             continue;
         res[n] = finetune(base, method, rank, task, old, &o);
         char run[32];
         if (log)
-            log_result(log, &res[n], run_name(method, rank, run, sizeof run));
+            log_result(log, &res[n], finetune_run_name(method, rank, run, sizeof run));
         n++;
     }
     printf("\nfine-tuned on %s, %ld steps each; peak bytes while training\n", o.task, o.steps);

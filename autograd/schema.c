@@ -320,6 +320,8 @@ bool schema_read(const Schema *sc, const char *prefix, SchemaLookup lookup, cons
         schema_key(r, prefix, key, sizeof key);
         const char *text = lookup(src, key);
         if (!text)
+            text = r->before;       /* a file saved before the key existed */
+        if (!text)
             return snapshot_fail(err, path, "missing metadata '%s'", key);
         if (!parse_value(r, key, text, s, path, err))
             return false;

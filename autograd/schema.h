@@ -98,9 +98,11 @@ void schema_format(const SchemaRow *r, const void *s, char *buf, size_t len);
  * the first failure, as snapshot_add_meta does); false when an add failed. */
 bool schema_write(const Schema *sc, const char *prefix, const void *s, SnapshotWriter *w,
                   SnapshotError *err);
-/* Every kept row that applies, read through lookup into s with its checks, in table order;
- * false with "PATH: metadata 'KEY' ..." in err at the first key missing, malformed, out of
- * range or against its rule. Fields of rows not read are left as s had them. */
+/* Every kept row that applies, read through lookup into s with its checks, in table order (a
+ * key the file lacks is the row's before, when it has one: the migration of a key added
+ * later is that one field); false with "PATH: metadata 'KEY' ..." in err at the first key
+ * missing, malformed, out of range or against its rule. Fields of rows not read are left as
+ * s had them. */
 bool schema_read(const Schema *sc, const char *prefix, SchemaLookup lookup, const void *src,
                  const char *path, void *s, SnapshotError *err);
 /* The same checks on a struct set by code: false with "'KEY' = VALUE ..." in why. */

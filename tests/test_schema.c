@@ -284,14 +284,143 @@ static void test_run_only_rows_stay_the_runs(void **state)
     assert_null(schema_differs(&TRAINER_SCHEMA, &fresh, &saved));
 }
 
-int main(void)
+/* The settings tables of docs/settings.md ----------------------------------------------------- */
+
+static const struct {
+    const Schema *sc;
+    const char   *where, *keys;
+} DOCUMENTED[] = {
+    { &GPT_SCHEMA, "`GPT_SCHEMA`, nn/gpt.h (rows in nn/gpt_snapshot.c)",
+      "`model.` in a training snapshot or a base, `base.` in a LoRA adapter" },
+    { &LORA_SCHEMA, "`LORA_SCHEMA`, nn/gpt_lora.h (rows in nn/lora_snapshot.c)", "`lora.`" },
+    { &TRAINER_SCHEMA, "`TRAINER_SCHEMA`, optim/train.h (rows in optim/snapshot_keys.c)",
+      "as listed" },
+    { &TRAINER_COUNTER_SCHEMA, "`TRAINER_COUNTER_SCHEMA`, optim/snapshot_keys.h: the "
+      "trainer's counters, state rather than settings", "as listed" },
+    { &SCHED_SCHEMA, "`SCHED_SCHEMA`, optim/schedule.h (rows in optim/schedule.c), written by "
+      "the program (train_gpt)", "as listed" },
+};
+
+static void print_range(FILE *f, const SchemaRow *r)
 {
+    bool integer = r->type == SCHEMA_U64 || r->type == SCHEMA_LONG || r->type == SCHEMA_INT;
+    if (r->type == SCHEMA_CHOICE) {
+        for (int i = 0; r->name(i); i++)
+            fprintf(f, "%s%s", i ? ", " : "", r->name(i));
+    } else if (r->type == SCHEMA_BOOL) {
+        fprintf(f, "true, false");
+    } else if (r->type == SCHEMA_CUSTOM) {
+        fprintf(f, "(its help)");
+    } else if (r->lo == 0.0 && r->hi == 0.0) {
+        fprintf(f, r->type == SCHEMA_FLOAT ? "a float > 0" : integer ? ">= 0" : "any");
+    } else {
+        fprintf(f, "%s[", r->zero_unset ? "0 or " : "");
+        if (integer)
+            fprintf(f, "%.0f, %.0f]", r->lo, r->hi);
+        else
+            fprintf(f, "%g, %g]", r->lo, r->hi);
+    }
+}
+
+static void print_settings_tables(FILE *f)
+{
+    static const char *const TYPES[] = {
+        [SCHEMA_DOUBLE] = "double", [SCHEMA_FLOAT] = "float", [SCHEMA_U64] = "u64",
+        [SCHEMA_LONG] = "long", [SCHEMA_INT] = "int", [SCHEMA_BOOL] = "bool",
+        [SCHEMA_CHOICE] = "choice", [SCHEMA_CUSTOM] = "text",
+    };
+    for (size_t k = 0; k < sizeof DOCUMENTED / sizeof DOCUMENTED[0]; k++) {
+        const Schema *sc = DOCUMENTED[k].sc;
+        fprintf(f, "\n### %s\n\n%s; keys: %s.\n\n", sc->name, DOCUMENTED[k].where,
+                DOCUMENTED[k].keys);
+        fprintf(f, "| key | type | values | default | kept | agrees with | what |\n");
+        fprintf(f, "|---|---|---|---|---|---|---|\n");
+        for (int i = 0; i < sc->n; i++) {
+            const SchemaRow *r = &sc->rows[i];
+            fprintf(f, "| `%s` | %s | ", r->key, TYPES[r->type]);
+            print_range(f, r);
+            fprintf(f, " | %s | %s", r->def ? r->def : "", r->kept ? "yes" : "run-only");
+            if (r->before)
+                fprintf(f, " (older files: %s)", r->before);
+            fprintf(f, " | %s | %s |\n", r->agrees ? r->agrees : "", r->help ? r->help : "");
+        }
+    }
+}
+
+/* A key the file lacks reads as its row's before (a setting added later), or is refused. */
+static void test_missing_key_reads_as_before(void **state)
+{
+    (void)state;
+    char path[512], why[256];
+    in_dir(path, sizeof path, "before.safetensors");
+    SnapshotError err = { { 0 } };
+    SnapshotWriter *w = snapshot_writer_new();
+    snapshot_add_meta(w, "schedule.lr", "0.25", &err);
+    snapshot_add_meta(w, "schedule.warmup", "7", &err);
+    assert_true(snapshot_write(w, path, &err));
+    snapshot_writer_free(w);
+    SnapshotReader *r = snapshot_open(path, &err);
+    assert_non_null(r);
+    SchedConfig c = { 0 };
+    assert_true(schema_read(&SCHED_SCHEMA, NULL, schema_reader_value, r, path, &c, &err));
+    assert_true(c.base_lr == 0.25);
+    assert_int_equal(c.warmup_steps, 7);
+    assert_int_equal(c.warmup, SCHED_WARMUP_GRADUAL);     /* before "gradual" */
+    assert_int_equal(c.decay, SCHED_DECAY_CONSTANT);      /* before "constant" */
+    assert_int_equal(c.base_batch, 0);                    /* before "0": not set */
+    assert_true(c.warmup_fraction == 0.1);
+    assert_true(schema_check(&SCHED_SCHEMA, NULL, &c, why, sizeof why));
+    GptConfig g;
+    assert_false(schema_read(&GPT_SCHEMA, "model", schema_reader_value, r, path, &g, &err));
+    expect_message(err.message, path, "missing metadata 'model.vocab_size'");
+    snapshot_close(r);
+}
+
+/* docs/settings.md holds, between its markers, exactly what --settings-table prints. */
+static const char BEGIN[] = "<!-- settings tables: build/tests/test_schema --settings-table -->";
+static const char END[] = "<!-- end of the settings tables -->";
+
+static void test_docs_table_is_the_schemas(void **state)
+{
+    (void)state;
+    size_t len;
+    char *doc = (char *)slurp(TAPEGRAD_SOURCE_DIR "/docs/settings.md", &len);
+    doc[len] = '\0';
+    char *begin = strstr(doc, BEGIN), *end = strstr(doc, END);
+    assert_non_null(begin);
+    assert_non_null(end);
+    begin += strlen(BEGIN);
+    *end = '\0';
+    char *want;
+    size_t want_len;
+    FILE *f = open_memstream(&want, &want_len);
+    fprintf(f, "\n");      /* the marker's line ends */
+    print_settings_tables(f);
+    fprintf(f, "\n");
+    fclose(f);
+    if (strcmp(begin, want) != 0) {
+        print_error("docs/settings.md's tables are not the schemas': regenerate them with "
+                    "build/tests/test_schema --settings-table\n");
+        fail();
+    }
+    free(want);
+    free(doc);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--settings-table") == 0) {
+        print_settings_tables(stdout);
+        return 0;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults_are_the_structs),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_refusals_name_key_and_range),
         cmocka_unit_test(test_every_snapshot_key_is_a_schema_row),
         cmocka_unit_test(test_run_only_rows_stay_the_runs),
+        cmocka_unit_test(test_missing_key_reads_as_before),
+        cmocka_unit_test(test_docs_table_is_the_schemas),
     };
     return cmocka_run_group_tests(tests, make_dir, remove_dir);
 }

@@ -27,7 +27,7 @@
  *
  * The trainer owns the model, the optimizer and the tape, and holds the state a resumed run
  * needs besides the tensors: the step counter and the data RNG. It does not know where batches
- * come from (that is the program's business, examples/common/dataset.h): the program draws each
+ * come from (that is the program's business, data/dataset.h): the program draws each
  * batch with &trainer->data_rng, so saving that RNG in a snapshot (optim/train_snapshot.h)
  * makes the resumed run see exactly the batches the uninterrupted one would have.
  *

@@ -3,11 +3,11 @@
 
 #include <errno.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "autograd/policy.h"
@@ -18,14 +18,6 @@
 
 const char *const FIT_PRECISION_NAMES[] = { "fp32", "bf16", NULL };
 const int FIT_LORA_RANKS[FIT_N_LORA_RANKS] = { 64, 32, 16, 8, 4 };
-
-/* Wall-clock seconds for the timed step (the library keeps no clock of its own). */
-static double seconds_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static const CkptKind STRATEGIES[] = { CKPT_VANILLA, CKPT_SQRT, CKPT_MEMORY_POOR };
 static const McOptimizer OPTIMIZERS[] = { MC_ADAMW, MC_ADAM8BIT, MC_ADAFACTOR };
@@ -325,11 +317,11 @@ static void child_step(const FitCandidate *c, size_t budget, unsigned what, int 
         targets[i] = (int)rng_below(&rng, (uint32_t)c->model.vocab_size);
     }
     trainer_step_accum(tr, tokens, targets, c->B, c->T, c->accum, 1e-3);
-    double t0 = seconds_now();
+    double t0 = omp_get_wtime();
     bool timed = what & FIT_TIMED;
     if (timed)
         trainer_step_accum(tr, tokens, targets, c->B, c->T, c->accum, 1e-3);
-    FitMeasure m = { .fits = true, .seconds = timed ? seconds_now() - t0 : 0 };
+    FitMeasure m = { .fits = true, .seconds = timed ? omp_get_wtime() - t0 : 0 };
     /* The evaluation of B rows, as train_gpt's: it runs the model without recording, on
      * the trainer's tape, which holds every block's output until trainer_eval_done; under
      * checkpointing that can be more than a training step holds. */

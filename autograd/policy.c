@@ -1,6 +1,7 @@
 #include "autograd/policy.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "autograd/parallel.h"
@@ -113,3 +114,66 @@ const float *policy_compute_input(Format f, const float *x, size_t n, float **co
     tensor_round_values(x, *copy, n, f, policy_current_scale(f, x, n));
     return *copy;
 }
+
+/* The schema ------------------------------------------------------------------------------------ */
+
+static const char *dtype_name(int i)
+{
+    return i >= 0 && i < DTYPE_COUNT ? tensor_dtype_name((Dtype)i) : NULL;
+}
+static const char *format_name(int i)
+{
+    return i >= 0 && i < FMT_COUNT ? fmt_name((Format)i) : NULL;
+}
+static const char *fp8_scaling_name(int i)
+{
+    static const char *const names[] = { "current", "delayed" };
+    return i >= 0 && i < 2 ? names[i] : NULL;
+}
+/* The whole policy by its preset's name: the rows after it refine it. */
+static void format_preset(const void *field, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s", ((const PrecisionPolicy *)field)->name);
+}
+static bool parse_preset(const char *text, void *field, char *why, size_t len)
+{
+    if (policy_preset(text, field))
+        return true;
+    snprintf(why, len, "not %s", policy_preset_names());
+    return false;
+}
+
+#define POLICY(f) offsetof(PrecisionPolicy, f)
+static const SchemaRow POLICY_ROWS[] = {
+    { .key = "policy", .type = SCHEMA_CUSTOM, .offset = 0, .size = sizeof(PrecisionPolicy),
+      .format = format_preset, .parse = parse_preset, .def = "fp32", .kept = true,
+      .help = "the precision preset the run started from" },
+    { .key = "param", .type = SCHEMA_CHOICE, .offset = POLICY(param), .name = dtype_name,
+      .def = "fp32", .kept = true, .agrees = "precision.policy",
+      .help = "the dtype parameters are stored in" },
+    { .key = "act", .type = SCHEMA_CHOICE, .offset = POLICY(act), .name = dtype_name,
+      .def = "fp32", .kept = true, .agrees = "precision.policy",
+      .help = "the dtype activations are stored in" },
+    { .key = "grad", .type = SCHEMA_CHOICE, .offset = POLICY(grad), .name = dtype_name,
+      .def = "fp32", .kept = true, .agrees = "precision.policy",
+      .help = "the dtype gradients are stored in" },
+    { .key = "compute", .type = SCHEMA_CHOICE, .offset = POLICY(compute), .name = format_name,
+      .def = "fp32", .kept = true, .agrees = "precision.policy",
+      .help = "what a forward product rounds its inputs to" },
+    { .key = "grad_compute", .type = SCHEMA_CHOICE, .offset = POLICY(grad_compute),
+      .name = format_name, .def = "fp32", .kept = true, .agrees = "precision.policy",
+      .help = "what a backward product rounds its inputs to" },
+    { .key = "accumulate_low", .type = SCHEMA_BOOL, .offset = POLICY(accumulate_low),
+      .def = "false", .kept = true, .agrees = "precision.policy",
+      .help = "sums rounded to the compute format" },
+    { .key = "fp8_scaling", .type = SCHEMA_CHOICE, .offset = POLICY(fp8_scaling),
+      .name = fp8_scaling_name, .def = "current", .kept = true,
+      .agrees = "precision.policy (delayed needs fp8 activations)",
+      .help = "an fp8 tensor's scale from its own amax or the last steps'" },
+    { .key = "fp8_window", .type = SCHEMA_INT, .offset = POLICY(fp8_window), .lo = 0.0,
+      .hi = POLICY_FP8_MAX_WINDOW, .def = "0", .kept = true,
+      .help = "delayed scaling's window of steps, 0 = the preset's" },
+};
+#undef POLICY
+const Schema POLICY_SCHEMA = { .name = "PrecisionPolicy", .rows = POLICY_ROWS,
+                               .n = sizeof POLICY_ROWS / sizeof POLICY_ROWS[0] };

@@ -32,6 +32,7 @@
  * not record, like an evaluation, uses current scaling and leaves the history alone). */
 #include <stdbool.h>
 
+#include "autograd/schema.h"
 #include "autograd/tensor.h"
 #include "precision/format.h"
 
@@ -45,6 +46,13 @@ typedef struct {
     PolicyFp8Scaling fp8_scaling;
     int              fp8_window;    /* delayed scaling: amax history length (steps) */
 } PrecisionPolicy;
+
+/* Every field of a PrecisionPolicy, each declared once (rows in autograd/policy.c): the preset
+ * it started from ("policy", the whole struct by its name), then every field, which must agree
+ * with the preset (a training snapshot's reader checks it), then the fp8 scaling and its window,
+ * the run's own choice on top of the preset. A training snapshot keeps them as "precision.*"
+ * (TRAINER_SCHEMA's precision row, optim/train.h). */
+extern const Schema POLICY_SCHEMA;
 
 /* The presets train_gpt --precision offers:
  *   fp32   everything fp32 (the same as no policy)

@@ -27,19 +27,40 @@ const char *schema_reader_value(const void *reader, const char *key)
 
 const char *schema_key(const SchemaRow *r, const char *prefix, char *buf, size_t len)
 {
-    if (prefix)
-        snprintf(buf, len, "%s.%s", prefix, r->key);
-    else
-        snprintf(buf, len, "%s", r->key);
+    int n = prefix ? snprintf(buf, len, "%s.%s", prefix, r->key)
+                   : snprintf(buf, len, "%s", r->key);
+    if (n < 0 || (size_t)n >= len)      /* the tables' own keys are short */
+        tensor_fatal("schema_key: '%s.%s' is longer than %zu", prefix ? prefix : "", r->key,
+                     len - 1);
     return buf;
 }
 
 const SchemaRow *schema_find(const Schema *s, const char *key)
 {
-    for (int i = 0; i < s->n; i++)
-        if (strcmp(s->rows[i].key, key) == 0)
-            return &s->rows[i];
+    for (int i = 0; i < s->n; i++) {
+        const SchemaRow *r = &s->rows[i];
+        size_t n = strlen(r->key);
+        if (r->type == SCHEMA_SUB && strncmp(key, r->key, n) == 0 && key[n] == '.')
+            return schema_find(r->sub, key + n + 1);
+        if (r->type != SCHEMA_SUB && strcmp(r->key, key) == 0)
+            return r;
+    }
     return NULL;
+}
+
+bool schema_each(const Schema *sc, const char *prefix, const void *s, SchemaLeafFn fn,
+                 void *ctx)
+{
+    char key[KEY_LEN];
+    for (int i = 0; i < sc->n; i++) {
+        const SchemaRow *r = &sc->rows[i];
+        schema_key(r, prefix, key, sizeof key);
+        if (r->type != SCHEMA_SUB ? !fn(r, key, s, ctx)
+                                  : applies(r, s) && !schema_each(r->sub, key, cfield(r, s),
+                                                                  fn, ctx))
+            return false;
+    }
+    return true;
 }
 
 /* Writing ------------------------------------------------------------------------------------- */
@@ -60,52 +81,89 @@ void schema_format(const SchemaRow *r, const void *s, char *buf, size_t len)
         snprintf(buf, len, "%s", name ? name : "?");
         break;
     case SCHEMA_CUSTOM: r->format(f, buf, len); break;
+    case SCHEMA_SUB: snprintf(buf, len, "%s", r->sub->name); break;    /* not a value */
     }
+}
+
+typedef struct {
+    SnapshotWriter *w;
+    SnapshotError  *err;
+    bool            ok;
+} WriteCtx;
+
+static bool write_leaf(const SchemaRow *r, const char *key, const void *s, void *ctx)
+{
+    WriteCtx *c = ctx;
+    char value[VALUE_LEN];
+    if (r->kept && applies(r, s)) {
+        schema_format(r, s, value, sizeof value);
+        c->ok &= snapshot_add_meta(c->w, key, value, c->err);
+    }
+    return true;
 }
 
 bool schema_write(const Schema *sc, const char *prefix, const void *s, SnapshotWriter *w,
                   SnapshotError *err)
 {
-    char key[KEY_LEN], value[VALUE_LEN];
-    bool ok = true;
-    for (int i = 0; i < sc->n; i++) {
-        const SchemaRow *r = &sc->rows[i];
-        if (!r->kept || !applies(r, s))
-            continue;
-        schema_format(r, s, value, sizeof value);
-        ok &= snapshot_add_meta(w, schema_key(r, prefix, key, sizeof key), value, err);
-    }
-    return ok;
+    WriteCtx c = { w, err, true };
+    schema_each(sc, prefix, s, write_leaf, &c);
+    return c.ok;
+}
+
+/* Two structs of one schema walked together: a leaf of a, and the same field of b. */
+typedef struct {
+    const char      *a;
+    char            *b;
+    bool             kept;
+    const SchemaRow *differs;
+} PairCtx;
+
+static void *other(const PairCtx *c, const SchemaRow *r, const void *s)
+{
+    return c->b + ((const char *)s - c->a) + r->offset;
+}
+
+static bool differs_leaf(const SchemaRow *r, const char *key, const void *s, void *ctx)
+{
+    (void)key;
+    PairCtx *c = ctx;
+    char x[VALUE_LEN], y[VALUE_LEN];
+    if (!r->kept || !applies(r, s))
+        return true;
+    schema_format(r, s, x, sizeof x);
+    schema_format(r, (char *)other(c, r, s) - r->offset, y, sizeof y);
+    if (strcmp(x, y) == 0)
+        return true;
+    c->differs = r;
+    return false;
 }
 
 const SchemaRow *schema_differs(const Schema *sc, const void *a, const void *b)
 {
-    char x[VALUE_LEN], y[VALUE_LEN];
-    for (int i = 0; i < sc->n; i++) {
-        const SchemaRow *r = &sc->rows[i];
-        if (!r->kept || !applies(r, a))
-            continue;
-        schema_format(r, a, x, sizeof x);
-        schema_format(r, b, y, sizeof y);
-        if (strcmp(x, y) != 0)
-            return r;
-    }
-    return NULL;
+    PairCtx c = { .a = a, .b = (char *)b };
+    schema_each(sc, NULL, a, differs_leaf, &c);
+    return c.differs;
 }
 
-void schema_copy_rows(const Schema *sc, void *dst, const void *src, bool kept)
+static bool copy_leaf(const SchemaRow *r, const char *key, const void *s, void *ctx)
 {
+    (void)key;
     static const size_t size[] = {
         [SCHEMA_DOUBLE] = sizeof(double), [SCHEMA_FLOAT] = sizeof(float),
         [SCHEMA_U64] = sizeof(uint64_t), [SCHEMA_LONG] = sizeof(long),
         [SCHEMA_INT] = sizeof(int), [SCHEMA_BOOL] = sizeof(bool), [SCHEMA_CHOICE] = sizeof(int),
     };
-    for (int i = 0; i < sc->n; i++) {
-        const SchemaRow *r = &sc->rows[i];
-        if (r->kept == kept)
-            memcpy(field(r, dst), cfield(r, src), r->type == SCHEMA_CUSTOM ? r->size
-                                                                            : size[r->type]);
-    }
+    PairCtx *c = ctx;
+    if (r->kept == c->kept)
+        memcpy(other(c, r, s), cfield(r, s), r->type == SCHEMA_CUSTOM ? r->size : size[r->type]);
+    return true;
+}
+
+/* Walked over src, whose fields are copied into dst's. */
+void schema_copy_rows(const Schema *sc, void *dst, const void *src, bool kept)
+{
+    PairCtx c = { .a = src, .b = dst, .kept = kept };
+    schema_each(sc, NULL, src, copy_leaf, &c);
 }
 
 /* Checking ------------------------------------------------------------------------------------ */
@@ -200,21 +258,26 @@ static bool check_row(const SchemaRow *r, const char *key, const void *s, char *
             ok = false;
         }
         break;
-    case SCHEMA_BOOL: case SCHEMA_CUSTOM: break;
+    case SCHEMA_BOOL: case SCHEMA_CUSTOM: case SCHEMA_SUB: break;
     }
     return ok && (!r->check || r->check(r, s, why, len));
 }
 
+typedef struct {
+    char  *why;
+    size_t len;
+} CheckCtx;
+
+static bool check_leaf(const SchemaRow *r, const char *key, const void *s, void *ctx)
+{
+    CheckCtx *c = ctx;
+    return !r->kept || !applies(r, s) || check_row(r, key, s, c->why, c->len);
+}
+
 bool schema_check(const Schema *sc, const char *prefix, const void *s, char *why, size_t len)
 {
-    char key[KEY_LEN];
-    for (int i = 0; i < sc->n; i++) {
-        const SchemaRow *r = &sc->rows[i];
-        if (r->kept && applies(r, s) &&
-            !check_row(r, schema_key(r, prefix, key, sizeof key), s, why, len))
-            return false;
-    }
-    return true;
+    CheckCtx c = { why, len };
+    return schema_each(sc, prefix, s, check_leaf, &c);
 }
 
 /* Reading ------------------------------------------------------------------------------------- */
@@ -305,30 +368,42 @@ static bool parse_value(const SchemaRow *r, const char *key, const char *text, v
         if (!r->parse(text, f, list, sizeof list))
             return snapshot_fail(err, path, "metadata '%s' is '%s', %s", key, text, list);
         return true;
+    case SCHEMA_SUB: break;     /* schema_each walks its rows instead */
     }
     return false;
+}
+
+typedef struct {
+    SchemaLookup   lookup;
+    const void    *src;
+    const char    *path;
+    SnapshotError *err;
+} ReadCtx;
+
+/* The struct is the caller's to fill: the walk's pointers to it are not const. */
+static bool read_leaf(const SchemaRow *r, const char *key, const void *s, void *ctx)
+{
+    ReadCtx *c = ctx;
+    char why[VALUE_LEN];
+    if (!r->kept || !applies(r, s))
+        return true;
+    const char *text = c->lookup(c->src, key);
+    if (!text)
+        text = r->before;       /* a file saved before the key existed */
+    if (!text)
+        return snapshot_fail(c->err, c->path, "missing metadata '%s'", key);
+    if (!parse_value(r, key, text, (void *)s, c->path, c->err))
+        return false;
+    if (!check_row(r, key, s, why, sizeof why))
+        return snapshot_fail(c->err, c->path, "metadata %s", why);
+    return true;
 }
 
 bool schema_read(const Schema *sc, const char *prefix, SchemaLookup lookup, const void *src,
                  const char *path, void *s, SnapshotError *err)
 {
-    char key[KEY_LEN], why[VALUE_LEN];
-    for (int i = 0; i < sc->n; i++) {
-        const SchemaRow *r = &sc->rows[i];
-        if (!r->kept || !applies(r, s))
-            continue;
-        schema_key(r, prefix, key, sizeof key);
-        const char *text = lookup(src, key);
-        if (!text)
-            text = r->before;       /* a file saved before the key existed */
-        if (!text)
-            return snapshot_fail(err, path, "missing metadata '%s'", key);
-        if (!parse_value(r, key, text, s, path, err))
-            return false;
-        if (!check_row(r, key, s, why, sizeof why))
-            return snapshot_fail(err, path, "metadata %s", why);
-    }
-    return true;
+    ReadCtx c = { lookup, src, path, err };
+    return schema_each(sc, prefix, s, read_leaf, &c);
 }
 
 bool schema_parse(const SchemaRow *r, const char *text, void *s, char *why, size_t len)

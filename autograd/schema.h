@@ -37,7 +37,12 @@ typedef enum {
     SCHEMA_BOOL,        /* bool, "true" or "false" */
     SCHEMA_CHOICE,      /* an int-sized enum, by name(value) */
     SCHEMA_CUSTOM,      /* format and parse say how (a preset's name, a list of targets) */
+    SCHEMA_SUB,         /* a struct inside the struct, with a schema of its own (sub): its
+                         * rows' keys are "<key>.<theirs>" (TrainerConfig's policy: the
+                         * "precision." keys of PrecisionPolicy's schema) */
 } SchemaType;
+
+struct Schema;
 
 /* How a number out of range is refused: "'KEY' = V is out of range [LO, HI]" (the default),
  * or, for a count such as a model's width, "'KEY' is V, not in LO..HI". */
@@ -70,9 +75,10 @@ typedef struct SchemaRow {
     void       (*format)(const void *field, char *buf, size_t len);
     bool       (*parse)(const char *text, void *field, char *why, size_t len);
     size_t       size;
+    const struct Schema *sub;   /* SUB: the inner struct's schema */
 } SchemaRow;
 
-typedef struct {
+typedef struct Schema {
     const char      *name;      /* the struct's: "GptConfig" */
     const SchemaRow *rows;
     int              n;
@@ -89,8 +95,14 @@ const char *schema_reader_value(const void *reader, const char *key);
 
 /* "<prefix>.<key>" (prefix NULL: key) into buf; buf. */
 const char *schema_key(const SchemaRow *r, const char *prefix, char *buf, size_t len);
-/* The row of that key (without prefix), or NULL. */
+/* The row of that key (without prefix; a SUB row's inner rows by "<key>.<theirs>"), or NULL. */
 const SchemaRow *schema_find(const Schema *s, const char *key);
+/* fn(row, its full key, the struct that holds its field, ctx) for every row but the SUB ones,
+ * whose inner rows come in their place, in table order; stops at the first false (returned).
+ * Whether a row applies is fn's to ask (row->applies(s)); a SUB row's applies is asked here. */
+typedef bool (*SchemaLeafFn)(const SchemaRow *r, const char *key, const void *s, void *ctx);
+bool schema_each(const Schema *sc, const char *prefix, const void *s, SchemaLeafFn fn,
+                 void *ctx);
 /* The field of row r in s as a snapshot keeps it. */
 void schema_format(const SchemaRow *r, const void *s, char *buf, size_t len);
 

@@ -192,3 +192,44 @@ bool loss_scale_update(LossScaler *s, bool found_inf)
     */
     /* END SOLUTION loss_scale_update */
 }
+
+/* The schema ------------------------------------------------------------------------------------ */
+
+static const char *mode_name(int i)
+{
+    return i >= 0 && i <= LOSS_SCALE_DYNAMIC ? LOSS_SCALE_MODE_NAMES[i] : NULL;
+}
+
+/* A factor as the dynamic mode (and its --scale-* flag) checks it, whatever the mode. */
+static bool factor_valid(const SchemaRow *r, const void *s, char *why, size_t len)
+{
+    LossScaleConfig one = loss_scale_defaults();
+    one.mode = LOSS_SCALE_DYNAMIC;
+    double v = *(const double *)((const char *)s + r->offset);
+    *(double *)((char *)&one + r->offset) = v;
+    char sub[160];
+    if (loss_scale_check(&one, sub, sizeof sub))
+        return true;
+    snprintf(why, len, "'loss_scale.%s' = %g: %s", r->key, v, sub);
+    return false;
+}
+
+#define LS(f) offsetof(LossScaleConfig, f)
+static const SchemaRow LOSS_SCALE_ROWS[] = {
+    { .key = "mode", .type = SCHEMA_CHOICE, .offset = LS(mode), .name = mode_name,
+      .def = "none", .kept = true, .help = "none, static or dynamic" },
+    { .key = "init_scale", .type = SCHEMA_DOUBLE, .offset = LS(init_scale),
+      .check = factor_valid, .def = "65536", .kept = true, .help = "the scale S a run starts from" },
+    { .key = "growth_factor", .type = SCHEMA_DOUBLE, .offset = LS(growth_factor),
+      .check = factor_valid, .def = "2", .kept = true,
+      .help = "dynamic: S is multiplied by it when it grows (> 1)" },
+    { .key = "backoff_factor", .type = SCHEMA_DOUBLE, .offset = LS(backoff_factor),
+      .check = factor_valid, .def = "0.5", .kept = true,
+      .help = "dynamic: S is multiplied by it on an inf/NaN gradient" },
+    { .key = "growth_interval", .type = SCHEMA_LONG, .offset = LS(growth_interval), .lo = 1.0,
+      .hi = (double)LOSS_SCALE_MAX_INTERVAL, .def = "2000", .kept = true,
+      .help = "dynamic: clean steps in a row before S grows" },
+};
+#undef LS
+const Schema LOSS_SCALE_SCHEMA = { .name = "LossScaleConfig", .rows = LOSS_SCALE_ROWS,
+                                   .n = sizeof LOSS_SCALE_ROWS / sizeof LOSS_SCALE_ROWS[0] };

@@ -33,6 +33,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "autograd/schema.h"
 #include "autograd/tensor.h"
 
 typedef enum { LOSS_SCALE_NONE, LOSS_SCALE_STATIC, LOSS_SCALE_DYNAMIC } LossScaleMode;
@@ -66,8 +67,13 @@ extern const char *const LOSS_SCALE_MODE_NAMES[];
 /* The fields in their ranges (above); false with a message naming the field otherwise. */
 bool            loss_scale_check(const LossScaleConfig *c, char *err, size_t len);
 /* The longest growth interval a user or a file may give (train_gpt's --scale-growth-interval,
- * its TRAINER_SCHEMA row for a snapshot, optim/train.h). */
+ * its LOSS_SCALE_SCHEMA row for a snapshot). */
 #define LOSS_SCALE_MAX_INTERVAL 1000000000L
+/* Every field of a LossScaleConfig, each declared once (rows in optim/loss_scale.c): a training
+ * snapshot keeps them as "loss_scale.*" (TRAINER_SCHEMA's loss_scale row, optim/train.h). The
+ * factors are checked as the dynamic mode takes them, whatever the mode: a file holds no value
+ * that is wrong but unused. */
+extern const Schema LOSS_SCALE_SCHEMA;
 
 /* A scaler at the start: S = init_scale (1 for none), no step counted. An invalid config is a
  * programming error (check it with loss_scale_check). */

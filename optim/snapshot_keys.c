@@ -25,39 +25,9 @@ static const char *decay_rule_name(int i)
     static const char *const names[] = { "matrices", "all", "none" };
     return name_in(names, 3, i);
 }
-static const char *dtype_name(int i)
-{
-    return i >= 0 && i < DTYPE_COUNT ? tensor_dtype_name((Dtype)i) : NULL;
-}
-static const char *format_name(int i)
-{
-    return i >= 0 && i < FMT_COUNT ? fmt_name((Format)i) : NULL;
-}
-static const char *fp8_scaling_name(int i)
-{
-    static const char *const names[] = { "current", "delayed" };
-    return name_in(names, 2, i);
-}
-static const char *loss_scale_mode_name(int i)
-{
-    return name_in(LOSS_SCALE_MODE_NAMES, LOSS_SCALE_DYNAMIC + 1, i);
-}
 static const char *offload_name(int i)
 {
     return name_in(TRAIN_OFFLOAD_NAMES, TRAIN_OFFLOAD_OPTIMIZER + 1, i);
-}
-
-/* A PrecisionPolicy by its preset's name: the rows after it refine it. */
-static void format_preset(const void *field, char *buf, size_t len)
-{
-    snprintf(buf, len, "%s", ((const PrecisionPolicy *)field)->name);
-}
-static bool parse_preset(const char *text, void *field, char *why, size_t len)
-{
-    if (policy_preset(text, field))
-        return true;
-    snprintf(why, len, "not %s", policy_preset_names());
-    return false;
 }
 
 /* The checkpointing strategy as --checkpoint takes it ("sqrt", "every:2"). */
@@ -97,23 +67,6 @@ static bool nesterov_has_momentum(const SchemaRow *r, const void *s, char *why, 
         return true;
     snprintf(why, len, "'optim.nesterov' is true with 'optim.momentum' = %g: Nesterov momentum "
              "needs momentum > 0", c->momentum);
-    return false;
-}
-
-/* A loss scaling factor as the dynamic mode (and its --scale-* flag) checks it, whatever the
- * mode: a file holds no value that is wrong but unused. */
-static bool loss_factor_valid(const SchemaRow *r, const void *s, char *why, size_t len)
-{
-    const LossScaleConfig *c = &((const TrainerConfig *)s)->loss_scale;
-    LossScaleConfig one = loss_scale_defaults();
-    one.mode = LOSS_SCALE_DYNAMIC;
-    size_t at = r->offset - offsetof(TrainerConfig, loss_scale);
-    double v = *(const double *)((const char *)c + at);
-    *(double *)((char *)&one + at) = v;
-    char sub[160];
-    if (loss_scale_check(&one, sub, sizeof sub))
-        return true;
-    snprintf(why, len, "'%s' = %g: %s", r->key, v, sub);
     return false;
 }
 
@@ -199,53 +152,12 @@ static const SchemaRow TRAINER_ROWS[] = {
     { .key = "optim.decay_rule", .type = SCHEMA_CHOICE, .offset = CFG(sgd.decay_rule),
       .name = decay_rule_name, .applies = is_sgd, .def = "matrices", .kept = true,
       .help = "which tensors decay: matrices, all or none" },
-    /* the precision policy: the preset it started from, then every field of it, which must
-     * agree with the preset (train_snapshot.c's policy_agrees) */
-    { .key = "precision.policy", .type = SCHEMA_CUSTOM, .offset = CFG(policy),
-      .size = sizeof(PrecisionPolicy), .format = format_preset, .parse = parse_preset,
-      .def = "fp32", .kept = true, .help = "the precision preset the run started from" },
-    { .key = "precision.param", .type = SCHEMA_CHOICE, .offset = CFG(policy.param),
-      .name = dtype_name, .def = "fp32", .kept = true, .agrees = "precision.policy",
-      .help = "the dtype parameters are stored in" },
-    { .key = "precision.act", .type = SCHEMA_CHOICE, .offset = CFG(policy.act),
-      .name = dtype_name, .def = "fp32", .kept = true, .agrees = "precision.policy",
-      .help = "the dtype activations are stored in" },
-    { .key = "precision.grad", .type = SCHEMA_CHOICE, .offset = CFG(policy.grad),
-      .name = dtype_name, .def = "fp32", .kept = true, .agrees = "precision.policy",
-      .help = "the dtype gradients are stored in" },
-    { .key = "precision.compute", .type = SCHEMA_CHOICE, .offset = CFG(policy.compute),
-      .name = format_name, .def = "fp32", .kept = true, .agrees = "precision.policy",
-      .help = "what a forward product rounds its inputs to" },
-    { .key = "precision.grad_compute", .type = SCHEMA_CHOICE, .offset = CFG(policy.grad_compute),
-      .name = format_name, .def = "fp32", .kept = true, .agrees = "precision.policy",
-      .help = "what a backward product rounds its inputs to" },
-    { .key = "precision.accumulate_low", .type = SCHEMA_BOOL,
-      .offset = CFG(policy.accumulate_low), .def = "false", .kept = true,
-      .agrees = "precision.policy", .help = "sums rounded to the compute format" },
-    { .key = "precision.fp8_scaling", .type = SCHEMA_CHOICE, .offset = CFG(policy.fp8_scaling),
-      .name = fp8_scaling_name, .def = "current", .kept = true,
-      .agrees = "precision.policy (delayed needs fp8 activations)",
-      .help = "an fp8 tensor's scale from its own amax or the last steps'" },
-    { .key = "precision.fp8_window", .type = SCHEMA_INT, .offset = CFG(policy.fp8_window),
-      .lo = 0.0, .hi = POLICY_FP8_MAX_WINDOW, .def = "0", .kept = true,
-      .help = "delayed scaling's window of steps, 0 = the preset's" },
-    /* the loss scaler's config */
-    { .key = "loss_scale.mode", .type = SCHEMA_CHOICE, .offset = CFG(loss_scale.mode),
-      .name = loss_scale_mode_name, .def = "none", .kept = true,
-      .help = "none, static or dynamic" },
-    { .key = "loss_scale.init_scale", .type = SCHEMA_DOUBLE, .offset = CFG(loss_scale.init_scale),
-      .check = loss_factor_valid, .def = "65536", .kept = true,
-      .help = "the scale S a run starts from" },
-    { .key = "loss_scale.growth_factor", .type = SCHEMA_DOUBLE,
-      .offset = CFG(loss_scale.growth_factor), .check = loss_factor_valid, .def = "2",
-      .kept = true, .help = "dynamic: S is multiplied by it when it grows (> 1)" },
-    { .key = "loss_scale.backoff_factor", .type = SCHEMA_DOUBLE,
-      .offset = CFG(loss_scale.backoff_factor), .check = loss_factor_valid, .def = "0.5",
-      .kept = true, .help = "dynamic: S is multiplied by it on an inf/NaN gradient" },
-    { .key = "loss_scale.growth_interval", .type = SCHEMA_LONG,
-      .offset = CFG(loss_scale.growth_interval), .lo = 1.0,
-      .hi = (double)LOSS_SCALE_MAX_INTERVAL, .def = "2000", .kept = true,
-      .help = "dynamic: clean steps in a row before S grows" },
+    /* the precision policy (autograd/policy.h) and the loss scaler's config */
+    { .key = "precision", .type = SCHEMA_SUB, .offset = CFG(policy), .sub = &POLICY_SCHEMA,
+      .kept = true, .help = "the precision policy: PrecisionPolicy's rows" },
+    { .key = "loss_scale", .type = SCHEMA_SUB, .offset = CFG(loss_scale),
+      .sub = &LOSS_SCALE_SCHEMA, .kept = true,
+      .help = "the loss scaler's config: LossScaleConfig's rows" },
     /* Run-only: memory, time and traffic, the same bits; a resumed run keeps its own. */
     { .key = "run.checkpoint", .type = SCHEMA_CUSTOM, .offset = CFG(checkpoint),
       .size = sizeof(CkptStrategy), .format = format_checkpoint, .parse = parse_checkpoint,
@@ -346,23 +258,33 @@ static void add_value(SnapshotKeyView *v, const char *key, const char *value)
 {
     if (v->n_added == SNAPSHOT_KEYS_MAX_ADDED)     /* the tables above are larger than it */
         tensor_fatal("snapshot_keys_migrate: more than %d keys", SNAPSHOT_KEYS_MAX_ADDED);
-    v->added[v->n_added].key = key;
+    snprintf(v->added[v->n_added].key, sizeof v->added[0].key, "%s", key);
     snprintf(v->added[v->n_added].value, sizeof v->added[0].value, "%s", value);
     v->n_added++;
 }
 
-/* The rows of sc whose key starts with prefix, from s, for each one v lacks. */
+/* The kept rows of sc whose key starts with prefix, from s, for each one v lacks. */
+typedef struct {
+    SnapshotKeyView *v;
+    const char      *prefix;
+} AddCtx;
+
+static bool add_leaf(const SchemaRow *r, const char *key, const void *s, void *ctx)
+{
+    AddCtx *c = ctx;
+    char value[64];
+    if (r->kept && strncmp(key, c->prefix, strlen(c->prefix)) == 0 &&
+        !snapshot_keys_value(c->v, key)) {
+        schema_format(r, s, value, sizeof value);
+        add_value(c->v, key, value);
+    }
+    return true;
+}
+
 static void add_prefixed(SnapshotKeyView *v, const Schema *sc, const void *s, const char *prefix)
 {
-    char value[64];
-    for (int i = 0; i < sc->n; i++) {
-        const char *key = sc->rows[i].key;
-        if (!sc->rows[i].kept || strncmp(key, prefix, strlen(prefix)) != 0 ||
-            snapshot_keys_value(v, key))
-            continue;
-        schema_format(&sc->rows[i], s, value, sizeof value);
-        add_value(v, key, value);
-    }
+    AddCtx c = { v, prefix };
+    schema_each(sc, NULL, s, add_leaf, &c);
 }
 
 void snapshot_keys_migrate(SnapshotKeyView *v, const SnapshotReader *r, const char *path)

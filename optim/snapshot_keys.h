@@ -41,8 +41,8 @@ typedef struct {
     const char           *path;     /* for messages */
     int                   n_added;
     struct {
-        const char *key;
-        char        value[64];
+        char key[64];
+        char value[64];
     } added[SNAPSHOT_KEYS_MAX_ADDED];
 } SnapshotKeyView;
 

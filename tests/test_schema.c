@@ -14,38 +14,62 @@
 #include "nn/gpt_lora.h"
 #include "nn/gpt_snapshot.h"
 #include "nn/lora_snapshot.h"
+#include "autograd/policy.h"
+#include "optim/loss_scale.h"
 #include "optim/schedule.h"
 #include "optim/snapshot_keys.h"
 #include "optim/train.h"
 #include "optim/train_snapshot.h"
 
-/* Every row's default, parsed into a zeroed struct, formats as the default struct's field. */
+/* Every row's default, parsed into a copy of the default struct whose field was scribbled on,
+ * formats as the default struct's field (a SUB row's rows, each in its inner struct). */
+typedef struct {
+    const Schema  *sc;
+    const char    *defaults;
+    unsigned char *scratch;
+} DefaultsCtx;
+
+static size_t field_size(const SchemaRow *r)
+{
+    static const size_t size[] = {
+        [SCHEMA_DOUBLE] = sizeof(double), [SCHEMA_FLOAT] = sizeof(float),
+        [SCHEMA_U64] = sizeof(uint64_t), [SCHEMA_LONG] = sizeof(long),
+        [SCHEMA_INT] = sizeof(int), [SCHEMA_BOOL] = sizeof(bool), [SCHEMA_CHOICE] = sizeof(int),
+    };
+    return r->type == SCHEMA_CUSTOM ? r->size : size[r->type];
+}
+
+static bool default_leaf(const SchemaRow *r, const char *key, const void *s, void *ctx)
+{
+    DefaultsCtx *c = ctx;
+    char want[256], got[256], why[256];
+    void *mine = c->scratch + ((const char *)s - c->defaults);
+    if (!r->def || !r->help) {
+        print_error("%s: row '%s' has no default or no help\n", c->sc->name, key);
+        fail();
+    }
+    memset((char *)mine + r->offset, 0x5a, r->type == SCHEMA_BOOL ? 0 : field_size(r));
+    if (!schema_parse(r, r->def, mine, why, sizeof why)) {
+        print_error("%s: default of '%s': %s\n", c->sc->name, key, why);
+        fail();
+    }
+    schema_format(r, s, want, sizeof want);
+    schema_format(r, mine, got, sizeof got);
+    if (strcmp(want, got) != 0) {
+        print_error("%s: '%s' defaults to %s, its row says %s (%s)\n", c->sc->name, key, want,
+                    r->def, got);
+        fail();
+    }
+    return true;
+}
+
 static void check_defaults(const Schema *sc, const void *defaults, size_t size)
 {
-    char want[256], got[256], why[256];
-    unsigned char *scratch = calloc(1, size);
-    assert_non_null(scratch);
-    for (int i = 0; i < sc->n; i++) {
-        const SchemaRow *r = &sc->rows[i];
-        if (!r->def || !r->help) {
-            print_error("%s: row '%s' has no default or no help\n", sc->name, r->key);
-            fail();
-        }
-        memset(scratch, 0, size);
-        memcpy(scratch, defaults, r->offset);   /* the rows above, which a check may read */
-        if (!schema_parse(r, r->def, scratch, why, sizeof why)) {
-            print_error("%s: default of '%s': %s\n", sc->name, r->key, why);
-            fail();
-        }
-        schema_format(r, defaults, want, sizeof want);
-        schema_format(r, scratch, got, sizeof got);
-        if (strcmp(want, got) != 0) {
-            print_error("%s: '%s' defaults to %s, its row says %s (%s)\n", sc->name, r->key,
-                        want, r->def, got);
-            fail();
-        }
-    }
-    free(scratch);
+    DefaultsCtx c = { sc, defaults, malloc(size) };
+    assert_non_null(c.scratch);
+    memcpy(c.scratch, defaults, size);      /* the other fields, which a check may read */
+    schema_each(sc, NULL, defaults, default_leaf, &c);
+    free(c.scratch);
 }
 
 static void test_defaults_are_the_structs(void **state)
@@ -112,24 +136,33 @@ static void test_round_trip(void **state)
 }
 
 /* One kept row given text in a file: refused with "PATH: metadata ...needle...". */
+typedef struct {
+    SnapshotWriter *w;
+    const char     *key, *text;
+} RefuseCtx;
+
+static bool refuse_leaf(const SchemaRow *r, const char *key, const void *s, void *ctx)
+{
+    RefuseCtx *c = ctx;
+    char value[256];
+    SnapshotError err;
+    if (r->kept && (!r->applies || r->applies(s))) {
+        schema_format(r, s, value, sizeof value);
+        snapshot_add_meta(c->w, key, strcmp(key, c->key) == 0 ? c->text : value, &err);
+    }
+    return true;
+}
+
 static void refused(const Schema *sc, const char *prefix, const void *s, size_t size,
                     const char *key, const char *text, const char *needle)
 {
-    char path[512], key_buf[128];
+    char path[512];
     in_dir(path, sizeof path, "refused.safetensors");
     SnapshotError err = { { 0 } };
-    SnapshotWriter *w = snapshot_writer_new();
-    for (int i = 0; i < sc->n; i++) {
-        char value[256];
-        const SchemaRow *r = &sc->rows[i];
-        if (!r->kept || (r->applies && !r->applies(s)))
-            continue;
-        schema_format(r, s, value, sizeof value);
-        schema_key(r, prefix, key_buf, sizeof key_buf);
-        snapshot_add_meta(w, key_buf, strcmp(key_buf, key) == 0 ? text : value, &err);
-    }
-    assert_true(snapshot_write(w, path, &err));
-    snapshot_writer_free(w);
+    RefuseCtx c = { snapshot_writer_new(), key, text };
+    schema_each(sc, prefix, s, refuse_leaf, &c);
+    assert_true(snapshot_write(c.w, path, &err));
+    snapshot_writer_free(c.w);
     SnapshotReader *r = snapshot_open(path, &err);
     assert_non_null(r);
     void *blank = malloc(size);
@@ -179,35 +212,37 @@ static void test_refusals_name_key_and_range(void **state)
 static bool is_schema_key(const char *key, bool lora)
 {
     const struct { const Schema *sc; const char *prefix; } all[] = {
-        { &GPT_SCHEMA, "model" }, { &TRAINER_SCHEMA, NULL }, { &TRAINER_COUNTER_SCHEMA, NULL },
-        { lora ? &LORA_SCHEMA : NULL, "lora" },
+        { &GPT_SCHEMA, "model." }, { &TRAINER_SCHEMA, "" }, { &TRAINER_COUNTER_SCHEMA, "" },
+        { lora ? &LORA_SCHEMA : NULL, "lora." },
     };
     if (strcmp(key, "format") == 0 || strcmp(key, "train.data_rng.state") == 0 ||
         strcmp(key, "train.data_rng.inc") == 0)
         return true;
-    char buf[128];
-    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
-        for (int i = 0; all[k].sc && i < all[k].sc->n; i++)
-            if (all[k].sc->rows[i].kept &&
-                strcmp(schema_key(&all[k].sc->rows[i], all[k].prefix, buf, sizeof buf), key) == 0)
-                return true;
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) {
+        size_t n = strlen(all[k].prefix);
+        const SchemaRow *r = all[k].sc && strncmp(key, all[k].prefix, n) == 0
+                                 ? schema_find(all[k].sc, key + n) : NULL;
+        if (r && r->kept)
+            return true;
+    }
     return false;
+}
+
+/* (a key of rows that apply to other optimizers, optim.beta1, may be another's) */
+static bool in_file_leaf(const SchemaRow *row, const char *key, const void *s, void *ctx)
+{
+    bool has = snapshot_meta(ctx, key) != NULL;
+    if ((row->kept && (!row->applies || row->applies(s)) && !has) || (!row->kept && has)) {
+        print_error("'%s' %s the file\n", key, has ? "in" : "missing from");
+        fail();
+    }
+    return true;
 }
 
 static void expect_rows_in(const SnapshotReader *r, const Schema *sc, const char *prefix,
                            const void *s)
 {
-    char key[128];
-    for (int i = 0; i < sc->n; i++) {
-        const SchemaRow *row = &sc->rows[i];
-        schema_key(row, prefix, key, sizeof key);
-        bool has = snapshot_meta(r, key) != NULL;
-        /* (a key of rows that apply to other optimizers, optim.beta1, may be another's) */
-        if ((row->kept && (!row->applies || row->applies(s)) && !has) || (!row->kept && has)) {
-            print_error("%s: '%s' %s the file\n", sc->name, key, has ? "in" : "missing from");
-            fail();
-        }
-    }
+    schema_each(sc, prefix, s, in_file_leaf, (void *)r);
 }
 
 static void check_saved_keys(TrainerConfig c, const LoraConfig *lc)
@@ -294,7 +329,11 @@ static const struct {
       "`model.` in a training snapshot or a base, `base.` in a LoRA adapter" },
     { &LORA_SCHEMA, "`LORA_SCHEMA`, nn/gpt_lora.h (rows in nn/lora_snapshot.c)", "`lora.`" },
     { &TRAINER_SCHEMA, "`TRAINER_SCHEMA`, optim/train.h (rows in optim/snapshot_keys.c)",
-      "as listed" },
+      "as listed; a row of type schema stands for the inner struct's rows, below" },
+    { &POLICY_SCHEMA, "`POLICY_SCHEMA`, autograd/policy.h (rows in autograd/policy.c)",
+      "`precision.` (TrainerConfig's policy)" },
+    { &LOSS_SCALE_SCHEMA, "`LOSS_SCALE_SCHEMA`, optim/loss_scale.h (rows in "
+      "optim/loss_scale.c)", "`loss_scale.` (TrainerConfig's loss_scale)" },
     { &TRAINER_COUNTER_SCHEMA, "`TRAINER_COUNTER_SCHEMA`, optim/snapshot_keys.h: the "
       "trainer's counters, state rather than settings", "as listed" },
     { &SCHED_SCHEMA, "`SCHED_SCHEMA`, optim/schedule.h (rows in optim/schedule.c), written by "
@@ -311,6 +350,8 @@ static void print_range(FILE *f, const SchemaRow *r)
         fprintf(f, "true, false");
     } else if (r->type == SCHEMA_CUSTOM) {
         fprintf(f, "(its help)");
+    } else if (r->type == SCHEMA_SUB) {
+        fprintf(f, "%s's rows", r->sub->name);
     } else if (r->lo == 0.0 && r->hi == 0.0) {
         fprintf(f, r->type == SCHEMA_FLOAT ? "a float > 0" : integer ? ">= 0" : "any");
     } else {
@@ -327,7 +368,7 @@ static void print_settings_tables(FILE *f)
     static const char *const TYPES[] = {
         [SCHEMA_DOUBLE] = "double", [SCHEMA_FLOAT] = "float", [SCHEMA_U64] = "u64",
         [SCHEMA_LONG] = "long", [SCHEMA_INT] = "int", [SCHEMA_BOOL] = "bool",
-        [SCHEMA_CHOICE] = "choice", [SCHEMA_CUSTOM] = "text",
+        [SCHEMA_CHOICE] = "choice", [SCHEMA_CUSTOM] = "text", [SCHEMA_SUB] = "schema",
     };
     for (size_t k = 0; k < sizeof DOCUMENTED / sizeof DOCUMENTED[0]; k++) {
         const Schema *sc = DOCUMENTED[k].sc;
@@ -337,7 +378,8 @@ static void print_settings_tables(FILE *f)
         fprintf(f, "|---|---|---|---|---|---|---|\n");
         for (int i = 0; i < sc->n; i++) {
             const SchemaRow *r = &sc->rows[i];
-            fprintf(f, "| `%s` | %s | ", r->key, TYPES[r->type]);
+            fprintf(f, "| `%s%s` | %s | ", r->key, r->type == SCHEMA_SUB ? ".*" : "",
+                    TYPES[r->type]);
             print_range(f, r);
             fprintf(f, " | %s | %s", r->def ? r->def : "", r->kept ? "yes" : "run-only");
             if (r->before)

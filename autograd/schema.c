@@ -35,32 +35,65 @@ const char *schema_key(const SchemaRow *r, const char *prefix, char *buf, size_t
     return buf;
 }
 
-const SchemaRow *schema_find(const Schema *s, const char *key)
+/* A SUB row's share of its schema's rows: [*from, *to). */
+static void sub_rows(const SchemaRow *r, int *from, int *to)
 {
-    for (int i = 0; i < s->n; i++) {
+    *from = 0;
+    while (r->first && *from < r->sub->n && strcmp(r->sub->rows[*from].key, r->first) != 0)
+        (*from)++;
+    if (*from == r->sub->n)     /* a table's own mistake, found at its first use */
+        tensor_fatal("schema %s has no row '%s'", r->sub->name, r->first);
+    *to = r->count && *from + r->count < r->sub->n ? *from + r->count : r->sub->n;
+}
+
+static const SchemaRow *find_in(const Schema *s, int from, int to, const char *key)
+{
+    for (int i = from; i < to; i++) {
         const SchemaRow *r = &s->rows[i];
         size_t n = strlen(r->key);
-        if (r->type == SCHEMA_SUB && strncmp(key, r->key, n) == 0 && key[n] == '.')
-            return schema_find(r->sub, key + n + 1);
-        if (r->type != SCHEMA_SUB && strcmp(r->key, key) == 0)
-            return r;
+        const SchemaRow *inner = NULL;
+        int a, b;
+        if (r->type == SCHEMA_SUB && strncmp(key, r->key, n) == 0 && key[n] == '.') {
+            sub_rows(r, &a, &b);
+            inner = find_in(r->sub, a, b, key + n + 1);
+        } else if (r->type != SCHEMA_SUB && strcmp(r->key, key) == 0) {
+            inner = r;
+        }
+        if (inner)
+            return inner;
     }
     return NULL;
+}
+
+const SchemaRow *schema_find(const Schema *s, const char *key)
+{
+    return find_in(s, 0, s->n, key);
+}
+
+static bool each_in(const Schema *sc, int from, int to, const char *prefix, const void *s,
+                    SchemaLeafFn fn, void *ctx)
+{
+    char key[KEY_LEN];
+    for (int i = from; i < to; i++) {
+        const SchemaRow *r = &sc->rows[i];
+        schema_key(r, prefix, key, sizeof key);
+        int a, b;
+        if (r->type != SCHEMA_SUB) {
+            if (!fn(r, key, s, ctx))
+                return false;
+        } else if (applies(r, s)) {
+            sub_rows(r, &a, &b);
+            if (!each_in(r->sub, a, b, key, cfield(r, s), fn, ctx))
+                return false;
+        }
+    }
+    return true;
 }
 
 bool schema_each(const Schema *sc, const char *prefix, const void *s, SchemaLeafFn fn,
                  void *ctx)
 {
-    char key[KEY_LEN];
-    for (int i = 0; i < sc->n; i++) {
-        const SchemaRow *r = &sc->rows[i];
-        schema_key(r, prefix, key, sizeof key);
-        if (r->type != SCHEMA_SUB ? !fn(r, key, s, ctx)
-                                  : applies(r, s) && !schema_each(r->sub, key, cfield(r, s),
-                                                                  fn, ctx))
-            return false;
-    }
-    return true;
+    return each_in(sc, 0, sc->n, prefix, s, fn, ctx);
 }
 
 /* Writing ------------------------------------------------------------------------------------- */

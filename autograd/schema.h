@@ -76,6 +76,11 @@ typedef struct SchemaRow {
     bool       (*parse)(const char *text, void *field, char *why, size_t len);
     size_t       size;
     const struct Schema *sub;   /* SUB: the inner struct's schema */
+    /* SUB: only count of its rows from the one keyed first (NULL: its first row; count 0: to
+     * its end), so that a struct's keys can sit apart in a file's order (an optimizer's weight
+     * decay after every optimizer's moments, as the first layout wrote them). */
+    const char  *first;
+    int          count;
 } SchemaRow;
 
 typedef struct Schema {

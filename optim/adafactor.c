@@ -230,3 +230,31 @@ Adafactor *adafactor_new(Tensor *const *params, int n, AdafactorConfig cfg)
     }
     return a;
 }
+
+#define AF(f) offsetof(AdafactorConfig, f)
+static const SchemaRow ADAFACTOR_ROWS[] = {
+    { .key = "beta1", .type = SCHEMA_DOUBLE, .offset = AF(beta1), .lo = 0.0, .hi = 0.9999,
+      .def = "0", .kept = true, .help = "adafactor's first moment decay, 0 = none" },
+    { .key = "decay_exponent", .type = SCHEMA_DOUBLE, .offset = AF(decay_exponent), .lo = 1e-6,
+      .hi = 1.0, .def = "0.8", .kept = true, .help = "adafactor's second moment decay 1 - t^-c" },
+    { .key = "eps1", .type = SCHEMA_DOUBLE, .offset = AF(eps1), .lo = 1e-30, .hi = 1.0,
+      .def = "1e-30", .kept = true, .help = "adafactor's floor of the squared gradient" },
+    { .key = "eps2", .type = SCHEMA_DOUBLE, .offset = AF(eps2), .lo = 1e-30, .hi = 1.0,
+      .def = "0.001", .kept = true, .help = "adafactor's floor of the parameter scale" },
+    { .key = "clip_threshold", .type = SCHEMA_DOUBLE, .offset = AF(clip_threshold), .lo = 1e-6,
+      .hi = 1e6, .def = "1", .kept = true, .help = "adafactor's update clipping" },
+    { .key = "relative_step", .type = SCHEMA_BOOL, .offset = AF(relative_step), .def = "true",
+      .kept = true, .help = "adafactor's own step size instead of the lr" },
+    { .key = "scale_parameter", .type = SCHEMA_BOOL, .offset = AF(scale_parameter),
+      .def = "true", .kept = true, .help = "adafactor's step scaled by the parameter's RMS" },
+    { .key = "factored", .type = SCHEMA_BOOL, .offset = AF(factored), .def = "true",
+      .kept = true, .help = "adafactor's second moment factored into rows and columns" },
+    { .key = "weight_decay", .type = SCHEMA_DOUBLE, .offset = AF(weight_decay), .lo = 0.0,
+      .hi = 10.0, .def = "0", .kept = true, .help = "adafactor's decoupled weight decay" },
+    { .key = "decay_rule", .type = SCHEMA_CHOICE, .offset = AF(decay_rule),
+      .name = optim_decay_rule_name, .def = "matrices", .kept = true,
+      .help = "which tensors decay: matrices, all or none" },
+};
+#undef AF
+const Schema ADAFACTOR_SCHEMA = { .name = "AdafactorConfig", .rows = ADAFACTOR_ROWS,
+                                  .n = sizeof ADAFACTOR_ROWS / sizeof ADAFACTOR_ROWS[0] };

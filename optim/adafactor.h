@@ -59,6 +59,10 @@ typedef struct {
 
 /* The paper's: no first moment, relative step, parameter scaling, factored, d = 1, no decay. */
 AdafactorConfig adafactor_defaults(void);
+/* Every field of an AdafactorConfig, each declared once (rows in optim/adafactor.c): a training
+ * snapshot keeps them as "optim.*" (TRAINER_SCHEMA, optim/train.h). The epsilons normal floats
+ * (the updates round them to float). */
+extern const Schema ADAFACTOR_SCHEMA;
 Adafactor      *adafactor_new(Tensor *const *params, int n, AdafactorConfig cfg);
 /* True when parameter i has a factored second moment (row and column sums). */
 bool            adafactor_is_factored(const Adafactor *a, int i);

@@ -96,3 +96,21 @@ AdamW *adamw_new(Tensor *const *params, int n, AdamWConfig cfg)
     optim_init(&a->base, "adamw", params, n, cfg.decay_rule, 2, slots, adamw_update);
     return a;
 }
+
+#define ADAMW(f) offsetof(AdamWConfig, f)
+static const SchemaRow ADAMW_ROWS[] = {
+    { .key = "beta1", .type = SCHEMA_DOUBLE, .offset = ADAMW(beta1), .lo = 0.0, .hi = 0.9999,
+      .def = "0.9", .kept = true, .help = "adamw's first moment decay" },
+    { .key = "beta2", .type = SCHEMA_DOUBLE, .offset = ADAMW(beta2), .lo = 0.0, .hi = 0.99999,
+      .def = "0.999", .kept = true, .help = "adamw's second moment decay" },
+    { .key = "eps", .type = SCHEMA_DOUBLE, .offset = ADAMW(eps), .lo = 1e-30, .hi = 1.0,
+      .def = "1e-08", .kept = true, .help = "adamw's denominator floor" },
+    { .key = "weight_decay", .type = SCHEMA_DOUBLE, .offset = ADAMW(weight_decay), .lo = 0.0,
+      .hi = 10.0, .def = "0.01", .kept = true, .help = "adamw's decoupled weight decay" },
+    { .key = "decay_rule", .type = SCHEMA_CHOICE, .offset = ADAMW(decay_rule),
+      .name = optim_decay_rule_name, .def = "matrices", .kept = true,
+      .help = "which tensors decay: matrices, all or none" },
+};
+#undef ADAMW
+const Schema ADAMW_SCHEMA = { .name = "AdamWConfig", .rows = ADAMW_ROWS,
+                              .n = sizeof ADAMW_ROWS / sizeof ADAMW_ROWS[0] };

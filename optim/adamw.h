@@ -46,6 +46,11 @@ AdamWStep adamw_step_constants(const AdamWConfig *c, double lr, long t);
 
 /* PyTorch's defaults: b1 0.9, b2 0.999, eps 1e-8, weight decay 0.01; OPTIM_DECAY_MATRICES. */
 AdamWConfig adamw_defaults(void);
+/* Every field of an AdamWConfig, each declared once (rows in optim/adamw.c): a training snapshot
+ * keeps them as "optim.*" (TRAINER_SCHEMA, optim/train.h; 8-bit Adam's too). The ranges are
+ * the ones a run can use: the betas short of 1 by at least what a float tells apart at that
+ * length of memory, eps a normal float (the update rounds it to float). */
+extern const Schema ADAMW_SCHEMA;
 /* State: "adamw.m.<name>" and "adamw.v.<name>" per parameter (8 bytes per parameter element). */
 AdamW      *adamw_new(Tensor *const *params, int n, AdamWConfig cfg);
 

@@ -266,3 +266,9 @@ OptimBuffer *optim_find_buffer(const Optim *o, const char *name)
             return &o->bufs[i];
     return NULL;
 }
+
+const char *optim_decay_rule_name(int i)
+{
+    static const char *const names[] = { "matrices", "all", "none" };
+    return i >= 0 && i <= OPTIM_DECAY_NONE ? names[i] : NULL;
+}

@@ -37,6 +37,7 @@
 
 #include "autograd/parallel.h"
 #include "autograd/policy.h"
+#include "autograd/schema.h"
 #include "autograd/tensor.h"
 
 typedef enum {
@@ -44,6 +45,9 @@ typedef enum {
     OPTIM_DECAY_ALL,
     OPTIM_DECAY_NONE,
 } OptimDecayRule;
+/* "matrices", "all", "none": the i-th OptimDecayRule's name, NULL past the last (a schema's
+ * choice of the optimizers' configs). */
+const char *optim_decay_rule_name(int i);
 
 enum { OPTIM_MAX_SLOTS = 2, OPTIM_NAME_LEN = TENSOR_NAME_LEN + 64 };
 

@@ -1,5 +1,6 @@
 #include "optim/sgd.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 SgdConfig sgd_defaults(void)
@@ -54,3 +55,32 @@ Sgd *sgd_new(Tensor *const *params, int n, SgdConfig cfg)
                sgd_update);
     return s;
 }
+
+/* Nesterov's look-ahead is a multiple of the momentum: without momentum SGD refuses it. */
+static bool nesterov_has_momentum(const SchemaRow *r, const void *s, char *why, size_t len)
+{
+    (void)r;
+    const SgdConfig *c = s;
+    if (!c->nesterov || c->momentum > 0.0)
+        return true;
+    snprintf(why, len, "'optim.nesterov' is true with 'optim.momentum' = %g: Nesterov momentum "
+             "needs momentum > 0", c->momentum);
+    return false;
+}
+
+#define SGD(f) offsetof(SgdConfig, f)
+static const SchemaRow SGD_ROWS[] = {
+    { .key = "momentum", .type = SCHEMA_DOUBLE, .offset = SGD(momentum), .lo = 0.0, .hi = 0.999,
+      .def = "0.9", .kept = true, .help = "sgd momentum" },
+    { .key = "nesterov", .type = SCHEMA_BOOL, .offset = SGD(nesterov),
+      .check = nesterov_has_momentum, .def = "false", .kept = true, .agrees = "optim.momentum",
+      .help = "sgd with Nesterov's look-ahead" },
+    { .key = "weight_decay", .type = SCHEMA_DOUBLE, .offset = SGD(weight_decay), .lo = 0.0,
+      .hi = 10.0, .def = "0", .kept = true, .help = "sgd's L2 penalty" },
+    { .key = "decay_rule", .type = SCHEMA_CHOICE, .offset = SGD(decay_rule),
+      .name = optim_decay_rule_name, .def = "matrices", .kept = true,
+      .help = "which tensors decay: matrices, all or none" },
+};
+#undef SGD
+const Schema SGD_SCHEMA = { .name = "SgdConfig", .rows = SGD_ROWS,
+                            .n = sizeof SGD_ROWS / sizeof SGD_ROWS[0] };

@@ -30,6 +30,9 @@ typedef struct {
 
 /* momentum 0.9, no Nesterov, no weight decay, OPTIM_DECAY_MATRICES. */
 SgdConfig sgd_defaults(void);
+/* Every field of an SgdConfig, each declared once (rows in optim/sgd.c): a training snapshot
+ * keeps them as "optim.*" (TRAINER_SCHEMA, optim/train.h). Nesterov needs momentum > 0. */
+extern const Schema SGD_SCHEMA;
 /* State: one buffer per parameter, "sgd.momentum.<name>", when momentum != 0. */
 Sgd      *sgd_new(Tensor *const *params, int n, SgdConfig cfg);
 

@@ -20,11 +20,6 @@ static const char *rounding_name(int i)
 {
     return name_in(ADAM8BIT_ROUNDING_NAMES, ADAM8BIT_ROUND_COUNT, i);
 }
-static const char *decay_rule_name(int i)
-{
-    static const char *const names[] = { "matrices", "all", "none" };
-    return name_in(names, 3, i);
-}
 static const char *offload_name(int i)
 {
     return name_in(TRAIN_OFFLOAD_NAMES, TRAIN_OFFLOAD_OPTIMIZER + 1, i);
@@ -58,28 +53,7 @@ static bool is_adafactor(const void *s)
 static bool is_sgd(const void *s) { return ((const TrainerConfig *)s)->optimizer == TRAIN_SGD; }
 static bool is_delayed(const void *s) { return ((const TrainerCounters *)s)->delayed; }
 
-/* Nesterov's look-ahead is a multiple of the momentum: without momentum SGD refuses it. */
-static bool nesterov_has_momentum(const SchemaRow *r, const void *s, char *why, size_t len)
-{
-    (void)r;
-    const SgdConfig *c = &((const TrainerConfig *)s)->sgd;
-    if (!c->nesterov || c->momentum > 0.0)
-        return true;
-    snprintf(why, len, "'optim.nesterov' is true with 'optim.momentum' = %g: Nesterov momentum "
-             "needs momentum > 0", c->momentum);
-    return false;
-}
-
 #define CFG(f) offsetof(TrainerConfig, f)
-/* Bounds a run can use: the betas short of 1 by at least what a float tells apart at that
- * length of memory, eps and the factored statistics' epsilons normal floats (the updates round
- * them to float), the seed within a long (the program keeps it as one). Each is inside what
- * the library itself requires (AdamW's betas in [0, 1), ...), so a config that passes never
- * makes trainer_new abort. */
-#define BETA1 .lo = 0.0, .hi = 0.9999
-#define WEIGHT_DECAY .lo = 0.0, .hi = 10.0
-#define TINY_EPS .lo = 1e-30, .hi = 1.0
-
 /* In the order they are written; a row's applies reads only rows above it. The model's keys
  * (model.*) are GPT_SCHEMA's, written before these. */
 static const SchemaRow TRAINER_ROWS[] = {
@@ -91,67 +65,35 @@ static const SchemaRow TRAINER_ROWS[] = {
     { .key = "optim.kind", .type = SCHEMA_CHOICE, .offset = CFG(optimizer),
       .name = optimizer_name, .def = "adamw", .kept = true,
       .help = "adamw, sgd, adam8bit or adafactor" },
-    /* AdamW, and 8-bit Adam with AdamW's hyperparameters */
-    { .key = "optim.beta1", .type = SCHEMA_DOUBLE, .offset = CFG(adamw.beta1), BETA1,
-      .applies = is_adam, .def = "0.9", .kept = true, .help = "adamw's first moment decay" },
-    { .key = "optim.beta2", .type = SCHEMA_DOUBLE, .offset = CFG(adamw.beta2), .lo = 0.0,
-      .hi = 0.99999, .applies = is_adam, .def = "0.999", .kept = true,
-      .help = "adamw's second moment decay" },
-    { .key = "optim.eps", .type = SCHEMA_DOUBLE, .offset = CFG(adamw.eps), .lo = 1e-30,
-      .hi = 1.0, .applies = is_adam, .def = "1e-08", .kept = true,
-      .help = "adamw's denominator floor" },
+    /* Each optimizer's config, as the first layout ordered the keys: the moments of AdamW
+     * (and 8-bit Adam, with AdamW's hyperparameters), 8-bit Adam's rounding, Adafactor's, SGD's;
+     * then each one's weight decay, then each one's decay rule. */
+    { .key = "optim", .type = SCHEMA_SUB, .offset = CFG(adamw), .sub = &ADAMW_SCHEMA,
+      .count = 3, .applies = is_adam, .kept = true, .help = "AdamWConfig's betas and eps" },
     { .key = "optim.rounding", .type = SCHEMA_CHOICE, .offset = CFG(adam8bit_rounding),
       .name = rounding_name, .applies = is_adam8bit, .def = "nearest", .kept = true,
       .help = "adam8bit's moments re-encoded to the nearest level or stochastically" },
-    /* Adafactor */
-    { .key = "optim.beta1", .type = SCHEMA_DOUBLE, .offset = CFG(adafactor.beta1), BETA1,
-      .applies = is_adafactor, .def = "0", .kept = true,
-      .help = "adafactor's first moment decay, 0 = none" },
-    { .key = "optim.decay_exponent", .type = SCHEMA_DOUBLE,
-      .offset = CFG(adafactor.decay_exponent), .lo = 1e-6, .hi = 1.0, .applies = is_adafactor,
-      .def = "0.8", .kept = true, .help = "adafactor's second moment decay 1 - t^-c" },
-    { .key = "optim.eps1", .type = SCHEMA_DOUBLE, .offset = CFG(adafactor.eps1), TINY_EPS,
-      .applies = is_adafactor, .def = "1e-30", .kept = true,
-      .help = "adafactor's floor of the squared gradient" },
-    { .key = "optim.eps2", .type = SCHEMA_DOUBLE, .offset = CFG(adafactor.eps2), TINY_EPS,
-      .applies = is_adafactor, .def = "0.001", .kept = true,
-      .help = "adafactor's floor of the parameter scale" },
-    { .key = "optim.clip_threshold", .type = SCHEMA_DOUBLE,
-      .offset = CFG(adafactor.clip_threshold), .lo = 1e-6, .hi = 1e6, .applies = is_adafactor,
-      .def = "1", .kept = true, .help = "adafactor's update clipping" },
-    { .key = "optim.relative_step", .type = SCHEMA_BOOL, .offset = CFG(adafactor.relative_step),
-      .applies = is_adafactor, .def = "false", .kept = true,
-      .help = "adafactor's own step size instead of the lr" },
-    { .key = "optim.scale_parameter", .type = SCHEMA_BOOL,
-      .offset = CFG(adafactor.scale_parameter), .applies = is_adafactor, .def = "false",
-      .kept = true, .help = "adafactor's step scaled by the parameter's RMS" },
-    { .key = "optim.factored", .type = SCHEMA_BOOL, .offset = CFG(adafactor.factored),
-      .applies = is_adafactor, .def = "true", .kept = true,
-      .help = "adafactor's second moment factored into rows and columns" },
-    /* SGD */
-    { .key = "optim.momentum", .type = SCHEMA_DOUBLE, .offset = CFG(sgd.momentum), .lo = 0.0,
-      .hi = 0.999, .applies = is_sgd, .def = "0.9", .kept = true, .help = "sgd momentum" },
-    { .key = "optim.nesterov", .type = SCHEMA_BOOL, .offset = CFG(sgd.nesterov),
-      .applies = is_sgd, .check = nesterov_has_momentum, .def = "false", .kept = true,
-      .agrees = "optim.momentum", .help = "sgd with Nesterov's look-ahead" },
-    /* weight decay, which each optimizer keeps in its own config */
-    { .key = "optim.weight_decay", .type = SCHEMA_DOUBLE, .offset = CFG(adamw.weight_decay),
-      WEIGHT_DECAY, .applies = is_adam, .def = "0.01", .kept = true,
-      .help = "adamw's decoupled weight decay" },
-    { .key = "optim.weight_decay", .type = SCHEMA_DOUBLE,
-      .offset = CFG(adafactor.weight_decay), WEIGHT_DECAY, .applies = is_adafactor,
-      .def = "0", .kept = true, .help = "adafactor's decoupled weight decay" },
-    { .key = "optim.weight_decay", .type = SCHEMA_DOUBLE, .offset = CFG(sgd.weight_decay),
-      WEIGHT_DECAY, .applies = is_sgd, .def = "0", .kept = true, .help = "sgd's L2 penalty" },
-    { .key = "optim.decay_rule", .type = SCHEMA_CHOICE, .offset = CFG(adamw.decay_rule),
-      .name = decay_rule_name, .applies = is_adam, .def = "matrices", .kept = true,
-      .help = "which tensors decay: matrices, all or none" },
-    { .key = "optim.decay_rule", .type = SCHEMA_CHOICE, .offset = CFG(adafactor.decay_rule),
-      .name = decay_rule_name, .applies = is_adafactor, .def = "matrices", .kept = true,
-      .help = "which tensors decay: matrices, all or none" },
-    { .key = "optim.decay_rule", .type = SCHEMA_CHOICE, .offset = CFG(sgd.decay_rule),
-      .name = decay_rule_name, .applies = is_sgd, .def = "matrices", .kept = true,
-      .help = "which tensors decay: matrices, all or none" },
+    { .key = "optim", .type = SCHEMA_SUB, .offset = CFG(adafactor), .sub = &ADAFACTOR_SCHEMA,
+      .count = 8, .applies = is_adafactor, .kept = true,
+      .help = "AdafactorConfig's moments, epsilons, clipping and modes" },
+    { .key = "optim", .type = SCHEMA_SUB, .offset = CFG(sgd), .sub = &SGD_SCHEMA, .count = 2,
+      .applies = is_sgd, .kept = true, .help = "SgdConfig's momentum and Nesterov" },
+    { .key = "optim", .type = SCHEMA_SUB, .offset = CFG(adamw), .sub = &ADAMW_SCHEMA,
+      .first = "weight_decay", .count = 1, .applies = is_adam, .kept = true,
+      .help = "AdamWConfig's weight decay" },
+    { .key = "optim", .type = SCHEMA_SUB, .offset = CFG(adafactor), .sub = &ADAFACTOR_SCHEMA,
+      .first = "weight_decay", .count = 1, .applies = is_adafactor, .kept = true,
+      .help = "AdafactorConfig's weight decay" },
+    { .key = "optim", .type = SCHEMA_SUB, .offset = CFG(sgd), .sub = &SGD_SCHEMA,
+      .first = "weight_decay", .count = 1, .applies = is_sgd, .kept = true,
+      .help = "SgdConfig's weight decay" },
+    { .key = "optim", .type = SCHEMA_SUB, .offset = CFG(adamw), .sub = &ADAMW_SCHEMA,
+      .first = "decay_rule", .applies = is_adam, .kept = true, .help = "AdamWConfig's decay rule" },
+    { .key = "optim", .type = SCHEMA_SUB, .offset = CFG(adafactor), .sub = &ADAFACTOR_SCHEMA,
+      .first = "decay_rule", .applies = is_adafactor, .kept = true,
+      .help = "AdafactorConfig's decay rule" },
+    { .key = "optim", .type = SCHEMA_SUB, .offset = CFG(sgd), .sub = &SGD_SCHEMA,
+      .first = "decay_rule", .applies = is_sgd, .kept = true, .help = "SgdConfig's decay rule" },
     /* the precision policy (autograd/policy.h) and the loss scaler's config */
     { .key = "precision", .type = SCHEMA_SUB, .offset = CFG(policy), .sub = &POLICY_SCHEMA,
       .kept = true, .help = "the precision policy: PrecisionPolicy's rows" },
@@ -165,9 +107,6 @@ static const SchemaRow TRAINER_ROWS[] = {
     { .key = "run.offload", .type = SCHEMA_CHOICE, .offset = CFG(offload), .name = offload_name,
       .def = "none", .help = "the optimizer's masters, state and update on the host" },
 };
-#undef BETA1
-#undef WEIGHT_DECAY
-#undef TINY_EPS
 const Schema TRAINER_SCHEMA = { .name = "TrainerConfig", .rows = TRAINER_ROWS,
                                 .n = sizeof TRAINER_ROWS / sizeof TRAINER_ROWS[0] };
 

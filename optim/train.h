@@ -118,9 +118,13 @@ typedef struct {
  * defaults here are the absolute-lr mode without parameter scaling (the lr argument of each
  * step is its step size, as for AdamW), no first moment. */
 TrainerConfig trainer_config_default(void);
-/* Every setting of a TrainerConfig but the model (GPT_SCHEMA, nn/gpt.h), each declared once
- * (rows in optim/snapshot_keys.c): its key ("optim.beta1"), range, default, help, the keys it
- * must agree with, and whether a snapshot keeps it. The ranges are the ones a file's value and
+/* Every setting of a TrainerConfig but the model (GPT_SCHEMA, nn/gpt.h), each declared once:
+ * its key ("optim.beta1"), range, default, help, the keys it must agree with, and whether a
+ * snapshot keeps it. Its own rows (seed, clip, the optimizer's kind, 8-bit Adam's rounding,
+ * the run-only ones) are in optim/snapshot_keys.c; the configs inside it are rows that stand
+ * for their struct's schema, declared beside that struct: ADAMW_SCHEMA, ADAFACTOR_SCHEMA,
+ * SGD_SCHEMA (optim/adamw.h, adafactor.h, sgd.h), POLICY_SCHEMA (autograd/policy.h),
+ * LOSS_SCALE_SCHEMA (optim/loss_scale.h). The ranges are the ones a file's value and
  * train_gpt's flag are both held to, each inside what the library itself requires (AdamW's
  * betas in [0, 1), ...), so a config that passes never makes trainer_new abort; a NaN is in
  * no range. The run-only rows (checkpoint, offload: memory, time and traffic, never the

@@ -15,8 +15,11 @@
 #include "nn/gpt_snapshot.h"
 #include "nn/lora_snapshot.h"
 #include "autograd/policy.h"
+#include "optim/adafactor.h"
+#include "optim/adamw.h"
 #include "optim/loss_scale.h"
 #include "optim/schedule.h"
+#include "optim/sgd.h"
 #include "optim/snapshot_keys.h"
 #include "optim/train.h"
 #include "optim/train_snapshot.h"
@@ -44,6 +47,8 @@ static bool default_leaf(const SchemaRow *r, const char *key, const void *s, voi
     DefaultsCtx *c = ctx;
     char want[256], got[256], why[256];
     void *mine = c->scratch + ((const char *)s - c->defaults);
+    if ((const char *)s != c->defaults)
+        return true;    /* an inner struct's: checked against its own defaults */
     if (!r->def || !r->help) {
         print_error("%s: row '%s' has no default or no help\n", c->sc->name, key);
         fail();
@@ -83,6 +88,17 @@ static void test_defaults_are_the_structs(void **state)
     check_defaults(&TRAINER_SCHEMA, &t, sizeof t);
     SchedConfig c = sched_defaults();
     check_defaults(&SCHED_SCHEMA, &c, sizeof c);
+    AdamWConfig a = adamw_defaults();
+    check_defaults(&ADAMW_SCHEMA, &a, sizeof a);
+    SgdConfig sg = sgd_defaults();
+    check_defaults(&SGD_SCHEMA, &sg, sizeof sg);
+    AdafactorConfig af = adafactor_defaults();
+    check_defaults(&ADAFACTOR_SCHEMA, &af, sizeof af);
+    PrecisionPolicy p;
+    assert_true(policy_preset("fp32", &p));
+    check_defaults(&POLICY_SCHEMA, &p, sizeof p);
+    LossScaleConfig ls = loss_scale_defaults();
+    check_defaults(&LOSS_SCALE_SCHEMA, &ls, sizeof ls);
 }
 
 /* s written under prefix and read back into a struct that starts as blank: the same kept rows. */
@@ -330,6 +346,13 @@ static const struct {
     { &LORA_SCHEMA, "`LORA_SCHEMA`, nn/gpt_lora.h (rows in nn/lora_snapshot.c)", "`lora.`" },
     { &TRAINER_SCHEMA, "`TRAINER_SCHEMA`, optim/train.h (rows in optim/snapshot_keys.c)",
       "as listed; a row of type schema stands for the inner struct's rows, below" },
+    { &ADAMW_SCHEMA, "`ADAMW_SCHEMA`, optim/adamw.h (rows in optim/adamw.c)",
+      "`optim.` (TrainerConfig's adamw, for adamw and adam8bit)" },
+    { &ADAFACTOR_SCHEMA, "`ADAFACTOR_SCHEMA`, optim/adafactor.h (rows in optim/adafactor.c; "
+      "train_gpt's defaults are the absolute-lr mode: relative_step and scale_parameter false)",
+      "`optim.` (TrainerConfig's adafactor)" },
+    { &SGD_SCHEMA, "`SGD_SCHEMA`, optim/sgd.h (rows in optim/sgd.c)",
+      "`optim.` (TrainerConfig's sgd)" },
     { &POLICY_SCHEMA, "`POLICY_SCHEMA`, autograd/policy.h (rows in autograd/policy.c)",
       "`precision.` (TrainerConfig's policy)" },
     { &LOSS_SCALE_SCHEMA, "`LOSS_SCALE_SCHEMA`, optim/loss_scale.h (rows in "
@@ -352,6 +375,12 @@ static void print_range(FILE *f, const SchemaRow *r)
         fprintf(f, "(its help)");
     } else if (r->type == SCHEMA_SUB) {
         fprintf(f, "%s's rows", r->sub->name);
+        if (r->first || r->count)
+            fprintf(f, " from %s", r->first ? r->first : r->sub->rows[0].key);
+        if (r->count)
+            fprintf(f, ", %d", r->count);
+        else if (r->first)
+            fprintf(f, " on");
     } else if (r->lo == 0.0 && r->hi == 0.0) {
         fprintf(f, r->type == SCHEMA_FLOAT ? "a float > 0" : integer ? ">= 0" : "any");
     } else {

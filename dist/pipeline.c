@@ -183,6 +183,7 @@ void pipe_free(Pipeline *pp)
     if (!pp)
         return;
     pipe_drain(pp);
+    zero_free(pp->zero);
     for (int k = 0; k < pp->m; k++) {
         gpt_pass_free(pp->slots[k].pass);
         tape_free(pp->slots[k].tape);
@@ -226,6 +227,8 @@ void pipe_give_back(Pipeline *pp)
 {
     Trainer *t = pp->tr;
     pipe_drain(pp);
+    zero_free(pp->zero);            /* the stage's optimizer whole on every replica */
+    pp->zero = NULL;
     pipe_share_weights(pp);
     int n;
     Tensor *const *params = gpt_params(t->model, &n);
@@ -444,7 +447,7 @@ double pipe_accumulate(Pipeline *pp, const int *tokens, const int *targets, int 
         /* The replicas' sums in replica order, as DDP adds its ranks' (dist/ddp.h); every
          * stage of every replica then holds the gradients of the whole global batch. */
         Optim *o = pp->tr->optim;
-        for (int i = 0; i < o->n; i++)
+        for (int i = 0; !pp->zero && i < o->n; i++)     /* ZeRO reduce-scatters in the tail */
             dist_allreduce_sum(pp->dp, tensor_grad(o->params[i]), o->params[i]->size);
         double sum = dist_sum_double(pp->dp, pp->stage == pp->p - 1 ? pp->loss_sum : 0.0);
         loss = sum / (pp->replicas * pp->m);
@@ -460,6 +463,15 @@ void pipe_set_replicas(Pipeline *pp, DistComm *dp)
         tensor_fatal("pipe_set_replicas: pipedream has no data-parallel replicas");
     pp->dp = dp && dp->size > 1 ? dp : NULL;
     pp->replicas = pp->dp ? dp->size : 1;
+}
+
+void pipe_set_zero(Pipeline *pp, int level)
+{
+    if (!pp->dp || level != 1 || pp->zero)
+        tensor_fatal("pipe_set_zero: level %d over %d replicas (level 1, once, after "
+                     "pipe_set_replicas with 2 or more)", level, pp->replicas);
+    pp->zero = zero_new(pp->dp, pp->tr, level);
+    pp->strategy = pipe_strategy(pp);
 }
 
 /* The pipeline as a strategy of optim/step.h: it runs the micro-batches in its schedule's
@@ -481,16 +493,61 @@ static double on_micro_batches(Trainer *t, const int *tokens, const int *targets
     return pipe_accumulate(pp, tokens, targets, B, T);
 }
 
-static void on_released(void *ctx) { ((Pipeline *)ctx)->updates++; }
+/* With ZeRO inside the data groups (pipe_set_zero) each event first runs ZeRO's callback over
+ * the stage's group, then the pipeline's over the stages: the group's sum, then the stages'. */
+static const StepStrategy *inner(const Pipeline *pp)
+{
+    return pp->zero ? zero_step_strategy(pp->zero) : NULL;
+}
 
-static double on_sum(double x, void *ctx) { return dist_sum_double(((Pipeline *)ctx)->comm, x); }
-static bool on_all_ok(bool ok, void *ctx) { return dist_all_ok(((Pipeline *)ctx)->comm, ok); }
+/* ZeRO's collectives over the group, their bytes counted with the step's. */
+static void on_grads_done(void *ctx)
+{
+    Pipeline *pp = ctx;
+    uint64_t sent0 = pp->dp->bytes_sent;
+    inner(pp)->grads_done(inner(pp)->ctx);
+    pp->bytes_sent += pp->dp->bytes_sent - sent0;
+}
 
+static void on_updated(void *ctx)
+{
+    Pipeline *pp = ctx;
+    uint64_t sent0 = pp->dp->bytes_sent;
+    inner(pp)->updated(inner(pp)->ctx);
+    pp->bytes_sent += pp->dp->bytes_sent - sent0;
+}
+
+static void on_released(void *ctx)
+{
+    Pipeline *pp = ctx;
+    if (inner(pp))
+        inner(pp)->released(inner(pp)->ctx);
+    pp->updates++;
+}
+
+static double on_sum_squares(double x, void *ctx)
+{
+    Pipeline *pp = ctx;
+    if (inner(pp))
+        x = inner(pp)->sum_squares(x, inner(pp)->ctx);
+    return dist_sum_double(pp->comm, x);
+}
+
+static bool on_all_ok(bool ok, void *ctx)
+{
+    Pipeline *pp = ctx;
+    if (inner(pp))
+        ok = inner(pp)->all_ok(ok, inner(pp)->ctx);
+    return dist_all_ok(pp->comm, ok);
+}
+
+/* A tied wte is counted on stage 0 only (under ZeRO the optimizer's tensor is a shard of it,
+ * with its name). */
 static bool on_counted(const Tensor *p, void *ctx)
 {
     Pipeline *pp = ctx;
     bool second_wte = pp->tr->cfg.model.tied && pp->stage == pp->p - 1 && pp->p > 1;
-    return !(second_wte && p == pp->tr->model->wte);
+    return !(second_wte && strcmp(p->name, pp->tr->model->wte->name) == 0);
 }
 
 static StepStrategy pipe_strategy(Pipeline *pp)
@@ -498,9 +555,15 @@ static StepStrategy pipe_strategy(Pipeline *pp)
     if (pp->async)
         return (StepStrategy){ .name = "pipedream", .ctx = pp, .micro_batches = on_micro_batches,
                                .released = on_released };
-    return (StepStrategy){ .name = "pipeline", .ctx = pp, .micro_batches = on_micro_batches,
-                           .sum_squares = on_sum, .all_ok = on_all_ok,
-                           .counted = on_counted };
+    StepStrategy s = { .name = "pipeline", .ctx = pp, .micro_batches = on_micro_batches,
+                       .sum_squares = on_sum_squares, .all_ok = on_all_ok, .counted = on_counted,
+                       .released = on_released };
+    if (pp->zero) {
+        s.name = "pipeline, zero-1 in its data groups";
+        s.grads_done = on_grads_done;
+        s.updated = on_updated;
+    }
+    return s;
 }
 
 static StepStrategy pipe_update_strategy(Pipeline *pp)

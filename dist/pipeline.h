@@ -130,6 +130,18 @@ TrainStepResult pipe_step(Pipeline *pp, const int *tokens, const int *targets, i
  * the mean over the D m micro-batches, bytes_sent counts dp's too. NULL or one rank: none.
  * Synchronous schedules only. Collective-free; call before the first step. */
 void      pipe_set_replicas(Pipeline *pp, DistComm *dp);
+/* ZeRO level 1 inside the data-parallel groups (after pipe_set_replicas with D > 1): each
+ * stage's optimizer state and fp32 masters cut into D shards over its group (dist/zero.h), so a
+ * rank keeps 1/D of its stage's optimizer bytes. After the backwards each stage's gradients are
+ * reduce-scattered over the group instead of all-reduced (the same rank-ordered sums, into the
+ * owner's shard), each rank updates its shard, and the updated weights are all-gathered: the
+ * same bytes on the wire as the all-reduce's 2 Psi_s (D-1)/D values, the same bits (the update
+ * rules are elementwise). The inf/NaN check and the norm's sum of squares run over the group,
+ * then over the stages. ZeRO's composition with the pipeline is its strategy's callbacks run
+ * inside the pipeline's (optim/step.h); level 1 only: levels 2 and 3 reduce and gather per
+ * unit during the schedule's backwards, which this does not build. Collective over dp; fatal
+ * for a config ZeRO refuses (zero_check) or without replicas. */
+void      pipe_set_zero(Pipeline *pp, int level);
 /* pipedream: the backwards of the micro-batches still in flight, each followed by its update at
  * the last step's learning rate. Collective; nothing for the synchronous schedules. */
 void      pipe_drain(Pipeline *pp);

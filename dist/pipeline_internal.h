@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "dist/pipeline.h"
+#include "dist/zero.h"
 #include "optim/step.h"
 
 /* pipedream: one copy of the stage's weights (their stored bytes and scales), shared by the
@@ -50,6 +51,7 @@ struct Pipeline {
     /* data-parallel replicas of this pipeline (pipe_set_replicas): this stage in each */
     DistComm     *dp;               /* NULL: one pipeline */
     int           replicas;         /* D, 1 without */
+    Zero         *zero;             /* ZeRO-1 over dp (pipe_set_zero), NULL: an all-reduce */
     /* pipedream (async) */
     bool          async;
     StepStrategy  update;           /* the tail of an update inside a step: no collective */

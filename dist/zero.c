@@ -397,6 +397,7 @@ void zero_free(Zero *z)
 }
 
 size_t zero_param_count(const Zero *z) { return z->psi; }
+const StepStrategy *zero_step_strategy(const Zero *z) { return &z->strategy; }
 void zero_set_wire(Zero *z, DistWire w) { z->wire = w; }
 size_t zero_shard_values(const Zero *z) { return z->owned; }
 

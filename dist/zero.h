@@ -51,6 +51,7 @@
  * a scale per message), weights in the parameter format (2 bytes under bf16).
  * The loss and the norm add N-1 doubles each way, the skip check one int. */
 #include "dist/comm.h"
+#include "optim/step.h"
 #include "optim/train.h"
 
 typedef struct {
@@ -83,6 +84,10 @@ void           zero_free(Zero *z);
  * then): each rank's term rounded as the wire rounds it, the shard's sum kept in fp32. The
  * weights' all-gathers already travel in the parameter format (2 bytes under bf16). */
 void           zero_set_wire(Zero *z, DistWire w);
+/* The step's callbacks (optim/step.h), for a strategy that runs ZeRO inside its own: the
+ * pipeline shards each stage's optimizer over the stage's data-parallel group with them
+ * (dist/pipeline.h, pipe_set_zero). */
+const StepStrategy *zero_step_strategy(const Zero *z);
 /* NULL when the trainer's config can run under ZeRO, else the reason, one sentence. */
 const char    *zero_check(const TrainerConfig *cfg, int level);
 

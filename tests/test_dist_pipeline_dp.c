@@ -4,7 +4,9 @@
  * are summed over the replicas; after every step each rank's parameters equal, bit for bit, the
  * single-process step of the same global batch (ddp_reference_step_accum with N = 2 replicas,
  * K = 2), in fp32, for 1F1B and GPipe, vanilla and with checkpointing inside the stages; the
- * loss is equal too. Needs 4 ranks (skipped with fewer). */
+ * loss is equal too. With ZeRO-1 inside the data groups (pipe_set_zero) the same bits again,
+ * and each rank's optimizer holds its shard of its stage's state: the values of
+ * dist_shard_count over the group, per slot. Needs 4 ranks (skipped with fewer). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +20,7 @@
 
 #include "dist/ddp.h"
 #include "dist/pipeline.h"
+#include "dist/zero.h"
 #include "tests/dist_test.h"
 
 enum { B = 2, T = 8, M = 2, D = 2, P = 2, V = 11, STEPS = 3 };
@@ -47,7 +50,23 @@ static bool owned_equal(Pipeline *pp, Trainer *ref)
     return ok;
 }
 
-static void check(PipeSchedKind kind, const char *ckpt)
+/* The optimizer's state values on this rank: under ZeRO-1, the shard of each owned parameter. */
+static bool state_sharded(Pipeline *pp, int replica)
+{
+    const Optim *o = pipe_trainer(pp)->optim;
+    Tensor *const *params;
+    int n;
+    params = gpt_params(pipe_trainer(pp)->model, &n);
+    size_t want = 0, have = 0;
+    for (int i = 0; i < n; i++)
+        if (pipe_owns(pp, params[i]->name))
+            want += dist_shard_count(params[i]->size, D, replica) * (size_t)o->n_slots;
+    for (int i = 0; i < o->n * o->n_slots; i++)
+        have += o->state[i]->size;
+    return o->n_slots > 0 && have == want;
+}
+
+static void check(PipeSchedKind kind, const char *ckpt, int zero_level)
 {
     DistComm *w = dist_world();
     if (w->size < D * P)
@@ -65,6 +84,10 @@ static void check(PipeSchedKind kind, const char *ckpt)
         TrainerConfig cfg = tiny(ckpt), rcfg = tiny(NULL);
         Pipeline *pp = pipe_new(&cfg, pipe, kind, M, first);
         pipe_set_replicas(pp, dp);
+        if (zero_level) {
+            pipe_set_zero(pp, zero_level);
+            ok = ok && state_sharded(pp, replica);
+        }
         Trainer *ref = trainer_new(&rcfg);
         int tokens[D * M * B * T], targets[D * M * B * T];
         Rng rng = rng_new(4, RNG_STREAM_DATA);
@@ -89,13 +112,25 @@ static void check(PipeSchedKind kind, const char *ckpt)
 static void test_1f1b_two_replicas_bit_for_bit(void **state)
 {
     (void)state;
-    check(PIPE_1F1B, NULL);
+    check(PIPE_1F1B, NULL, 0);
 }
 
 static void test_gpipe_two_replicas_checkpointed_bit_for_bit(void **state)
 {
     (void)state;
-    check(PIPE_GPIPE, "sqrt");
+    check(PIPE_GPIPE, "sqrt", 0);
+}
+
+static void test_1f1b_zero1_in_the_data_groups_bit_for_bit(void **state)
+{
+    (void)state;
+    check(PIPE_1F1B, NULL, 1);
+}
+
+static void test_gpipe_zero1_checkpointed_bit_for_bit(void **state)
+{
+    (void)state;
+    check(PIPE_GPIPE, "sqrt", 1);
 }
 
 int main(int argc, char **argv)
@@ -104,6 +139,8 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_1f1b_two_replicas_bit_for_bit),
         cmocka_unit_test(test_gpipe_two_replicas_checkpointed_bit_for_bit),
+        cmocka_unit_test(test_1f1b_zero1_in_the_data_groups_bit_for_bit),
+        cmocka_unit_test(test_gpipe_zero1_checkpointed_bit_for_bit),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     dist_finalize();

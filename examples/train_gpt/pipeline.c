@@ -28,60 +28,68 @@
 
 #include "autograd/mem.h"
 #include "dist/pipeline.h"
+#include "dist/zero.h"
 #include "examples/common/cli.h"
 #include "examples/common/progress.h"
 #include "examples/common/tsv.h"
 #include "examples/train_gpt/train_gpt.h"
 
-/* "pipeline:S" or "pipeline:S,dpD" (D data-parallel replicas of the pipeline, D >= 1). */
-static bool parse_pipeline(const char *arg, PipeSchedKind *kind, int *replicas)
+/* "pipeline:S", "pipeline:S,dpD" (D data-parallel replicas of the pipeline, D >= 1) or
+ * "pipeline:S,dpD,zero1" (the replicas shard each stage's optimizer: ZeRO level 1). */
+typedef struct {
+    PipeSchedKind kind;
+    int           replicas;
+    int           zero_level;       /* 0: the replicas all-reduce */
+} PipelineSpec;
+
+static bool parse_pipeline(const char *arg, PipelineSpec *spec)
 {
     char name[32];
     const char *comma = strchr(arg, ',');
     size_t len = comma ? (size_t)(comma - arg) : strlen(arg);
+    *spec = (PipelineSpec){ .kind = PIPE_GPIPE, .replicas = 1 };
     if (strncmp(arg, "pipeline:", 9) != 0 || len - 9 >= sizeof name)
         return false;
     memcpy(name, arg + 9, len - 9);
     name[len - 9] = '\0';
-    *replicas = 1;
     if (comma) {
         char *end;
         long d = strncmp(comma, ",dp", 3) == 0 ? strtol(comma + 3, &end, 10) : 0;
-        if (d < 1 || d > 4096 || *end != '\0')
+        if (d < 1 || d > 4096)
             return false;
-        *replicas = (int)d;
+        spec->replicas = (int)d;
+        if (strcmp(end, ",zero1") == 0)
+            spec->zero_level = 1;
+        else if (*end != '\0')
+            return false;
     }
-    return pipe_sched_parse(name, kind);
+    return pipe_sched_parse(name, &spec->kind);
 }
 
-static PipeSchedKind sched_of(const Options *o)
+static PipelineSpec spec_of(const Options *o)
 {
-    PipeSchedKind k = PIPE_GPIPE;
-    int d;
-    parse_pipeline(o->pipeline, &k, &d);
-    return k;
-}
-
-int pipeline_replicas(const Options *o)
-{
-    PipeSchedKind k;
-    int d = 1;
+    PipelineSpec spec = { .kind = PIPE_GPIPE, .replicas = 1 };
     if (o->pipeline)
-        parse_pipeline(o->pipeline, &k, &d);
-    return d;
+        parse_pipeline(o->pipeline, &spec);
+    return spec;
 }
+
+int pipeline_replicas(const Options *o) { return spec_of(o).replicas; }
 
 void pipeline_set_option(void *opts, int f, const char *flag, const char *arg)
 {
     (void)f;
-    PipeSchedKind k;
-    int d;
-    if (!parse_pipeline(arg, &k, &d))
-        cli_usage_error("%s '%s': expected pipeline:S or pipeline:S,dpD with S naive, gpipe, "
-                        "1f1b or pipedream and D >= 1 data-parallel replicas", flag, arg);
-    if (k == PIPE_PIPEDREAM && d > 1)
+    PipelineSpec spec;
+    if (!parse_pipeline(arg, &spec))
+        cli_usage_error("%s '%s': expected pipeline:S, pipeline:S,dpD or pipeline:S,dpD,zero1 "
+                        "with S naive, gpipe, 1f1b or pipedream and D >= 1 data-parallel "
+                        "replicas", flag, arg);
+    if (spec.kind == PIPE_PIPEDREAM && spec.replicas > 1)
         cli_usage_error("%s '%s': pipedream has no data-parallel replicas (its stages update "
                         "on their own, with no step to all-reduce at)", flag, arg);
+    if (spec.zero_level && spec.replicas < 2)
+        cli_usage_error("%s '%s': zero1 shards over the data-parallel replicas: give dpD with "
+                        "D >= 2", flag, arg);
     ((Options *)opts)->pipeline = arg;
 }
 
@@ -197,6 +205,7 @@ struct PipelineRun {
     DistComm     *dp;               /* this stage in every replica (NULL without) */
     int           p, rank, m, B, T; /* rank: in the world (rank 0 prints) */
     int           replicas, replica;
+    int           zero_level;       /* ZeRO inside the data groups (pipeline:S,dpD,zero1) */
     long          steps;            /* --steps: the last */
     PipeSchedKind kind;
     int          *first;            /* [p + 1] */
@@ -236,7 +245,7 @@ PipelineRun *pipeline_start(const Options *o, Trainer *tr)
     pr->B = o->batch;
     pr->T = o->seq;
     pr->steps = o->steps;
-    pr->kind = sched_of(o);
+    pr->kind = spec_of(o).kind;
     pr->first = malloc((size_t)(pr->p + 1) * sizeof *pr->first);
     pr->peaks = calloc((size_t)pr->p, sizeof *pr->peaks);
     pr->bubble = calloc((size_t)pr->p, sizeof *pr->bubble);
@@ -259,6 +268,13 @@ PipelineRun *pipeline_start(const Options *o, Trainer *tr)
     }
     pr->pp = pipe_new_on(pr->c, tr, pr->kind, pr->m, pr->first);
     pipe_set_replicas(pr->pp, pr->dp);
+    pr->zero_level = spec_of(o).zero_level;
+    if (pr->zero_level) {
+        const char *why = zero_check(&tr->cfg, 1);
+        if (why)
+            die_everywhere(pr->rank, "--parallel %s: %s", o->pipeline, why);
+        pipe_set_zero(pr->pp, 1);
+    }
     pr->sched = pipe_schedule_new(pr->kind, pr->p, pr->m);
     pr->bubble_sched = 1.0 - 3.0 * pr->m / pipe_simulate(&pr->sched, NULL, NULL, NULL);
     pr->first_step = pr->last_step = tr->step;
@@ -285,6 +301,10 @@ void pipeline_describe(const PipelineRun *pr)
         printf("\ndata parallel: %d replicas of the pipeline, each on %d of the global batch's %d "
                "micro-batches; each stage's gradients summed over its replicas in rank order",
                pr->replicas, pr->m, pr->replicas * pr->m);
+    if (pr->zero_level)
+        printf("\nzero-1 in the data groups: each stage's optimizer state and fp32 masters cut "
+               "into %d shards over its replicas; gradients reduce-scattered, updated shards "
+               "all-gathered", pr->replicas);
     if (pr->kind == PIPE_PIPEDREAM) {
         printf("\npipedream: no flush, an update after every backward (m = %d a step), each "
                "stage's weights stashed for its micro-batches in flight\nbubble: steady state "

@@ -244,13 +244,13 @@ const Setting TRAIN_GPT_SETTINGS[] = {
       .needs = { &DYNAMIC }, .check = scale_factors_valid,
       .help = "dynamic: clean steps in a row before S grows\n(default 2000)" },
     { .name = "scale-growth-factor", .id = FLAG_SCALE_GROWTH_FACTOR, .type = SETTING_DOUBLE,
-      .offset = CFG(loss_scale.growth_factor), .lo = 0.0, .hi = FLT_MAX, .arg = "X",
-      .key = "loss_scale.growth_factor", .library_key = true, .applies = is_dynamic,
+      .offset = CFG(loss_scale.growth_factor), .arg = "X",
+      .schema = &TRAINER_SCHEMA, .key = "loss_scale.growth_factor", .applies = is_dynamic,
       .needs = { &DYNAMIC }, .check = scale_factors_valid,
       .help = "dynamic: S is multiplied by X > 1 when it grows\n(default 2)" },
     { .name = "scale-backoff-factor", .id = FLAG_SCALE_BACKOFF_FACTOR, .type = SETTING_DOUBLE,
-      .offset = CFG(loss_scale.backoff_factor), .lo = 0.0, .hi = FLT_MAX, .arg = "X",
-      .key = "loss_scale.backoff_factor", .library_key = true, .applies = is_dynamic,
+      .offset = CFG(loss_scale.backoff_factor), .arg = "X",
+      .schema = &TRAINER_SCHEMA, .key = "loss_scale.backoff_factor", .applies = is_dynamic,
       .needs = { &DYNAMIC }, .check = scale_factors_valid,
       .help = "dynamic: S is multiplied by X in (0, 1) on an inf/NaN\n"
               "gradient (default 0.5)" },
@@ -282,7 +282,9 @@ const Setting TRAIN_GPT_SETTINGS[] = {
                  "                      naive, gpipe, 1f1b, or pipedream (asynchronous 1F1B,\n"
                  "                      an update per micro-batch, weight stashing; --untied);\n"
                  "  --parallel pipeline:S,dpD  D data-parallel replicas of the pipeline (ranks =\n"
-                 "                      D x stages), each stage's gradients summed over them" },
+                 "                      D x stages), each stage's gradients summed over them;\n"
+                 "  --parallel pipeline:S,dpD,zero1  the same, each stage's optimizer state and\n"
+                 "                      masters sharded over its D replicas (ZeRO-1)" },
     { .name = "micro-batches", .id = FLAG_MICRO_BATCHES, .type = SETTING_INT,
       .offset = FIELD(micro_batches), .lo = 1, .hi = 1 << 12, .arg = "M", .needs = { &PIPELINE },
       .help = "micro-batches of --batch rows per step (default 1)" },

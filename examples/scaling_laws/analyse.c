@@ -315,16 +315,56 @@ static void compare_cosine(const ScalingPoint *pts, int n, TsvWriter *fit)
     fit_value(fit, "cosine_points_agree", agree);
 }
 
+/* The budgets are 6ND; the tape counted what each run really did (attention's scores, the head,
+ * the elementwise ops). Per token the ratio depends on the size only: one row a size, from its
+ * first trunk point. */
+static void counted_against_6nd(const ScalingPoint *pts, int n, TsvWriter *fit)
+{
+    printf("\ncounted training FLOP per token against 6N (one row a size):\n");
+    printf("  %4s %4s %9s %9s %14s %10s %10s\n", "L", "C", "N_all", "N_nonemb", "counted/token",
+           "/ 6N_all", "/ 6N_nonemb");
+    for (int i = 0; i < n; i++) {
+        const ScalingPoint *p = &pts[i];
+        bool first = p->schedule == SCALING_SCHED_CONSTANT && p->trained > 0 &&
+                     isfinite(p->flop);
+        for (int j = 0; j < i && first; j++)
+            first = !(pts[j].schedule == SCALING_SCHED_CONSTANT && pts[j].N_all == p->N_all);
+        if (!first)
+            continue;
+        double per_token = p->flop / p->trained;
+        printf("  %4d %4d %9.0f %9.0f %14.4g %10.3f %10.3f\n", p->layers, p->width, p->N_all,
+               p->N_nonemb, per_token, per_token / (6 * p->N_all),
+               per_token / (6 * p->N_nonemb));
+        char name[64];
+        snprintf(name, sizeof name, "counted_over_6N_all_L%d_C%d", p->layers, p->width);
+        fit_value(fit, name, per_token / (6 * p->N_all));
+    }
+}
+
 /* What the branches cost against a separate cosine run for every cooldown point. */
 static void compute_saved(const ScalingPoint *pts, int n, double seconds, TsvWriter *fit)
 {
     double trained = 0, trained_c = 0, separate = 0, separate_c = 0, flop = 0, cos_flop = 0,
-           cos_c = 0;
+           cos_c = 0, kaplan_c = 0;
     for (int i = 0; i < n; i++) {
         const ScalingPoint *p = &pts[i];
         if (p->schedule == SCALING_SCHED_COSINE) {
             cos_flop += p->flop;
             cos_c += 6 * p->N_all * p->trained;
+            continue;
+        }
+        /* a trunk's steps past its size's last cooldown point serve Kaplan's points alone */
+        bool kaplan_only = false;
+        if (p->schedule == SCALING_SCHED_CONSTANT) {
+            long last = 0;
+            for (int j = 0; j < n; j++)
+                if (pts[j].seed == p->seed && pts[j].N_all == p->N_all &&
+                    pts[j].schedule == SCALING_SCHED_COOLDOWN && pts[j].steps > last)
+                    last = pts[j].steps;
+            kaplan_only = p->steps > last;
+        }
+        if (kaplan_only) {
+            kaplan_c += 6 * p->N_all * p->trained;
             continue;
         }
         trained += p->trained;
@@ -338,8 +378,9 @@ static void compute_saved(const ScalingPoint *pts, int n, double seconds, TsvWri
     printf("\ncompute: the trunks and branches trained %.4g characters (%.4g FLOP as 6ND, %.4g "
            "counted by the tape); a separate cosine run for each cooldown point would train "
            "%.4g (%.4g FLOP as 6ND): %.1f%% saved. The cosine references added %.4g FLOP as "
-           "6ND (%.4g counted).", trained, trained_c, flop, separate, separate_c,
-           100 * (1 - trained_c / separate_c), cos_c, cos_flop);
+           "6ND (%.4g counted); the trunks' steps past their last cooldown point, for Kaplan's "
+           "points alone, %.4g.", trained, trained_c, flop, separate, separate_c,
+           100 * (1 - trained_c / separate_c), cos_c, cos_flop, kaplan_c);
     if (seconds > 0)
         printf(" The study took %.0f s (%.1f min) of wall clock.", seconds, seconds / 60);
     printf("\n");
@@ -347,6 +388,7 @@ static void compute_saved(const ScalingPoint *pts, int n, double seconds, TsvWri
     fit_value(fit, "compute_separate_6ND", separate_c);
     fit_value(fit, "compute_saved_percent", 100 * (1 - trained_c / separate_c));
     fit_value(fit, "compute_cosine_refs_6ND", cos_c);
+    fit_value(fit, "compute_kaplan_extension_6ND", kaplan_c);
     if (seconds > 0)
         fit_value(fit, "study_seconds", seconds);
 }
@@ -469,6 +511,7 @@ bool scaling_analyse(const ScalingPoint *pts, int n, const AnalyseOptions *o)
 
     compare_cosine(pts, n, fit);
     compute_saved(pts, n, o->seconds, fit);
+    counted_against_6nd(pts, n, fit);
 
     printf("\nat the largest budget, C = %.3g: D/N %.4g characters (approach 2), %.4g "
            "(approach 3): about %.3g and %.3g BPE tokens per parameter at %.0f characters a "

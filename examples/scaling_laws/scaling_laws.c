@@ -78,7 +78,7 @@ static const Setting SETTINGS[] = {
       .help = "8 sizes (768 to 42k parameters) x 4 budgets (1e10 to\n"
               "5.6e10 FLOP), 256 validation windows, 50 resamples: under\n"
               "3 minutes. The default is the full study: 11 sizes (to\n"
-              "112k) x 7 budgets (to 3.2e11), 512 windows, 200 resamples" },
+              "112k) x 7 budgets (to 3.2e11), 512 windows, 100 resamples" },
     { .name = "data", .id = FLAG_DATA, .type = SETTING_STRING, .offset = FIELD(data),
       .def = TAPEGRAD_SOURCE_DIR "/data/tinyshakespeare.txt", .arg = "PATH",
       .help = "the corpus" },
@@ -125,7 +125,7 @@ static const Setting SETTINGS[] = {
       .help = "validation windows of T characters (0: all;\ndefault 512, --quick 256)" },
     { .name = "bootstrap", .id = FLAG_BOOT, .type = SETTING_INT,
       .offset = FIELD(analyse.bootstrap), .lo = 0, .hi = 100000, .arg = "N",
-      .help = "resamples for the 5-95% intervals (default 200,\n--quick 50)" },
+      .help = "resamples for the 5-95% intervals (default 100,\n--quick 50)" },
     { .name = "seed", .id = FLAG_SEED, .type = SETTING_CUSTOM, .set = set_seed, .def = "1",
       .arg = "N", .help = "the first seed (weights and data), and the resampling's" },
     { .name = "threads", .id = FLAG_THREADS, .type = SETTING_INT, .offset = FIELD(train.threads),
@@ -392,14 +392,11 @@ static int run_study(const Options *o, ScalingPoint *pts)
                 kaplan[n_kaplan++] = (ScalingTarget){ budgets[b], SCALING_COUNT_NONEMB, sn,
                                                       false };
         }
-        /* Kaplan's count makes D longer (N is smaller); a trunk is not run past its last
-         * cooldown point for it, which would nearly double the smallest sizes' cost */
-        long last_all = 0;
-        for (int k = 0; k < n_targets[s]; k++)
-            last_all = targets[s][k].steps > last_all ? targets[s][k].steps : last_all;
-        for (int k = 0; k < n_kaplan; k++)
-            if (kaplan[k].steps <= last_all)
-                targets[s][n_targets[s]++] = kaplan[k];
+        /* Kaplan's count makes D longer (N is smaller), so these points can run a trunk past
+         * its last cooldown point: without them the Kaplan-style profiles lose their left arms
+         * (the analysis counts those steps apart from the branches' cost) */
+        for (int k = 0; k < n_kaplan && n_targets[s] > 0; k++)
+            targets[s][n_targets[s]++] = kaplan[k];
         long longest = 0;
         for (int k = 0; k < n_targets[s]; k++)
             longest = targets[s][k].steps > longest ? targets[s][k].steps : longest;

@@ -156,18 +156,22 @@ grade:
 
 $(LIB): $(call OBJ,$(LIB_SRC))
 	@mkdir -p $(dir $@)
+	@rm -f $@
 	$(AR) rcs $@ $^
 
 $(EXLIB): $(call OBJ,$(EX_SRC))
 	@mkdir -p $(dir $@)
+	@rm -f $@
 	$(AR) rcs $@ $^
 
 $(DISTLIB): $(call OBJ,$(DIST_SRC))
 	@mkdir -p $(dir $@)
+	@rm -f $@
 	$(AR) rcs $@ $^
 
 $(ROOMLIB): $(call OBJ,$(ROOM_SRC))
 	@mkdir -p $(dir $@)
+	@rm -f $@
 	$(AR) rcs $@ $^
 
 # The binaries that use dist/: libdist.a before the other libraries, and MPI's library.

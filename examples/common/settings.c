@@ -155,9 +155,39 @@ static bool takes_value(const Setting *s)
     return s->type != SETTING_SWITCH && !(s->type == SETTING_CUSTOM && !s->arg);
 }
 
+/* --settings-table (not in --help): the table as a TSV, one row per flag: its key, the schema
+ * its range comes from, the range, the default, who writes the key and the merge rule. Read by
+ * tests/test_schema.c, which holds every flag that is a library setting to its schema's row. */
+static void print_table(const Setting *t, int n)
+{
+    static const char *const MERGE[] = { "kept", "onward", "free" };
+    printf("flag\tkey\tschema\tlo\thi\tdefault\twritten\tmerge\n");
+    for (int i = 0; i < n; i++) {
+        const Setting *s = &t[i];
+        if (!s->name)
+            continue;
+        bool number = s->type == SETTING_INT || s->type == SETTING_LONG ||
+                      s->type == SETTING_DOUBLE || s->type == SETTING_FLOAT ||
+                      s->type == SETTING_BYTES;
+        printf("%s\t%s\t%s\t", s->name, s->key ? s->key : "-",
+               s->schema ? s->schema->name : "-");
+        if (number)
+            printf("%.17g\t%.17g\t", lo(s), hi(s));
+        else
+            printf("-\t-\t");
+        printf("%s\t%s\t%s\n", def(s) ? def(s) : "-",
+               !s->key ? "-" : library_key(s) ? "library" : "program",
+               s->key ? MERGE[s->merge] : "-");
+    }
+}
+
 void settings_parse(const Setting *t, int n, void *opts, bool *given, int first_id,
                     void (*usage)(void), int argc, char **argv)
 {
+    if (argc == 2 && strcmp(argv[1], "--settings-table") == 0) {
+        print_table(t, n);
+        exit(0);
+    }
     static struct option longs[MAX_SETTINGS + 2];
     if (n > MAX_SETTINGS)       /* a program's own mistake, found at its first run */
         cli_die(1, "%d settings, more than the %d settings_parse holds", n, MAX_SETTINGS);

@@ -102,7 +102,9 @@ void settings_defaults(const Setting *t, int n, void *opts);
 void settings_usage(const Setting *t, int n);
 /* The command line into opts; given[id - first_id] marks each flag seen (given may be NULL for
  * a program that does not ask). -h and --help call
- * usage() and exit 0. Anything else not in the table is a usage error. */
+ * usage() and exit 0. Anything else not in the table is a usage error. --settings-table alone
+ * prints the table (each flag's key, schema, range, default, writer, merge rule) as a TSV and
+ * exits 0: tests/test_schema.c compares it with the library's schemas. */
 void settings_parse(const Setting *t, int n, void *opts, bool *given, int first_id,
                     void (*usage)(void), int argc, char **argv);
 /* Each flag given (given[id - first_id]) whose needs with this early do not hold: a usage error

@@ -21,76 +21,21 @@
  * steady state without them (pipe_bubble_replayed). Each step's loss is the last stage's (the
  * step's own m micro-batches); the report adds each stage's weight stash and staleness. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "autograd/mem.h"
-#include "dist/pipeline.h"
-#include "dist/zero.h"
+#include "dist/run.h"
 #include "examples/common/cli.h"
 #include "examples/common/progress.h"
 #include "examples/common/tsv.h"
 #include "examples/train_gpt/train_gpt.h"
 
-/* "pipeline:S", "pipeline:S,dpD" (D data-parallel replicas of the pipeline, D >= 1) or
- * "pipeline:S,dpD,zero1" (the replicas shard each stage's optimizer: ZeRO level 1). */
-typedef struct {
-    PipeSchedKind kind;
-    int           replicas;
-    int           zero_level;       /* 0: the replicas all-reduce */
-} PipelineSpec;
-
-static bool parse_pipeline(const char *arg, PipelineSpec *spec)
-{
-    char name[32];
-    const char *comma = strchr(arg, ',');
-    size_t len = comma ? (size_t)(comma - arg) : strlen(arg);
-    *spec = (PipelineSpec){ .kind = PIPE_GPIPE, .replicas = 1 };
-    if (strncmp(arg, "pipeline:", 9) != 0 || len - 9 >= sizeof name)
-        return false;
-    memcpy(name, arg + 9, len - 9);
-    name[len - 9] = '\0';
-    if (comma) {
-        char *end;
-        long d = strncmp(comma, ",dp", 3) == 0 ? strtol(comma + 3, &end, 10) : 0;
-        if (d < 1 || d > 4096)
-            return false;
-        spec->replicas = (int)d;
-        if (strcmp(end, ",zero1") == 0)
-            spec->zero_level = 1;
-        else if (*end != '\0')
-            return false;
-    }
-    return pipe_sched_parse(name, &spec->kind);
-}
-
-static PipelineSpec spec_of(const Options *o)
-{
-    PipelineSpec spec = { .kind = PIPE_GPIPE, .replicas = 1 };
-    if (o->pipeline)
-        parse_pipeline(o->pipeline, &spec);
-    return spec;
-}
-
-int pipeline_replicas(const Options *o) { return spec_of(o).replicas; }
-
+/* --parallel pipeline:...: the plan's checks are dist_plan_parse's (ranks_set_option). */
 void pipeline_set_option(void *opts, int f, const char *flag, const char *arg)
 {
-    (void)f;
-    PipelineSpec spec;
-    if (!parse_pipeline(arg, &spec))
-        cli_usage_error("%s '%s': expected pipeline:S, pipeline:S,dpD or pipeline:S,dpD,zero1 "
-                        "with S naive, gpipe, 1f1b or pipedream and D >= 1 data-parallel "
-                        "replicas", flag, arg);
-    if (spec.kind == PIPE_PIPEDREAM && spec.replicas > 1)
-        cli_usage_error("%s '%s': pipedream has no data-parallel replicas (its stages update "
-                        "on their own, with no step to all-reduce at)", flag, arg);
-    if (spec.zero_level && spec.replicas < 2)
-        cli_usage_error("%s '%s': zero1 shards over the data-parallel replicas: give dpD with "
-                        "D >= 2", flag, arg);
-    ((Options *)opts)->pipeline = arg;
+    ranks_set_option(opts, f, flag, arg);
 }
 
 bool pipeline_requested(const Options *o) { return o->pipeline != NULL; }
@@ -126,22 +71,6 @@ void pipeline_check_loaded(Options *o, const char *path)
                         "micro-batches a step (leave --micro-batches out to continue it)",
                         o->micro_batches, path, o->accum);
     o->micro_batches = o->accum;
-}
-
-/* The same error on every rank (each found it from the same arguments, which the ranks have
- * agreed on: ranks_setup_done): nobody waits, and rank 0 alone says it, once. */
-static _Noreturn void die_everywhere(int rank, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (rank == 0)
-        fprintf(stderr, "%s: %s\n", cli_program(), msg);
-    fflush(stderr);
-    dist_finalize();
-    exit(1);
 }
 
 static const char *const EVENT_COLUMNS[] = {
@@ -200,15 +129,13 @@ static TsvWriter *open_log(const char *path, int p)
 
 
 struct PipelineRun {
-    Pipeline     *pp;               /* NULL once the trainer is whole again */
+    DistRun      *run;              /* the pipeline's strategy (dist/run.h) */
     DistComm     *c;                /* the pipeline's ranks (the world without replicas) */
-    DistComm     *dp;               /* this stage in every replica (NULL without) */
     int           p, rank, m, B, T; /* rank: in the world (rank 0 prints) */
-    int           replicas, replica;
-    int           zero_level;       /* ZeRO inside the data groups (pipeline:S,dpD,zero1) */
+    int           replicas, zero_level;
     long          steps;            /* --steps: the last */
     PipeSchedKind kind;
-    int          *first;            /* [p + 1] */
+    const int    *first;            /* [p + 1], the run's */
     PipeSchedule  sched;            /* for the replay and the counted bubble */
     double        bubble_sched;
     TsvWriter    *log, *events;     /* rank 0's --log and --pipe-events */
@@ -224,60 +151,31 @@ struct PipelineRun {
                                      * updates, staleness mean, max (pipeline_training_done) */
 };
 
-PipelineRun *pipeline_start(const Options *o, Trainer *tr)
+PipelineRun *pipeline_start(const Options *o, Trainer *tr, DistRun *run)
 {
     PipelineRun *pr = calloc(1, sizeof *pr);
     if (!pr)
         dist_fail("out of memory");
-    DistComm *world = dist_world();
-    pr->rank = world->rank;
-    pr->replicas = pipeline_replicas(o);
-    if (world->size % pr->replicas != 0)
-        die_everywhere(pr->rank, "--parallel %s: %d ranks are not %d replicas of a pipeline",
-                       o->pipeline, world->size, pr->replicas);
-    /* Replica r is ranks r p .. r p + p - 1, stage s of it rank r p + s. */
-    pr->p = world->size / pr->replicas;
-    pr->replica = pr->rank / pr->p;
-    pr->c = pr->replicas > 1 ? dist_split(world, pr->replica, pr->rank % pr->p) : world;
-    if (pr->replicas > 1)
-        pr->dp = dist_split(world, pr->rank % pr->p, pr->replica);
+    const DistPlan *plan = &dist_run_config(run)->plan;
+    pr->run = run;
+    pr->c = dist_run_comm(run);
+    pr->rank = dist_world()->rank;
+    pr->replicas = plan->replicas;
+    pr->zero_level = plan->zero_level;
+    pr->kind = plan->sched;
+    pr->first = dist_run_stage_split(run, &pr->p);
     pr->m = o->micro_batches;
+    pr->steps = o->steps;
     pr->B = o->batch;
     pr->T = o->seq;
-    pr->steps = o->steps;
-    pr->kind = spec_of(o).kind;
-    pr->first = malloc((size_t)(pr->p + 1) * sizeof *pr->first);
     pr->peaks = calloc((size_t)pr->p, sizeof *pr->peaks);
     pr->bubble = calloc((size_t)pr->p, sizeof *pr->bubble);
-    if (!pr->first || !pr->peaks || !pr->bubble)
+    if (!pr->peaks || !pr->bubble)
         dist_fail("out of memory");
-    char err[256];
-    if (!pipe_split_parse(o->stages, tr->cfg.model.n_layer, pr->p, pr->first, err, sizeof err))
-        die_everywhere(pr->rank, "%s", err);
-    if (pr->kind == PIPE_PIPEDREAM) {
-        if (pr->m < pr->p)
-            die_everywhere(pr->rank, "--parallel pipeline:pipedream: --micro-batches %d is fewer "
-                           "than the %d stages (each step must end in a backward)", pr->m, pr->p);
-        if (tr->cfg.model.tied && pr->p > 1)
-            die_everywhere(pr->rank, "--parallel pipeline:pipedream needs --untied (a tied "
-                           "embedding's two halves would be updated at different times on the "
-                           "first and the last stage)");
-        if (tr->cfg.loss_scale.mode == LOSS_SCALE_DYNAMIC)
-            die_everywhere(pr->rank, "--parallel pipeline:pipedream needs a static loss scale "
-                           "(a skipped update would need every stage to agree on it)");
-    }
-    pr->pp = pipe_new_on(pr->c, tr, pr->kind, pr->m, pr->first);
-    pipe_set_replicas(pr->pp, pr->dp);
-    pr->zero_level = spec_of(o).zero_level;
-    if (pr->zero_level) {
-        const char *why = zero_check(&tr->cfg, 1);
-        if (why)
-            die_everywhere(pr->rank, "--parallel %s: %s", o->pipeline, why);
-        pipe_set_zero(pr->pp, 1);
-    }
     pr->sched = pipe_schedule_new(pr->kind, pr->p, pr->m);
     pr->bubble_sched = 1.0 - 3.0 * pr->m / pipe_simulate(&pr->sched, NULL, NULL, NULL);
     pr->first_step = pr->last_step = tr->step;
+    char err[512];
     if (pr->rank == 0 && o->log_path) {
         pr->log = open_log(o->log_path, pr->p);
         pr->log_path = o->log_path;
@@ -316,19 +214,6 @@ void pipeline_describe(const PipelineRun *pr)
            100.0 * pipe_bubble_formula(pr->kind, pr->p, pr->m), 100.0 * pr->bubble_sched);
 }
 
-TrainStepResult pipeline_step(PipelineRun *pr, const int *tokens, const int *targets, int B,
-                              int T, double lr)
-{
-    /* This replica's m micro-batches of the global batch's D m. */
-    size_t mine = (size_t)pr->replica * pr->m * B * T;
-    TrainStepResult r = pipe_step(pr->pp, tokens + mine, targets + mine, B, T, lr);
-    /* pipedream: the step's loss is the last stage's (the others' lag behind it); the loop
-     * synchronises the ranks after each step anyway (its FLOP sum). */
-    if (pr->kind == PIPE_PIPEDREAM)
-        dist_broadcast(pr->c, &r.loss, sizeof r.loss, pr->p - 1);
-    return r;
-}
-
 static void log_cell(TsvWriter *w, double v)
 {
     if (isnan(v))
@@ -342,7 +227,7 @@ static void log_cell(TsvWriter *w, double v)
 void pipeline_step_report(PipelineRun *pr, long step, double lr, TrainStepResult r,
                           double seconds, size_t act_peak, const EvalResult *ev)
 {
-    Pipeline *pp = pr->pp;
+    Pipeline *pp = dist_run_pipeline(pr->run);
     int p = pr->p;
     double sent = dist_sum_double(pr->c, (double)pipe_bytes_sent(pp));
     if (pr->c->rank == 0) {
@@ -401,31 +286,23 @@ void pipeline_step_report(PipelineRun *pr, long step, double lr, TrainStepResult
     free(events);
 }
 
-void pipeline_whole_weights(PipelineRun *pr)
-{
-    if (pr->pp)
-        pipe_share_weights(pr->pp);
-}
-
+/* Before the trainer goes back (ranks_training_done): pipedream's stash, updates and staleness
+ * per stage, after the drain, so that every update has counted. */
 void pipeline_training_done(PipelineRun *pr)
 {
-    if (pr->pp && pr->kind == PIPE_PIPEDREAM) {
-        /* After the drain, so that every update has counted. */
-        pipe_drain(pr->pp);
-        int most;
-        double stale = pipe_staleness(pr->pp, &most);
-        double mine[5] = { (double)pipe_stash_peak(pr->pp),
-                           (double)pipe_stage_weight_bytes(pr->pp),
-                           (double)pipe_updates(pr->pp), stale, most };
-        free(pr->async_stats);
-        pr->async_stats = calloc((size_t)pr->p * 5, sizeof *pr->async_stats);
-        if (!pr->async_stats)
-            dist_fail("out of memory");
-        dist_allgather(pr->c, mine, pr->async_stats, (size_t)pr->p * 5, sizeof *mine);
-    }
-    if (pr->pp)
-        pipe_give_back(pr->pp);
-    pr->pp = NULL;
+    Pipeline *pp = dist_run_pipeline(pr->run);
+    if (!pp || pr->kind != PIPE_PIPEDREAM)
+        return;
+    pipe_drain(pp);
+    int most;
+    double stale = pipe_staleness(pp, &most);
+    double mine[5] = { (double)pipe_stash_peak(pp), (double)pipe_stage_weight_bytes(pp),
+                       (double)pipe_updates(pp), stale, most };
+    free(pr->async_stats);
+    pr->async_stats = calloc((size_t)pr->p * 5, sizeof *pr->async_stats);
+    if (!pr->async_stats)
+        dist_fail("out of memory");
+    dist_allgather(pr->c, mine, pr->async_stats, (size_t)pr->p * 5, sizeof *mine);
 }
 
 void pipeline_report(PipelineRun *pr)
@@ -470,14 +347,8 @@ void pipeline_end(PipelineRun *pr)
 {
     if (!pr)
         return;
-    pipeline_training_done(pr);
     pipe_schedule_free(&pr->sched);
     free(pr->async_stats);
-    if (pr->dp) {
-        dist_comm_free(pr->dp);
-        dist_comm_free(pr->c);
-    }
-    free(pr->first);
     free(pr->peaks);
     free(pr->bubble);
     free(pr);

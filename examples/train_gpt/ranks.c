@@ -1,7 +1,9 @@
-/* train_gpt --parallel: the training loop's calls (train_gpt.h) on the ranks mpirun starts, one
- * case each: data parallel training with replicated model states (ddp: dist/ddp.h) or sharded
- * ones (zero1-3: dist/zero.h), or a pipeline of the blocks over the ranks (pipeline:S:
- * pipeline.c, dist/pipeline.h).
+/* train_gpt --parallel: the training loop's calls (train_gpt.h) on the ranks mpirun starts:
+ * data parallel training with replicated model states (ddp: dist/ddp.h) or sharded ones
+ * (zero1-3: dist/zero.h), or a pipeline of the blocks over the ranks (pipeline:S, with data
+ * parallel replicas: dist/pipeline.h; its logs in pipeline.c). dist/run.h turns the flag into
+ * the strategy and runs its steps; what is here is the program's: the setup vote, the settings
+ * the ranks must agree on, and the report.
  *
  *     scripts/mpirun -np 2 build/bin/train_gpt --parallel ddp [--bucket-kb N] ...
  *     scripts/mpirun -np 4 build/bin/train_gpt --parallel zero3 ...
@@ -30,27 +32,20 @@
 #include <unistd.h>
 
 #include "autograd/mem.h"
-#include "dist/ddp.h"
-#include "dist/zero.h"
+#include "dist/run.h"
 #include "examples/common/cli.h"
 #include "examples/train_gpt/train_gpt.h"
 #include "plan/memcalc.h"
 
 struct RanksRun {
-    Ddp     *ddp;
-    Zero    *zero;
-    PipelineRun *pipe;            /* one of the three */
-    int      zero_level;          /* ZeRO's stage 1-3 (the paper's word; a pipeline's stage is
-                                   * a rank's slice of the blocks) */
-    DistComm *c;
-    long     steps;
-    uint64_t grad_sent, grad_recv, sent, recv;     /* summed over the steps */
-    uint64_t param_sent, param_recv;               /* ZeRO's all-gathers */
-    size_t        bucket_peak;    /* the most bucket-buffer bytes of any step */
-    size_t        states[3];      /* ZeRO: param, grad, optim bytes held at the last update */
-    size_t        psi;            /* values in the model */
-    int           micro;          /* micro-batches per rank: --accum on the command line */
-    DistWire      wire;           /* what the gradients travel as (dist/wire.h) */
+    DistRun     *run;               /* the strategy on the ranks (dist/run.h) */
+    PipelineRun *pipe;              /* a pipeline's log, events and bubbles (pipeline.c) */
+    int          zero_level;        /* ZeRO's level 1-3 (the paper's stage; a pipeline's stage
+                                     * is a rank's slice of the blocks) */
+    DistComm    *c;                 /* the world */
+    size_t       psi;               /* values in the model */
+    size_t       zero_owned;        /* ZeRO: the values this rank owned */
+    DistWire     wire;              /* what the gradients travel as (dist/wire.h) */
     TrainerConfig cfg;
 };
 
@@ -61,20 +56,33 @@ static enum { RANKS_OFF, RANKS_PARSING, RANKS_SETUP, RANKS_AGREED, RANKS_RUNNING
  * is printed only if it is the lowest failing rank's (setup_failed). */
 static char held[1 << 14];
 
-/* --parallel other than pipeline:... (that goes to pipeline.c, settings.c). */
+/* --parallel's value (dist_plan_parse): ddp and zero1-3 set their fields, pipeline:... keeps
+ * its text (pipeline.c reads it back). */
 void ranks_set_option(void *opts, int f, const char *flag, const char *arg)
 {
     (void)f;
     Options *o = opts;
-    const char *names[] = { "none", "ddp", "zero1", "zero2", "zero3" };
-    int k = 0;
-    while (k < 5 && strcmp(arg, names[k]) != 0)
-        k++;
-    if (k == 5)
-        cli_usage_error("%s '%s': expected none, ddp, zero1, zero2, zero3, pipeline:naive, "
-                        "pipeline:gpipe, pipeline:1f1b or pipeline:pipedream", flag, arg);
-    o->ddp = k == 1;
-    o->zero_level = k >= 2 ? k - 1 : 0;
+    DistPlan plan;
+    char why[256];
+    if (!dist_plan_parse(arg, &plan, why, sizeof why))
+        cli_usage_error("%s '%s': %s", flag, arg, why);
+    o->ddp = plan.kind == DIST_RUN_DDP;
+    o->zero_level = plan.kind == DIST_RUN_ZERO ? plan.zero_level : 0;
+    o->pipeline = plan.kind == DIST_RUN_PIPELINE ? arg : NULL;
+}
+
+/* The plan the options say (parsed once already, by ranks_set_option). */
+static DistPlan plan_of(const Options *o)
+{
+    DistPlan plan = { .kind = DIST_RUN_NONE, .sched = PIPE_GPIPE, .replicas = 1 };
+    char why[256];
+    if (o->pipeline)
+        dist_plan_parse(o->pipeline, &plan, why, sizeof why);
+    else if (o->ddp)
+        plan.kind = DIST_RUN_DDP;
+    else if (o->zero_level)
+        plan = (DistPlan){ .kind = DIST_RUN_ZERO, .zero_level = o->zero_level, .replicas = 1 };
+    return plan;
 }
 
 void ranks_check_options(const Options *o)
@@ -239,43 +247,55 @@ static DistWire grad_wire(const Options *o, const TrainerConfig *cfg)
     return cfg->policy.grad == DTYPE_E5M2 ? DIST_WIRE_E5M2 : DIST_WIRE_FP32;
 }
 
+/* The same error on every rank (each found it from the same arguments, which the ranks have
+ * agreed on: ranks_setup_done): nobody waits, and rank 0 alone says it, once. */
+static _Noreturn void die_everywhere(const char *flag, const char *why)
+{
+    if (dist_world()->rank == 0)
+        fprintf(stderr, "%s: --parallel %s: %s\n", cli_program(), flag, why);
+    fflush(stderr);
+    dist_finalize();
+    exit(1);
+}
+
 RanksRun *ranks_start(const Options *o, Trainer *tr)
 {
     ranks_setup_done(o, tr->step);
-    if (phase == RANKS_OFF || !(o->ddp || o->zero_level || o->pipeline))
+    DistPlan plan = plan_of(o);
+    if (phase == RANKS_OFF || plan.kind == DIST_RUN_NONE)
         return NULL;
     RanksRun *p = calloc(1, sizeof *p);
     if (!p)
         dist_fail("out of memory");
     p->c = dist_world();
     p->cfg = tr->cfg;
-    if (o->pipeline) {
-        p->pipe = pipeline_start(o, tr);
-        return p;
-    }
-    p->zero_level = o->zero_level;
-    /* --accum as given (or a snapshot's, which records it per rank, with the rank count apart) */
-    p->micro = o->accum;
+    p->zero_level = plan.kind == DIST_RUN_ZERO ? plan.zero_level : 0;
     p->wire = grad_wire(o, &tr->cfg);
-    if (p->zero_level) {
-        p->zero = zero_new(p->c, tr, p->zero_level);
-        zero_set_wire(p->zero, p->wire);
-        p->psi = zero_param_count(p->zero);
+    /* ddp, ZeRO: --accum as given (or a snapshot's, which records it per rank, with the rank
+     * count apart); a pipeline: its --micro-batches */
+    DistRunConfig cfg = { .plan = plan, .micro_batches = o->pipeline ? o->micro_batches : o->accum,
+                          .bucket_kb = o->bucket_kb, .wire = p->wire, .stages = o->stages };
+    char why[512];
+    p->run = dist_run_new(&cfg, tr, why, sizeof why);
+    if (!p->run)
+        die_everywhere(o->pipeline ? o->pipeline : o->ddp ? "ddp" : "zero", why);
+    if (o->pipeline) {
+        p->pipe = pipeline_start(o, tr, p->run);
         return p;
     }
-    DdpConfig cfg = { .bucket_bytes = (size_t)o->bucket_kb * 1024, .overlap = o->bucket_kb > 0,
-                      .wire = p->wire };
-    p->ddp = ddp_new(p->c, tr, &cfg);
-    p->psi = ddp_param_count(p->ddp);
+    Zero *z = dist_run_zero(p->run);
+    p->psi = z ? zero_param_count(z) : ddp_param_count(dist_run_ddp(p->run));
+    p->zero_owned = z ? zero_shard_values(z) : 0;
     return p;
 }
 
 bool ranks_is_root(void) { return phase == RANKS_OFF || dist_world()->rank == 0; }
 int  ranks_data_count(const Options *o)
 {
-    if (phase != RANKS_OFF && o->pipeline)
-        return pipeline_replicas(o);        /* pipeline:S,dpD: D replicas draw the batch */
-    return phase != RANKS_OFF && (o->ddp || o->zero_level) ? dist_world()->size : 1;
+    if (phase == RANKS_OFF)
+        return 1;
+    DistPlan plan = plan_of(o);
+    return dist_run_batch_groups(&plan, dist_world()->size);
 }
 int  ranks_count(const RanksRun *p) { return p ? p->c->size : 1; }
 
@@ -287,53 +307,29 @@ void ranks_describe(const RanksRun *p, int B)
         pipeline_describe(p->pipe);
         return;
     }
-    if (p->zero) {
+    if (p->zero_level) {
         static const char *keeps[] = { "", "the optimizer state", "the optimizer state and the "
                                        "gradients", "the optimizer state, the gradients and "
                                        "the weights (FSDP)" };
         printf("parallel: ZeRO-%d over %d ranks, %d rows each (global batch %d); %s sharded: "
                "this rank owns %zu of the %zu values; gradients on a %s wire\n",
                p->zero_level, p->c->size, B, p->c->size * B, keeps[p->zero_level],
-               zero_shard_values(p->zero), zero_param_count(p->zero), DIST_WIRE_NAMES[p->wire]);
+               p->zero_owned, p->psi, DIST_WIRE_NAMES[p->wire]);
         return;
     }
+    const Ddp *d = dist_run_ddp(p->run);
     printf("parallel: ddp over %d ranks, %d rows each (global batch %d); %d gradient "
            "bucket%s of %zu values in all, %s, on a %s wire\n", p->c->size, B,
-           p->c->size * B, ddp_bucket_count(p->ddp), ddp_bucket_count(p->ddp) == 1 ? "" : "s",
-           ddp_param_count(p->ddp), ddp_bucket_count(p->ddp) > 1 ? "started during backward"
-                                                                 : "all-reduced after backward",
+           p->c->size * B, ddp_bucket_count(d), ddp_bucket_count(d) == 1 ? "" : "s",
+           ddp_param_count(d), ddp_bucket_count(d) > 1 ? "started during backward"
+                                                       : "all-reduced after backward",
            DIST_WIRE_NAMES[p->wire]);
 }
 
 TrainStepResult ranks_step(RanksRun *p, const int *tokens, const int *targets, int B,
                               int T, double lr)
 {
-    p->steps++;
-    if (p->pipe)
-        return pipeline_step(p->pipe, tokens, targets, B, T, lr);
-    size_t mine = (size_t)p->c->rank * p->micro * B * T;
-    if (p->zero) {
-        ZeroStepResult s = zero_step_accum(p->zero, tokens + mine, targets + mine, B, T,
-                                           p->micro, lr);
-        p->grad_sent += s.grad_bytes_sent;
-        p->grad_recv += s.grad_bytes_recv;
-        p->param_sent += s.param_bytes_sent;
-        p->param_recv += s.param_bytes_recv;
-        p->sent += s.bytes_sent;
-        p->recv += s.bytes_recv;
-        p->states[0] = s.param_bytes;
-        p->states[1] = s.grad_bytes;
-        p->states[2] = s.optim_bytes;
-        return s.r;
-    }
-    DdpStepResult s = ddp_step_accum(p->ddp, tokens + mine, targets + mine, B, T, p->micro,
-                                     lr);
-    p->grad_sent += s.grad_bytes_sent;
-    p->grad_recv += s.grad_bytes_recv;
-    p->sent += s.bytes_sent;
-    p->recv += s.bytes_recv;
-    p->bucket_peak = s.bucket_bytes_peak > p->bucket_peak ? s.bucket_bytes_peak : p->bucket_peak;
-    return s.r;
+    return dist_run_step(p->run, tokens, targets, B, T, lr);
 }
 
 bool ranks_step_report(RanksRun *p, long step, double lr, TrainStepResult r, double seconds,
@@ -347,27 +343,19 @@ bool ranks_step_report(RanksRun *p, long step, double lr, TrainStepResult r, dou
 
 void ranks_whole_weights(RanksRun *p, bool whole)
 {
-    if (p && p->pipe && whole)
-        pipeline_whole_weights(p->pipe);
-    if (!p || !p->zero)
-        return;
-    if (whole)
-        zero_gather_weights(p->zero);
-    else
-        zero_shard_weights(p->zero);
+    if (p)
+        dist_run_whole_weights(p->run, whole);
 }
 
 /* ZeRO gives the trainer back whole (weights, masters, optimizer state: DDP's), and so does the
- * pipeline (one process's), so that the report, the samples and the snapshot (rank 0's, one
- * file) see an ordinary trainer. */
+ * pipeline (one process's, after its last measurements), so that the report, the samples and
+ * the snapshot (rank 0's, one file) see an ordinary trainer. */
 void ranks_training_done(RanksRun *p)
 {
     if (p && p->pipe)
         pipeline_training_done(p->pipe);
-    if (p && p->zero) {
-        zero_free(p->zero);
-        p->zero = NULL;
-    }
+    if (p)
+        dist_run_give_back(p->run);
 }
 
 /* What the memory calculator predicts one rank holds (examples/common/memcalc.h). */
@@ -427,7 +415,8 @@ static void report_zero(const RanksRun *p, const double *all, int cols, int firs
 static void report_ddp(const RanksRun *p, const double *all, int cols, int first)
 {
     int N = p->c->size;
-    double psi = (double)ddp_param_count(p->ddp), g = wire_value_bytes(p->wire);
+    const Ddp *d = dist_run_ddp(p->run);
+    double psi = (double)p->psi, g = wire_value_bytes(p->wire);
     printf("traffic per step, bytes (measured by the communicator; predicted gradients on a %s "
            "wire 2 Psi (N-1)/N x %g = %.0f, Psi = %.0f):\n", DIST_WIRE_NAMES[p->wire], g,
            2.0 * psi * (N - 1) / N * g, psi);
@@ -438,9 +427,8 @@ static void report_ddp(const RanksRun *p, const double *all, int cols, int first
     }
     printf("gradient buckets: %d, started %s; bucket buffers held at once, rank 0, measured: "
            "%zu bytes (one fused fp32 buffer: Psi x 4 = %.0f; category temp)\n",
-           ddp_bucket_count(p->ddp), ddp_bucket_count(p->ddp) > 1 ? "during backward"
-                                                                 : "after backward",
-           p->bucket_peak, psi * 4);
+           ddp_bucket_count(d), ddp_bucket_count(d) > 1 ? "during backward" : "after backward",
+           dist_run_traffic(p->run)->bucket_peak, psi * 4);
 }
 
 /* Traffic per step on every rank, measured, beside the predicted volumes; then every rank's
@@ -459,15 +447,16 @@ void ranks_report(RanksRun *p, const size_t *step_peak)
     if (!all)
         dist_fail("out of memory");
     double *row = all + (size_t)me * COLS;
-    double steps = p->steps ? (double)p->steps : 1.0;
+    const DistRunTraffic *f = dist_run_traffic(p->run);
+    double steps = f->steps ? (double)f->steps : 1.0;
     for (int c = 0; c <= MEM_NCAT; c++)
         row[c] = (double)step_peak[c];
-    double per_step[] = { (double)p->grad_sent, (double)p->grad_recv, (double)p->sent,
-                          (double)p->recv, (double)p->param_sent, (double)p->param_recv };
+    double per_step[] = { (double)f->grad_sent, (double)f->grad_recv, (double)f->sent,
+                          (double)f->recv, (double)f->param_sent, (double)f->param_recv };
     for (int k = 0; k < 6; k++)
         row[FIRST + k] = per_step[k] / steps;
     for (int k = 0; k < 3; k++)
-        row[FIRST + 6 + k] = (double)p->states[k];
+        row[FIRST + 6 + k] = (double)f->states[k];
     dist_allgather(p->c, row, all, (size_t)N * COLS, sizeof *all);
     if (p->zero_level)
         report_zero(p, all, COLS, FIRST);
@@ -488,26 +477,8 @@ void ranks_report(RanksRun *p, const size_t *step_peak)
 
 void ranks_sum_flops(const RanksRun *p, TapeFlops *f)
 {
-    if (!p)
-        return;
-    enum { K = 6 };
-    FlopCount *parts[K / 2] = { &f->forward, &f->backward, &f->recompute };
-    int64_t mine[K], *all = calloc((size_t)p->c->size * K, sizeof *all);
-    if (!all)
-        dist_fail("out of memory");
-    for (int k = 0; k < K / 2; k++) {
-        mine[2 * k] = parts[k]->matmul;
-        mine[2 * k + 1] = parts[k]->other;
-    }
-    dist_allgather(p->c, mine, all, (size_t)p->c->size * K, sizeof *all);
-    for (int k = 0; k < K / 2; k++) {
-        parts[k]->matmul = parts[k]->other = 0;
-        for (int r = 0; r < p->c->size; r++) {
-            parts[k]->matmul += all[(size_t)r * K + 2 * k];
-            parts[k]->other += all[(size_t)r * K + 2 * k + 1];
-        }
-    }
-    free(all);
+    if (p)
+        dist_run_sum_flops(p->run, f);
 }
 
 double ranks_sum(const RanksRun *p, double x)
@@ -519,9 +490,7 @@ void ranks_end(RanksRun *p)
 {
     if (p) {
         pipeline_end(p->pipe);
-        p->pipe = NULL;
-        ddp_free(p->ddp);
-        ranks_training_done(p);
+        dist_run_free(p->run);
         free(p);
     }
     if (phase != RANKS_OFF) {

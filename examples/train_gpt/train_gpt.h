@@ -143,20 +143,16 @@ void pipeline_set_option(void *opts, int f, const char *flag, const char *arg);
 void pipeline_check_options(Options *o);
 void pipeline_check_loaded(Options *o, const char *path);
 bool pipeline_requested(const Options *o);
-/* D of --parallel pipeline:S,dpD (1 without): the replicas whose micro-batches make a step. */
-int  pipeline_replicas(const Options *o);
-/* The pipeline's case of ranks.c's calls: the stage of tr on MPI's world (the trainer built or loaded as
- * for one process), its step on the whole global batch, its reporting hook (the --log row with
- * the bubble and each stage's peak act bytes, the --pipe-events rows, the printed line), the
- * weights whole for an evaluation, the trainer whole after the last step, the summary. */
+/* The pipeline's reporting beside ranks.c's calls (the strategy itself is run's, dist/run.h):
+ * its reporting hook (the --log row with the bubble and each stage's peak act bytes, the
+ * --pipe-events rows, the printed line), pipedream's stash and staleness before the trainer
+ * goes back, the summary. */
 typedef struct PipelineRun PipelineRun;
-PipelineRun    *pipeline_start(const Options *o, Trainer *tr);
+struct DistRun;
+PipelineRun    *pipeline_start(const Options *o, Trainer *tr, struct DistRun *run);
 void            pipeline_describe(const PipelineRun *pr);
-TrainStepResult pipeline_step(PipelineRun *pr, const int *tokens, const int *targets, int B,
-                              int T, double lr);
 void            pipeline_step_report(PipelineRun *pr, long step, double lr, TrainStepResult r,
                                      double seconds, size_t act_peak, const EvalResult *ev);
-void            pipeline_whole_weights(PipelineRun *pr);
 void            pipeline_training_done(PipelineRun *pr);
 void            pipeline_report(PipelineRun *pr);
 void            pipeline_end(PipelineRun *pr);

@@ -382,7 +382,8 @@ const Setting TRAIN_GPT_SETTINGS[] = {
       .help = "largest global gradient norm, 0 = off" },
 
     { .heading = "Fine-tuning (docs/lora.md):" },
-    /* With --load the snapshot's (lora_merge_snapshot). */
+    /* With --load the snapshot's (lora_merge_snapshot takes its LoRA settings whole, so the
+     * rows that are LORA_SCHEMA's are not merged one by one: SETTING_FREE). */
     { .name = "load-base", .id = FLAG_LOAD_BASE, .type = SETTING_STRING,
       .offset = FIELD(load_base_path), .arg = "FILE", .needs = { &NO_LOAD },
       .help = "start from this model (a --save snapshot or a base file);\n"
@@ -391,13 +392,15 @@ const Setting TRAIN_GPT_SETTINGS[] = {
       .lo = 0, .hi = 1 << 14, .arg = "R", .needs = { &NO_LOAD },
       .help = "freeze the model, train rank-R adapters (default 0: off)" },
     { .name = "lora-alpha", .id = FLAG_LORA_ALPHA, .type = SETTING_FLOAT,
-      .offset = FIELD(lora.alpha), .lo = LORA_ALPHA_MIN, .hi = LORA_ALPHA_MAX, .def = "16",
-      .arg = "X", .needs = { &NO_LOAD, &LORA }, .help = "the adapters are scaled by X / R" },
+      .offset = FIELD(lora.alpha), .schema = &LORA_SCHEMA, .key = "lora.alpha",
+      .merge = SETTING_FREE, .def = "16", .arg = "X", .needs = { &NO_LOAD, &LORA },
+      .help = "the adapters are scaled by X / R" },
     { .name = "lora-targets", .id = FLAG_LORA_TARGETS, .type = SETTING_CUSTOM,
       .set = set_lora_targets, .def = "q,v", .arg = "L", .needs = { &NO_LOAD, &LORA },
       .help = "among q, k, v, o, mlp, or all (q, k, v need\n"
               "separate projections, switched on for a fresh model)" },
     { .name = "qlora", .id = FLAG_QLORA, .type = SETTING_SWITCH, .offset = FIELD(lora.qlora),
+      .schema = &LORA_SCHEMA, .key = "lora.qlora", .merge = SETTING_FREE,
       .needs = { &NO_LOAD, &LORA }, .help = "keep the frozen weights as NF4 (4.127 bits each)" },
     { .name = "save-adapter", .id = FLAG_SAVE_ADAPTER, .type = SETTING_STRING,
       .offset = FIELD(save_adapter_path), .arg = "FILE", .needs = { &LORA },

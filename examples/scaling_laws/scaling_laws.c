@@ -78,7 +78,7 @@ static const Setting SETTINGS[] = {
       .help = "8 sizes (768 to 42k parameters) x 4 budgets (1e10 to\n"
               "5.6e10 FLOP), 256 validation windows, 50 resamples: under\n"
               "3 minutes. The default is the full study: 11 sizes (to\n"
-              "112k) x 7 budgets (to 3.2e11), 512 windows, 100 resamples" },
+              "112k) x 7 budgets (to 3.2e11), 512 windows, 200 resamples" },
     { .name = "data", .id = FLAG_DATA, .type = SETTING_STRING, .offset = FIELD(data),
       .def = TAPEGRAD_SOURCE_DIR "/data/tinyshakespeare.txt", .arg = "PATH",
       .help = "the corpus" },
@@ -102,7 +102,7 @@ static const Setting SETTINGS[] = {
       .help = "K sizes of the middle budget also trained as separate\n"
               "cosine runs (every seed), to check the branches" },
     { .name = "min-tpp", .id = FLAG_MIN_TPP, .type = SETTING_DOUBLE, .offset = FIELD(min_tpp),
-      .lo = 0, .hi = 1e9, .def = "20", .arg = "X",
+      .lo = 0, .hi = 1e9, .def = "5", .arg = "X",
       .help = "skip a pair with fewer characters per parameter" },
     { .name = "max-tpp", .id = FLAG_MAX_TPP, .type = SETTING_DOUBLE, .offset = FIELD(max_tpp),
       .lo = 1, .hi = 1e12, .def = "5000", .arg = "X",
@@ -125,7 +125,7 @@ static const Setting SETTINGS[] = {
       .help = "validation windows of T characters (0: all;\ndefault 512, --quick 256)" },
     { .name = "bootstrap", .id = FLAG_BOOT, .type = SETTING_INT,
       .offset = FIELD(analyse.bootstrap), .lo = 0, .hi = 100000, .arg = "N",
-      .help = "resamples for the 5-95% intervals (default 100,\n--quick 50)" },
+      .help = "resamples for the 5-95% intervals (default 200,\n--quick 50)" },
     { .name = "seed", .id = FLAG_SEED, .type = SETTING_CUSTOM, .set = set_seed, .def = "1",
       .arg = "N", .help = "the first seed (weights and data), and the resampling's" },
     { .name = "threads", .id = FLAG_THREADS, .type = SETTING_INT, .offset = FIELD(train.threads),

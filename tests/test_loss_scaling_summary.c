@@ -1,5 +1,6 @@
 /* The arithmetic behind loss_scaling --seeds (analysis/seed_stats.h): seed lists,
- * geometric means, medians, the within-2% count and the t interval. Expected values are worked
+ * geometric means, medians, the within-2% count and the t interval; and what a run's log says
+ * and the runs over seeds (analysis/precision_runs.h). Expected values are worked
  * out by hand in the comments (powers of two, so the logs are multiples of ln 2), and the t
  * quantiles for 1 and 2 degrees of freedom come from the distributions' closed forms, not from
  * the table under test. */
@@ -7,6 +8,7 @@
 
 #include <math.h>
 
+#include "analysis/precision_runs.h"
 #include "analysis/seed_stats.h"
 
 /* |got - want| <= tol, and the numbers when not (this cmocka has no assert_double_equal). */
@@ -137,6 +139,67 @@ static void test_t_quantiles(void **state)
     assert_true(isnan(seed_t975(0)) && isnan(seed_t975(31)));
 }
 
+/* A 6-step log: the dynamic scale halves at a skipped step 3 and doubles at step 6. */
+static void test_run_summary(void **state)
+{
+    (void)state;
+    PrecisionRunLog log;
+    assert_true(precision_run_log_alloc(&log, 6));
+    assert_true(isnan(log.loss[0]) && isnan(log.peak_act[6]));
+    const double scale[] = { 0, 8, 8, 4, 4, 4, 8 }, skipped[] = { 0, 0, 0, 1, 0, 0, 0 };
+    const double act[] = { 0, 100, 300, 200, 100, 100, 100 };
+    for (int s = 1; s <= 6; s++) {
+        log.scale[s] = scale[s];
+        log.skipped[s] = skipped[s];
+        log.peak_act[s] = act[s];
+        log.loss[s] = s;
+    }
+    log.val_loss[3] = 1.5;
+    log.val_loss[6] = 0.5;
+    PrecisionRunSummary s;
+    assert_true(precision_run_summarize(true, false, 0.5, 0.25, &log, 6, 3, &s));
+    check_near("compare_loss", s.compare_loss, 1.5, 0.0);
+    check_near("skipped", s.skipped, 1.0, 0.0);
+    check_near("final_scale", s.final_scale, 8.0, 0.0);
+    check_near("median_scale", s.median_scale, 8.0, 0.0);   /* sorted 4 4 4 8 8 8: the 4th */
+    check_near("peak_act", s.peak_act, 300.0, 0.0);
+    assert_true(precision_run_summarize(true, false, 0.5, 0.25, &log, 6, 9, &s));
+    assert_true(isnan(s.compare_loss));                       /* past the last step */
+    /* the running mean: (1 + 2 + 3) / 3 at step 3; a missing loss is left out */
+    check_near("mean at 3", precision_run_mean(log.loss, 3), 2.0, 1e-15);
+    log.loss[2] = NAN;
+    check_near("mean at 3 without 2", precision_run_mean(log.loss, 3), 2.0, 1e-15);
+    check_near("mean at 1", precision_run_mean(log.loss, 1), 1.0, 0.0);
+    precision_run_log_free(&log);
+}
+
+/* Two runs (fp32, one format) over three seeds; the format's third seed diverged. */
+static void test_over_seeds(void **state)
+{
+    (void)state;
+    PrecisionRunSummary sum[6] = {
+        { .ok = true, .val_loss = 0.5, .val_acc = 1.0, .compare_loss = 1.0 },
+        { .ok = true, .val_loss = 0.505, .val_acc = 0.995, .compare_loss = 1.01 },
+        { .ok = true, .val_loss = 2.0, .val_acc = 0.5, .compare_loss = 1.0 },
+        { .ok = true, .val_loss = 1.0, .val_acc = 0.9, .compare_loss = 0.97 },
+        { .ok = true, .val_loss = 1.0, .val_acc = 1.0, .compare_loss = 1.0 },
+        { .ok = false, .diverged = true, .val_loss = 7.0, .compare_loss = 1.0 },
+    };
+    PrecisionOverSeeds v = precision_runs_over_seeds(sum, 2, 3, 1);
+    check_near("ratio[0]", v.ratio[0], 1.01, 1e-12);
+    check_near("ratio[1]", v.ratio[1], 0.5, 1e-12);
+    assert_true(isnan(v.loss[2]) && isnan(v.ratio[2]));  /* diverged: no loss, no ratio */
+    assert_int_equal(v.ratio_st.n, 2);
+    assert_int_equal(v.within, 1);                        /* 1.01 is, 0.5 is not */
+    assert_int_equal(v.early_within, 2);                  /* 1.01 and 1 are, 0.97 not */
+    assert_int_equal(v.early_ratio_st.n, 3);
+    assert_int_equal(v.solved, 1);                        /* 0.995; 0.9 is not; diverged */
+    check_near("acc_mean", v.acc_mean, (0.995 + 0.9) / 2, 1e-15);
+    PrecisionOverSeeds ref = precision_runs_over_seeds(sum, 2, 3, 0);
+    assert_int_equal(ref.within, 3);
+    check_near("ref geomean", ref.loss_st.geomean, 1.0, 1e-12);   /* (0.5 * 2 * 1)^(1/3) */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -146,6 +209,8 @@ int main(void)
         cmocka_unit_test(test_unusable_values),
         cmocka_unit_test(test_ratios_and_within),
         cmocka_unit_test(test_t_quantiles),
+        cmocka_unit_test(test_run_summary),
+        cmocka_unit_test(test_over_seeds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,7 @@
 /* loss_scaling: the mixed-precision paper's figure on our model (Micikevicius et al. 2018,
  * "Mixed Precision Training", figure 3), then what it means for training.
  *
- * Part 1 (probe.c): the activation gradients of one batch of train_gpt's default model part-way
+ * Part 1 (analysis/grad_probe.h): the activation gradients of one batch of train_gpt's default model part-way
  * through fp32 training, as a histogram of log2 |g| with fp16's smallest subnormal (2^-24),
  * smallest normal (2^-14) and largest value (65504) marked; the share of nonzero gradients that
  * fp16 turns into 0 without scaling and with a loss scale S, S chosen as the paper does (the
@@ -13,7 +13,7 @@
  * count); training and validation loss per step, the dynamic scale over time, and a table of
  * the final numbers against fp32.
  *
- * With --seeds (seeds.c): part 2 once per seed, and every run's final validation loss over
+ * With --seeds (seeds.c, analysis/precision_runs.h): part 2 once per seed, and every run's final validation loss over
  * fp32's of the same seed summed up over the seeds, for the formats and the control alike: the
  * final loss of this task moves by more than the formats move it, so only many seeds can say
  * whether a format is within 2% of fp32.
@@ -151,7 +151,34 @@ static Options parse(int argc, char **argv)
     return o;
 }
 
-/* ---- part 1's output ---------------------------------------------------------------------- */
+/* ---- part 1 ------------------------------------------------------------------------------- */
+
+static void probe_step(void *ctx, long step, long steps, double loss)
+{
+    (void)ctx;
+    fprintf(stderr, "probe: fp32 step %ld/%ld, loss %.4f\n", step, steps, loss);
+}
+
+/* The probe of the fp32 run these options make, its steps reported on stderr. */
+static GradProbe *probe_new(const Options *o)
+{
+    GradProbeConfig c = runs_settings(o);
+    GradProbeWatch watch = { .step = probe_step };
+    char err[512];
+    GradProbe *p = grad_probe_new(&c, &watch, err, sizeof err);
+    if (!p)
+        cli_die(1, "%s", err);
+    return p;
+}
+
+static GradProbeResult probe_measure(GradProbe *p, float scale, const char *rule)
+{
+    GradProbeResult r;
+    char err[512];
+    if (!grad_probe_measure(p, scale, rule, &r, err, sizeof err))
+        cli_die(1, "%s", err);
+    return r;
+}
 
 static const char *const HIST_COLUMNS[] = {
     "kind", "log2_bin", "count", "fraction", "count_scaled", "log2_scale", NULL,
@@ -161,7 +188,7 @@ static const char *const HIST_COLUMNS[] = {
  * scaled histogram reaches), plus a row for the exact zeros. count_scaled is the histogram the
  * gradients have when the loss is scaled by 2^shift; log2_scale is shift, on every row (for the
  * figure's labels). */
-static void write_hist(const Options *o, const Probe *p, int shift)
+static void write_hist(const Options *o, const GradProbe *p, int shift)
 {
     TsvWriter *w = tsv_open_in(o->out, "loss_scaling_hist.tsv", HIST_COLUMNS);
     int lo = GRAD_HIST_MAX_EXP, hi = GRAD_HIST_MIN_EXP;
@@ -195,7 +222,8 @@ static const char *const UNDERFLOW_COLUMNS[] = {
     "rounded_overflow", "pass_zero", "pass_fraction", "pass_nonfinite", NULL,
 };
 
-static void write_underflow(const Options *o, const Probe *p, const ProbeResult *r, int n)
+static void write_underflow(const Options *o, const GradProbe *p, const GradProbeResult *r,
+                            int n)
 {
     TsvWriter *w = tsv_open_in(o->out, "loss_scaling_underflow.tsv", UNDERFLOW_COLUMNS);
     for (int i = 0; i < n; i++) {
@@ -232,7 +260,7 @@ static double logged_loss(const Options *o, long step)
     return v;
 }
 
-static void print_probe(const Options *o, const Probe *p, const ProbeResult *r, int n)
+static void print_probe(const Options *o, const GradProbe *p, const GradProbeResult *r, int n)
 {
     const GradHist *h = &p->hist;
     int lo = GRAD_HIST_MAX_EXP;
@@ -266,7 +294,7 @@ static void print_probe(const Options *o, const Probe *p, const ProbeResult *r, 
 
 /* The dynamic scaler's typical scale: the median over its run, rounded down to a power of two
  * (it only ever halves and doubles from 2^16, so it is one already). */
-static float dynamic_scale(const RunSummary *s)
+static float dynamic_scale(const PrecisionRunSummary *s)
 {
     for (int i = 0; i < N_RUNS; i++)
         if (strcmp(RUNS[i].loss_scale, "dynamic") == 0 && isfinite(s[i].median_scale) &&
@@ -289,8 +317,8 @@ int main(int argc, char **argv)
     runs_make_dir(o.out);
     par_set_threads(o.threads);
 
-    Probe *probe = NULL;
-    ProbeResult results[4];
+    GradProbe *probe = NULL;
+    GradProbeResult results[4];
     int n_results = 0;
     float max_scale = 1.0f;
     if (o.probe) {
@@ -301,7 +329,7 @@ int main(int argc, char **argv)
         results[n_results++] = probe_measure(probe, max_scale,
                                              "largest 2^k not overflowing the largest gradient");
     }
-    RunSummary summary[N_RUNS];
+    PrecisionRunSummary summary[N_RUNS];
     if (o.curves)
         runs_all(&o, summary);
     if (o.probe) {
@@ -312,7 +340,7 @@ int main(int argc, char **argv)
         write_hist(&o, probe, grad_hist_exponent(max_scale));
         write_underflow(&o, probe, results, n_results);
         print_probe(&o, probe, results, n_results);
-        probe_free(probe);
+        grad_probe_free(probe);
     }
     if (o.curves)
         runs_print_table(&o, summary);

@@ -1,14 +1,16 @@
 #ifndef TAPEGRAD_LOSS_SCALING_H
 #define TAPEGRAD_LOSS_SCALING_H
-/* What the files of loss_scaling share: the options (loss_scaling.c), the gradient probe of
- * part 1 (probe.c) and the training runs of part 2 (runs.c). */
+/* What the files of loss_scaling share: the options and part 1's output (loss_scaling.c), the
+ * training runs of part 2 (runs.c) and part 2 over seeds (seeds.c). The measurements are
+ * library: the gradient probe in analysis/grad_probe.h, the runs' summaries and the statistics
+ * over seeds in analysis/precision_runs.h. */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
-#include "analysis/grad_hist.h"
+#include "analysis/grad_probe.h"
+#include "analysis/precision_runs.h"
 #include "analysis/seed_stats.h"
-#include "data/dataset.h"
 #include "examples/common/tsv.h"
 #include "optim/train.h"
 
@@ -35,46 +37,7 @@ void        runs_make_dir(const char *dir);
  * this process and the runs get them as flags, so the two stay the same model on the same
  * schedule even if train_gpt's defaults move. The warmup is 100 steps, at most a tenth of the
  * run, as train_gpt's. */
-typedef struct {
-    int    batch, layers, heads, embd;
-    long   warmup;
-    double lr, beta2, weight_decay, clip;
-} RunSettings;
-
-RunSettings runs_settings(const Options *o);
-
-/* ---- part 1: the gradients of one batch (probe.c) ----------------------------------------- */
-
-/* The fp32 model after probe_step steps of train_gpt's default run, one batch, and every
- * activation gradient of that batch's backward pass (the output gradient of every node on the
- * tape, concatenated in tape order; reshape views are left out, since their gradient repeats
- * their input's). */
-typedef struct {
-    Trainer  *tr;
-    Dataset  *ds;
-    int       B, T;
-    int      *tokens, *targets;
-    float    *grads;
-    size_t    n_grads;
-    int       n_tensors;
-    float     amax;          /* largest |g| */
-    double    loss;          /* of the measured batch */
-    GradHist  hist;
-} Probe;
-
-/* What fp16 does to the probe's gradients at one loss scale S. */
-typedef struct {
-    float        scale;
-    const char  *rule;       /* how S was chosen */
-    GradRounding rounded;    /* the fp32 gradients times S, rounded to fp16 */
-    /* A real backward pass under the fp16 policy seeded with S, node for node against fp32:
-     * values that are nonzero in fp32 and 0 here, and values that are inf or NaN here. */
-    long long    pass_zero, pass_nonfinite;
-} ProbeResult;
-
-Probe      *probe_new(const Options *o);
-void        probe_free(Probe *p);
-ProbeResult probe_measure(Probe *p, float scale, const char *rule);
+GradProbeConfig runs_settings(const Options *o);
 
 /* ---- part 2: train_gpt at each precision (runs.c) ----------------------------------------- */
 
@@ -94,23 +57,13 @@ typedef struct {
 
 extern const RunConfig RUNS[N_RUNS];
 
-/* What each run's log says. */
-typedef struct {
-    bool   ok, diverged;
-    double val_loss, val_acc;          /* at the last evaluation */
-    double compare_loss;               /* validation loss at compare_step */
-    double skipped;                    /* steps whose update was skipped (inf/NaN) */
-    double final_scale, median_scale;  /* the last step's scale, the median over the steps */
-    double peak_act;                   /* the largest step's act bytes */
-} RunSummary;
-
 /* Runs every configuration (--jobs at a time; with --from-logs, reads the logs of an earlier
  * run with the same commands instead), writes loss_scaling_curves.tsv and
  * loss_scaling_table.tsv into --out, prints the validation loss of every run at every
  * evaluation (markdown) and fills summary[N_RUNS]. */
-void        runs_all(const Options *o, RunSummary *summary);
+void        runs_all(const Options *o, PrecisionRunSummary *summary);
 /* The table in markdown on stdout. */
-void        runs_print_table(const Options *o, const RunSummary *summary);
+void        runs_print_table(const Options *o, const PrecisionRunSummary *summary);
 
 /* ---- part 2 over several seeds (seeds.c) -------------------------------------------------- */
 

@@ -29,11 +29,12 @@ void runs_make_dir(const char *dir)
         cli_die(1, "cannot create %s", dir);
 }
 
-RunSettings runs_settings(const Options *o)
+GradProbeConfig runs_settings(const Options *o)
 {
-    return (RunSettings){ .batch = 64, .layers = 2, .heads = 4, .embd = 128,
-                          .warmup = o->steps / 10 < 100 ? o->steps / 10 : 100, .lr = 1e-3,
-                          .beta2 = 0.99, .weight_decay = 0.1, .clip = 1.0 };
+    return (GradProbeConfig){ .batch = 64, .layers = 2, .heads = 4, .embd = 128,
+                              .warmup = o->steps / 10 < 100 ? o->steps / 10 : 100, .lr = 1e-3,
+                              .beta2 = 0.99, .weight_decay = 0.1, .clip = 1.0,
+                              .steps = o->steps, .probe_step = o->probe_step, .seed = o->seed };
 }
 
 static void build_run(const Options *o, const RunConfig *c, RunSpec *r)
@@ -41,7 +42,7 @@ static void build_run(const Options *o, const RunConfig *c, RunSpec *r)
     memset(r, 0, sizeof *r);
     snprintf(r->log_path, sizeof r->log_path, "%s/runs/%s.tsv", o->out, c->file);
     snprintf(r->out_path, sizeof r->out_path, "%s/runs/%s.out", o->out, c->file);
-    RunSettings rs = runs_settings(o);
+    GradProbeConfig rs = runs_settings(o);
     run_arg(r, "%s", o->train_gpt);
     run_arg(r, "--precision=%s", c->precision);
     run_arg(r, "--loss-scale=%s", c->loss_scale);
@@ -74,11 +75,9 @@ static void print_command(FILE *f, const RunSpec *r)
 
 /* ---- reading a log ------------------------------------------------------------------------ */
 
-/* Column `name` of a log by step: v[step] for step 1..steps, NAN where the cell is empty. */
+/* Column `name` of a log by step into v[step], step 1..steps (v comes NAN-filled). */
 static void read_by_step(const char *log, const char *name, long steps, double *v)
 {
-    for (long s = 0; s <= steps; s++)
-        v[s] = NAN;
     double *xs = malloc((size_t)steps * sizeof *xs), *ys = malloc((size_t)steps * sizeof *ys);
     if (!xs || !ys)
         cli_die(1, "out of memory");
@@ -90,49 +89,20 @@ static void read_by_step(const char *log, const char *name, long steps, double *
     free(ys);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* The largest and the median of the finite values of v[1..steps]. */
-static void max_median(const double *v, long steps, double *max, double *median)
-{
-    double *s = malloc((size_t)steps * sizeof *s);
-    if (!s)
-        cli_die(1, "out of memory");
-    long n = 0;
-    for (long i = 1; i <= steps; i++)
-        if (isfinite(v[i]))
-            s[n++] = v[i];
-    qsort(s, (size_t)n, sizeof *s, cmp_double);
-    *max = n ? s[n - 1] : NAN;
-    *median = n ? s[n / 2] : NAN;
-    free(s);
-}
-
 /* ---- the curves and the summary ----------------------------------------------------------- */
 
-enum { SMOOTH = 20, CURVE_EVERY = 5 };   /* steps in the running mean; between curve rows */
+enum { CURVE_EVERY = 5 };   /* steps between curve rows */
 
 static const char *const CURVE_COLUMNS[] = {
     "run", "step", "loss", "loss_mean20", "loss_mean20_vs_fp32", "val_loss", "val_loss_vs_fp32",
     "val_acc", "loss_scale", NULL,
 };
 
-/* A log's columns by step (v[step], step 1..steps, NAN where empty). */
-typedef struct {
-    double *loss, *val_loss, *val_acc, *scale, *skipped, *peak_act;
-} Columns;
-
-static Columns read_columns(const Options *o, const RunSpec *r)
+static PrecisionRunLog read_columns(const Options *o, const RunSpec *r)
 {
-    long n = o->steps + 1;
-    double *buf = malloc(6 * (size_t)n * sizeof *buf);
-    if (!buf)
+    PrecisionRunLog col;
+    if (!precision_run_log_alloc(&col, o->steps))
         cli_die(1, "out of memory");
-    Columns col = { buf, buf + n, buf + 2 * n, buf + 3 * n, buf + 4 * n, buf + 5 * n };
     read_by_step(r->log_path, "loss", o->steps, col.loss);
     read_by_step(r->log_path, "val_loss", o->steps, col.val_loss);
     read_by_step(r->log_path, "val_acc", o->steps, col.val_acc);
@@ -142,23 +112,10 @@ static Columns read_columns(const Options *o, const RunSpec *r)
     return col;
 }
 
-/* The mean of the last SMOOTH training losses up to step s (fewer at the start). */
-static double running_mean(const double *loss, long s)
-{
-    double sum = 0.0;
-    int n = 0;
-    for (long i = s; i >= 1 && i > s - SMOOTH; i--)
-        if (isfinite(loss[i])) {
-            sum += loss[i];
-            n++;
-        }
-    return n ? sum / n : NAN;
-}
-
 /* Whether step s gets a row: every CURVE_EVERY-th step (the curves are running means, smooth at
  * that spacing), the first and the last, every evaluation and every change of the loss scale;
  * the per-step values are in each run's log. */
-static bool curve_row(const Columns *col, long s, long steps)
+static bool curve_row(const PrecisionRunLog *col, long s, long steps)
 {
     bool scale_moved = s > 1 && col->scale[s] != col->scale[s - 1] && !isnan(col->scale[s]);
     return s == 1 || s == steps || s % CURVE_EVERY == 0 || !isnan(col->val_loss[s]) ||
@@ -166,19 +123,19 @@ static bool curve_row(const Columns *col, long s, long steps)
 }
 
 /* One run's rows; ref is fp32's columns, for the relative differences. */
-static void write_curve(TsvWriter *w, const RunConfig *c, const Columns *col,
-                        const Columns *ref, long steps)
+static void write_curve(TsvWriter *w, const RunConfig *c, const PrecisionRunLog *col,
+                        const PrecisionRunLog *ref, long steps)
 {
     for (long s = 1; s <= steps; s++) {
         if (isnan(col->loss[s]) || !curve_row(col, s, steps))
             continue;
-        double mean = running_mean(col->loss, s);
+        double mean = precision_run_mean(col->loss, s);
         tsv_str(w, c->name);
         tsv_int(w, s);
         /* floats: the log's losses are floats, and a figure needs no more digits */
         tsv_float(w, (float)col->loss[s]);
         tsv_float(w, (float)mean);
-        tsv_float(w, (float)(mean / running_mean(ref->loss, s) - 1.0));
+        tsv_float(w, (float)(mean / precision_run_mean(ref->loss, s) - 1.0));
         tsv_float(w, (float)col->val_loss[s]);
         tsv_float(w, (float)(col->val_loss[s] / ref->val_loss[s] - 1.0));
         tsv_float(w, (float)col->val_acc[s]);
@@ -187,29 +144,9 @@ static void write_curve(TsvWriter *w, const RunConfig *c, const Columns *col,
     }
 }
 
-/* train_gpt's skipped column is 1 on a step whose update was skipped (an inf or NaN gradient),
- * and loss_scale the scale the step used. */
-static RunSummary summarize(const Options *o, const RunResult *res, const Columns *col)
-{
-    RunSummary s = { .ok = res->ok, .diverged = res->diverged, .val_loss = res->val_loss,
-                     .val_acc = res->val_acc };
-    s.compare_loss = o->compare_step <= o->steps ? col->val_loss[o->compare_step] : NAN;
-    double unused;
-    max_median(col->peak_act, o->steps, &s.peak_act, &unused);
-    max_median(col->scale, o->steps, &unused, &s.median_scale);
-    s.final_scale = NAN;
-    for (long i = 1; i <= o->steps; i++) {
-        if (isfinite(col->scale[i]))
-            s.final_scale = col->scale[i];
-        if (isfinite(col->skipped[i]))
-            s.skipped += col->skipped[i];
-    }
-    return s;
-}
-
 /* The validation loss of every run at every evaluation: where the curves part, and by how
  * much. */
-static void print_val_table(const Options *o, const Columns *col)
+static void print_val_table(const Options *o, const PrecisionRunLog *col)
 {
     printf("\nvalidation loss at every evaluation\n\n| step |");
     for (int i = 0; i < N_RUNS; i++)
@@ -236,7 +173,7 @@ static const char *const TABLE_COLUMNS[] = {
 
 static double rel(double x, double ref) { return (x - ref) / ref; }
 
-static void write_table(const Options *o, const RunSummary *s)
+static void write_table(const Options *o, const PrecisionRunSummary *s)
 {
     TsvWriter *w = tsv_open_in(o->out, "loss_scaling_table.tsv", TABLE_COLUMNS);
     for (int i = 0; i < N_RUNS; i++) {
@@ -261,7 +198,7 @@ static void write_table(const Options *o, const RunSummary *s)
     tsv_close_or_die(w);
 }
 
-void runs_print_table(const Options *o, const RunSummary *s)
+void runs_print_table(const Options *o, const PrecisionRunSummary *s)
 {
     printf("\ntrain_gpt on the add task, %ld steps, seed %ld, %d thread%s per run (the fp32 "
            "control: %d); validation loss and exact match (teacher-forced) at the last "
@@ -371,7 +308,7 @@ static RunResult result_from_files(const Options *o, const RunSpec *r)
     return res;
 }
 
-void runs_all(const Options *o, RunSummary *summary)
+void runs_all(const Options *o, PrecisionRunSummary *summary)
 {
     static RunSpec spec[N_RUNS];
     RunResult res[N_RUNS];
@@ -384,10 +321,13 @@ void runs_all(const Options *o, RunSummary *summary)
     } else {
         start_runs(o, spec, res);
     }
-    Columns col[N_RUNS];
+    PrecisionRunLog col[N_RUNS];
     for (int i = 0; i < N_RUNS; i++) {
         col[i] = read_columns(o, &spec[i]);
-        summary[i] = summarize(o, &res[i], &col[i]);
+        if (!precision_run_summarize(res[i].ok, res[i].diverged, res[i].val_loss,
+                                     res[i].val_acc, &col[i], o->steps, o->compare_step,
+                                     &summary[i]))
+            cli_die(1, "out of memory");
     }
     TsvWriter *curves = tsv_open_in(o->out, "loss_scaling_curves.tsv", CURVE_COLUMNS);
     for (int i = 0; i < N_RUNS; i++)
@@ -395,6 +335,6 @@ void runs_all(const Options *o, RunSummary *summary)
     tsv_close_or_die(curves);
     print_val_table(o, col);
     for (int i = 0; i < N_RUNS; i++)
-        free(col[i].loss);        /* the one buffer behind all six columns */
+        precision_run_log_free(&col[i]);
     write_table(o, summary);
 }

@@ -1,19 +1,8 @@
 /* Part 2 over several seeds (--seeds): is a format's final validation loss within 2% of fp32's?
- *
- * On the default task one run cannot say: the loss ends around 1e-3, after a sudden drop whose
- * timing any perturbation moves (or on the plateau near 0.5 to 1, if the drop has not come by
- * the last step), so even the fp32 control (the same computation with its sums in another
- * order) ends far from fp32. What can be said is whether a format moves the loss more than
- * that: each run's loss divided by fp32's of the same seed, over seeds, for the formats and for
- * the control side by side. The same ratios at --compare-step, on the plateau where the loss is
- * about 1.4, show the differences the formats make while the runs have not yet parted.
- *
- * Every seed counts: a run that stays on the plateau is a result, not a failure, and its ratio
- * (about 1e3, or 1e-3 when it is fp32 that stays) is in every statistic; the median and the
- * range are the ones it cannot drag. Such a mixture of two outcomes is not what the t interval
- * assumes, so on the final loss read the interval with the control's beside it
- * (docs/mixed_precision.md). A run that diverged has no loss and is left out (n says how many
- * are in). */
+ * One run of the default task cannot say (analysis/precision_runs.h says why and how many seeds
+ * can); this file runs part 2 once per seed and prints and writes the runs over the seeds. On
+ * the final loss read the t interval with the control's beside it: a mixture of two outcomes
+ * (a run left on the plateau) is not what it assumes (docs/mixed_precision.md). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,51 +10,6 @@
 
 #include "examples/common/cli.h"
 #include "examples/loss_scaling/loss_scaling.h"
-
-#define WITHIN 0.02          /* the target: within 2% of fp32's loss */
-#define SOLVED 0.99          /* exact match that counts as having learned the task */
-
-/* One run (one format) over the seeds. */
-typedef struct {
-    double    loss[SEED_MAX], ratio[SEED_MAX];       /* final validation loss, / fp32's */
-    double    early[SEED_MAX], early_ratio[SEED_MAX];  /* the same at --compare-step */
-    SeedStats loss_st, ratio_st, early_st, early_ratio_st;
-    int       within, early_within, solved;
-    double    acc_mean;                              /* final exact match, over the seeds */
-} OverSeeds;
-
-/* A run's loss, NAN where it has none (it diverged or failed). */
-static double final_loss(const RunSummary *s) { return s->ok ? s->val_loss : NAN; }
-
-/* sum[k * N_RUNS + i] is run i with seed k. */
-static OverSeeds over_seeds(const Options *o, const RunSummary *sum, int i)
-{
-    OverSeeds v = { .acc_mean = 0.0 };
-    double ref[SEED_MAX], early_ref[SEED_MAX];
-    int n = o->n_seeds, with_acc = 0;
-    for (int k = 0; k < n; k++) {
-        const RunSummary *s = &sum[k * N_RUNS + i], *r = &sum[k * N_RUNS];
-        v.loss[k] = final_loss(s);
-        v.early[k] = s->compare_loss;
-        ref[k] = final_loss(r);
-        early_ref[k] = r->compare_loss;
-        if (s->ok) {
-            v.solved += s->val_acc >= SOLVED;
-            v.acc_mean += s->val_acc;
-            with_acc++;
-        }
-    }
-    v.acc_mean = with_acc ? v.acc_mean / with_acc : NAN;
-    seed_ratios(v.loss, ref, n, v.ratio);
-    seed_ratios(v.early, early_ref, n, v.early_ratio);
-    v.loss_st = seed_stats(v.loss, n);
-    v.ratio_st = seed_stats(v.ratio, n);
-    v.early_st = seed_stats(v.early, n);
-    v.early_ratio_st = seed_stats(v.early_ratio, n);
-    v.within = seed_within(v.ratio, n, WITHIN);
-    v.early_within = seed_within(v.early_ratio, n, WITHIN);
-    return v;
-}
 
 static int run_threads(const Options *o, int i)
 {
@@ -79,12 +23,12 @@ static const char *const SEED_COLUMNS[] = {
     "compare_step", "compare_val_loss", "compare_vs_fp32", NULL,
 };
 
-static void write_seeds(const Options *o, const RunSummary *sum, const OverSeeds *v)
+static void write_seeds(const Options *o, const PrecisionRunSummary *sum, const PrecisionOverSeeds *v)
 {
     TsvWriter *w = tsv_open_in(o->out, "loss_scaling_seeds.tsv", SEED_COLUMNS);
     for (int i = 0; i < N_RUNS; i++)
         for (int k = 0; k < o->n_seeds; k++) {
-            const RunSummary *s = &sum[k * N_RUNS + i];
+            const PrecisionRunSummary *s = &sum[k * N_RUNS + i];
             tsv_str(w, RUNS[i].name);
             tsv_int(w, o->seeds[k]);
             tsv_int(w, run_threads(o, i));
@@ -125,7 +69,7 @@ static void write_stats(TsvWriter *w, const SeedStats *loss, const SeedStats *r,
     tsv_int(w, within);
 }
 
-static void write_summary(const Options *o, const OverSeeds *v)
+static void write_summary(const Options *o, const PrecisionOverSeeds *v)
 {
     TsvWriter *w = tsv_open_in(o->out, "loss_scaling_seeds_summary.tsv", SUMMARY_COLUMNS);
     for (int i = 0; i < N_RUNS; i++) {
@@ -146,7 +90,7 @@ static void write_summary(const Options *o, const OverSeeds *v)
 
 /* ---- markdown ----------------------------------------------------------------------------- */
 
-static void print_per_seed(const Options *o, const RunSummary *sum)
+static void print_per_seed(const Options *o, const PrecisionRunSummary *sum)
 {
     printf("\n## every seed\n\nfinal validation loss (exact match), %ld steps, %d thread%s per "
            "run (the fp32 control: %d)\n\n| run |", o->steps, o->threads,
@@ -159,7 +103,7 @@ static void print_per_seed(const Options *o, const RunSummary *sum)
     for (int i = 0; i < N_RUNS; i++) {
         printf("\n| %s |", RUNS[i].name);
         for (int k = 0; k < o->n_seeds; k++) {
-            const RunSummary *s = &sum[k * N_RUNS + i];
+            const PrecisionRunSummary *s = &sum[k * N_RUNS + i];
             if (s->ok)
                 printf(" %.3g (%.0f%%) |", s->val_loss, 100.0 * s->val_acc);
             else
@@ -177,13 +121,13 @@ static void print_ratios(int digits, const SeedStats *r, int within)
            within, r->n);
 }
 
-static void print_summary(const Options *o, const OverSeeds *v)
+static void print_summary(const Options *o, const PrecisionOverSeeds *v)
 {
     printf("\n## over the seeds\n\nratio: a run's validation loss over fp32's of the same "
            "seed; geometric mean of the ratios with its 95%% interval (Student's t on the log "
            "ratios), median, min..max, and the seeds within 2%% (|ratio - 1| <= 0.02); solved: "
            "final exact match >= %.0f%%. Every seed is in (a run left on the plateau too); a "
-           "diverged run is left out of its row's counts.\n\n", 100.0 * SOLVED);
+           "diverged run is left out of its row's counts.\n\n", 100.0 * PRECISION_RUNS_SOLVED);
     printf("| run | solved | final val loss (geo. mean) | vs fp32: geo. mean [95%%] | median "
            "| min..max | within 2%% | at step %ld: vs fp32 [95%%] | median | min..max | "
            "within 2%% |\n|---|---|---|---|---|---|---|---|---|---|---|\n", o->compare_step);
@@ -206,7 +150,7 @@ static void print_summary(const Options *o, const OverSeeds *v)
 
 void seeds_run_all(const Options *o)
 {
-    RunSummary *sum = malloc((size_t)o->n_seeds * N_RUNS * sizeof *sum);
+    PrecisionRunSummary *sum = malloc((size_t)o->n_seeds * N_RUNS * sizeof *sum);
     if (!sum)
         cli_die(1, "out of memory");
     runs_make_dir(o->out);
@@ -222,11 +166,11 @@ void seeds_run_all(const Options *o)
         runs_all(&one, &sum[k * N_RUNS]);
         runs_print_table(&one, &sum[k * N_RUNS]);
     }
-    OverSeeds *v = malloc(N_RUNS * sizeof *v);
+    PrecisionOverSeeds *v = malloc(N_RUNS * sizeof *v);
     if (!v)
         cli_die(1, "out of memory");
     for (int i = 0; i < N_RUNS; i++)
-        v[i] = over_seeds(o, sum, i);
+        v[i] = precision_runs_over_seeds(sum, N_RUNS, o->n_seeds, i);
     write_seeds(o, sum, v);
     write_summary(o, v);
     print_per_seed(o, sum);

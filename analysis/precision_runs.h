@@ -1,0 +1,72 @@
+#ifndef TAPEGRAD_PRECISION_RUNS_H
+#define TAPEGRAD_PRECISION_RUNS_H
+/* Training runs at several precisions set beside an fp32 reference (examples/loss_scaling,
+ * part 2; docs/mixed_precision.md): what a run's per-step log says in the end (its losses,
+ * the steps whose update was skipped, the loss scale it settled on, its peak activation bytes),
+ * and the same comparison over several seeds, where each run's final validation loss over
+ * fp32's of the same seed says whether a format is within 2% of fp32.
+ *
+ * On the add task one run cannot say that: the loss ends around 1e-3, after a sudden drop whose
+ * timing any perturbation moves (or on the plateau near 0.5 to 1, if the drop has not come by
+ * the last step), so even a control that only sums in another order ends far from fp32. What
+ * can be said is whether a format moves the loss more than that: each run's loss divided by
+ * fp32's of the same seed, over seeds, for the formats and the control side by side; the same
+ * ratios at a step on the plateau show the differences the formats make while the runs have not
+ * yet parted. Every seed counts: a run that stays on the plateau is a result, not a failure, and
+ * its ratio (about 1e3, or 1e-3 when it is fp32 that stays) is in every statistic; the median
+ * and the range are the ones it cannot drag. A run that diverged has no loss and is left out.
+ *
+ * Pure arithmetic on arrays: reading the logs, and running the runs, is the caller's. */
+#include <stdbool.h>
+
+#include "analysis/seed_stats.h"
+
+#define PRECISION_RUNS_WITHIN 0.02   /* the target: within 2% of fp32's loss */
+#define PRECISION_RUNS_SOLVED 0.99   /* exact match that counts as having learned the task */
+enum { PRECISION_RUNS_SMOOTH = 20 }; /* steps in the running mean of the training loss */
+
+/* A run's log by step: v[step] for step 1..steps (v[0] unused), NAN where a cell is empty. */
+typedef struct {
+    double *loss, *val_loss, *val_acc, *scale, *skipped, *peak_act;
+} PrecisionRunLog;
+
+/* What a run's log says. skipped counts the steps whose update was skipped (an inf or NaN
+ * gradient: the log's skipped column is 1 there), loss_scale is the scale a step used. */
+typedef struct {
+    bool   ok, diverged;
+    double val_loss, val_acc;          /* at the last evaluation */
+    double compare_loss;               /* validation loss at compare_step */
+    double skipped;
+    double final_scale, median_scale;  /* the last step's scale, the median over the steps */
+    double peak_act;                   /* the largest step's act bytes */
+} PrecisionRunSummary;
+
+/* The columns of a run of `steps` steps, all NAN, in one buffer; NULL without memory. */
+bool   precision_run_log_alloc(PrecisionRunLog *log, long steps);
+void   precision_run_log_free(PrecisionRunLog *log);
+
+/* The mean of the last PRECISION_RUNS_SMOOTH training losses up to step s (fewer at the start;
+ * NAN where there are none). */
+double precision_run_mean(const double *loss, long s);
+
+/* The summary of a run: ok, diverged and the last evaluation's loss and exact match are what
+ * the run itself reported; the rest comes from its log. compare_loss is NAN when compare_step
+ * is past the last step. False without memory. */
+bool   precision_run_summarize(bool ok, bool diverged, double val_loss, double val_acc,
+                               const PrecisionRunLog *log, long steps, long compare_step,
+                               PrecisionRunSummary *s);
+
+/* One run (one format) over the seeds, against the reference run of each seed. */
+typedef struct {
+    double    loss[SEED_MAX], ratio[SEED_MAX];       /* final validation loss, / fp32's */
+    double    early[SEED_MAX], early_ratio[SEED_MAX];  /* the same at compare_step */
+    SeedStats loss_st, ratio_st, early_st, early_ratio_st;
+    int       within, early_within, solved;          /* ratios within 2% of 1; exact >= 99% */
+    double    acc_mean;                              /* final exact match, over the seeds */
+} PrecisionOverSeeds;
+
+/* sum[k * n_runs + i] is run i with seed k, run 0 the reference; run i over the n_seeds. */
+PrecisionOverSeeds precision_runs_over_seeds(const PrecisionRunSummary *sum, int n_runs,
+                                             int n_seeds, int i);
+
+#endif

@@ -6,8 +6,8 @@
  *                    GPT-2 1.5B's activations (the slide's count beside our model's, fp32 and
  *                    16-bit, standard and tiled attention, checkpointed) and the 6 GB fused
  *                    gradient buffer
- *   --fragmentation  fragmentation.c: a caching device allocator out of memory with enough
- *                    free bytes in total
+ *   --fragmentation  plan/fragmentation.h: a caching device allocator out of memory with
+ *                    enough free bytes in total
  *   --params N       model states and ZeRO stages of a model of N parameters
  *   (default)        our GPT (train_gpt's defaults: the add task, V 40, T 12, L 2, H 4, C 128,
  *                    B 64): model states per optimizer, activations per strategy, and the peak

@@ -1,7 +1,7 @@
-/* Checkpointed backprop over a chain of n = 64 MLP layers (W = 256, B = 32; mlp_chain.h):
- * peak activation bytes (measured by the accounting allocator), layer forward evaluations
- * (counted by the runner) and milliseconds per forward + backward, for vanilla, sqrt and a few
- * other strategies. The targets of the "backprop strategies" issue, both for sqrt at n = 64:
+/* Checkpointed backprop over a chain of n = 64 MLP layers (W = 256, B = 32;
+ * analysis/mlp_chain.h): peak activation bytes (measured by the accounting allocator), layer
+ * forward evaluations (counted by the runner) and milliseconds per forward + backward, for
+ * vanilla, sqrt and a few other strategies. The targets of the "backprop strategies" issue, both for sqrt at n = 64:
  *     peak activation bytes <= 1/3 of vanilla's
  *     forward evaluations   <= 2n + sqrt(n) = 136
  *
@@ -15,8 +15,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "analysis/mlp_chain.h"
 #include "autograd/parallel.h"
-#include "examples/backprop_strategies/mlp_chain.h"
 #include "nn/gpt_pass.h"
 
 enum { N = 64, WIDTH = 256, BATCH = 32, REPS = 5 };

@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "analysis/mlp_chain.h"
 #include "autograd/checkpoint.h"
 #include "autograd/parallel.h"
-#include "examples/backprop_strategies/mlp_chain.h"
 
 static CkptStrategy parsed(const char *text)
 {

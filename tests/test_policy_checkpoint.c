@@ -9,9 +9,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "analysis/mlp_chain.h"
 #include "autograd/checkpoint.h"
 #include "autograd/parallel.h"
-#include "examples/backprop_strategies/mlp_chain.h"
 #include "tests/gpt_pass_test.h"
 #include "optim/train.h"
 

@@ -1,10 +1,11 @@
 /* backprop_strategies: how much memory backprop needs, and what recomputation buys back.
  *
- * A chain of n MLP layers (mlp_chain.h: x_{j+1} = gelu(x_j W_j + b_j) at width W, batch B) is
- * run forward and backward with each checkpoint strategy of autograd/checkpoint.h. For every
- * run the program measures the peak of the act category (mem_reset_peaks, then mem_peak minus
- * what was in use before), counts the segment forward evaluations (every run of a layer's
- * forward, recorded or not), times it, and checks its gradients against vanilla's bit for bit.
+ * A chain of n MLP layers (analysis/mlp_chain.h: x_{j+1} = gelu(x_j W_j + b_j) at width W,
+ * batch B) is run forward and backward with each checkpoint strategy of autograd/checkpoint.h.
+ * For every run the program measures the peak of the act category (mem_reset_peaks, then
+ * mem_peak minus what was in use before), counts the segment forward evaluations (every run of
+ * a layer's forward, recorded or not), times it, and checks its gradients against vanilla's bit
+ * for bit.
  *
  *   the sweep      every --strategies entry for n = --n-from, ... --n-to: TSV --log, and two
  *                  figures, peak activation memory against n and forward evaluations against n
@@ -21,9 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/mlp_chain.h"
 #include "autograd/checkpoint.h"
 #include "autograd/parallel.h"
-#include "examples/backprop_strategies/mlp_chain.h"
 #include "examples/common/cli.h"
 #include "examples/common/plot.h"
 #include "examples/common/settings.h"

@@ -1,42 +1,17 @@
-#ifndef TAPEGRAD_MLP_CHAIN_H
-#define TAPEGRAD_MLP_CHAIN_H
-/* The lecture's chain: n segments, each one MLP layer at width W on a batch of B rows,
- *     x_{j+1} = gelu(x_j W_j + b_j)        x_j [B, W], W_j [W, W], b_j [W]
- * followed by the loss L = sum(x_n * r) for a fixed random r [B, W] (so dL/dx_n = r).
- *
- * Every segment keeps three act tensors of B x W floats on a recording tape (the product, the
- * biased product and the gelu), so a "unit" of U = 4 B W bytes measures everything here: vanilla
- * holds 3n units, a checkpoint is 1 unit.
- *
- * Header-only (static functions) because three programs share it: backprop_strategies, the
- * benchmark bench/bench_checkpoint.c and tests/test_checkpoint.c. */
+/* The MLP chain (analysis/mlp_chain.h). */
+#include "analysis/mlp_chain.h"
+
 #include <math.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "autograd/checkpoint.h"
 #include "autograd/ops.h"
 #include "autograd/rng.h"
 
-typedef struct {
-    int      n, width, batch;
-    Tensor **w, **b;       /* [n] parameters of each segment */
-    Tensor  *x;            /* x_0 [B, W]: category temp (an input), requires_grad */
-    Tensor  *probe;        /* r [B, W] */
-} MlpChain;
-
-/* What one forward + backward with a strategy did, measured. */
-typedef struct {
-    CkptStats stats;
-    size_t    peak_act;    /* bytes: peak of the act category above what was in use before */
-    double    ms;          /* fastest of the repetitions */
-    float     loss;
-} MlpChainRun;
-
-static inline Tensor *mlp_chain_normal(Rng *rng, MemCategory cat, int ndim,
-                                       const int *shape, float scale)
+/* A tensor of normal values times scale. */
+static Tensor *mlp_chain_normal(Rng *rng, MemCategory cat, int ndim, const int *shape,
+                                float scale)
 {
     Tensor *t = tensor_new(cat, ndim, shape);
     for (size_t i = 0; i < t->size; i++)
@@ -44,7 +19,7 @@ static inline Tensor *mlp_chain_normal(Rng *rng, MemCategory cat, int ndim,
     return t;
 }
 
-static inline MlpChain *mlp_chain_new(int n, int width, int batch, uint64_t seed)
+MlpChain *mlp_chain_new(int n, int width, int batch, uint64_t seed)
 {
     MlpChain *m = calloc(1, sizeof *m);
     if (m) {
@@ -72,7 +47,7 @@ static inline MlpChain *mlp_chain_new(int n, int width, int batch, uint64_t seed
     return m;
 }
 
-static inline void mlp_chain_free(MlpChain *m)
+void mlp_chain_free(MlpChain *m)
 {
     for (int j = 0; j < m->n; j++) {
         tensor_free(m->w[j]);
@@ -85,7 +60,7 @@ static inline void mlp_chain_free(MlpChain *m)
     free(m);
 }
 
-static inline void mlp_chain_zero_grad(MlpChain *m)
+void mlp_chain_zero_grad(MlpChain *m)
 {
     for (int j = 0; j < m->n; j++) {
         tensor_zero_grad(m->w[j]);
@@ -94,30 +69,26 @@ static inline void mlp_chain_zero_grad(MlpChain *m)
     tensor_zero_grad(m->x);
 }
 
-static inline double mlp_chain_now_ms(void)
+double mlp_chain_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
-/* The segment function of the chain (CkptSegmentFn). */
-static inline Tensor *mlp_chain_segment(Tape *tape, Tensor *x, int j, void *ctx)
+Tensor *mlp_chain_segment(Tape *tape, Tensor *x, int j, void *ctx)
 {
     const MlpChain *m = ctx;
     return op_gelu(tape, op_bias_add(tape, op_matmul(tape, x, m->w[j], false), m->b[j]));
 }
 
-/* The loss after the chain, on the caller's tape. */
-static inline Tensor *mlp_chain_loss(const MlpChain *m, Tape *tape, Tensor *y)
+Tensor *mlp_chain_loss(const MlpChain *m, Tape *tape, Tensor *y)
 {
     return op_sum(tape, op_mul(tape, y, m->probe));
 }
 
-/* reps forward + backward passes with strategy s (gradients zeroed before each, so they hold
- * one pass's gradient after); observe, if not NULL, watches every pass. */
-static inline MlpChainRun mlp_chain_run(MlpChain *m, CkptStrategy s, int reps,
-                                        CkptObserver observe, void *observe_ctx)
+MlpChainRun mlp_chain_run(MlpChain *m, CkptStrategy s, int reps, CkptObserver observe,
+                          void *observe_ctx)
 {
     CkptChain chain = { .fn = mlp_chain_segment, .ctx = m, .n = m->n, .observe = observe,
                         .observe_ctx = observe_ctx };
@@ -147,9 +118,7 @@ static inline MlpChainRun mlp_chain_run(MlpChain *m, CkptStrategy s, int reps,
     return r;
 }
 
-/* Every gradient of the chain (parameters, then the input) in one buffer (temp), to compare
- * runs bit for bit with memcmp. *bytes receives its size. */
-static inline float *mlp_chain_grads(const MlpChain *m, size_t *bytes)
+float *mlp_chain_grads(const MlpChain *m, size_t *bytes)
 {
     size_t W = (size_t)m->width, total = (size_t)m->n * (W * W + W) + m->x->size;
     float *g = mem_alloc(MEM_TEMP, total * sizeof *g), *p = g;
@@ -163,4 +132,3 @@ static inline float *mlp_chain_grads(const MlpChain *m, size_t *bytes)
     return g;
 }
 
-#endif

@@ -104,6 +104,17 @@ size_t gpt_config_n_params(const GptConfig *cfg)
     return V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C + (cfg->tied ? 0 : V * C);
 }
 
+double gpt_product_weights(const GptConfig *cfg)
+{
+    double L = cfg->n_layer, C = cfg->n_embd, V = cfg->vocab_size;
+    return 12.0 * L * C * C + V * C;
+}
+
+double gpt_flops_per_token(const GptConfig *cfg, int T)
+{
+    return 6.0 * gpt_product_weights(cfg) + 12.0 * cfg->n_layer * T * cfg->n_embd;
+}
+
 void gpt_zero_grad(Gpt *model) { nn_params_zero_grad(&model->params); }
 
 /* Keeps wpe.out, wpe.ids, wte.out, wte.ids and x0 (nn/gpt_acts.c's embed rows). */

@@ -105,6 +105,14 @@ Tensor     *gpt_param(const Gpt *model, const char *name);
 size_t      gpt_n_params(const Gpt *model);
 /* The same from a config, without building the model (to refuse one too large to build). */
 size_t      gpt_config_n_params(const GptConfig *cfg);
+/* The lecture's estimate of a training step's product FLOPs per token, 6N + 12LTC, with
+ * N = 12LC^2 + VC the weights that enter a product (per block qkv 3C^2, proj C^2, fc 4C^2 and
+ * proj 4C^2; the head V C, which a tied wte is; wpe, the lookup, biases and LayerNorm are no
+ * products), 6 = 2 forward + 4 backward (dX and dW) FLOPs per weight, and 12LTC attention's
+ * QK^T and PV, dense, forward and backward, over rows of T tokens. The tape counts the real
+ * ones (autograd/tape.h); train_gpt prints the two side by side. */
+double      gpt_product_weights(const GptConfig *cfg);
+double      gpt_flops_per_token(const GptConfig *cfg, int T);
 void        gpt_zero_grad(Gpt *model);
 /* Standard (false, the default) or tiled attention in every block. A run-time choice, not part
  * of the model: it changes activation memory, not the function (within fp32 rounding). */

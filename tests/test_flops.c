@@ -239,6 +239,10 @@ static void test_gpt_products_are_6n_plus_12ltc(void **state)
     f = gpt_step_flops(m, NULL, B, 5);
     assert_int_equal(f.forward.matmul + f.backward.matmul,
                      B * 5 * (6 * 6320 + 12 * 2 * 5 * 16));
+    /* The library's estimate (nn/gpt.h) is the count, tied or not. */
+    assert_true(gpt_product_weights(&cfg) == 6320.0 && gpt_product_weights(&other) == 6320.0);
+    assert_true(gpt_flops_per_token(&cfg, 5) * B * 5 ==
+                (double)(f.forward.matmul + f.backward.matmul));
     gpt_free(u);
     gpt_free(m);
 }
@@ -252,6 +256,7 @@ static void test_default_model_per_token(void **state)
     Gpt *m = gpt_new(&cfg, 1);
     TapeFlops f = gpt_step_flops(m, NULL, 1, 64);
     assert_int_equal(f.forward.matmul + f.backward.matmul, 64 * 5161728LL);
+    assert_true(gpt_flops_per_token(&cfg, 64) == 5161728.0);
     gpt_free(m);
 }
 

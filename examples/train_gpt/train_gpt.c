@@ -292,22 +292,6 @@ static double all_flops(const TapeFlops *f)
     return model_flops(f) + (double)flop_total(f->recompute);
 }
 
-/* The lecture's estimate per token of the products, 6N + 12LTC: N = 12LC^2 + VC, the weights
- * that enter a product (four per block: qkv 3C^2, proj C^2, fc 4C^2, proj 4C^2, and the head
- * V C, which a tied wte is; wpe, the embedding lookup, biases and LayerNorm are not products),
- * 6 = 2 forward + 4 backward (dX and dW) FLOPs per weight, and 12LTC the attention's QK^T and
- * PV, dense, forward and backward. T is the rows' length. */
-static double product_weights(const GptConfig *m)
-{
-    double L = m->n_layer, C = m->n_embd, V = m->vocab_size;
-    return 12.0 * L * C * C + V * C;
-}
-
-static double estimate_per_token(const GptConfig *m, int T)
-{
-    return 6.0 * product_weights(m) + 12.0 * m->n_layer * T * m->n_embd;
-}
-
 static void log_row(Run *run, long step, double lr, TrainStepResult r, double seconds,
                     double step_model_flops, const size_t *peaks, const EvalResult *ev)
 {
@@ -426,9 +410,9 @@ static void report_compute(const Run *run)
            (double)(f->forward.matmul + f->backward.matmul + f->recompute.matmul),
            (double)(f->forward.other + f->backward.other + f->recompute.other));
     const GptConfig *m = &run->tr->model->cfg;
-    double tokens = (double)run->train_tokens, per_token = estimate_per_token(m, run->T);
+    double tokens = (double)run->train_tokens, per_token = gpt_flops_per_token(m, run->T);
     double products = (double)(f->forward.matmul + f->backward.matmul);
-    double N = product_weights(m);
+    double N = gpt_product_weights(m);
     printf("estimate         (6N + 12LTC) D = %.4g FLOP (6ND alone %.4g): N = 12LC^2 + VC = %.0f, "
            "T = %d, D = %.0f tokens; counted forward + backward products / estimate = %.6f\n",
            per_token * tokens, 6.0 * N * tokens, N, run->T, tokens,

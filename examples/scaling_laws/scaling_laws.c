@@ -11,8 +11,8 @@
  * D that Kaplan's non-embedding count would give. A few pairs are also trained as separate runs
  * with Chinchilla's cosine, to check the branches against them. Then the fits (analyse.c).
  *
- * Output, in --out DIR: scaling_points.tsv... see --help; --from-results FILE refits from a saved
- * scaling_study.tsv without training. */
+ * Output, in --out DIR: see --help; --from-results FILE refits from a saved scaling_study.tsv
+ * without training. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -76,9 +76,10 @@ enum { FLAG_QUICK = 256, FLAG_DATA, FLAG_OUT, FLAG_FROM, FLAG_MIN_STEPS, FLAG_MA
 static const Setting SETTINGS[] = {
     { .name = "quick", .id = FLAG_QUICK, .type = SETTING_SWITCH, .offset = FIELD(quick),
       .help = "8 sizes (768 to 42k parameters) x 4 budgets (1e10 to\n"
-              "5.6e10 FLOP), 256 validation windows, 50 resamples: under\n"
-              "3 minutes. The default is the full study: 11 sizes (to\n"
-              "112k) x 7 budgets (to 3.2e11), 512 windows, 200 resamples" },
+              "5.6e10 FLOP), 256 validation windows, 50 resamples: about\n"
+              "4.5 minutes of CPU. The default is the full study: 11 sizes\n"
+              "(to 119k) x 7 budgets (to 3.2e11), 512 windows, 200\n"
+              "resamples: about 17 minutes of CPU (docs/scaling_laws.md)" },
     { .name = "data", .id = FLAG_DATA, .type = SETTING_STRING, .offset = FIELD(data),
       .def = TAPEGRAD_SOURCE_DIR "/data/tinyshakespeare.txt", .arg = "PATH",
       .help = "the corpus" },

@@ -4,6 +4,7 @@
  * evaluation (evaluate.c). */
 #include <stdbool.h>
 
+#include "analysis/eval.h"
 #include "autograd/snapshot.h"
 #include "data/dataset.h"
 #include "examples/common/settings.h"
@@ -118,17 +119,6 @@ void   options_first_difference(const char *mine, const char *theirs, int rank, 
                                 size_t len);
 
 /* evaluate.c ---------------------------------------------------------------------------------- */
-typedef struct {
-    double loss;                 /* mean cross-entropy over every counted target */
-    double accuracy;             /* exact match (tasks only; NAN for text) */
-    int    examples;
-} EvalResult;
-
-/* Teacher-forced loss and exact match over the first max_examples validation rows, in batches
- * of B (the training batch, so the step loop's cached storage serves it). */
-EvalResult eval_teacher_forced(Trainer *tr, const Dataset *ds, int B, int max_examples);
-/* Exact match by greedy decoding (the definition; tasks only). */
-double     eval_greedy_accuracy(Trainer *tr, const Dataset *ds, int B, int max_examples);
 /* After training: n validation prompts with the model's greedy answers (a task), or n
  * characters generated from the start of the validation text (text data), drawn at the
  * temperature (0: greedy) from a generator seeded with seed. */

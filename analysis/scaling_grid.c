@@ -2,12 +2,14 @@
 #include "analysis/scaling_grid.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "analysis/eval.h"
 #include "autograd/parallel.h"
 #include "optim/schedule.h"
 #include "optim/train.h"
@@ -67,31 +69,7 @@ static void *xmalloc(size_t bytes)
 
 double scaling_validation_loss(Trainer *tr, const Dataset *ds, int n)
 {
-    int T = dataset_seq_len(ds), B = 32, total = dataset_val_count(ds);
-    if (n > 0 && n < total)
-        total = n;
-    int *tokens = xmalloc((size_t)B * T * sizeof *tokens);
-    int *targets = xmalloc((size_t)B * T * sizeof *targets);
-    double sum = 0.0;
-    long counted = 0;
-    for (int first = 0; first < total; first += B) {
-        dataset_val_batch(ds, first, B, tokens, targets);
-        for (int b = total - first; b < B; b++)       /* windows past n are left out */
-            for (int t = 0; t < T; t++)
-                targets[b * T + t] = -1;
-        long k = 0;
-        for (int i = 0; i < B * T; i++)
-            k += targets[i] >= 0;
-        double loss = 0.0;
-        Tensor *logits = trainer_eval(tr, tokens, targets, B, T, &loss);
-        tensor_release(logits);
-        trainer_eval_done(tr);
-        sum += loss * (double)k;
-        counted += k;
-    }
-    free(tokens);
-    free(targets);
-    return counted ? sum / (double)counted : NAN;
+    return eval_teacher_forced(tr, ds, 32, n > 0 ? n : INT_MAX).loss;
 }
 
 ScalingRun scaling_train_one(const Dataset *ds, const ScalingTrainConfig *cfg, int layers,

@@ -79,7 +79,8 @@ ScalingRun scaling_train_one(const Dataset *ds, const ScalingTrainConfig *cfg, i
                              const char *label);
 
 /* The mean cross-entropy (nats per token) of tr's model over the first n validation windows of
- * ds (all when n is 0 or more than there are), in batches of 32 windows. */
+ * ds (all when n is 0 or more than there are), in batches of 32 windows: eval_teacher_forced's
+ * loss (analysis/eval.h). */
 double scaling_validation_loss(Trainer *tr, const Dataset *ds, int n);
 
 /* The columns of the results file, in order (NULL-terminated); a row is written by the

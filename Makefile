@@ -226,9 +226,9 @@ SETTINGS_CLI_PROGS := backprop_strategies lora_finetune loss_scaling lr_scaling 
                       number_formats
 $(BUILD)/tests/test_settings_cli: $(addprefix $(BUILD)/bin/,$(SETTINGS_CLI_PROGS))
 $(BUILD)/obj/tests/test_settings_cli.o: CFLAGS += -DTAPEGRAD_BUILD_DIR='"$(CURDIR)/$(BUILD)"'
-# test_schema reads every program's settings table (--settings-table) against the schemas.
-$(BUILD)/tests/test_schema: $(BINS)
-$(BUILD)/obj/tests/test_schema.o: CFLAGS += -DTAPEGRAD_BUILD_DIR='"$(CURDIR)/$(BUILD)"'
+# test_schema_cli reads every program's settings table (--settings-table) against the schemas.
+$(BUILD)/tests/test_schema_cli: $(BINS)
+$(BUILD)/obj/tests/test_schema_cli.o: CFLAGS += -DTAPEGRAD_BUILD_DIR='"$(CURDIR)/$(BUILD)"'
 
 # The fuzz corpora's replay (tests/fuzz/): the train_load harness includes train_gpt.c, so the
 # test links train_gpt's other files and MPI, and turns exit() into a jump back to the harness.

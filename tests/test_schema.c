@@ -4,7 +4,8 @@
  * default is its struct's default; a struct written and read back is the same struct; a bad
  * value is refused naming the key and the range; every key of a saved training snapshot is a
  * row of a schema and every kept row is in the file; the run-only rows are in no snapshot and
- * a resumed run keeps its own (schema_copy_rows). */
+ * a resumed run keeps its own (schema_copy_rows). Every program's flags against these schemas:
+ * tests/test_schema_cli.c. */
 #include "tests/snapshot_test_helpers.h"
 
 #include <string.h>
@@ -447,135 +448,6 @@ static void test_missing_key_reads_as_before(void **state)
     snapshot_close(r);
 }
 
-/* Every program's flags against the schemas --------------------------------------------------- */
-
-#ifndef TAPEGRAD_BUILD_DIR
-#define TAPEGRAD_BUILD_DIR "build"
-#endif
-
-/* The programs whose flags come from a settings table (examples/common/settings.h). */
-static const char *const PROGRAMS[] = {
-    "attention_memory", "backprop_strategies", "data_parallel", "fit_largest", "lora_finetune",
-    "loss_scaling", "lr_scaling", "memory_calculator", "memory_savers", "number_formats",
-    "scaling_laws", "tape_tour", "train_gpt", "train_mlp",
-};
-
-/* Every library schema whose rows a snapshot keeps, with the prefix a file gives its keys. */
-static const struct {
-    const Schema *sc;
-    const char   *prefix;
-} LIBRARY[] = {
-    { &GPT_SCHEMA, "model." }, { &LORA_SCHEMA, "lora." }, { &TRAINER_SCHEMA, "" },
-    { &TRAINER_COUNTER_SCHEMA, "" }, { &SCHED_SCHEMA, "" },
-};
-
-/* The row of a file's key in schema sc (or in any, sc NULL), and that schema in *in. */
-static const SchemaRow *library_row(const char *key, const char *schema, const Schema **in)
-{
-    for (size_t k = 0; k < sizeof LIBRARY / sizeof LIBRARY[0]; k++) {
-        size_t n = strlen(LIBRARY[k].prefix);
-        if ((schema && strcmp(schema, LIBRARY[k].sc->name) != 0) ||
-            strncmp(key, LIBRARY[k].prefix, n) != 0)
-            continue;
-        const SchemaRow *r = schema_find(LIBRARY[k].sc, key + n);
-        if (r) {
-            *in = LIBRARY[k].sc;
-            return r;
-        }
-    }
-    return NULL;
-}
-
-/* The text up to the next sep (which is cut off), and *p moved past it; NULL at the end. */
-static char *next_field(char **p, char sep)
-{
-    char *start = *p;
-    if (!start)
-        return NULL;
-    char *end = strchr(start, sep);
-    if (end)
-        *end = '\0';
-    *p = end ? end + 1 : NULL;
-    return start;
-}
-
-/* One line of --settings-table: flag, key, schema, lo, hi, default, written, merge. */
-static void check_flag(const char *program, char *line, const char *help, int *from_schema)
-{
-    char *f[8];
-    for (int i = 0; i < 8; i++) {
-        f[i] = next_field(&line, '\t');
-        assert_non_null(f[i]);
-    }
-    char flag[96];
-    snprintf(flag, sizeof flag, "--%s", f[0]);
-    if (!strstr(help, flag)) {
-        print_error("%s: %s is in its table, not in its --help\n", program, flag);
-        fail();
-    }
-    const Schema *in = NULL;
-    bool has_schema = strcmp(f[2], "-") != 0, library = strcmp(f[6], "library") == 0;
-    const SchemaRow *r = strcmp(f[1], "-") == 0 ? NULL
-                                                : library_row(f[1], has_schema ? f[2] : NULL, &in);
-    if (has_schema) {
-        /* a library setting: its row exists, gives the range, and says who writes the key */
-        char lo[64], hi[64];
-        if (!r) {
-            print_error("%s %s: %s has no row '%s'\n", program, flag, f[2], f[1]);
-            fail();
-        }
-        snprintf(lo, sizeof lo, "%.17g", r->lo);
-        snprintf(hi, sizeof hi, "%.17g", r->hi);
-        if (strcmp(f[3], "-") != 0 && (strcmp(f[3], lo) != 0 || strcmp(f[4], hi) != 0)) {
-            print_error("%s %s: range [%s, %s], its schema row's [%s, %s]\n", program, flag,
-                        f[3], f[4], lo, hi);
-            fail();
-        }
-        assert_int_equal(library, !in->by_program);
-        (*from_schema)++;
-    } else if (library && (!r || !r->kept)) {
-        /* a key the library writes without a schema reference: still a kept schema row */
-        print_error("%s %s: the library writes no key '%s'\n", program, flag, f[1]);
-        fail();
-    } else if (!library && r && !in->by_program) {
-        print_error("%s %s: '%s' is a library key, written by the program\n", program, flag,
-                    f[1]);
-        fail();
-    }
-}
-
-static void test_program_flags_are_the_schemas(void **state)
-{
-    (void)state;
-    enum { OUT = 1 << 16 };
-    char *table = malloc(OUT), *help = malloc(OUT), cmd[512];
-    assert_non_null(table);
-    assert_non_null(help);
-    int from_schema = 0, train_gpt = 0;
-    for (size_t p = 0; p < sizeof PROGRAMS / sizeof PROGRAMS[0]; p++) {
-        snprintf(cmd, sizeof cmd, "cd %s && timeout -s KILL 60 bin/%s --settings-table 2>&1",
-                 TAPEGRAD_BUILD_DIR, PROGRAMS[p]);
-        assert_int_equal(test_run_shell(cmd, table, OUT), 0);
-        snprintf(cmd, sizeof cmd, "cd %s && timeout -s KILL 60 bin/%s --help 2>&1",
-                 TAPEGRAD_BUILD_DIR, PROGRAMS[p]);
-        assert_int_equal(test_run_shell(cmd, help, OUT), 0);
-        if (strncmp(table, "flag\tkey\t", 9) != 0) {
-            print_error("%s --settings-table printed:\n%.300s\n", PROGRAMS[p], table);
-            fail();
-        }
-        char *rest = strchr(table, '\n') + 1, *line;
-        while ((line = next_field(&rest, '\n')) && *line)
-            check_flag(PROGRAMS[p], line, help, &from_schema);
-        if (strcmp(PROGRAMS[p], "train_gpt") == 0)
-            train_gpt = from_schema;
-    }
-    /* train_gpt's library settings: model, seed, clip, the optimizers', precision, loss
-     * scaling and the schedule's */
-    assert_true(train_gpt >= 25);
-    free(table);
-    free(help);
-}
-
 /* docs/settings.md holds, between its markers, exactly what --settings-table prints. */
 static const char BEGIN[] = "<!-- settings tables: build/tests/test_schema --settings-table -->";
 static const char END[] = "<!-- end of the settings tables -->";
@@ -621,7 +493,6 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_run_only_rows_stay_the_runs),
         cmocka_unit_test(test_missing_key_reads_as_before),
         cmocka_unit_test(test_docs_table_is_the_schemas),
-        cmocka_unit_test(test_program_flags_are_the_schemas),
     };
     return cmocka_run_group_tests(tests, make_dir, remove_dir);
 }

@@ -2,13 +2,13 @@
  * (scaling_branch.h). */
 #include "analysis/scaling_branch.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "analysis/results_file.h"
 #include "autograd/parallel.h"
 #include "autograd/snapshot.h"
 #include "optim/schedule.h"
@@ -253,100 +253,30 @@ const char *const SCALING_POINT_COLUMNS[] = {
     "layers", "width", "heads", "seed", "N_nonemb", "N_all", "count", "schedule", "budget",
     "steps", "D", "lr", "val_loss", "trained", "flop", "seconds", NULL };
 
-enum { MAX_COLS = 64, LINE_LEN = 4096, N_PCOLS = 16, COL_COUNT = 6, COL_SCHED = 7 };
-
-static int split(char *line, char **cells)
-{
-    line[strcspn(line, "\r\n")] = '\0';
-    int n = 0;
-    for (char *p = line; n < MAX_COLS;) {
-        cells[n++] = p;
-        char *tab = strchr(p, '\t');
-        if (!tab)
-            break;
-        *tab = '\0';
-        p = tab + 1;
-    }
-    return n;
-}
-
-static int name_index(const char *const *names, const char *s)
-{
-    for (int i = 0; names[i]; i++)
-        if (strcmp(names[i], s) == 0)
-            return i;
-    return -1;
-}
-
 bool scaling_points_read(const char *path, ScalingPoint *pts, int max, int *n, char *err,
                          size_t errlen)
 {
-    *n = 0;
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+    enum { N_PCOLS = 16, COL_COUNT = 6, COL_SCHED = 7 };
+    ResultsColumn cols[N_PCOLS];
+    for (int k = 0; k < N_PCOLS; k++)
+        cols[k] = (ResultsColumn){ .name = SCALING_POINT_COLUMNS[k] };
+    cols[COL_COUNT].names = SCALING_COUNT_NAMES;
+    cols[COL_SCHED].names = SCALING_SCHED_NAMES;
+    double *all = malloc(((size_t)max + 1) * N_PCOLS * sizeof *all);
+    if (!all) {
+        snprintf(err, errlen, "out of memory for %d rows of %s", max, path);
         return false;
     }
-    char line[LINE_LEN], *cells[MAX_COLS];
-    int where[N_PCOLS];
-    bool ok = fgets(line, sizeof line, f) != NULL;
-    if (!ok)
-        snprintf(err, errlen, "%s is empty (no header line)", path);
-    int ncols = ok ? split(line, cells) : 0;
-    for (int k = 0; ok && SCALING_POINT_COLUMNS[k]; k++) {
-        where[k] = -1;
-        for (int c = 0; c < ncols; c++)
-            if (strcmp(cells[c], SCALING_POINT_COLUMNS[k]) == 0)
-                where[k] = c;
-        if (where[k] < 0) {
-            snprintf(err, errlen, "%s: no column '%s' in the header", path,
-                     SCALING_POINT_COLUMNS[k]);
-            ok = false;
-        }
+    bool ok = results_read(path, cols, N_PCOLS, all, max, n, err, errlen);
+    for (int r = 0; ok && r < *n; r++) {
+        const double *v = all + (size_t)r * N_PCOLS;
+        pts[r] = (ScalingPoint){
+            .layers = (int)v[0], .width = (int)v[1], .heads = (int)v[2],
+            .seed = (uint64_t)v[3], .N_nonemb = v[4], .N_all = v[5],
+            .count = (ScalingCount)v[6], .schedule = (ScalingSchedule)v[7], .budget = v[8],
+            .steps = (long)v[9], .D = v[10], .lr = v[11], .val_loss = v[12],
+            .trained = v[13], .flop = v[14], .seconds = v[15] };
     }
-    for (int lineno = 2; ok && fgets(line, sizeof line, f); lineno++) {
-        if (line[0] == '\n' || line[0] == '\0')
-            continue;
-        if (*n >= max) {
-            snprintf(err, errlen, "%s: more than %d rows", path, max);
-            ok = false;
-            break;
-        }
-        int got = split(line, cells);
-        double v[N_PCOLS];
-        for (int k = 0; ok && k < N_PCOLS; k++) {
-            const char *cell = where[k] < got ? cells[where[k]] : "";
-            if (k == COL_COUNT || k == COL_SCHED) {
-                v[k] = name_index(k == COL_COUNT ? SCALING_COUNT_NAMES : SCALING_SCHED_NAMES,
-                                  cell);
-                if (v[k] < 0) {
-                    snprintf(err, errlen, "%s line %d: column '%s' is '%s', not one of %s",
-                             path, lineno, SCALING_POINT_COLUMNS[k], cell,
-                             k == COL_COUNT ? "all, nonemb" : "cooldown, constant, cosine");
-                    ok = false;
-                }
-                continue;
-            }
-            char *end = NULL;
-            v[k] = strtod(cell, &end);
-            if (end == cell || *end != '\0') {
-                snprintf(err, errlen, "%s line %d: column '%s' is '%s', not a number", path,
-                         lineno, SCALING_POINT_COLUMNS[k], cell);
-                ok = false;
-            }
-        }
-        if (ok)
-            pts[(*n)++] = (ScalingPoint){
-                .layers = (int)v[0], .width = (int)v[1], .heads = (int)v[2],
-                .seed = (uint64_t)v[3], .N_nonemb = v[4], .N_all = v[5],
-                .count = (ScalingCount)v[6], .schedule = (ScalingSchedule)v[7], .budget = v[8],
-                .steps = (long)v[9], .D = v[10], .lr = v[11], .val_loss = v[12],
-                .trained = v[13], .flop = v[14], .seconds = v[15] };
-    }
-    fclose(f);
-    if (ok && *n == 0) {
-        snprintf(err, errlen, "%s has no rows", path);
-        ok = false;
-    }
+    free(all);
     return ok;
 }

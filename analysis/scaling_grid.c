@@ -1,7 +1,6 @@
 /* One run of a scaling-law grid, and the results file (scaling_grid.h). */
 #include "analysis/scaling_grid.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -10,6 +9,7 @@
 #include <time.h>
 
 #include "analysis/eval.h"
+#include "analysis/results_file.h"
 #include "autograd/parallel.h"
 #include "optim/schedule.h"
 #include "optim/train.h"
@@ -134,84 +134,27 @@ ScalingRun scaling_train_one(const Dataset *ds, const ScalingTrainConfig *cfg, i
 const char *const SCALING_COLUMNS[] = { "layers", "width", "heads", "N", "D", "C", "budget",
                                         "steps", "lr", "val_loss", "seconds", "flop", NULL };
 
-enum { MAX_COLS = 64, LINE_LEN = 4096 };
-
-/* Splits line at tabs in place (the newline removed); returns the number of cells. */
-static int split(char *line, char **cells)
-{
-    line[strcspn(line, "\r\n")] = '\0';
-    int n = 0;
-    for (char *p = line; n < MAX_COLS;) {
-        cells[n++] = p;
-        char *tab = strchr(p, '\t');
-        if (!tab)
-            break;
-        *tab = '\0';
-        p = tab + 1;
-    }
-    return n;
-}
-
 bool scaling_read_results(const char *path, ScalingRun *runs, int max, int *n, char *err,
                           size_t errlen)
 {
-    *n = 0;
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+    enum { N_COLS = 12, FLOP_COL = 11 };
+    ResultsColumn cols[N_COLS];
+    for (int k = 0; k < N_COLS; k++)
+        cols[k] = (ResultsColumn){ .name = SCALING_COLUMNS[k] };
+    cols[FLOP_COL].optional = true;     /* files written before it: NAN */
+    double *all = malloc(((size_t)max + 1) * N_COLS * sizeof *all);
+    if (!all) {
+        snprintf(err, errlen, "out of memory for %d rows of %s", max, path);
         return false;
     }
-    char line[LINE_LEN], *cells[MAX_COLS];
-    enum { N_COLS = 12, FLOP_COL = 11 };   /* "flop" may be absent (files written before it) */
-    int where[N_COLS];
-    bool ok = fgets(line, sizeof line, f) != NULL;
-    if (!ok)
-        snprintf(err, errlen, "%s is empty (no header line)", path);
-    int ncols = ok ? split(line, cells) : 0;
-    for (int k = 0; ok && SCALING_COLUMNS[k]; k++) {
-        where[k] = -1;
-        for (int c = 0; c < ncols; c++)
-            if (strcmp(cells[c], SCALING_COLUMNS[k]) == 0)
-                where[k] = c;
-        if (where[k] < 0 && k != FLOP_COL) {
-            snprintf(err, errlen, "%s: no column '%s' in the header", path, SCALING_COLUMNS[k]);
-            ok = false;
-        }
+    bool ok = results_read(path, cols, N_COLS, all, max, n, err, errlen);
+    for (int r = 0; ok && r < *n; r++) {
+        const double *v = all + (size_t)r * N_COLS;
+        runs[r] = (ScalingRun){ .layers = (int)v[0], .width = (int)v[1], .heads = (int)v[2],
+                                .N = v[3], .D = v[4], .C = v[5], .budget = v[6],
+                                .steps = (long)v[7], .lr = v[8], .val_loss = v[9],
+                                .seconds = v[10], .flop = v[FLOP_COL] };
     }
-    for (int lineno = 2; ok && fgets(line, sizeof line, f); lineno++) {
-        if (line[0] == '\n' || line[0] == '\0')
-            continue;
-        if (*n >= max) {
-            snprintf(err, errlen, "%s: more than %d rows", path, max);
-            ok = false;
-            break;
-        }
-        int got = split(line, cells);
-        double v[N_COLS];
-        v[FLOP_COL] = NAN;
-        for (int k = 0; ok && SCALING_COLUMNS[k]; k++) {
-            if (where[k] < 0)
-                continue;
-            char *end = NULL;
-            const char *cell = where[k] < got ? cells[where[k]] : "";
-            v[k] = strtod(cell, &end);
-            if (end == cell || *end != '\0') {
-                snprintf(err, errlen, "%s line %d: column '%s' is '%s', not a number", path,
-                         lineno, SCALING_COLUMNS[k], cell);
-                ok = false;
-            }
-        }
-        if (ok)
-            runs[(*n)++] = (ScalingRun){ .layers = (int)v[0], .width = (int)v[1],
-                                         .heads = (int)v[2], .N = v[3], .D = v[4], .C = v[5],
-                                         .budget = v[6], .steps = (long)v[7], .lr = v[8],
-                                         .val_loss = v[9], .seconds = v[10],
-                                         .flop = v[FLOP_COL] };
-    }
-    fclose(f);
-    if (ok && *n == 0) {
-        snprintf(err, errlen, "%s has no rows", path);
-        ok = false;
-    }
+    free(all);
     return ok;
 }

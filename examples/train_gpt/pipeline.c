@@ -32,12 +32,6 @@
 #include "examples/common/tsv.h"
 #include "examples/train_gpt/train_gpt.h"
 
-/* --parallel pipeline:...: the plan's checks are dist_plan_parse's (ranks_set_option). */
-void pipeline_set_option(void *opts, int f, const char *flag, const char *arg)
-{
-    ranks_set_option(opts, f, flag, arg);
-}
-
 bool pipeline_requested(const Options *o) { return o->pipeline != NULL; }
 
 void pipeline_check_options(Options *o)

@@ -126,15 +126,6 @@ static void set_lora_targets(void *opts, int id, const char *flag, const char *a
         cli_usage_error("%s: %s", flag, err);
 }
 
-/* One flag, two kinds of parallelism. */
-static void set_parallel(void *opts, int id, const char *flag, const char *arg)
-{
-    if (strncmp(arg, "pipeline:", 9) == 0)
-        pipeline_set_option(opts, id, flag, arg);
-    else
-        ranks_set_option(opts, id, flag, arg);
-}
-
 #define FIELD(f) offsetof(Options, f)
 #define CFG(f) (offsetof(Options, cfg) + offsetof(TrainerConfig, f))   /* optim/train.h */
 #define SCHED(f) (offsetof(Options, sched) + offsetof(SchedConfig, f))  /* optim/schedule.h */
@@ -256,7 +247,7 @@ const Setting TRAIN_GPT_SETTINGS[] = {
               "gradient (default 0.5)" },
 
     { .heading = "Parallel (under scripts/mpirun; docs/distributed.md, docs/pipeline.md):" },
-    { .name = "parallel", .id = FLAG_PARALLEL, .type = SETTING_CUSTOM, .set = set_parallel,
+    { .name = "parallel", .id = FLAG_PARALLEL, .type = SETTING_CUSTOM, .set = ranks_set_option,
       .arg = "P",
       .help = "none, ddp, zero1, zero2, zero3, or pipeline:S (next part);\n"
               "ddp: each rank trains on --batch rows of a global batch of\n"

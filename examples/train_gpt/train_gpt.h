@@ -126,10 +126,9 @@ void       eval_print_samples(Trainer *tr, const Dataset *ds, int n, double temp
                               uint64_t seed);
 
 /* pipeline.c (dist/pipeline.h) --------------------------------------------------------------- */
-/* The value of --parallel pipeline:S (a custom setting of flags.c); the checks of the pipeline
- * flags (after every flag is read: they set accum to the micro-batch count), and again once a
+/* The checks of the pipeline flags (after every flag is read: they set accum to the
+ * micro-batch count), and again once a
  * snapshot's settings are in (its accumulation is the micro-batch count). */
-void pipeline_set_option(void *opts, int f, const char *flag, const char *arg);
 void pipeline_check_options(Options *o);
 void pipeline_check_loaded(Options *o, const char *path);
 bool pipeline_requested(const Options *o);
@@ -196,6 +195,7 @@ uint64_t lora_base_hash(const Options *o);
  * makes the trainer whole (the optimizer state too: ZeRO gathers its shards, the pipeline its
  * stages), so that the report, the samples and --save see an ordinary trainer. */
 typedef struct RanksRun RanksRun;
+/* The value of --parallel, every form (dist_plan_parse): the custom setting of settings.c. */
 void         ranks_set_option(void *opts, int f, const char *flag, const char *arg);
 void         ranks_check_options(const Options *o);
 void         ranks_begin(int *argc, char ***argv);

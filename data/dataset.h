@@ -23,6 +23,15 @@ typedef struct {
     TextData *text;
 } Dataset;
 
+/* Which data a run trains on, as its settings say it (a snapshot keeps them: data.*): a task
+ * (task, its size, its answer's digit order) or a text file (path). */
+typedef struct {
+    const char *task;            /* NULL when path is set */
+    int         task_size;       /* 0: the task's default */
+    bool        msd_first;
+    const char *path;            /* a text file, or NULL */
+} DataConfig;
+
 /* NULL with a message in err on failure (see task_new, text_open). */
 Dataset    *dataset_open_task(const TaskSpec *spec, char *err, size_t errlen);
 Dataset    *dataset_open_text(const char *path, int T, char *err, size_t errlen);

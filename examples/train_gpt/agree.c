@@ -34,13 +34,15 @@ static bool rank_local(int id)
 static void agreed_value(const Setting *s, const Options *o, char *buf, size_t len)
 {
     static const char *const modes[] = { "none", "ddp", "zero1", "zero2", "zero3" };
+    const RunParallel *par = &o->local.parallel;
     char name[64];
     switch (s->id) {
-    case FLAG_PARALLEL:
-        snprintf(buf, len, "%s",
-                 o->pipeline ? o->pipeline : modes[o->ddp ? 1 : o->zero_level ? o->zero_level + 1
-                                                                                : 0]);
+    case FLAG_PARALLEL: {
+        int level = run_parallel_zero(par);
+        snprintf(buf, len, "%s", run_parallel_pipeline(par) ? run_parallel_pipeline(par)
+                                 : modes[run_parallel_ddp(par) ? 1 : level ? level + 1 : 0]);
         break;
+    }
     case FLAG_KERNELS: snprintf(buf, len, "%s", kernels_name(kernels_mode())); break;
     case FLAG_CHECKPOINT:
         snprintf(buf, len, "%s", ckpt_name(o->cfg.checkpoint, name, sizeof name));
@@ -59,7 +61,8 @@ size_t options_agreed_text(const Options *o, long start_step, char *buf, size_t 
     for (int i = 0; i < TRAIN_GPT_N_SETTINGS && at < len; i++) {
         const Setting *s = &TRAIN_GPT_SETTINGS[i];
         /* a pipeline's --accum is its --micro-batches (pipeline_check_options): named so */
-        if (!s->name || rank_local(s->id) || (s->id == FLAG_ACCUM && o->pipeline))
+        if (!s->name || rank_local(s->id) ||
+            (s->id == FLAG_ACCUM && run_parallel_pipeline(&o->local.parallel)))
             continue;
         agreed_value(s, o, value, sizeof value);
         at += (size_t)snprintf(buf + at, len - at, "--%s\t%s\n", s->name, value);

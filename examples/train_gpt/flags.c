@@ -19,10 +19,11 @@ static void check_schedule(const Options *o)
 {
     SchedConfig c = options_schedule(o);
     long W = c.warmup == SCHED_WARMUP_NONE ? 0 : c.warmup_steps;
-    if (c.decay != SCHED_DECAY_CONSTANT && o->steps > 0 && W + c.cooldown_steps >= o->steps)
+    long S = o->kept.steps;
+    if (c.decay != SCHED_DECAY_CONSTANT && S > 0 && W + c.cooldown_steps >= S)
         cli_usage_error("--warmup %ld%s leave%s no step of --steps %ld to decay over", W,
                         c.decay == SCHED_DECAY_WSD ? " and the cooldown" : "",
-                        c.decay == SCHED_DECAY_WSD ? "" : "s", o->steps);
+                        c.decay == SCHED_DECAY_WSD ? "" : "s", o->kept.steps);
     char err[160];
     if (!sched_check(&c, err, sizeof err))
         cli_usage_error("the schedule: %s", err);
@@ -35,13 +36,13 @@ void options_check_products(const Options *o)
 {
     /* under ddp and ZeRO every rank draws the global batch: the ranks count too */
     long ranks = o->ranks > 1 ? o->ranks : 1;
-    long rows = (long)o->accum * ranks;     /* both at most 2^16, 2^20 */
+    long rows = (long)o->kept.accum * ranks;     /* both at most 2^16, 2^20 */
     const char *accum = ranks > 1 ? "--accum x ranks" : "--accum";
     cli_product(INT_MAX, "rows per step", 2, (const char *[]){ "--batch", accum },
-                (long[]){ o->batch, rows });
+                (long[]){ o->kept.batch, rows });
     if (o->seq > 0)
         cli_product(INT_MAX, "tokens per step", 3, (const char *[]){ "--batch", accum, "--seq" },
-                    (long[]){ o->batch, rows, o->seq });
+                    (long[]){ o->kept.batch, rows, o->seq });
 }
 
 /* Combinations no single value shows wrong: first what each flag needs (the table's needs,
@@ -51,8 +52,10 @@ static void check_combinations(const Options *o)
     settings_check_needs(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, o, o->given, FLAG_TASK,
                          false);
     options_check_products(o);
-    if (o->msd_first && o->task && strcmp(o->task, "add") != 0 && strcmp(o->task, "sub") != 0)
-        cli_usage_error("--msd-first applies to add and sub, not to %s", o->task);
+    const DataConfig *data = &o->kept.data;
+    if (data->msd_first && data->task && strcmp(data->task, "add") != 0 &&
+        strcmp(data->task, "sub") != 0)
+        cli_usage_error("--msd-first applies to add and sub, not to %s", data->task);
     check_schedule(o);
     if (o->cfg.model.n_embd % o->cfg.model.n_head != 0)
         cli_usage_error("--embd %d is not a multiple of --heads %d: each head gets C/H "
@@ -62,7 +65,8 @@ static void check_combinations(const Options *o)
     /* Files written must not be one another or an input; --save over --load is fine (the
      * snapshot is replaced atomically, once the run is done). */
     const char *names[] = { "log", "plot", "save", "load", "data" };
-    const char *paths[] = { o->log_path, o->plot_path, o->save_path, o->load_path, o->data };
+    const char *paths[] = { o->local.log_path, o->local.plot_path, o->local.save_path,
+                            o->local.load_path, data->path };
     for (int i = 0; i < 3; i++)
         for (int j = i + 1; j < 5; j++)
             if (paths[i] && paths[j] && strcmp(paths[i], paths[j]) == 0 && !(i == 2 && j == 3))
@@ -73,12 +77,14 @@ static void check_combinations(const Options *o)
 
 Options options_parse(int argc, char **argv)
 {
-    Options o = { .cfg = trainer_config_default(), .ranks = 1 };   /* what no flag sets */
+    Options o = { .cfg = trainer_config_default(), .ranks = 1,      /* what no flag sets */
+                  .local.parallel.dist.plan = { .kind = DIST_RUN_NONE, .sched = PIPE_GPIPE,
+                                                .replicas = 1 } };
     settings_defaults(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, &o);
     settings_parse(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, &o, o.given, FLAG_TASK, options_usage,
                    argc, argv);
-    if (o.data)
-        o.task = NULL;
+    if (o.kept.data.path)
+        o.kept.data.task = NULL;
     o.cfg.sgd.weight_decay = o.cfg.adafactor.weight_decay = o.cfg.adamw.weight_decay;
     o.cfg.policy = precision_policy(&o);
     settings_check_needs(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, &o, o.given, FLAG_TASK, true);
@@ -86,9 +92,10 @@ Options options_parse(int argc, char **argv)
     pipeline_check_options(&o);
     /* A short run (--steps 20 to try things) still gets a decay: the default warmup shrinks to
      * a tenth of the steps. An explicit --warmup is taken as given. */
-    if (!options_given(&o, FLAG_WARMUP) && !o.load_path && o.sched.warmup_steps > o.steps / 10)
-        o.sched.warmup_steps = o.steps / 10;
-    if (!o.load_path)
+    if (!options_given(&o, FLAG_WARMUP) && !o.local.load_path &&
+        o.sched.warmup_steps > o.kept.steps / 10)
+        o.sched.warmup_steps = o.kept.steps / 10;
+    if (!o.local.load_path)
         check_combinations(&o);   /* with --load, once the snapshot's settings are in */
     return o;
 }
@@ -109,21 +116,23 @@ static void merge_data_kind(Options *o, const SettingsSaved *saved)
         cli_die(1, "%s: metadata 'data.kind' is '%s', not task or text", saved->path, kind);
     bool text = strcmp(kind, "text") == 0;
     if (text && options_given(o, FLAG_TASK))
-        cli_usage_error("--task %s does not match the snapshot %s, which has text data", o->task,
+        cli_usage_error("--task %s does not match the snapshot %s, which has text data",
+                        o->kept.data.task,
                         saved->path);
-    if (text && (options_given(o, FLAG_TASK_SIZE) || o->msd_first))
+    if (text && (options_given(o, FLAG_TASK_SIZE) || o->kept.data.msd_first))
         cli_usage_error("--%s applies to a task; the snapshot %s was trained on text",
                         options_given(o, FLAG_TASK_SIZE) ? "task-size" : "msd-first",
                         saved->path);
-    if (!text && o->data)
-        cli_usage_error("--data %s does not match the snapshot %s, which has a task", o->data,
+    if (!text && o->kept.data.path)
+        cli_usage_error("--data %s does not match the snapshot %s, which has a task",
+                        o->kept.data.path,
                         saved->path);
     if (text) {
-        if (!o->data)
-            o->data = "";      /* the saved path follows (data.path) */
-        o->task = NULL;
-    } else if (!o->task) {
-        o->task = task_names[0];
+        if (!o->kept.data.path)
+            o->kept.data.path = "";      /* the saved path follows (data.path) */
+        o->kept.data.task = NULL;
+    } else if (!o->kept.data.task) {
+        o->kept.data.task = task_names[0];
     }
 }
 
@@ -149,8 +158,8 @@ static int merge_ranks(Options *o, const SettingsSaved *saved)
     long global = n * k;
     /* a pipeline's --micro-batches is its --accum (pipeline_check_options) */
     bool given = options_given(o, FLAG_ACCUM) ||
-                 (o->pipeline && options_given(o, FLAG_MICRO_BATCHES));
-    const char *flag = o->pipeline ? "--micro-batches" : "--accum";
+                 (run_parallel_pipeline(&o->local.parallel) && options_given(o, FLAG_MICRO_BATCHES));
+    const char *flag = run_parallel_pipeline(&o->local.parallel) ? "--micro-batches" : "--accum";
     /* Exact or refused: on another rank count the same global batch sums its micro-batches'
      * gradients in another grouping, so the run goes on, but not bit for bit. That takes an
      * --accum the user gives knowingly; without one, the reason and the two ways on. */
@@ -161,14 +170,14 @@ static int merge_ranks(Options *o, const SettingsSaved *saved)
                         "%s %ld to continue it regrouped", saved->path, n,
                         n == 1 ? "" : "s", k, mine, mine == 1 ? "" : "s", n, n == 1 ? "" : "s",
                         flag, global / mine);
-    long want = given ? o->accum : global / mine;
+    long want = given ? o->kept.accum : global / mine;
     if (want * mine != global) {
         if (global % mine == 0)
             cli_usage_error("--load %s: the snapshot's run drew %ld micro-batches a step (%ld "
                             "rank%s x --accum %ld); %d rank%s x %s %d draw%s %ld: give "
                             "%s %ld", saved->path, global, n, n == 1 ? "" : "s", k, mine,
-                            mine == 1 ? "" : "s", flag, o->accum, mine == 1 ? "s" : "",
-                            (long)mine * o->accum, flag, global / mine);
+                            mine == 1 ? "" : "s", flag, o->kept.accum, mine == 1 ? "s" : "",
+                            (long)mine * o->kept.accum, flag, global / mine);
         cli_die(1, "--load %s: the snapshot's run drew %ld micro-batches a step (%ld rank%s x "
                 "--accum %ld), which %d ranks cannot share evenly: resume on %ld ranks (another "
                 "global batch would draw other batches and not continue the run)", saved->path,
@@ -204,7 +213,7 @@ void options_merge_snapshot(Options *o, const TrainerConfig *saved, const Snapsh
     settings_merge_all(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, o, o->given, FLAG_TASK,
                        &snapshot);
     if (accum) {
-        o->accum = accum;
+        o->kept.accum = accum;
         o->given[FLAG_ACCUM - FLAG_TASK] = accum_given;
     }
     TrainerConfig run = o->cfg;
@@ -220,7 +229,7 @@ void options_merge_snapshot(Options *o, const TrainerConfig *saved, const Snapsh
 void options_snapshot_meta(const Options *o, SettingsMeta *m)
 {
     m->n = 0;
-    settings_meta_put(m, "data.kind", o->data ? "text" : "task");
+    settings_meta_put(m, "data.kind", o->kept.data.path ? "text" : "task");
     settings_write(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, o, m);
     char ranks[16];
     snprintf(ranks, sizeof ranks, "%d", o->ranks);
@@ -228,7 +237,7 @@ void options_snapshot_meta(const Options *o, SettingsMeta *m)
     if (o->lora.rank > 0) {     /* the base a resumed LoRA run reads again (lora.c) */
         char hash[32];
         snprintf(hash, sizeof hash, "%016llx", (unsigned long long)lora_base_hash(o));
-        settings_meta_put(m, "lora.base", o->load_base_path ? o->load_base_path : "");
+        settings_meta_put(m, "lora.base", o->local.load_base_path ? o->local.load_base_path : "");
         settings_meta_put(m, "lora.base_fnv1a", hash);
     }
 }
@@ -241,18 +250,18 @@ SchedConfig options_schedule(const Options *o)
 {
     SchedConfig c = o->sched;
     c.final_fraction = sched_defaults().final_fraction;     /* no flag sets the floor */
-    c.batch = o->batch;
-    c.accum = o->accum * o->ranks;        /* the effective batch: every rank's micro-batches */
+    c.batch = o->kept.batch;
+    c.accum = o->kept.accum * o->ranks;        /* the effective batch: every rank's micro-batches */
     if (c.base_batch == 0)
-        c.base_batch = o->batch * c.accum;
+        c.base_batch = o->kept.batch * c.accum;
     if (c.warmup_steps == 0)
         c.warmup = SCHED_WARMUP_NONE;
     if (c.decay != SCHED_DECAY_WSD)
         c.cooldown_steps = 0;           /* only wsd cools down */
     else if (c.cooldown_steps == 0)
-        c.cooldown_steps = o->steps >= 5 ? o->steps / 5 : 1;
+        c.cooldown_steps = o->kept.steps >= 5 ? o->kept.steps / 5 : 1;
     long needed = (c.warmup == SCHED_WARMUP_NONE ? 0 : c.warmup_steps) + c.cooldown_steps;
-    c.total_steps = c.decay == SCHED_DECAY_CONSTANT ? 1 : o->steps;
+    c.total_steps = c.decay == SCHED_DECAY_CONSTANT ? 1 : o->kept.steps;
     if (c.total_steps < needed)
         c.total_steps = needed;
     if (c.total_steps < 1)

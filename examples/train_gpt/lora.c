@@ -25,12 +25,12 @@ void lora_check_options(Options *o)
 {
     /* Which flags need --lora, or are the snapshot's with --load or the base's with
      * --load-base: the rows' needs (settings.c). */
-    if (o->save_adapter_path && o->load_base_path &&
-        strcmp(o->save_adapter_path, o->load_base_path) == 0)
+    if (o->local.save_adapter_path && o->local.load_base_path &&
+        strcmp(o->local.save_adapter_path, o->local.load_base_path) == 0)
         cli_usage_error("--save-adapter and --load-base name the same file '%s'",
-                        o->load_base_path);
+                        o->local.load_base_path);
     unsigned qkv = LORA_TARGET_Q | LORA_TARGET_K | LORA_TARGET_V;
-    if (o->lora.rank > 0 && (o->lora.targets & qkv) && !o->load_base_path)
+    if (o->lora.rank > 0 && (o->lora.targets & qkv) && !o->local.load_base_path)
         o->cfg.model.fused_qkv = false;
 }
 
@@ -38,8 +38,8 @@ void lora_check_options(Options *o)
 void lora_base_config(const Options *o, GptConfig *model)
 {
     SnapshotError err;
-    SnapshotReader *r = snapshot_open(o->load_base_path, &err);
-    if (!r || !gpt_snapshot_read_config(r, o->load_base_path, "model", model, &err))
+    SnapshotReader *r = snapshot_open(o->local.load_base_path, &err);
+    if (!r || !gpt_snapshot_read_config(r, o->local.load_base_path, "model", model, &err))
         cli_die(1, "%s", err.message);
     snapshot_close(r);
 }
@@ -50,14 +50,14 @@ void lora_base_config(const Options *o, GptConfig *model)
  * first step; otherwise trainer_new and lora_setup. */
 Trainer *lora_trainer_new(const TrainerConfig *cfg, const Options *o)
 {
-    if (!o->load_base_path || o->lora.rank == 0) {
+    if (!o->local.load_base_path || o->lora.rank == 0) {
         Trainer *tr = trainer_new(cfg);
         lora_setup(tr, o);
         return tr;
     }
     SnapshotError err;
     /* The adapters' seed as lora_setup's. */
-    Trainer *tr = trainer_new_lora(cfg, &o->lora, o->cfg.seed + 1, o->load_base_path, &err);
+    Trainer *tr = trainer_new_lora(cfg, &o->lora, o->cfg.seed + 1, o->local.load_base_path, &err);
     if (!tr)
         cli_die(1, "%s", err.message);
     mem_reset_peaks();
@@ -70,11 +70,11 @@ Trainer *lora_trainer_new(const TrainerConfig *cfg, const Options *o)
 void lora_setup(Trainer *tr, const Options *o)
 {
     SnapshotError err;
-    if (o->load_base_path) {
+    if (o->local.load_base_path) {
         /* Under a policy with packed parameters the base's fp32 weights go into the masters,
          * and the packed working copies are made from them. */
         optim_expose_masters(tr->optim);
-        bool ok = gpt_snapshot_read_weights(tr->model, o->load_base_path, &err);
+        bool ok = gpt_snapshot_read_weights(tr->model, o->local.load_base_path, &err);
         optim_pack_masters(tr->optim);
         if (!ok)
             cli_die(1, "%s", err.message);
@@ -85,8 +85,8 @@ void lora_setup(Trainer *tr, const Options *o)
     }
     char why[256];
     if (!lora_config_check(&o->lora, &tr->model->cfg, why, sizeof why))
-        cli_die(1, "%s%s%s", o->load_base_path ? o->load_base_path : "",
-                o->load_base_path ? ": " : "", why);
+        cli_die(1, "%s%s%s", o->local.load_base_path ? o->local.load_base_path : "",
+                o->local.load_base_path ? ": " : "", why);
     /* A seed of their own: the adapters must not replay the base's initial random numbers. */
     trainer_use_lora(tr, &o->lora, o->cfg.seed + 1);
     mem_reset_peaks();
@@ -94,10 +94,10 @@ void lora_setup(Trainer *tr, const Options *o)
 
 void lora_describe(const Trainer *tr, const Options *o)
 {
-    if (o->load_base_path)
-        printf("base: %s\n", o->load_base_path);
+    if (o->local.load_base_path)
+        printf("base: %s\n", o->local.load_base_path);
     if (!tr->lora) {
-        if (o->load_base_path)
+        if (o->local.load_base_path)
             printf("fine-tuning every parameter of the base\n");
         return;
     }
@@ -108,7 +108,7 @@ void lora_describe(const Trainer *tr, const Options *o)
            (double)c->alpha / c->rank, lora_targets_str(c->targets, targets, sizeof targets),
            gpt_lora_n_trainable(tr->lora), gpt_n_params(tr->model),
            100.0 * (double)gpt_lora_n_trainable(tr->lora) / (double)gpt_n_params(tr->model),
-           o->load_base_path ? "" : " (no --load-base: the frozen model is a random one)");
+           o->local.load_base_path ? "" : " (no --load-base: the frozen model is a random one)");
     const char *param = tensor_dtype_name(tr->cfg.policy.param);
     if (tr->cfg.policy.param == DTYPE_F32)
         return;
@@ -148,11 +148,11 @@ void lora_report(const Trainer *tr)
  * began with, and a base replaced since would resume silently on others. 0 without a base. */
 uint64_t lora_base_hash(const Options *o)
 {
-    if (!o->load_base_path)
+    if (!o->local.load_base_path)
         return 0;
-    FILE *f = fopen(o->load_base_path, "rb");
+    FILE *f = fopen(o->local.load_base_path, "rb");
     if (!f)
-        cli_die(1, "%s: cannot read the base again to record it", o->load_base_path);
+        cli_die(1, "%s: cannot read the base again to record it", o->local.load_base_path);
     uint64_t h = 14695981039346656037ull;
     unsigned char buf[1 << 16];
     size_t n;
@@ -162,7 +162,7 @@ uint64_t lora_base_hash(const Options *o)
     bool failed = ferror(f);
     fclose(f);
     if (failed)
-        cli_die(1, "%s: read error", o->load_base_path);
+        cli_die(1, "%s: read error", o->local.load_base_path);
     return h;
 }
 
@@ -175,7 +175,7 @@ void lora_merge_snapshot(Options *o, const SnapshotReader *r, const char *path,
     if (!train_snapshot_lora(r, path, model, &lc, &has, &err))
         cli_die(1, "%s", err.message);
     if (!has) {
-        if (o->save_adapter_path)
+        if (o->local.save_adapter_path)
             cli_usage_error("--save-adapter needs a LoRA run, and the snapshot %s is not one",
                             path);
         return;
@@ -185,7 +185,7 @@ void lora_merge_snapshot(Options *o, const SnapshotReader *r, const char *path,
     if (!base || !hash)
         cli_die(1, "%s: missing metadata '%s' (was it saved by train_gpt?)", path,
                 base ? "lora.base_fnv1a" : "lora.base");
-    o->load_base_path = *base ? base : NULL;
+    o->local.load_base_path = *base ? base : NULL;
     char now[32];
     snprintf(now, sizeof now, "%016llx", (unsigned long long)lora_base_hash(o));
     if (strcmp(now, hash) != 0)
@@ -197,7 +197,7 @@ Trainer *lora_resume(const Options *o, const TrainerConfig *saved, SnapshotReade
 {
     Trainer *tr = lora_trainer_new(saved, o);
     SnapshotError err;
-    if (!train_snapshot_restore(tr, r, o->load_path, &err))
+    if (!train_snapshot_restore(tr, r, o->local.load_path, &err))
         cli_die(1, "%s", err.message);
     return tr;
 }
@@ -207,9 +207,9 @@ void lora_save_adapter(const Trainer *tr, const Options *o)
     SnapshotError err;
     /* Under a policy the file gets the fp32 masters, not the packed working copies. */
     optim_expose_masters(tr->optim);
-    bool ok = lora_snapshot_save(tr->lora, o->save_adapter_path, &err);
+    bool ok = lora_snapshot_save(tr->lora, o->local.save_adapter_path, &err);
     optim_pack_masters(tr->optim);
     if (!ok)
         cli_die(1, "%s", err.message);
-    printf("adapter: %s\n", o->save_adapter_path);
+    printf("adapter: %s\n", o->local.save_adapter_path);
 }

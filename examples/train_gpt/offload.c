@@ -8,7 +8,8 @@
 bool offload_allowed(const void *opts)
 {
     const Options *o = opts;
-    return o->cfg.offload == TRAIN_OFFLOAD_NONE || (o->zero_level == 0 && !o->pipeline);
+    const RunParallel *par = &o->local.parallel;
+    return o->cfg.offload == TRAIN_OFFLOAD_NONE || (run_parallel_zero(par) == 0 && !run_parallel_pipeline(par));
 }
 
 /* Bytes per value of a dtype as stored (tensor_bytes of one element). */

@@ -32,22 +32,23 @@
 #include "examples/common/tsv.h"
 #include "examples/train_gpt/train_gpt.h"
 
-bool pipeline_requested(const Options *o) { return o->pipeline != NULL; }
+bool pipeline_requested(const Options *o) { return run_parallel_pipeline(&o->local.parallel) != NULL; }
 
 void pipeline_check_options(Options *o)
 {
-    if (!o->pipeline)       /* the pipeline flags need it (settings.c) */
+    if (!run_parallel_pipeline(&o->local.parallel))       /* the pipeline flags need it (settings.c) */
         return;
     if (options_given(o, FLAG_ACCUM))
         cli_usage_error("--parallel pipeline accumulates its --micro-batches; leave --accum out");
-    if (o->lora.rank > 0 || o->load_base_path)
+    if (o->lora.rank > 0 || o->local.load_base_path)
         cli_usage_error("--parallel pipeline: --lora, --qlora and --load-base are not built (the "
                         "adapters and their base would be cut over the stages)");
-    if (o->plot_path)
+    if (o->local.plot_path)
         cli_usage_error("--parallel pipeline draws no --plot (see examples/pipeline_parallel)");
-    if (o->micro_batches < 1)
-        o->micro_batches = 1;
-    o->accum = o->micro_batches;        /* the schedule's effective batch is batch x m */
+    if (o->local.parallel.dist.micro_batches < 1)
+        o->local.parallel.dist.micro_batches = 1;
+    o->kept.accum = o->local.parallel.dist.micro_batches;   /* the schedule's effective batch is
+                                                             * batch x m */
 }
 
 /* --load: the snapshot's accumulation (merged into accum) is the pipeline's micro-batch count, so
@@ -55,16 +56,17 @@ void pipeline_check_options(Options *o)
  * would be. A LoRA run's snapshot is refused like --lora. */
 void pipeline_check_loaded(Options *o, const char *path)
 {
-    if (!o->pipeline)
+    if (!run_parallel_pipeline(&o->local.parallel))
         return;
     if (o->lora.rank > 0)
         cli_usage_error("--parallel pipeline: --load %s is a LoRA run's snapshot; LoRA is not "
                         "built under a pipeline", path);
-    if (options_given(o, FLAG_MICRO_BATCHES) && o->micro_batches != o->accum)
+    int *m = &o->local.parallel.dist.micro_batches;
+    if (options_given(o, FLAG_MICRO_BATCHES) && *m != o->kept.accum)
         cli_usage_error("--micro-batches %d does not match the snapshot %s, which accumulates %d "
                         "micro-batches a step (leave --micro-batches out to continue it)",
-                        o->micro_batches, path, o->accum);
-    o->micro_batches = o->accum;
+                        o->local.parallel.dist.micro_batches, path, o->kept.accum);
+    o->local.parallel.dist.micro_batches = o->kept.accum;
 }
 
 static const char *const EVENT_COLUMNS[] = {
@@ -158,9 +160,9 @@ PipelineRun *pipeline_start(const Options *o, Trainer *tr, DistRun *run)
     pr->zero_level = plan->zero_level;
     pr->kind = plan->sched;
     pr->first = dist_run_stage_split(run, &pr->p);
-    pr->m = o->micro_batches;
-    pr->steps = o->steps;
-    pr->B = o->batch;
+    pr->m = o->local.parallel.dist.micro_batches;
+    pr->steps = o->kept.steps;
+    pr->B = o->kept.batch;
     pr->T = o->seq;
     pr->peaks = calloc((size_t)pr->p, sizeof *pr->peaks);
     pr->bubble = calloc((size_t)pr->p, sizeof *pr->bubble);
@@ -170,15 +172,15 @@ PipelineRun *pipeline_start(const Options *o, Trainer *tr, DistRun *run)
     pr->bubble_sched = 1.0 - 3.0 * pr->m / pipe_simulate(&pr->sched, NULL, NULL, NULL);
     pr->first_step = pr->last_step = tr->step;
     char err[512];
-    if (pr->rank == 0 && o->log_path) {
-        pr->log = open_log(o->log_path, pr->p);
-        pr->log_path = o->log_path;
+    if (pr->rank == 0 && o->local.log_path) {
+        pr->log = open_log(o->local.log_path, pr->p);
+        pr->log_path = o->local.log_path;
     }
-    if (pr->rank == 0 && o->pipe_events) {
-        pr->events = tsv_open(o->pipe_events, EVENT_COLUMNS, err, sizeof err);
+    if (pr->rank == 0 && o->local.parallel.pipe_events) {
+        pr->events = tsv_open(o->local.parallel.pipe_events, EVENT_COLUMNS, err, sizeof err);
         if (!pr->events)
             cli_die(1, "%s", err);
-        pr->events_path = o->pipe_events;
+        pr->events_path = o->local.parallel.pipe_events;
     }
     return pr;
 }

@@ -61,45 +61,32 @@ static char held[1 << 14];
 void ranks_set_option(void *opts, int f, const char *flag, const char *arg)
 {
     (void)f;
-    Options *o = opts;
-    DistPlan plan;
+    RunParallel *p = &((Options *)opts)->local.parallel;
     char why[256];
-    if (!dist_plan_parse(arg, &plan, why, sizeof why))
+    if (!dist_plan_parse(arg, &p->dist.plan, why, sizeof why))
         cli_usage_error("%s '%s': %s", flag, arg, why);
-    o->ddp = plan.kind == DIST_RUN_DDP;
-    o->zero_level = plan.kind == DIST_RUN_ZERO ? plan.zero_level : 0;
-    o->pipeline = plan.kind == DIST_RUN_PIPELINE ? arg : NULL;
+    p->text = arg;
 }
 
 /* The plan the options say (parsed once already, by ranks_set_option). */
-static DistPlan plan_of(const Options *o)
-{
-    DistPlan plan = { .kind = DIST_RUN_NONE, .sched = PIPE_GPIPE, .replicas = 1 };
-    char why[256];
-    if (o->pipeline)
-        dist_plan_parse(o->pipeline, &plan, why, sizeof why);
-    else if (o->ddp)
-        plan.kind = DIST_RUN_DDP;
-    else if (o->zero_level)
-        plan = (DistPlan){ .kind = DIST_RUN_ZERO, .zero_level = o->zero_level, .replicas = 1 };
-    return plan;
-}
+static DistPlan plan_of(const Options *o) { return o->local.parallel.dist.plan; }
 
 void ranks_check_options(const Options *o)
 {
-    if (o->ddp && o->lora.rank > 0)
+    int level = run_parallel_zero(&o->local.parallel);
+    if (run_parallel_ddp(&o->local.parallel) && o->lora.rank > 0)
         cli_usage_error("--lora with --parallel ddp is not built yet");
-    if (!o->zero_level)
+    if (!level)
         return;
     if (o->lora.rank > 0)
-        cli_usage_error("--parallel zero%d: --lora is not built yet for ZeRO", o->zero_level);
-    if ((o->save_path || o->load_path) && o->cfg.optimizer == TRAIN_ADAM8BIT)
+        cli_usage_error("--parallel zero%d: --lora is not built yet for ZeRO", level);
+    if ((o->local.save_path || o->local.load_path) && o->cfg.optimizer == TRAIN_ADAM8BIT)
         cli_usage_error("--parallel zero%d: %s with 8-bit Adam is not built (its blocks follow "
-                        "the shards, so its state is not gathered into one file)", o->zero_level,
-                        o->save_path ? "--save" : "--load");
-    const char *why = zero_check(&o->cfg, o->zero_level);
+                        "the shards, so its state is not gathered into one file)", level,
+                        o->local.save_path ? "--save" : "--load");
+    const char *why = zero_check(&o->cfg, level);
     if (why)
-        cli_usage_error("--parallel zero%d: %s", o->zero_level, why);
+        cli_usage_error("--parallel zero%d: %s", level, why);
 }
 
 /* The vote that ends the setup: every rank says whether it failed, all learn the lowest rank
@@ -240,8 +227,8 @@ void ranks_setup_done(const Options *o, long start_step)
 /* --grad-wire, auto: the policy's gradient format where a wire has it (bf16, e5m2), else fp32. */
 static DistWire grad_wire(const Options *o, const TrainerConfig *cfg)
 {
-    if (o->grad_wire && strcmp(o->grad_wire, "auto") != 0)
-        return (DistWire)dist_wire_parse(o->grad_wire);
+    if (o->local.parallel.grad_wire && strcmp(o->local.parallel.grad_wire, "auto") != 0)
+        return (DistWire)dist_wire_parse(o->local.parallel.grad_wire);
     if (cfg->policy.grad == DTYPE_BF16)
         return DIST_WIRE_BF16;
     return cfg->policy.grad == DTYPE_E5M2 ? DIST_WIRE_E5M2 : DIST_WIRE_FP32;
@@ -273,13 +260,16 @@ RanksRun *ranks_start(const Options *o, Trainer *tr)
     p->wire = grad_wire(o, &tr->cfg);
     /* ddp, ZeRO: --accum as given (or a snapshot's, which records it per rank, with the rank
      * count apart); a pipeline: its --micro-batches */
-    DistRunConfig cfg = { .plan = plan, .micro_batches = o->pipeline ? o->micro_batches : o->accum,
-                          .bucket_kb = o->bucket_kb, .wire = p->wire, .stages = o->stages };
+    const RunParallel *par = &o->local.parallel;
+    DistRunConfig cfg = par->dist;
+    cfg.micro_batches = run_parallel_pipeline(par) ? par->dist.micro_batches : o->kept.accum;
+    cfg.wire = p->wire;
     char why[512];
     p->run = dist_run_new(&cfg, tr, why, sizeof why);
     if (!p->run)
-        die_everywhere(o->pipeline ? o->pipeline : o->ddp ? "ddp" : "zero", why);
-    if (o->pipeline) {
+        die_everywhere(run_parallel_pipeline(par) ? run_parallel_pipeline(par) : run_parallel_ddp(par) ? "ddp" : "zero",
+                       why);
+    if (run_parallel_pipeline(&o->local.parallel)) {
         p->pipe = pipeline_start(o, tr, p->run);
         return p;
     }

@@ -18,8 +18,8 @@
 static const char *const ATTENTION_NAMES[] = { "standard", "tiled", NULL };
 
 static const Options *opt(const void *o) { return o; }
-static bool is_task(const void *o) { return !opt(o)->data; }
-static bool is_text(const void *o) { return opt(o)->data != NULL; }
+static bool is_task(const void *o) { return !opt(o)->kept.data.path; }
+static bool is_text(const void *o) { return opt(o)->kept.data.path != NULL; }
 static bool is_sgd(const void *o) { return opt(o)->cfg.optimizer == TRAIN_SGD; }
 static bool is_adam8bit(const void *o) { return opt(o)->cfg.optimizer == TRAIN_ADAM8BIT; }
 static bool is_adam(const void *o)
@@ -36,16 +36,22 @@ static bool is_constant_warmup(const void *o)
 {
     return opt(o)->sched.warmup == SCHED_WARMUP_CONSTANT;
 }
-static bool is_text_sample(const void *o) { return opt(o)->data && opt(o)->sample > 0; }
-static bool has_log(const void *o) { return opt(o)->log_path != NULL; }
-static bool is_ddp(const void *o) { return opt(o)->ddp; }
-static bool is_pipeline(const void *o) { return opt(o)->pipeline != NULL; }
-static bool is_data_parallel(const void *o) { return opt(o)->ddp || opt(o)->zero_level > 0; }
+static bool is_text_sample(const void *o)
+{
+    return opt(o)->kept.data.path && opt(o)->local.sample > 0;
+}
+static bool has_log(const void *o) { return opt(o)->local.log_path != NULL; }
+static bool is_ddp(const void *o) { return run_parallel_ddp(&opt(o)->local.parallel); }
+static bool is_pipeline(const void *o) { return run_parallel_pipeline(&opt(o)->local.parallel) != NULL; }
+static bool is_data_parallel(const void *o)
+{
+    return is_ddp(o) || run_parallel_zero(&opt(o)->local.parallel) > 0;
+}
 static const char *const GRAD_WIRES[] = { "auto", "fp32", "bf16", "e5m2", NULL };
 /* With --load the snapshot says whether the run has adapters (lora_merge_snapshot). */
-static bool has_lora(const void *o) { return opt(o)->lora.rank > 0 || opt(o)->load_path; }
-static bool no_load(const void *o) { return !opt(o)->load_path; }
-static bool no_base(const void *o) { return !opt(o)->load_base_path; }
+static bool has_lora(const void *o) { return opt(o)->lora.rank > 0 || opt(o)->local.load_path; }
+static bool no_load(const void *o) { return !opt(o)->local.load_path; }
+static bool no_base(const void *o) { return !opt(o)->local.load_base_path; }
 
 /* What flags need (settings_check_needs): the early ones look at nothing --load takes from a
  * snapshot and are checked before it is read, the others once the snapshot's settings are in
@@ -127,6 +133,11 @@ static void set_lora_targets(void *opts, int id, const char *flag, const char *a
 }
 
 #define FIELD(f) offsetof(Options, f)
+#define KEPT(f) offsetof(Options, kept.f)           /* run/run.h: a snapshot keeps them */
+#define DATA(f) offsetof(Options, kept.data.f)      /* data/dataset.h */
+#define LOCAL(f) offsetof(Options, local.f)         /* run/run.h: this run's alone */
+#define PAR(f) offsetof(Options, local.parallel.f)
+#define DIST(f) offsetof(Options, local.parallel.dist.f)   /* dist/run.h */
 #define CFG(f) (offsetof(Options, cfg) + offsetof(TrainerConfig, f))   /* optim/train.h */
 #define SCHED(f) (offsetof(Options, sched) + offsetof(SchedConfig, f))  /* optim/schedule.h */
 
@@ -142,30 +153,30 @@ static void set_lora_targets(void *opts, int id, const char *flag, const char *a
  * .before (the library's old layouts are optim/snapshot_keys.c's). */
 const Setting TRAIN_GPT_SETTINGS[] = {
     { .heading = "Data (one of):" },
-    { .name = "task", .id = FLAG_TASK, .type = SETTING_STRING, .offset = FIELD(task),
+    { .name = "task", .id = FLAG_TASK, .type = SETTING_STRING, .offset = DATA(task),
       .choices = task_names, .def = "add", .arg = "NAME", .key = "data.task",
       .applies = is_task, .needs = { &TASK }, .help = "add, sub, reverse or sort" },
-    { .name = "task-size", .id = FLAG_TASK_SIZE, .type = SETTING_INT, .offset = FIELD(task_size),
+    { .name = "task-size", .id = FLAG_TASK_SIZE, .type = SETTING_INT, .offset = DATA(task_size),
       .lo = 1, .hi = TASK_MAX_SIZE, .arg = "N", .key = "data.task_size", .applies = is_task,
       .needs = { &A_TASK }, .help = "digits or letters of a task (default: add, sub 3; others 5)" },
-    { .name = "msd-first", .id = FLAG_MSD_FIRST, .type = SETTING_SWITCH, .offset = FIELD(msd_first),
+    { .name = "msd-first", .id = FLAG_MSD_FIRST, .type = SETTING_SWITCH, .offset = DATA(msd_first),
       .key = "data.msd_first", .applies = is_task, .needs = { &A_TASK },
       .help = "add, sub: answer most significant digit first (harder; the\n"
               "default writes it backwards, see examples/common/tasks.h)" },
-    { .name = "data", .id = FLAG_DATA, .type = SETTING_STRING, .offset = FIELD(data),
+    { .name = "data", .id = FLAG_DATA, .type = SETTING_STRING, .offset = DATA(path),
       .arg = "PATH", .key = "data.path", .applies = is_text,
       .help = "a text file: a character-level language model" },
 
     { .heading = "Run:" },
-    { .name = "steps", .id = FLAG_STEPS, .type = SETTING_LONG, .offset = FIELD(steps),
+    { .name = "steps", .id = FLAG_STEPS, .type = SETTING_LONG, .offset = KEPT(steps),
       .lo = 0, .hi = 1000000000, .def = "2000", .arg = "N", .key = "train.step",
       .library_key = true, .merge = SETTING_ONWARD,
       .help = "train until step N (with --load, default the snapshot's\n"
               "step: evaluate and sample only)" },
-    { .name = "batch", .id = FLAG_BATCH, .type = SETTING_INT, .offset = FIELD(batch),
+    { .name = "batch", .id = FLAG_BATCH, .type = SETTING_INT, .offset = KEPT(batch),
       .lo = 1, .hi = 1 << 16, .def = "64", .arg = "N", .key = "schedule.batch",
       .help = "rows per micro-batch" },
-    { .name = "accum", .id = FLAG_ACCUM, .type = SETTING_INT, .offset = FIELD(accum),
+    { .name = "accum", .id = FLAG_ACCUM, .type = SETTING_INT, .offset = KEPT(accum),
       .lo = 1, .hi = 1 << 16, .def = "1", .arg = "K", .key = "schedule.accum", .before = "1",
       .help = "micro-batches per update: gradients accumulated over K\n"
               "batches of --batch rows, each loss divided by K; memory is\n"
@@ -177,12 +188,12 @@ const Setting TRAIN_GPT_SETTINGS[] = {
     { .name = "seed", .id = FLAG_SEED, .type = SETTING_LONG, .offset = CFG(seed),   /* a u64 */
       .schema = &TRAINER_SCHEMA, .key = "train.seed", .def = "1", .arg = "N",
       .help = "weights and data" },
-    { .name = "threads", .id = FLAG_THREADS, .type = SETTING_INT, .offset = FIELD(threads),
+    { .name = "threads", .id = FLAG_THREADS, .type = SETTING_INT, .offset = LOCAL(threads),
       .lo = 0, .hi = 1024, .def = "0", .arg = "N", .help = "threads, 0 = one per core" },
     { .name = "kernels", .id = FLAG_KERNELS, .type = SETTING_CUSTOM,
       .set = settings_set_kernels, .arg = "K", .help = SETTINGS_KERNELS_HELP },
     { .name = "mem-budget", .id = FLAG_MEM_BUDGET, .type = SETTING_BYTES,
-      .offset = FIELD(mem_budget), .lo = 1, .hi = (double)((size_t)1 << 50), .arg = "SIZE",
+      .offset = LOCAL(mem_budget), .lo = 1, .hi = (double)((size_t)1 << 50), .arg = "SIZE",
       .help = "the most tracked memory (every category) the run may hold,\n"
               "e.g. 64MiB: an allocation beyond it ends the run with the\n"
               "category and the bytes (default: no limit; fit_largest)" },
@@ -199,7 +210,7 @@ const Setting TRAIN_GPT_SETTINGS[] = {
     /* Tiled attention sums a row's exponentials in another order than standard attention
      * does, so in fp32 the two differ in the last bits: the snapshot keeps it. */
     { .name = "attention", .id = FLAG_ATTENTION, .type = SETTING_CHOICE,
-      .offset = FIELD(attention), .choices = ATTENTION_NAMES, .def = "standard", .arg = "A",
+      .offset = KEPT(attention), .choices = ATTENTION_NAMES, .def = "standard", .arg = "A",
       .key = "run.attention", .before = "standard",
       .help = "standard (keeps the [T, T] probabilities) or tiled (keeps\n"
               "a statistic per row, recomputes; docs/attention_memory.md;\n"
@@ -257,13 +268,13 @@ const Setting TRAIN_GPT_SETTINGS[] = {
               "state (1), + gradients (2), + weights (3, FSDP) sharded\n"
               "over the ranks; --accum K: K micro-batches per rank\n"
               "(default none)" },
-    { .name = "bucket-kb", .id = FLAG_BUCKET_KB, .type = SETTING_INT, .offset = FIELD(bucket_kb),
+    { .name = "bucket-kb", .id = FLAG_BUCKET_KB, .type = SETTING_INT, .offset = DIST(bucket_kb),
       .lo = 0, .hi = 1 << 20, .def = "256", .arg = "N", .needs = { &DDP },
       .help = "ddp: gradients sent in buckets of N KiB, each started while\n"
               "backward still runs; 0 = one bucket after backward\n"
               "(PyTorch's 25 MB scaled to these models)" },
     { .name = "grad-wire", .id = FLAG_GRAD_WIRE, .type = SETTING_STRING,
-      .offset = FIELD(grad_wire), .choices = GRAD_WIRES, .def = "auto", .arg = "W",
+      .offset = PAR(grad_wire), .choices = GRAD_WIRES, .def = "auto", .arg = "W",
       .needs = { &DATA_PARALLEL },
       .help = "ddp, zero: what the gradients travel as: fp32, bf16 or e5m2\n"
               "(with a scale per message); the sums stay fp32 (dist/wire.h);\n"
@@ -277,13 +288,13 @@ const Setting TRAIN_GPT_SETTINGS[] = {
                  "  --parallel pipeline:S,dpD,zero1  the same, each stage's optimizer state and\n"
                  "                      masters sharded over its D replicas (ZeRO-1)" },
     { .name = "micro-batches", .id = FLAG_MICRO_BATCHES, .type = SETTING_INT,
-      .offset = FIELD(micro_batches), .lo = 1, .hi = 1 << 12, .arg = "M", .needs = { &PIPELINE },
+      .offset = DIST(micro_batches), .lo = 1, .hi = 1 << 12, .arg = "M", .needs = { &PIPELINE },
       .help = "micro-batches of --batch rows per step (default 1)" },
-    { .name = "stages", .id = FLAG_STAGES, .type = SETTING_STRING, .offset = FIELD(stages),
+    { .name = "stages", .id = FLAG_STAGES, .type = SETTING_STRING, .offset = DIST(stages),
       .arg = "LIST", .needs = { &PIPELINE },
       .help = "blocks per stage, one count per rank (default: even)" },
     { .name = "pipe-events", .id = FLAG_PIPE_EVENTS, .type = SETTING_STRING,
-      .offset = FIELD(pipe_events), .arg = "FILE", .needs = { &PIPELINE },
+      .offset = PAR(pipe_events), .arg = "FILE", .needs = { &PIPELINE },
       .help = "TSV, every forward and backward of every stage and step" },
 
     { .heading = "Model:" },
@@ -376,7 +387,7 @@ const Setting TRAIN_GPT_SETTINGS[] = {
     /* With --load the snapshot's (lora_merge_snapshot takes its LoRA settings whole, so the
      * rows that are LORA_SCHEMA's are not merged one by one: SETTING_FREE). */
     { .name = "load-base", .id = FLAG_LOAD_BASE, .type = SETTING_STRING,
-      .offset = FIELD(load_base_path), .arg = "FILE", .needs = { &NO_LOAD },
+      .offset = LOCAL(load_base_path), .arg = "FILE", .needs = { &NO_LOAD },
       .help = "start from this model (a --save snapshot or a base file);\n"
               "without --lora every parameter is fine-tuned" },
     { .name = "lora", .id = FLAG_LORA, .type = SETTING_INT, .offset = FIELD(lora.rank),
@@ -394,47 +405,52 @@ const Setting TRAIN_GPT_SETTINGS[] = {
       .schema = &LORA_SCHEMA, .key = "lora.qlora", .merge = SETTING_FREE,
       .needs = { &NO_LOAD, &LORA }, .help = "keep the frozen weights as NF4 (4.127 bits each)" },
     { .name = "save-adapter", .id = FLAG_SAVE_ADAPTER, .type = SETTING_STRING,
-      .offset = FIELD(save_adapter_path), .arg = "FILE", .needs = { &LORA },
+      .offset = LOCAL(save_adapter_path), .arg = "FILE", .needs = { &LORA },
       .help = "the adapters alone at the end (loads on top of the base)" },
 
     { .heading = "Evaluation and output (each output FILE is written whole or not at all; a\n"
                  "symlink is followed, a character device such as /dev/null written through; a\n"
                  "FIFO, a socket or a folder is refused before training):" },
     { .name = "eval-every", .id = FLAG_EVAL_EVERY, .type = SETTING_LONG,
-      .offset = FIELD(eval_every), .lo = 0, .hi = 1000000000, .def = "250", .arg = "N",
+      .offset = LOCAL(eval_every), .lo = 0, .hi = 1000000000, .def = "250", .arg = "N",
       .help = "validation loss and accuracy every N steps, 0 = only at the\nend" },
     { .name = "eval-examples", .id = FLAG_EVAL_EXAMPLES, .type = SETTING_INT,
-      .offset = FIELD(eval_examples), .lo = 1, .hi = 1 << 24, .def = "1000", .arg = "N",
+      .offset = LOCAL(eval_examples), .lo = 1, .hi = 1 << 24, .def = "1000", .arg = "N",
       .help = "validation rows used (or all there are)" },
-    { .name = "log", .id = FLAG_LOG, .type = SETTING_STRING, .offset = FIELD(log_path),
+    { .name = "log", .id = FLAG_LOG, .type = SETTING_STRING, .offset = LOCAL(log_path),
       .arg = "FILE", .help = "TSV, one row per step (columns in docs/gpt.md)" },
-    { .name = "plot", .id = FLAG_PLOT, .type = SETTING_STRING, .offset = FIELD(plot_path),
+    { .name = "plot", .id = FLAG_PLOT, .type = SETTING_STRING, .offset = LOCAL(plot_path),
       .arg = "FILE", .needs = { &LOG },
       .help = "loss and accuracy PNG from the log, drawn by gnuplot (needs\n"
               "--log; script examples/train_gpt/loss.gp)" },
-    { .name = "save", .id = FLAG_SAVE, .type = SETTING_STRING, .offset = FIELD(save_path),
+    { .name = "save", .id = FLAG_SAVE, .type = SETTING_STRING, .offset = LOCAL(save_path),
       .arg = "FILE", .help = "snapshot of the training state at the end (safetensors)" },
-    { .name = "load", .id = FLAG_LOAD, .type = SETTING_STRING, .offset = FIELD(load_path),
+    { .name = "load", .id = FLAG_LOAD, .type = SETTING_STRING, .offset = LOCAL(load_path),
       .arg = "FILE",
       .help = "resume from a snapshot: its model, optimizer, data, schedule\n"
               "and attention settings are used; flags given must agree" },
-    { .name = "sample", .id = FLAG_SAMPLE, .type = SETTING_INT, .offset = FIELD(sample),
+    { .name = "sample", .id = FLAG_SAMPLE, .type = SETTING_INT, .offset = LOCAL(sample),
       .lo = 0, .hi = 1 << 20, .arg = "N",
       .help = "after training: N validation prompts with the model's greedy\n"
               "answers (task), or N generated characters (text)" },
     { .name = "temperature", .id = FLAG_TEMPERATURE, .type = SETTING_DOUBLE,
-      .offset = FIELD(temperature), .lo = 0.0, .hi = 100.0, .def = "1", .arg = "X",
+      .offset = LOCAL(temperature), .lo = 0.0, .hi = 100.0, .def = "1", .arg = "X",
       .needs = { &TEXT_SAMPLE },
       .help = "text samples: each character drawn from softmax(logits / X),\n"
               "0 = greedy (the likeliest), 0 to 100" },
     { .name = "sample-seed", .id = FLAG_SAMPLE_SEED, .type = SETTING_LONG,
-      .offset = FIELD(sample_seed), .lo = 0, .hi = (double)(1L << 62), .arg = "N",
+      .offset = LOCAL(sample_seed), .lo = 0, .hi = (double)(1L << 62), .arg = "N",
       .needs = { &TEXT_SAMPLE }, .help = "text samples: the generator's seed (default: --seed)" },
     { .heading = "  -h, --help          this text" },
 };
 const int TRAIN_GPT_N_SETTINGS = sizeof TRAIN_GPT_SETTINGS / sizeof TRAIN_GPT_SETTINGS[0];
 
 #undef FIELD
+#undef KEPT
+#undef DATA
+#undef LOCAL
+#undef PAR
+#undef DIST
 #undef CFG
 #undef SCHED
 

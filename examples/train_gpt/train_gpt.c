@@ -88,26 +88,27 @@ static Dataset *open_data(Options *o)
 {
     char err[512];
     Dataset *ds;
-    if (o->data) {
+    if (o->kept.data.path) {
         if (o->seq == 0)
-            o->seq = TEXT_DEFAULT_SEQ;
-        ds = dataset_open_text(o->data, o->seq, err, sizeof err);
+            o->seq = RUN_TEXT_DEFAULT_SEQ;
+        ds = dataset_open_text(o->kept.data.path, o->seq, err, sizeof err);
     } else {
-        TaskSpec spec = { .name = o->task, .size = o->task_size, .n_val = 0,
-                          .answer_msd_first = o->msd_first };
+        TaskSpec spec = { .name = o->kept.data.task, .size = o->kept.data.task_size, .n_val = 0,
+                          .answer_msd_first = o->kept.data.msd_first };
         ds = dataset_open_task(&spec, err, sizeof err);
     }
     if (!ds)
         cli_die(1, "%s", err);
     if (dataset_task(ds)) {
         int rows = dataset_seq_len(ds);
-        o->task_size = task_size(dataset_task(ds));
+        o->kept.data.task_size = task_size(dataset_task(ds));
         if (o->seq == 0)
             o->seq = rows;
         if (o->seq != rows)
             cli_usage_error("--seq %d does not fit task %s (size %d): its examples are %d "
-                            "tokens, so every row is %d (leave --seq out)", o->seq, o->task,
-                            o->task_size, rows + 1, rows);
+                            "tokens, so every row is %d (leave --seq out)", o->seq,
+                            o->kept.data.task,
+                            o->kept.data.task_size, rows + 1, rows);
     }
     return ds;
 }
@@ -143,10 +144,10 @@ static TrainerConfig load_settings(Run *run)
     Options *o = &run->o;
     SnapshotError err;
     TrainerConfig saved;
-    run->loaded = snapshot_open(o->load_path, &err);
-    if (!run->loaded || !train_snapshot_config(run->loaded, o->load_path, &saved, &err))
+    run->loaded = snapshot_open(o->local.load_path, &err);
+    if (!run->loaded || !train_snapshot_config(run->loaded, o->local.load_path, &saved, &err))
         cli_die(1, "%s", err.message);
-    options_merge_snapshot(o, &saved, run->loaded, o->load_path);
+    options_merge_snapshot(o, &saved, run->loaded, o->local.load_path);
     run->ds = open_data(o);
     check_fit(o, run->ds, &saved.model);
     check_model_size(&saved.model);
@@ -159,14 +160,14 @@ static Trainer *load_trainer(Run *run, TrainerConfig *saved)
     Options *o = &run->o;
     SnapshotError err;
     Trainer *tr = o->lora.rank > 0 ? lora_resume(o, saved, run->loaded)
-                                   : train_snapshot_load(run->loaded, o->load_path, &err);
+                                   : train_snapshot_load(run->loaded, o->local.load_path, &err);
     if (!tr)
         cli_die(1, "%s", err.message);
     tr->cfg.checkpoint = o->cfg.checkpoint;     /* not in the snapshot: it changes no number */
     if (o->cfg.offload != TRAIN_OFFLOAD_NONE)   /* nor is offload */
         trainer_offload(tr);
     /* the snapshot's (run.attention) */
-    gpt_set_tiled_attention(tr->model, o->attention == ATTENTION_TILED);
+    gpt_set_tiled_attention(tr->model, o->kept.attention == RUN_ATTENTION_TILED);
     /* As lora_setup does for a fresh run: the parameters were made fp32 and then packed (under
      * a policy); that transient copy is not the run's. */
     mem_reset_peaks();
@@ -177,7 +178,7 @@ static Trainer *load_trainer(Run *run, TrainerConfig *saved)
 static Trainer *make_trainer(Run *run)
 {
     Options *o = &run->o;
-    if (o->load_path) {
+    if (o->local.load_path) {
         TrainerConfig saved = load_settings(run);
         return load_trainer(run, &saved);
     }
@@ -185,12 +186,12 @@ static Trainer *make_trainer(Run *run)
     TrainerConfig cfg = o->cfg;
     cfg.model.vocab_size = dataset_vocab_size(run->ds);
     cfg.model.max_seq = o->seq;
-    if (o->load_base_path)
+    if (o->local.load_base_path)
         lora_base_config(o, &cfg.model);
     check_fit(o, run->ds, &cfg.model);
     check_model_size(&cfg.model);
     Trainer *tr = lora_trainer_new(&cfg, o);
-    gpt_set_tiled_attention(tr->model, o->attention == ATTENTION_TILED);
+    gpt_set_tiled_attention(tr->model, o->kept.attention == RUN_ATTENTION_TILED);
     return tr;
 }
 
@@ -199,9 +200,9 @@ static void save_snapshot(const Run *run)
     static SettingsMeta meta;
     options_snapshot_meta(&run->o, &meta);
     SnapshotError err;
-    if (!train_snapshot_save(run->tr, run->o.save_path, meta.keys, meta.values, meta.n, &err))
+    if (!train_snapshot_save(run->tr, run->o.local.save_path, meta.keys, meta.values, meta.n, &err))
         cli_die(1, "%s", err.message);
-    printf("snapshot: %s (step %ld)\n", run->o.save_path, run->tr->step);
+    printf("snapshot: %s (step %ld)\n", run->o.local.save_path, run->tr->step);
 }
 
 /* Memory ------------------------------------------------------------------------------------ */
@@ -241,10 +242,11 @@ static void print_memory(const Run *run)
  * result to print (a loaded model with finite but enormous weights can overflow). */
 static EvalResult eval_checked(Run *run, long step)
 {
-    EvalResult ev = eval_teacher_forced(run->tr, run->ds, run->B, run->o.eval_examples);
+    EvalResult ev = eval_teacher_forced(run->tr, run->ds, run->B, run->o.local.eval_examples);
     if (!isfinite(ev.loss))
         cli_die(1, "the validation loss is %g at step %ld: the model's outputs are not finite "
-                "numbers%s", ev.loss, step, run->o.load_path ? " (check the --load file)" : "");
+                "numbers%s", ev.loss, step,
+                run->o.local.load_path ? " (check the --load file)" : "");
     return ev;
 }
 
@@ -312,7 +314,7 @@ static void log_row(Run *run, long step, double lr, TrainStepResult r, double se
     for (int c = 0; c < MEM_NCAT; c++)
         tsv_int(run->log, (long long)peaks[c]);
     if (!tsv_end_row(run->log))
-        cli_die(1, "%s: write failed (disk full?)", run->o.log_path);
+        cli_die(1, "%s: write failed (disk full?)", run->o.local.log_path);
 }
 
 /* A skipped step is the loss scaler's business (a scale too high for fp16 or fp8 gradients).
@@ -330,8 +332,8 @@ static void train(Run *run)
 {
     const Options *o = &run->o;
     long first = run->tr->step;
-    progress_start(&run->progress, first, o->steps, (o->steps - first) / 20);
-    for (long step = first + 1; step <= o->steps; step++) {
+    progress_start(&run->progress, first, o->kept.steps, (o->kept.steps - first) / 20);
+    for (long step = first + 1; step <= o->kept.steps; step++) {
         double lr = options_lr(o, step);
         double t0 = progress_now();
         TapeFlops before = run->tr->flops;
@@ -361,12 +363,13 @@ static void train(Run *run)
                     "in a format with fp32's range: training diverged (try a smaller --lr)",
                     step, r.loss);
 
-        bool eval_now = step == o->steps || (o->eval_every > 0 && step % o->eval_every == 0);
+        long every = o->local.eval_every;
+        bool eval_now = step == o->kept.steps || (every > 0 && step % every == 0);
         EvalResult ev;
         if (eval_now) {
             ranks_whole_weights(run->ranks, true);
             ev = evaluate(run, step);
-            ranks_whole_weights(run->ranks, step == o->steps);
+            ranks_whole_weights(run->ranks, step == o->kept.steps);
             end_phase(run, NULL);       /* the gathered weights belong to the evaluation */
         }
         if (!ranks_step_report(run->ranks, step, lr, r, seconds, peaks, eval_now ? &ev : NULL))
@@ -438,7 +441,7 @@ static void report(Run *run, double start)
         ev = eval_checked(run, run->tr->step);
     printf("validation loss  %.4f over %d examples\n", ev.loss, ev.examples);
     if (dataset_task(run->ds)) {
-        double acc = eval_greedy_accuracy(run->tr, run->ds, run->B, o->eval_examples);
+        double acc = eval_greedy_accuracy(run->tr, run->ds, run->B, o->local.eval_examples);
         printf("exact match      %.1f%% of %d validation examples (greedy decoding)\n",
                100.0 * acc, ev.examples);
     }
@@ -472,17 +475,18 @@ static void describe(const Run *run)
            gpt_n_params(run->tr->model));
     SchedConfig s = options_schedule(o);
     printf("training: %s, batch %d x %d %s = %ld, clip %g, %d threads; steps %ld to "
-           "%ld\n", trainer_optimizer_name(o->cfg.optimizer), o->batch, run->K,
-           o->pipeline ? "micro-batches, pipelined" : run->ranks ? "(ranks x micro-batches)"
+           "%ld\n", trainer_optimizer_name(o->cfg.optimizer), o->kept.batch, run->K,
+           run_parallel_pipeline(&o->local.parallel) ? "micro-batches, pipelined"
+           : run->ranks ? "(ranks x micro-batches)"
                                                                 : "accumulated",
-           sched_effective_batch(&s), o->cfg.clip, par_threads(), run->tr->step, o->steps);
+           sched_effective_batch(&s), o->cfg.clip, par_threads(), run->tr->step, o->kept.steps);
     if (o->cfg.optimizer == TRAIN_ADAM8BIT)
         printf("adam8bit: moments in 8 bits, re-encoded by %s rounding\n",
                adam8bit_rounding_name(o->cfg.adam8bit_rounding));
     char ckpt[32];
     printf("checkpointing over the blocks: %s (the log's peak_act and ms columns show the "
            "effect)\n", ckpt_name(o->cfg.checkpoint, ckpt, sizeof ckpt));
-    printf("attention: %s\n", o->attention == ATTENTION_TILED ? "tiled" : "standard");
+    printf("attention: %s\n", o->kept.attention == RUN_ATTENTION_TILED ? "tiled" : "standard");
     char ranks[48] = "";
     if (run->ranks)
         snprintf(ranks, sizeof ranks, " on each of %d ranks, summed", ranks_count(run->ranks));
@@ -512,18 +516,19 @@ static void finish_outputs(Run *run)
     char err[512];
     if (run->log && !tsv_close(run->log, err, sizeof err))
         cli_die(1, "%s", err);
-    if (o->log_path)
-        printf("log: %s\n", o->log_path);
-    if (o->plot_path) {
+    if (o->local.log_path)
+        printf("log: %s\n", o->local.log_path);
+    if (o->local.plot_path) {
         const char *names[] = { "input", "output", "accuracy" };
-        const char *values[] = { o->log_path, o->plot_path, dataset_task(run->ds) ? "1" : "0" };
+        const char *values[] = { o->local.log_path, o->local.plot_path,
+                                 dataset_task(run->ds) ? "1" : "0" };
         if (plot_run_vars(TAPEGRAD_SOURCE_DIR "/examples/train_gpt/loss.gp", names, values, 3,
                           "output") == PLOT_OK)
-            printf("figure: %s\n", o->plot_path);
+            printf("figure: %s\n", o->local.plot_path);
     }
-    if (o->save_path)
+    if (o->local.save_path)
         save_snapshot(run);
-    if (o->save_adapter_path)
+    if (o->local.save_adapter_path)
         lora_save_adapter(run->tr, o);
 }
 
@@ -533,9 +538,9 @@ static void finish_outputs(Run *run)
 static void check_outputs(const Options *o)
 {
     const struct { const char *flag, *path; } outputs[] = {
-        { "--save", o->save_path }, { "--save-adapter", o->save_adapter_path },
-        { "--plot", o->plot_path }, { "--log", o->log_path },
-        { "--pipe-events", o->pipe_events },
+        { "--save", o->local.save_path }, { "--save-adapter", o->local.save_adapter_path },
+        { "--plot", o->local.plot_path }, { "--log", o->local.log_path },
+        { "--pipe-events", o->local.parallel.pipe_events },
     };
     for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++) {
         char err[512];
@@ -552,20 +557,20 @@ int main(int argc, char **argv)
     double start = progress_now();
     Run run = { .o = options_parse(argc, argv) };
     ranks_parsed();
-    par_set_threads(run.o.threads);
+    par_set_threads(run.o.local.threads);
     check_outputs(&run.o);      /* every rank: each stops alike, none is left waiting */
     /* Before the model exists, so everything the run allocates counts against it. */
-    if (run.o.mem_budget)
-        mem_set_budget(MEM_ALL, run.o.mem_budget);
+    if (run.o.local.mem_budget)
+        mem_set_budget(MEM_ALL, run.o.local.mem_budget);
     run.tr = make_trainer(&run);
     run.ranks = ranks_start(&run.o, run.tr);
-    run.B = run.o.batch;
+    run.B = run.o.kept.batch;
     run.T = run.o.seq;
     /* Under ddp and ZeRO the batch drawn is the global one, --accum K micro-batches on each of
      * N ranks: the batch --accum N K draws in one process, which the schedule (--lr-rule) sees
      * as the effective batch. The snapshot keeps K and N apart (options_snapshot_meta). */
     run.o.ranks = ranks_data_count(&run.o);
-    run.K = run.o.accum * run.o.ranks;
+    run.K = run.o.kept.accum * run.o.ranks;
     options_check_products(&run.o);     /* --seq is known now, and accum under ddp */
     run.peak_flops = ranks_sum(run.ranks, measure_peak());
     describe(&run);
@@ -575,9 +580,10 @@ int main(int argc, char **argv)
     run.targets = malloc(batch_tokens * sizeof *run.targets);
     if (!run.tokens || !run.targets)
         cli_die(1, "out of memory for %d batches of %d x %d tokens", run.K, run.B, run.T);
-    if (run.o.log_path && ranks_is_root() && !pipeline_requested(&run.o)) {   /* else its own */
+    if (run.o.local.log_path && ranks_is_root() && !pipeline_requested(&run.o)) {   /* else its
+                                                                                     * own */
         char err[512];
-        run.log = tsv_open(run.o.log_path, LOG_COLUMNS, err, sizeof err);
+        run.log = tsv_open(run.o.local.log_path, LOG_COLUMNS, err, sizeof err);
         if (!run.log)
             cli_die(1, "%s", err);
     }
@@ -587,8 +593,10 @@ int main(int argc, char **argv)
     report(&run, start);
     if (ranks_is_root())
         finish_outputs(&run);
-    long sample_seed = options_given(&run.o, FLAG_SAMPLE_SEED) ? run.o.sample_seed : (long)run.o.cfg.seed;
-    eval_print_samples(run.tr, run.ds, run.o.sample, run.o.temperature, (uint64_t)sample_seed);
+    const RunLocal *local = &run.o.local;
+    long sample_seed = options_given(&run.o, FLAG_SAMPLE_SEED) ? local->sample_seed
+                                                              : (long)run.o.cfg.seed;
+    eval_print_samples(run.tr, run.ds, local->sample, local->temperature, (uint64_t)sample_seed);
 
     free(run.tokens);
     free(run.targets);

@@ -10,9 +10,8 @@
 #include "examples/common/settings.h"
 #include "optim/schedule.h"
 #include "optim/train.h"
+#include "run/run.h"
 
-enum { TEXT_DEFAULT_SEQ = 64 };   /* --seq for text data when not given */
-enum { ATTENTION_STANDARD, ATTENTION_TILED };
 
 /* One per flag; also the option parser's value for it (offset past the characters). */
 typedef enum {
@@ -35,22 +34,14 @@ typedef enum {
     FLAG_END,
 } Flag;
 
+/* The settings: the run's own (run/run.h: kept by a snapshot, or this run's alone) and the
+ * library's configs, which the rows of the table set (settings.c). */
 typedef struct {
-    /* data */
-    const char *task;            /* NULL when data is set */
-    int         task_size;       /* 0: the task's default */
-    bool        msd_first;
-    const char *data;            /* a text file, or NULL */
-    /* run */
-    long        steps;           /* train until this step (a total, counting a loaded run's) */
-    int         batch;           /* rows per micro-batch */
-    int         accum;           /* micro-batches per update (per rank under ddp and ZeRO) */
+    RunKept     kept;
+    RunLocal    local;
+    int         seq;             /* 0: the task's row length, or 64 for text */
     int         ranks;           /* data-parallel ranks: 1, or mpirun's N under ddp and ZeRO (set
                                   * once the run starts); a step draws batch x accum x ranks rows */
-    int         seq;             /* 0: the task's row length, or 64 for text */
-    int         threads;
-    size_t      mem_budget;      /* bytes of tracked memory the run may hold; 0: no limit */
-    int         attention;       /* --attention: ATTENTION_STANDARD or ATTENTION_TILED */
     /* The trainer's config (optim/train.h), which the model, optimizer, checkpointing and
      * precision rows of the table set: the model's V and T once the data is open, and with
      * --load the snapshot's. --weight-decay sets adamw's, which options_parse copies to the
@@ -62,25 +53,7 @@ typedef struct {
      * batch (the rule then changes nothing), cooldown_steps 0 with wsd a fifth of --steps;
      * options_schedule completes it. */
     SchedConfig sched;
-    /* evaluation and output */
-    long        eval_every;
-    int         eval_examples;
-    int         sample;
-    double      temperature;     /* of the text sample; 0: greedy */
-    long        sample_seed;     /* its generator's seed (--seed unless given) */
-    const char *log_path, *plot_path, *save_path, *load_path;
-    /* LoRA and QLoRA (lora.c) */
-    LoraConfig  lora;            /* nn/gpt_lora.h; rank 0: no adapters */
-    const char *load_base_path, *save_adapter_path;
-    /* --parallel: data parallel training (ranks.c) or a pipeline (pipeline.c) */
-    bool        ddp;             /* --parallel ddp */
-    int         zero_level;      /* --parallel zero1, zero2, zero3; 0: none */
-    int         bucket_kb;
-    const char *grad_wire;       /* "auto", "fp32", "bf16", "e5m2" */
-    const char *pipeline;        /* "pipeline:gpipe", ...; NULL: no pipeline */
-    int         micro_batches;   /* m; becomes accum */
-    const char *stages;          /* blocks per stage, "2,1,1"; NULL: even */
-    const char *pipe_events;     /* TSV of every F and B of every step */
+    LoraConfig  lora;            /* nn/gpt_lora.h; rank 0: no adapters (lora.c) */
     bool        given[FLAG_END - FLAG_TASK];   /* which flags were on the command line */
 } Options;
 

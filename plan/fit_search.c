@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <math.h>
 #include <omp.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,14 +57,13 @@ unsigned fit_lora_targets(const GptConfig *base)
     return base->fused_qkv ? LORA_TARGET_O | LORA_TARGET_MLP : LORA_TARGET_ALL;
 }
 
-/* A shape of the search from scratch, its way of training left for add_ways. */
-static FitCandidate scratch_shape(const FitSpace *s, int L, int C)
+FitCandidate fit_shape(int V, int T, int L, int C, int threads)
 {
     FitCandidate x = {
-        .model = { .vocab_size = s->V, .max_seq = s->T, .n_layer = L,
+        .model = { .vocab_size = V, .max_seq = T, .n_layer = L,
                    .n_head = C >= HEAD_DIM ? C / HEAD_DIM : 1, .n_embd = C, .tied = true,
                    .fused_qkv = true },
-        .T = s->T, .threads = s->threads,
+        .B = 1, .accum = 1, .T = T, .threads = threads,
     };
     return x;
 }
@@ -134,7 +134,7 @@ int fit_candidates(const FitSpace *s, FitCandidate **out)
     int n = 0;
     for (int l = 0; l < s->n_layers; l++)
         for (int w = 0; w < s->n_widths; w++) {
-            FitCandidate shape = scratch_shape(s, s->layers[l], s->widths[w]);
+            FitCandidate shape = fit_shape(s->V, s->T, s->layers[l], s->widths[w], s->threads);
             n += add_ways(s, &shape, c + n);
         }
     *out = c;
@@ -208,23 +208,65 @@ const char *fit_describe(const FitCandidate *c, char *buf, size_t len)
     return buf;
 }
 
+/* One argument after another, each formatted into one buffer. */
+static void arg(FitArgFn fn, void *ctx, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void arg(FitArgFn fn, void *ctx, const char *fmt, ...)
+{
+    char a[1100];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(a, sizeof a, fmt, ap);
+    va_end(ap);
+    fn(ctx, a);
+}
+
+void fit_each_arg(const FitCandidate *c, FitArgFn fn, void *ctx)
+{
+    char s[32], t[64];
+    arg(fn, ctx, "--seq"), arg(fn, ctx, "%d", c->T);
+    if (!c->base) {
+        arg(fn, ctx, "--layers"), arg(fn, ctx, "%d", c->model.n_layer);
+        arg(fn, ctx, "--heads"), arg(fn, ctx, "%d", c->model.n_head);
+        arg(fn, ctx, "--embd"), arg(fn, ctx, "%d", c->model.n_embd);
+    } else {
+        arg(fn, ctx, "--load-base"), arg(fn, ctx, "%s", c->base);
+    }
+    if (c->lora.rank > 0) {
+        arg(fn, ctx, "--lora"), arg(fn, ctx, "%d", c->lora.rank);
+        arg(fn, ctx, "--lora-targets");
+        arg(fn, ctx, "%s", lora_targets_str(c->lora.targets, t, sizeof t));
+        if (c->lora.qlora)
+            arg(fn, ctx, "--qlora");
+    }
+    arg(fn, ctx, "--batch"), arg(fn, ctx, "%d", c->B);
+    arg(fn, ctx, "--accum"), arg(fn, ctx, "%d", c->accum);
+    arg(fn, ctx, "--checkpoint"), arg(fn, ctx, "%s", ckpt_name(c->strategy, s, sizeof s));
+    arg(fn, ctx, "--precision"), arg(fn, ctx, "%s", FIT_PRECISION_NAMES[c->precision]);
+    arg(fn, ctx, "--optimizer"), arg(fn, ctx, "%s", MC_OPTIMIZER_NAMES[c->optimizer]);
+    if (c->offload)
+        arg(fn, ctx, "--offload"), arg(fn, ctx, "optimizer");
+}
+
+/* fit_flags' buffer and how much of it is used. */
+typedef struct {
+    char  *buf;
+    size_t len, used;
+} Joined;
+
+static void join(void *ctx, const char *a)
+{
+    Joined *j = ctx;
+    if (j->used < j->len)
+        j->used += (size_t)snprintf(j->buf + j->used, j->len - j->used, "%s%s",
+                                    j->used ? " " : "", a);
+}
+
 const char *fit_flags(const FitCandidate *c, char *buf, size_t len)
 {
-    char s[32], model[1200], t[64];
-    if (!c->base)
-        snprintf(model, sizeof model, "--layers %d --heads %d --embd %d", c->model.n_layer,
-                 c->model.n_head, c->model.n_embd);
-    else if (c->lora.rank == 0)
-        snprintf(model, sizeof model, "--load-base %s", c->base);
-    else
-        snprintf(model, sizeof model, "--load-base %s --lora %d --lora-targets %s%s", c->base,
-                 c->lora.rank, lora_targets_str(c->lora.targets, t, sizeof t),
-                 c->lora.qlora ? " --qlora" : "");
-    snprintf(buf, len,
-             "%s --seq %d --batch %d --accum %d --checkpoint %s --precision %s --optimizer %s%s",
-             model, c->T, c->B, c->accum, ckpt_name(c->strategy, s, sizeof s),
-             FIT_PRECISION_NAMES[c->precision], MC_OPTIMIZER_NAMES[c->optimizer],
-             c->offload ? " --offload optimizer" : "");
+    Joined j = { .buf = buf, .len = len };
+    buf[0] = '\0';
+    fit_each_arg(c, join, &j);
     return buf;
 }
 
@@ -395,56 +437,6 @@ FitMeasure fit_measure(const FitCandidate *c, size_t budget, unsigned what)
         snprintf(m.error, sizeof m.error, "the step exited with status %d",
                  WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     return m;
-}
-
-/* The largest batch ---------------------------------------------------------------------------- */
-
-int fit_max_batch_predicted(const FitCandidate *c, size_t budget, int max_batch)
-{
-    FitCandidate x = *c;
-    int lo = 0, hi = max_batch + 1;     /* lo fits (or is 0), hi does not (or is past the end) */
-    while (hi - lo > 1) {
-        x.B = lo + (hi - lo) / 2;
-        fit_predict(&x);
-        if (x.predicted <= (double)budget)
-            lo = x.B;
-        else
-            hi = x.B;
-    }
-    return lo;
-}
-
-int fit_max_batch_measured(const FitCandidate *c, size_t budget, unsigned what, int max_batch,
-                           int *trials, double *peak)
-{
-    FitCandidate x = *c;
-    *trials = 0;
-    *peak = 0;
-    int lo = 0, hi = max_batch + 1;
-    /* Doubling: the first batch that does not fit bounds the search from above. */
-    for (int B = 1; B <= max_batch; B *= 2) {
-        x.B = B;
-        FitMeasure m = fit_measure(&x, budget, what);
-        ++*trials;
-        if (!m.fits) {
-            hi = B;
-            break;
-        }
-        lo = B;
-        *peak = m.peak[MEM_ALL];
-    }
-    while (hi - lo > 1) {
-        x.B = lo + (hi - lo) / 2;
-        FitMeasure m = fit_measure(&x, budget, what);
-        ++*trials;
-        if (m.fits) {
-            lo = x.B;
-            *peak = m.peak[MEM_ALL];
-        } else {
-            hi = x.B;
-        }
-    }
-    return lo;
 }
 
 /* The search ----------------------------------------------------------------------------------- */

@@ -84,6 +84,10 @@ typedef struct {
 
 FitSpace fit_space_default(int V, int T, int threads);
 
+/* A shape from scratch (V, T; L blocks of width C, heads of 32 dimensions, tied, fused qkv),
+ * B 1 and accum 1, its way of training (strategy, precision, optimizer) the zero one. */
+FitCandidate fit_shape(int V, int T, int L, int C, int threads);
+
 /* One candidate's prediction filled in (params, predicted). */
 void   fit_predict(FitCandidate *c);
 /* Every candidate of the space, predicted, in the order of preference within each shape.
@@ -103,9 +107,12 @@ unsigned    fit_lora_targets(const GptConfig *base);
 /* A rank is searched when 2 r < C: from r = C / 2 on, an adapter on a [C, C] weight holds as
  * many numbers as the weight (r (C + C) >= C^2), and full fine-tuning trains no more. */
 bool        fit_lora_rank_useful(int rank, const GptConfig *base);
-/* The train_gpt flags that run it: "--layers 4 --heads 8 ... --optimizer adam8bit" (and
- * "--offload optimizer"); on a base
- * "--load-base FILE [--lora R --lora-targets T [--qlora]] --seq ..." instead of the shape. */
+/* The train_gpt arguments that run it, one call of fn each, in order: "--seq", "64",
+ * "--layers", "4", "--heads", "8", ... "--optimizer", "adam8bit" (then "--offload",
+ * "optimizer"); on a base "--load-base", FILE [, "--lora", R, "--lora-targets", T
+ * [, "--qlora"]] instead of the shape. fit_flags joins them with spaces. */
+typedef void (*FitArgFn)(void *ctx, const char *arg);
+void        fit_each_arg(const FitCandidate *c, FitArgFn fn, void *ctx);
 const char *fit_flags(const FitCandidate *c, char *buf, size_t len);
 /* Forward-equivalents of one micro-batch under its strategy over one without recomputation:
  * (2 + forwards / L) / 3, a backward costing two forwards. */
@@ -144,6 +151,17 @@ int fit_max_batch_predicted(const FitCandidate *c, size_t budget, int max_batch)
  * total of the largest that fit. 0 if B = 1 does not fit. */
 int fit_max_batch_measured(const FitCandidate *c, size_t budget, unsigned what, int max_batch,
                            int *trials, double *peak);
+
+/* Both for one candidate (the exercise's row; plan/fit_max_batch.c): the predicted batch and
+ * its predicted total (0 when none fits), the measured batch without and with an evaluation
+ * and their measured totals, the trials of both and their wall time. */
+typedef struct {
+    int    predicted, measured, measured_eval;
+    double predicted_bytes, measured_bytes, measured_eval_bytes;
+    int    trials;
+    double seconds;
+} FitMaxBatch;
+FitMaxBatch fit_max_batch(const FitCandidate *c, size_t budget, int max_batch);
 
 /* The whole search for one goal ------------------------------------------------------------ */
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "examples/common/cli.h"
+#include "nn/gpt_lora.h"
 #include "nn/gpt_snapshot.h"
 #include "plan/fit_search.h"
 
@@ -223,6 +224,41 @@ static void test_max_batch_boundary(void **state)
     at.B = B + 1;
     assert_false(fit_measure(&at, budget, 0).fits);
     assert_true(predicted >= 1 && predicted <= B);
+    /* The exercise's row: both searches, the prediction at its batch, and the measurement with
+     * an evaluation, which holds more and so fits no larger a batch. */
+    FitMaxBatch row = fit_max_batch(&c, budget, 1024);
+    at.B = predicted;
+    fit_predict(&at);
+    assert_int_equal(row.predicted, predicted);
+    assert_true(row.predicted_bytes == at.predicted);
+    assert_int_equal(row.measured, B);
+    assert_true(row.measured_bytes == peak);
+    assert_true(row.measured_eval >= 1 && row.measured_eval <= B);
+    assert_true(row.measured_eval_bytes <= (double)budget);
+    assert_true(row.trials > trials);
+    assert_true(row.seconds > 0);
+}
+
+/* The train_gpt arguments of a candidate, in order (fit_largest prints them as the winner's
+ * command): a shape from scratch (fit_shape: heads of 32 dimensions, B 1 x 1), then one on a
+ * base with QLoRA adapters, offloaded. */
+static void test_flags(void **state)
+{
+    (void)state;
+    FitCandidate c = fit_shape(65, 64, 3, 96, 2);
+    assert_int_equal(c.model.n_head, 3);
+    char buf[512];
+    assert_string_equal(fit_flags(&c, buf, sizeof buf),
+                        "--seq 64 --layers 3 --heads 3 --embd 96 --batch 1 --accum 1 "
+                        "--checkpoint vanilla --precision fp32 --optimizer sgd");
+    c.base = "/tmp/base file.safetensors";
+    c.lora = (McLora){ .rank = 8, .targets = LORA_TARGET_O | LORA_TARGET_MLP, .qlora = true };
+    c.B = 4, c.accum = 8, c.strategy = (CkptStrategy){ CKPT_SQRT, 0 };
+    c.precision = FIT_BF16, c.optimizer = MC_ADAM8BIT, c.offload = true;
+    assert_string_equal(fit_flags(&c, buf, sizeof buf),
+                        "--seq 64 --load-base /tmp/base file.safetensors --lora 8 --lora-targets "
+                        "o,mlp --qlora --batch 4 --accum 8 --checkpoint sqrt --precision bf16 "
+                        "--optimizer adam8bit --offload optimizer");
 }
 
 /* Offload as a way (FitSpace.offload, fit_largest --offload): each way comes twice, as it is and
@@ -364,6 +400,7 @@ int main(void)
         cmocka_unit_test(test_search_winner_fits),
         cmocka_unit_test(test_too_small_budget),
         cmocka_unit_test(test_max_batch_boundary),
+        cmocka_unit_test(test_flags),
         cmocka_unit_test(test_offload_method),
         cmocka_unit_test(test_fine_tuning_preference),
     };

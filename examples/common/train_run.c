@@ -178,3 +178,43 @@ RunResult run_train_gpt(const RunSpec *r)
 {
     return run_wait(r, run_start(r));
 }
+
+/* "  total  <step peak> <text>  <run peak> <text>" in train_gpt's memory report. */
+static bool parse_peaks(const char *line, size_t *step, size_t *run)
+{
+    char unit1[16], unit2[16];
+    double v1, v2;
+    return sscanf(line, " total %zu %lf %15s %zu %lf %15s", step, &v1, unit1, run, &v2,
+                  unit2) == 6 ||
+           sscanf(line, " total %zu %lf %15s %zu", step, &v1, unit1, run) == 4;
+}
+
+bool run_read_console(const char *out_path, RunConsole *c)
+{
+    FILE *f = fopen(out_path, "r");
+    if (!f)
+        return false;
+    char line[1024];
+    int in_sample = 0;      /* 1 after "sample (", 2 between the ---- lines */
+    size_t len = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "  total ", 8) == 0)
+            parse_peaks(line, &c->peak_step, &c->peak_run);
+        if (in_sample == 0 && strncmp(line, "sample (", 8) == 0) {
+            in_sample = 1;
+        } else if (strcmp(line, "----\n") == 0) {
+            in_sample = in_sample == 1 ? 2 : 3;
+        } else if (in_sample == 2) {
+            size_t n = strlen(line);
+            if (len + n >= sizeof c->sample)
+                n = sizeof c->sample - 1 - len;
+            memcpy(c->sample + len, line, n);
+            len += n;
+            c->sample[len] = '\0';
+        }
+    }
+    fclose(f);
+    if (len && c->sample[len - 1] == '\n')
+        c->sample[len - 1] = '\0';
+    return true;
+}

@@ -37,6 +37,17 @@ RunResult run_train_gpt(const RunSpec *r);
 pid_t     run_start(const RunSpec *r);
 RunResult run_wait(const RunSpec *r, pid_t pid);
 
+/* What a run's console output (out_path) says beyond its log: the memory report's total peaks
+ * (over the training steps, over the whole run: train_gpt's "  total" line) and the sample
+ * printed between its "----" lines, newlines kept. Fields not found keep their values. */
+typedef struct {
+    size_t peak_step, peak_run;
+    char   sample[4096];
+} RunConsole;
+
+/* False when out_path cannot be read. */
+bool      run_read_console(const char *out_path, RunConsole *c);
+
 /* A log's columns `x` and `y` where both cells are present, up to max rows; returns the count. */
 int       run_read_columns(const char *log_path, const char *x, const char *y, double *xs,
                            double *ys, int max);

@@ -6,19 +6,15 @@
 
 #include "autograd/parallel.h"
 #include "examples/common/cli.h"
-#include "examples/common/progress.h"
 #include "examples/common/tsv.h"
 #include "examples/fit_largest/fit_largest.h"
 
 int exercise_max_batch(const FitOptions *o, int V)
 {
     static const CkptKind kinds[] = { CKPT_VANILLA, CKPT_SQRT, CKPT_MEMORY_POOR };
-    FitCandidate c = {
-        .model = { .vocab_size = V, .max_seq = o->seq, .n_layer = o->layers,
-                   .n_head = o->embd / 32, .n_embd = o->embd, .tied = true, .fused_qkv = true },
-        .B = 1, .accum = 1, .T = o->seq, .precision = o->precision, .optimizer = o->optimizer,
-        .threads = par_threads(),
-    };
+    FitCandidate c = fit_shape(V, o->seq, o->layers, o->embd, par_threads());
+    c.precision = o->precision;
+    c.optimizer = o->optimizer;
     fit_predict(&c);
     char b[32];
     printf("the largest micro-batch under a budget of %s (%zu bytes): L%d C%d H%d, T %d, %s, %s, "
@@ -41,33 +37,24 @@ int exercise_max_batch(const FitOptions *o, int V)
            "meas B", "meas bytes", "+eval B", "+eval bytes", "trials", "time s");
     for (int k = 0; k < 3; k++) {
         c.strategy = (CkptStrategy){ kinds[k], 0 };
-        int pred = fit_max_batch_predicted(&c, o->budget, o->max_batch);
-        FitCandidate at = c;
-        at.B = pred > 0 ? pred : 1;
-        fit_predict(&at);
-        int trials, trials_eval;
-        double peak, peak_eval, t0 = progress_now();
-        int meas = fit_max_batch_measured(&c, o->budget, 0, o->max_batch, &trials, &peak);
-        int meas_eval = fit_max_batch_measured(&c, o->budget, FIT_EVAL, o->max_batch,
-                                               &trials_eval, &peak_eval);
-        double secs = progress_now() - t0;
+        FitMaxBatch m = fit_max_batch(&c, o->budget, o->max_batch);
         char name[32];
         ckpt_name(c.strategy, name, sizeof name);
-        printf("%-12s %9d %12.0f %9d %12.0f %9d %12.0f %7d %7.1f\n", name, pred,
-               pred ? at.predicted : 0, meas, peak, meas_eval, peak_eval, trials + trials_eval,
-               secs);
+        printf("%-12s %9d %12.0f %9d %12.0f %9d %12.0f %7d %7.1f\n", name, m.predicted,
+               m.predicted_bytes, m.measured, m.measured_bytes, m.measured_eval,
+               m.measured_eval_bytes, m.trials, m.seconds);
         fflush(stdout);
         if (t) {
             tsv_int(t, (long long)o->budget);
             tsv_str(t, name);
-            tsv_int(t, pred);
-            tsv_num(t, pred ? at.predicted : 0);
-            tsv_int(t, meas);
-            tsv_num(t, peak);
-            tsv_int(t, meas_eval);
-            tsv_num(t, peak_eval);
-            tsv_int(t, trials + trials_eval);
-            tsv_num(t, (double)(long)(secs * 10) / 10);
+            tsv_int(t, m.predicted);
+            tsv_num(t, m.predicted_bytes);
+            tsv_int(t, m.measured);
+            tsv_num(t, m.measured_bytes);
+            tsv_int(t, m.measured_eval);
+            tsv_num(t, m.measured_eval_bytes);
+            tsv_int(t, m.trials);
+            tsv_num(t, (double)(long)(m.seconds * 10) / 10);
             if (!tsv_end_row(t))
                 cli_die(1, "--out: cannot write %s", o->out);
         }

@@ -262,7 +262,7 @@ int main(int argc, char **argv)
                 s.smallest_predicted);
     }
     if (!o.no_train) {
-        FitResult r = fit_train(&o, &s, &goal);
+        FitResult r = fit_train(&o, &s);
         fit_print_result(&o, &s, &r, stdout);
         if (o.out)
             fit_write_tsv(&o, &s, &r);

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "examples/common/train_run.h"
 #include "plan/fit_search.h"
 
 /* The share of --time given to train_gpt's updates: the rest is for its start, the final
@@ -31,18 +32,17 @@ typedef struct {
 
 /* What the winner's train_gpt run reports. */
 typedef struct {
-    long   steps;
-    double val_loss;
-    double seconds;             /* wall time of the run */
-    size_t peak_step;           /* total tracked bytes, peak over the training steps */
-    size_t peak_run;            /* the same over the whole run (evaluation and sample too) */
-    char   sample[4096];        /* the prompt and the generated text, newlines kept */
-    char   command[2048];       /* the train_gpt command line */
+    long       steps;
+    double     val_loss;
+    double     seconds;         /* wall time of the run */
+    RunConsole run;             /* the peaks over the training steps and the whole run, the
+                                 * sample (the prompt and the generated text) */
+    char       command[2048];   /* the train_gpt command line */
 } FitResult;
 
 /* train.c */
 void      fit_print_search(const FitSearch *s, const FitGoal *g, FILE *out);
-FitResult fit_train(const FitOptions *o, const FitSearch *s, const FitGoal *g);
+FitResult fit_train(const FitOptions *o, const FitSearch *s);
 void      fit_print_result(const FitOptions *o, const FitSearch *s, const FitResult *r,
                            FILE *out);
 void      fit_write_tsv(const FitOptions *o, const FitSearch *s, const FitResult *r);

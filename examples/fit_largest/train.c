@@ -11,7 +11,6 @@
 #include "examples/common/train_run.h"
 #include "examples/common/tsv.h"
 #include "examples/fit_largest/fit_largest.h"
-#include "nn/gpt_lora.h"
 
 static double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
 
@@ -49,93 +48,22 @@ void fit_print_search(const FitSearch *s, const FitGoal *g, FILE *out)
             "fastest FLOP rate measured)\n", g->budget, g->train_seconds);
 }
 
-/* "  total  <step peak> <text>  <run peak> <text>" in train_gpt's memory report. */
-static bool parse_peaks(const char *line, size_t *step, size_t *run)
+/* One argument of the winner's run. */
+static void add_arg(void *spec, const char *arg)
 {
-    char unit1[16], unit2[16];
-    double v1, v2;
-    return sscanf(line, " total %zu %lf %15s %zu %lf %15s", step, &v1, unit1, run, &v2,
-                  unit2) == 6 ||
-           sscanf(line, " total %zu %lf %15s %zu", step, &v1, unit1, run) == 4;
+    run_arg(spec, "%s", arg);
 }
 
-/* The peaks and the sample from train_gpt's console output. */
-static void read_output(const char *path, FitResult *r)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        cli_die(1, "cannot read train_gpt's output %s", path);
-    char line[1024];
-    int in_sample = 0;      /* 1 after "sample (", 2 between the ---- lines */
-    size_t len = 0;
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "  total ", 8) == 0)
-            parse_peaks(line, &r->peak_step, &r->peak_run);
-        if (in_sample == 0 && strncmp(line, "sample (", 8) == 0) {
-            in_sample = 1;
-        } else if (strcmp(line, "----\n") == 0) {
-            in_sample = in_sample == 1 ? 2 : 3;
-        } else if (in_sample == 2) {
-            size_t n = strlen(line);
-            if (len + n >= sizeof r->sample)
-                n = sizeof r->sample - 1 - len;
-            memcpy(r->sample + len, line, n);
-            len += n;
-            r->sample[len] = '\0';
-        }
-    }
-    fclose(f);
-    if (len && r->sample[len - 1] == '\n')
-        r->sample[len - 1] = '\0';
-}
-
-FitResult fit_train(const FitOptions *o, const FitSearch *s, const FitGoal *g)
+FitResult fit_train(const FitOptions *o, const FitSearch *s)
 {
     const FitRow *w = &s->rows[s->winner];
-    const FitCandidate *c = &w->c;
-    FitResult r = { .val_loss = NAN };
     /* As many updates as the measured update time allows in the training share. */
-    r.steps = (long)(g->train_seconds / w->update_seconds);
-    if (r.steps < 1)
-        r.steps = 1;
-
+    FitResult r = { .val_loss = NAN, .steps = w->steps };
     RunSpec spec = { .argc = 0 };
-    char ckpt[32];
     run_arg(&spec, "%s", o->train_gpt);
     run_arg(&spec, "--data");
     run_arg(&spec, "%s", o->data);
-    run_arg(&spec, "--seq");
-    run_arg(&spec, "%d", c->T);
-    if (!c->base) {
-        run_arg(&spec, "--layers");
-        run_arg(&spec, "%d", c->model.n_layer);
-        run_arg(&spec, "--heads");
-        run_arg(&spec, "%d", c->model.n_head);
-        run_arg(&spec, "--embd");
-        run_arg(&spec, "%d", c->model.n_embd);
-    } else {
-        run_arg(&spec, "--load-base");
-        run_arg(&spec, "%s", c->base);
-    }
-    if (c->lora.rank > 0) {
-        char targets[64];
-        run_arg(&spec, "--lora");
-        run_arg(&spec, "%d", c->lora.rank);
-        run_arg(&spec, "--lora-targets");
-        run_arg(&spec, "%s", lora_targets_str(c->lora.targets, targets, sizeof targets));
-        if (c->lora.qlora)
-            run_arg(&spec, "--qlora");
-    }
-    run_arg(&spec, "--batch");
-    run_arg(&spec, "%d", c->B);
-    run_arg(&spec, "--accum");
-    run_arg(&spec, "%d", c->accum);
-    run_arg(&spec, "--checkpoint");
-    run_arg(&spec, "%s", ckpt_name(c->strategy, ckpt, sizeof ckpt));
-    run_arg(&spec, "--precision");
-    run_arg(&spec, "%s", FIT_PRECISION_NAMES[c->precision]);
-    run_arg(&spec, "--optimizer");
-    run_arg(&spec, "%s", MC_OPTIMIZER_NAMES[c->optimizer]);
+    fit_each_arg(&w->c, add_arg, &spec);
     run_arg(&spec, "--steps");
     run_arg(&spec, "%ld", r.steps);
     run_arg(&spec, "--eval-every");
@@ -167,7 +95,8 @@ FitResult fit_train(const FitOptions *o, const FitSearch *s, const FitGoal *g)
     if (!res.ok)
         cli_die(1, "train_gpt gave no evaluation; its output is in %s", spec.out_path);
     r.val_loss = res.val_loss;
-    read_output(spec.out_path, &r);
+    if (!run_read_console(spec.out_path, &r.run))
+        cli_die(1, "cannot read train_gpt's output %s", spec.out_path);
     remove(spec.log_path);
     remove(spec.out_path);
     return r;
@@ -206,7 +135,7 @@ void fit_print_result(const FitOptions *o, const FitSearch *s, const FitResult *
         fprintf(out, "  parameters         %zu\n", w->c.params);
     fprintf(out, "  peak memory        %zu bytes (%.2f MiB) over the training steps, %zu "
             "(%.2f MiB) over the run; one step measured %.0f, predicted %.0f (%.2f MiB)\n",
-            r->peak_step, mib((double)r->peak_step), r->peak_run, mib((double)r->peak_run),
+            r->run.peak_step, mib((double)r->run.peak_step), r->run.peak_run, mib((double)r->run.peak_run),
             w->m.peak[MEM_ALL], w->c.predicted, mib(w->c.predicted));
     fprintf(out, "  eval loss          %.4f (validation, 256 rows, after %ld updates)\n",
             r->val_loss, r->steps);
@@ -214,7 +143,7 @@ void fit_print_result(const FitOptions *o, const FitSearch *s, const FitResult *
             w->c.B * w->c.accum, w->c.B, w->c.accum, w->c.T);
     fprintf(out, "  time               %.1f s (train_gpt's whole run)\n", r->seconds);
     fprintf(out, "  sample             (the first 32 characters are the prompt)\n----\n%s\n"
-            "----\n", r->sample);
+            "----\n", r->run.sample);
 }
 
 void fit_write_tsv(const FitOptions *o, const FitSearch *s, const FitResult *r)
@@ -231,7 +160,7 @@ void fit_write_tsv(const FitOptions *o, const FitSearch *s, const FitResult *r)
         cli_die(1, "--out: %s", err);
     const FitRow *w = &s->rows[s->winner];
     char d[128], ck[32];
-    static char line[sizeof r->sample * 3];
+    static char line[sizeof r->run.sample * 3];
     tsv_int(t, (long long)o->budget);
     tsv_str(t, fit_describe(&w->c, d, sizeof d));
     tsv_int(t, w->c.model.n_layer);
@@ -243,14 +172,14 @@ void fit_write_tsv(const FitOptions *o, const FitSearch *s, const FitResult *r)
     tsv_str(t, FIT_PRECISION_NAMES[w->c.precision]);
     tsv_str(t, MC_OPTIMIZER_NAMES[w->c.optimizer]);
     tsv_int(t, (long long)w->c.params);
-    tsv_int(t, (long long)r->peak_step);
-    tsv_int(t, (long long)r->peak_run);
+    tsv_int(t, (long long)r->run.peak_step);
+    tsv_int(t, (long long)r->run.peak_run);
     tsv_num(t, w->m.peak[MEM_ALL]);
     tsv_num(t, round(w->c.predicted));
     tsv_num(t, r->val_loss);
     tsv_int(t, r->steps);
     tsv_num(t, round(r->seconds * 10) / 10);
-    one_line(r->sample, line, sizeof line);
+    one_line(r->run.sample, line, sizeof line);
     tsv_str(t, line);
     char m[32];
     tsv_str(t, fit_method(&w->c, m, sizeof m));

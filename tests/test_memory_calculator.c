@@ -13,6 +13,7 @@
 #include "optim/adamw.h"
 #include "optim/sgd.h"
 #include "plan/memcalc.h"
+#include "plan/memcalc_lecture.h"
 
 static void assert_close(double got, double want, double rel)
 {
@@ -290,6 +291,35 @@ static void test_lecture_activations_measured(void **state)
     assert_true(memcalc_measure(&c, &run, MC_SGD, 1).bytes[MEM_ACT] == 844.0);
 }
 
+/* The lecture's activation table for GPT-2 1.5B (memory_calculator --lecture): the slide's
+ * counts worked by hand, and ours ordered as the strategies must be; tiled attention keeps
+ * L [B, H, T] in place of every block's P [B, H, T, T]. */
+static void test_lecture_activation_table(void **state)
+{
+    (void)state;
+    McLectureActs a = memcalc_lecture_acts();
+    double B = 32, T = 1024, C = 1600, H = 25, L = 48, V = 50257;
+    assert_true(a.slide[0] == 12 * C * B * T * L * 4);     /* 120.8 GB */
+    assert_true(a.slide[1] == 12 * C * B * T * L * 2);
+    assert_int_equal(a.sqrt_interval, 7);
+    assert_true(a.slide_per_block == (L + 12) * 2 * B * T * C);   /* 6.3 GB */
+    assert_true(a.probs_fp32 == 4 * B * H * T * T);
+    assert_true(a.logits_fp32 == 4 * B * T * V);
+    assert_close(a.slide_sqrt, a.slide[1] / sqrt(L), 1e-15);
+    assert_close(a.ours[0][0][0], 349.7e9, 2e-4);           /* docs/memory.md's 349.7 GB */
+    for (int h = 0; h < 2; h++) {
+        double p = (h ? 2.0 : 4.0) * B * H * T * T, l = 4 * B * H * T;
+        assert_close(a.ours[0][0][h] - a.ours[0][1][h], L * (p - l), 1e-12);
+        for (int t = 0; t < 2; t++) {
+            assert_true(a.ours[1][t][h] < a.ours[2][t][h]);  /* every:1 < sqrt < vanilla */
+            assert_true(a.ours[2][t][h] < a.ours[0][t][h]);
+        }
+    }
+    assert_string_equal(memcalc_optim_holds(MC_ADAMW, true),
+                        "fp32 master weights 4 Psi + AdamW's m 4 Psi + v 4 Psi");
+    assert_string_equal(memcalc_optim_holds(MC_SGD, false), "nothing");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -301,6 +331,7 @@ int main(void)
         cmocka_unit_test(test_policy_predicted_matches_measured),
         cmocka_unit_test(test_policy_by_hand),
         cmocka_unit_test(test_lecture_activations_measured),
+        cmocka_unit_test(test_lecture_activation_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

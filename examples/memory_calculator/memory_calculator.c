@@ -29,7 +29,7 @@
 #include "examples/common/settings.h"
 #include "examples/memory_calculator/fragmentation.h"
 #include "optim/train.h"
-#include "plan/memcalc.h"
+#include "plan/memcalc_lecture.h"
 
 typedef struct {
     bool         lecture, measure, fragmentation;
@@ -212,38 +212,17 @@ static void print_lecture(void)
                memcalc_states_total(memcalc_states_flat(7.5e9, MC_MIXED, (McOptimizer)o)) / 1e9);
 }
 
-/* GPT-2 1.5B as the lecture's slide sizes it: L 48, C 1600, H 25, T 1024, GPT-2's vocabulary. */
-static const GptConfig GPT2_XL = { .vocab_size = 50257, .max_seq = 1024, .n_layer = 48,
-                                   .n_head = 25, .n_embd = 1600, .tied = true,
-                                   .fused_qkv = true };
-enum { GPT2_XL_BATCH = 32 };
-
-/* Peak act of GPT-2 1.5B at B 32 under a strategy, fp32 or bf16 (16-bit) activations. */
-static double gpt2_act(const char *strategy, bool tiled, bool half)
-{
-    PrecisionPolicy bf16;
-    policy_preset("bf16", &bf16);
-    McRun r = { .B = GPT2_XL_BATCH, .T = GPT2_XL.max_seq, .threads = 1, .tiled = tiled,
-                .policy = half ? &bf16 : NULL };
-    char err[80];
-    ckpt_parse(strategy, &r.strategy, err, sizeof err);
-    return memcalc_act_peak(&GPT2_XL, &r);
-}
-
 static void print_lecture_activations(void)
 {
-    const GptConfig *g = &GPT2_XL;
-    int B = GPT2_XL_BATCH, T = g->max_seq;
+    const GptConfig *g = &MC_GPT2_XL;
+    McLectureActs a = memcalc_lecture_acts();
     char sq[32];
-    CkptStrategy sqrt_strategy = { CKPT_SQRT, 0 };
-    snprintf(sq, sizeof sq, "sqrt (every:%d)", ckpt_interval(sqrt_strategy, g->n_layer));
+    snprintf(sq, sizeof sq, "sqrt (every:%d)", a.sqrt_interval);
     printf("\nActivations, GPT-2 1.5B (L %d, C %d, H %d, T %d, V %d), B %d: peak act, GB:\n",
-           g->n_layer, g->n_embd, g->n_head, T, g->vocab_size, B);
+           g->n_layer, g->n_embd, g->n_head, g->max_seq, g->vocab_size, MC_GPT2_XL_BATCH);
     printf("  %-42s %9s %9s   %s\n", "", "fp32", "16-bit", "cited");
-    double zp = memcalc_act_zero_paper(g, B, T, 2.0);
     printf("  %-42s %9.1f %9.1f   ~60 GB   (a)\n", "slide's formula, 12 x C B T L",
-           memcalc_act_zero_paper(g, B, T, 4.0) / 1e9, zp / 1e9);
-    const char *names[3] = { "vanilla", "every:1", "sqrt" };
+           a.slide[0] / 1e9, a.slide[1] / 1e9);
     const char *labels[3] = { "vanilla", "per-block (every:1)", sq };
     for (int i = 0; i < 3; i++)
         for (int t = 0; t < 2; t++) {
@@ -253,15 +232,13 @@ static void print_lecture_activations(void)
                                 : i == 0 ? "   ~60 GB   (b)"
                                 : i == 2 ? "   ~8 GB*   (c)"
                                          : "";
-            printf("  %-42s %9.1f %9.1f%s\n", label, gpt2_act(names[i], t, false) / 1e9,
-                   gpt2_act(names[i], t, true) / 1e9, slide);
+            printf("  %-42s %9.1f %9.1f%s\n", label, a.ours[i][t][0] / 1e9,
+                   a.ours[i][t][1] / 1e9, slide);
         }
     printf("  %-42s %9s %9.1f   ~8 GB*   (d)\n", "slide's formula / sqrt(L)", "",
-           zp / sqrt((double)g->n_layer) / 1e9);
-    double x = 2.0 * B * T * g->n_embd;
+           a.slide_sqrt / 1e9);
     printf("  %-42s %9s %9.1f   ~8 GB*   (e)\n", "slide's count, per-block checkpoints", "",
-           (g->n_layer * x + 12.0 * x) / 1e9);
-    double P = (double)B * g->n_head * T * T;
+           a.slide_per_block / 1e9);
     printf("  cited: ~60 GB is on the slide (the ZeRO paper's estimate, quoted); * ~8 GB is the\n"
            "      ZeRO paper's figure with activation checkpointing, not on the slides.\n");
     printf("  (a) 12 values of C per token and layer (the block's outputs), half precision: no\n"
@@ -276,7 +253,7 @@ static void print_lecture_activations(void)
            "  (d) the slide's count divided by sqrt(L), the saving the ZeRO paper quotes.\n"
            "  (e) the slide's values with one block input (B T C) kept per layer and one layer's\n"
            "      12 B T C recorded again at a time.\n",
-           4.0 * P / 1e9, 4.0 * (double)B * T * g->vocab_size / 1e9);
+           a.probs_fp32 / 1e9, a.logits_fp32 / 1e9);
     printf("\nTemporary buffers: the gradient all-reduce's fused buffer, one fp32 buffer holding\n"
            "every gradient, 1.5e9 x 4 bytes = %.1f GB (slide: 6 GB; category temp). Measured\n"
            "on our model: scripts/mpirun -np 2 build/bin/train_gpt --parallel ddp prints the\n"
@@ -329,26 +306,6 @@ static void print_activations(const Options *o)
     }
 }
 
-/* What the optimizer category holds, per parameter, for the note under the 16Psi table. */
-static const char *optim_parts(McOptimizer opt, bool masters)
-{
-    static const char *const with_masters[] = {
-        [MC_SGD] = "fp32 master weights 4 Psi",
-        [MC_MOMENTUM] = "fp32 master weights 4 Psi + momentum 4 Psi",
-        [MC_ADAMW] = "fp32 master weights 4 Psi + AdamW's m 4 Psi + v 4 Psi",
-        [MC_ADAM8BIT] = "fp32 master weights 4 Psi + 8-bit m and v with block constants",
-        [MC_ADAFACTOR] = "fp32 master weights 4 Psi + factored second moments",
-    };
-    static const char *const plain[] = {
-        [MC_SGD] = "nothing",
-        [MC_MOMENTUM] = "momentum 4 Psi",
-        [MC_ADAMW] = "AdamW's m 4 Psi + v 4 Psi",
-        [MC_ADAM8BIT] = "8-bit m and v with block constants",
-        [MC_ADAFACTOR] = "factored second moments",
-    };
-    return masters ? with_masters[opt] : plain[opt];
-}
-
 /* The lecture's bytes per parameter (2 Psi + 2 Psi + 12 Psi = 16 Psi for AdamW under bf16),
  * the formula's bytes beside the peaks the step measured in those three categories. */
 static void print_states_split(const Options *o, const McPeaks *p, const McPeaks *m)
@@ -365,7 +322,7 @@ static void print_states_split(const Options *o, const McPeaks *p, const McPeaks
         sum_m += m->bytes[c];
     }
     printf("  %-8s %6.4g Psi %14.0f %14.0f\n", "total", sum_p / psi, sum_p, sum_m);
-    printf("  (optim: %s%s)\n", optim_parts(o->optimizer, o->policy.param != DTYPE_F32),
+    printf("  (optim: %s%s)\n", memcalc_optim_holds(o->optimizer, o->policy.param != DTYPE_F32),
            o->run.offload ? "; on the host with --offload" : "");
 }
 

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analysis/mlp_chain.h"
+#include "analysis/ckpt_frontier.h"
 #include "autograd/checkpoint.h"
 #include "autograd/parallel.h"
 #include "examples/common/cli.h"
@@ -30,7 +30,7 @@
 #include "examples/common/settings.h"
 #include "examples/common/tsv.h"
 
-enum { MAX_LIST = 64, NAME_LEN = 32 };
+enum { MAX_LIST = 64, NAME_LEN = CKPT_ROW_NAME };
 
 typedef struct {
     int          n_from, n_to, n_step, width, batch, reps, threads, frontier_n, picture;
@@ -42,17 +42,6 @@ typedef struct {
     const char  *strategies_text, *budgets_text, *intervals_text;    /* the flags' lists */
     const char  *log_path, *frontier_path, *memory_plot, *forwards_plot, *frontier_plot;
 } Options;
-
-/* One measured run. */
-typedef struct {
-    char        name[NAME_LEN];
-    const char *family;       /* vanilla, memory-poor, sqrt, every, budget */
-    int         n;
-    MlpChainRun run;
-    long        formula;
-    bool        same_grads;   /* bit-identical to vanilla's */
-    bool        pareto;       /* no other frontier point has both fewer forwards and fewer bytes */
-} Row;
 
 enum { FLAG_N_FROM = 256, FLAG_N_TO, FLAG_N_STEP, FLAG_WIDTH, FLAG_BATCH, FLAG_STRATEGIES,
        FLAG_FRONTIER_N, FLAG_BUDGETS, FLAG_INTERVALS, FLAG_REPS, FLAG_SEED, FLAG_THREADS,
@@ -187,29 +176,10 @@ static Options parse(int argc, char **argv)
     return o;
 }
 
-static const char *family_of(CkptStrategy s)
+/* Strategy s over a fresh chain of n layers, against vanilla's gradients. */
+static CkptRow measure(const Options *o, CkptStrategy s, int n)
 {
-    static const char *const names[] = { "vanilla", "memory-poor", "sqrt", "every", "budget" };
-    return names[s.kind];
-}
-
-/* Runs strategy s over a fresh chain of n layers (the same weights for every strategy) and
- * compares its gradients with vanilla's. */
-static Row measure(const Options *o, CkptStrategy s, int n)
-{
-    Row r = { .family = family_of(s), .n = n, .formula = ckpt_formula_total(s, n) };
-    ckpt_name(s, r.name, sizeof r.name);
-    MlpChain *m = mlp_chain_new(n, o->width, o->batch, (uint64_t)o->seed);
-    mlp_chain_run(m, (CkptStrategy){ CKPT_VANILLA, 0 }, 1, NULL, NULL);
-    size_t bytes, got_bytes;
-    float *ref = mlp_chain_grads(m, &bytes);
-    r.run = mlp_chain_run(m, s, o->reps, NULL, NULL);
-    float *got = mlp_chain_grads(m, &got_bytes);
-    r.same_grads = got_bytes == bytes && memcmp(got, ref, bytes) == 0;
-    mem_free(got);
-    mem_free(ref);
-    mlp_chain_free(m);
-    return r;
+    return ckpt_row_measure(s, n, o->width, o->batch, (uint64_t)o->seed, o->reps);
 }
 
 static const char *const SWEEP_COLUMNS[] = {
@@ -218,7 +188,7 @@ static const char *const SWEEP_COLUMNS[] = {
 };
 
 /* One sweep row on stdout and in the TSV. ms is rounded to microseconds. */
-static void emit_sweep(TsvWriter *log, const Row *r)
+static void emit_sweep(TsvWriter *log, const CkptRow *r)
 {
     double ms = round(r->run.ms * 1e3) / 1e3;
     const CkptStats *st = &r->run.stats;
@@ -266,7 +236,7 @@ static bool sweep(const Options *o)
     bool all_same = true;
     for (int i = 0; i < o->n_strategies; i++) {
         for (int n = o->n_from; n <= o->n_to; n += o->n_step) {
-            Row r = measure(o, o->strategies[i], n);
+            CkptRow r = measure(o, o->strategies[i], n);
             emit_sweep(log, &r);
             all_same &= r.same_grads;
         }
@@ -275,49 +245,12 @@ static bool sweep(const Options *o)
     return all_same;
 }
 
-/* The strategies of the frontier figure at n layers; returns how many. */
-static int frontier_strategies(const Options *o, int n, CkptStrategy *out)
-{
-    int count = 0;
-    out[count++] = (CkptStrategy){ CKPT_VANILLA, 0 };
-    out[count++] = (CkptStrategy){ CKPT_MEMORY_POOR, 0 };
-    out[count++] = (CkptStrategy){ CKPT_SQRT, 0 };
-    for (int i = 0; i < o->n_intervals; i++)
-        if (o->intervals[i] < n)        /* every:K with K >= n is vanilla */
-            out[count++] = (CkptStrategy){ CKPT_EVERY, o->intervals[i] };
-    for (int i = 0; i < o->n_budgets; i++)
-        if (o->budgets[i] <= n)         /* more slots than layers change nothing */
-            out[count++] = (CkptStrategy){ CKPT_BUDGET, o->budgets[i] };
-    return count;
-}
-
-static void mark_pareto(Row *rows, int count)
-{
-    for (int i = 0; i < count; i++) {
-        rows[i].pareto = true;
-        for (int j = 0; j < count && rows[i].pareto; j++) {
-            long fi = rows[i].run.stats.forwards, fj = rows[j].run.stats.forwards;
-            size_t mi = rows[i].run.peak_act, mj = rows[j].run.peak_act;
-            if (fj <= fi && mj <= mi && (fj < fi || mj < mi))
-                rows[i].pareto = false;
-        }
-    }
-}
-
-static int by_forwards(const void *a, const void *b)
-{
-    const Row *x = a, *y = b;
-    if (x->run.stats.forwards != y->run.stats.forwards)
-        return x->run.stats.forwards < y->run.stats.forwards ? -1 : 1;
-    return (x->run.peak_act > y->run.peak_act) - (x->run.peak_act < y->run.peak_act);
-}
-
 static const char *const FRONTIER_COLUMNS[] = {
     "strategy", "family", "n", "peak_act_bytes", "forward_evals", "ms", "pareto", "same_grads",
     NULL,
 };
 
-static void emit_frontier(TsvWriter *log, const Row *r)
+static void emit_frontier(TsvWriter *log, const CkptRow *r)
 {
     double ms = round(r->run.ms * 1e3) / 1e3;
     printf("%s\t%s\t%d\t%zu\t%ld\t%.3f\t%d\t%d\n", r->name, r->family, r->n, r->run.peak_act,
@@ -338,8 +271,9 @@ static bool frontier(const Options *o)
 {
     int n = o->frontier_n;
     CkptStrategy list[3 + 2 * MAX_LIST];
-    int count = frontier_strategies(o, n, list);
-    Row *rows = calloc((size_t)count, sizeof *rows);
+    int count = ckpt_frontier_strategies(n, o->intervals, o->n_intervals, o->budgets,
+                                         o->n_budgets, list);
+    CkptRow *rows = calloc((size_t)count, sizeof *rows);
     if (!rows)
         cli_die(1, "out of memory");
     bool all_same = true;
@@ -347,8 +281,7 @@ static bool frontier(const Options *o)
         rows[i] = measure(o, list[i], n);
         all_same &= rows[i].same_grads;
     }
-    mark_pareto(rows, count);
-    qsort(rows, (size_t)count, sizeof *rows, by_forwards);
+    ckpt_frontier_sort(rows, count);
     putchar('\n');
     TsvWriter *log = open_log(o->frontier_path, FRONTIER_COLUMNS);
     for (int i = 0; i < count; i++)

@@ -30,6 +30,17 @@ long long grad_hist_count(const GradHist *h, int e)
     return h->bins[e - GRAD_HIST_MIN_EXP];
 }
 
+void grad_hist_range(const GradHist *h, int *lo, int *hi)
+{
+    *lo = GRAD_HIST_MAX_EXP;
+    *hi = GRAD_HIST_MIN_EXP;
+    for (int e = GRAD_HIST_MIN_EXP; e <= GRAD_HIST_MAX_EXP; e++)
+        if (grad_hist_count(h, e)) {
+            *lo = e < *lo ? e : *lo;
+            *hi = e;
+        }
+}
+
 GradRounding grad_rounding(const float *g, size_t n, Format f, float scale)
 {
     const Rounding rne = { 0 };

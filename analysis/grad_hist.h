@@ -28,6 +28,9 @@ int       grad_hist_exponent(float x);
 void      grad_hist_add(GradHist *h, const float *g, size_t n);
 /* The count of bin e; 0 outside [GRAD_HIST_MIN_EXP, GRAD_HIST_MAX_EXP]. */
 long long grad_hist_count(const GradHist *h, int e);
+/* The smallest and the largest nonempty bin in *lo, *hi; with every bin empty, lo is
+ * GRAD_HIST_MAX_EXP and hi GRAD_HIST_MIN_EXP (an empty range). */
+void      grad_hist_range(const GradHist *h, int *lo, int *hi);
 
 /* What rounding g * scale to format f (nearest-even, as the tape rounds gradients) does to n
  * values: how many were finite and nonzero, how many of those become 0 (underflow) and how

@@ -97,6 +97,14 @@ static void train(GradProbe *p, const GradProbeConfig *c, const GradProbeWatch *
     }
 }
 
+GradProbeConfig grad_probe_defaults(long steps, long probe_step, long seed)
+{
+    return (GradProbeConfig){ .batch = 64, .layers = 2, .heads = 4, .embd = 128,
+                              .warmup = steps / 10 < 100 ? steps / 10 : 100, .lr = 1e-3,
+                              .beta2 = 0.99, .weight_decay = 0.1, .clip = 1.0, .steps = steps,
+                              .probe_step = probe_step, .seed = seed };
+}
+
 GradProbe *grad_probe_new(const GradProbeConfig *c, const GradProbeWatch *watch, char *err,
                           size_t errlen)
 {

@@ -31,6 +31,13 @@ typedef struct {
     long   seed;             /* weights and data */
 } GradProbeConfig;
 
+/* train_gpt's defaults, written out, for a run of `steps` steps: batch 64, 2 layers, 4 heads,
+ * width 128, AdamW at 1e-3 with beta2 0.99 and weight decay 0.1, clipping at 1, a warmup of a
+ * tenth of the run but at most 100 steps (as train_gpt's). A program that trains the probe in
+ * its process and starts train_gpt runs beside it passes these as flags, so the two stay the
+ * same model on the same schedule even if train_gpt's defaults move. */
+GradProbeConfig grad_probe_defaults(long steps, long probe_step, long seed);
+
 /* Who watches the fp32 steps: called at every 100th step and at the last one; may be NULL. */
 typedef struct {
     void (*step)(void *ctx, long step, long steps, double loss);

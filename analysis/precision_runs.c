@@ -4,6 +4,25 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "analysis/grad_hist.h"
+
+const PrecisionRunConfig PRECISION_RUNS[PRECISION_RUNS_N] = {
+    { "fp32", "fp32", "fp32", "none", false },
+    { "bf16", "bf16", "bf16", "none", false },
+    { "fp16", "fp16_none", "fp16", "none", false },
+    { "fp16 dynamic", "fp16_dynamic", "fp16", "dynamic", false },
+    { "fp8", "fp8", "fp8", "none", false },
+    { "fp32 control", "fp32_control", "fp32", "none", true },
+};
+
+int precision_runs_threads(int i, int threads)
+{
+    if (!PRECISION_RUNS[i].control)
+        return threads;
+    return threads == 1 ? 2 : 1;
+}
 
 bool precision_run_log_alloc(PrecisionRunLog *log, long steps)
 {
@@ -77,6 +96,23 @@ bool precision_run_summarize(bool ok, bool diverged, double val_loss, double val
             s->skipped += log->skipped[i];
     }
     return true;
+}
+
+bool precision_run_curve_row(const PrecisionRunLog *log, long s, long steps)
+{
+    bool scale_moved = s > 1 && log->scale[s] != log->scale[s - 1] && !isnan(log->scale[s]);
+    return s == 1 || s == steps || s % PRECISION_RUNS_CURVE_EVERY == 0 ||
+           !isnan(log->val_loss[s]) || scale_moved;
+}
+
+float precision_runs_dynamic_scale(const PrecisionRunSummary *summary)
+{
+    for (int i = 0; i < PRECISION_RUNS_N; i++) {
+        double m = summary[i].median_scale;
+        if (strcmp(PRECISION_RUNS[i].loss_scale, "dynamic") == 0 && isfinite(m) && m > 0.0)
+            return ldexpf(1.0f, grad_hist_exponent((float)m));
+    }
+    return NAN;
 }
 
 /* A run's loss, NAN where it has none (it diverged or failed). */

@@ -25,6 +25,26 @@
 #define PRECISION_RUNS_SOLVED 0.99   /* exact match that counts as having learned the task */
 enum { PRECISION_RUNS_SMOOTH = 20 }; /* steps in the running mean of the training loss */
 
+/* The runs compared, as train_gpt's flags name them. PRECISION_RUNS[0] is the reference, fp32;
+ * the last is a control: fp32 again, on another number of threads, so that only the order of
+ * the floating-point sums differs (1 ulp here and there). How far it drifts from the reference
+ * is how far any small perturbation moves a run of this task, the yardstick for the
+ * differences the formats make. */
+typedef struct {
+    const char *name;          /* "fp16 dynamic" */
+    const char *file;          /* "fp16_dynamic": a file name for its log */
+    const char *precision;     /* train_gpt --precision */
+    const char *loss_scale;    /* train_gpt --loss-scale */
+    bool        control;       /* on another thread count */
+} PrecisionRunConfig;
+
+enum { PRECISION_RUNS_N = 6 };
+extern const PrecisionRunConfig PRECISION_RUNS[PRECISION_RUNS_N];
+
+/* The thread count of run i when the others run on `threads`: the control's is another one
+ * (2, or 1 when threads is not 1). */
+int    precision_runs_threads(int i, int threads);
+
 /* A run's log by step: v[step] for step 1..steps (v[0] unused), NAN where a cell is empty. */
 typedef struct {
     double *loss, *val_loss, *val_acc, *scale, *skipped, *peak_act;
@@ -55,6 +75,17 @@ double precision_run_mean(const double *loss, long s);
 bool   precision_run_summarize(bool ok, bool diverged, double val_loss, double val_acc,
                                const PrecisionRunLog *log, long steps, long compare_step,
                                PrecisionRunSummary *s);
+
+/* Whether step s of a run gets a row of its curve: every PRECISION_RUNS_CURVE_EVERY-th step
+ * (the curves are running means, smooth at that spacing), the first and the last, every
+ * evaluation and every change of the loss scale; the per-step values are in each run's log. */
+enum { PRECISION_RUNS_CURVE_EVERY = 5 };
+bool   precision_run_curve_row(const PrecisionRunLog *log, long s, long steps);
+
+/* The dynamic scaler's typical scale: the median over its run (summary[i] is PRECISION_RUNS[i]'s)
+ * rounded down to a power of two (it only ever halves and doubles from 2^16, so it is one
+ * already); NAN when no dynamic run has a scale. */
+float  precision_runs_dynamic_scale(const PrecisionRunSummary *summary);
 
 /* One run (one format) over the seeds, against the reference run of each seed. */
 typedef struct {

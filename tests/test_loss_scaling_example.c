@@ -133,6 +133,71 @@ static void test_run_log(void **state)
     assert_int_equal(run_read_columns(path, "step", "loss", x, y, 4), 0);
 }
 
+static void test_hist_range(void **state)
+{
+    (void)state;
+    GradHist h = { 0 };
+    int lo, hi;
+    grad_hist_range(&h, &lo, &hi);
+    assert_int_equal(lo, GRAD_HIST_MAX_EXP);            /* empty: an empty range */
+    assert_int_equal(hi, GRAD_HIST_MIN_EXP);
+    const float g[] = { 0.0f, 0.75f, -0x1p-20f, 3.0f, 0.0f };
+    grad_hist_add(&h, g, 5);
+    grad_hist_range(&h, &lo, &hi);
+    assert_int_equal(lo, -20);                          /* zeros are in no bin */
+    assert_int_equal(hi, 1);
+}
+
+/* A log file with the given text; path receives its name. */
+static void write_file(char *path, const char *text)
+{
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+/* What a finished run's files say, and whether a commands file lists a set of runs. */
+static void test_run_files(void **state)
+{
+    (void)state;
+    RunSpec r = { 0 };
+    char log[] = "/tmp/test_loss_scaling_XXXXXX", out[] = "/tmp/test_loss_scaling_XXXXXX";
+    write_file(log, "step\tloss\tval_loss\tval_acc\n1\t2\t\t\n2\t1\t0.5\t0.25\n");
+    write_file(out, "step 2\ntraining diverged at step 3\n");
+    snprintf(r.log_path, sizeof r.log_path, "%s", log);
+    snprintf(r.out_path, sizeof r.out_path, "%s", out);
+    RunResult res;
+    assert_true(run_result_from_files(&r, 2, &res));
+    assert_true(res.ok && !res.diverged && res.val_loss == 0.5 && res.val_acc == 0.25);
+    assert_true(run_result_from_files(&r, 3, &res));       /* short of 3 steps: its output */
+    assert_true(!res.ok && res.diverged);
+    remove(out);
+    assert_false(run_result_from_files(&r, 3, &res));      /* neither finished nor diverged */
+    double v[4] = { -1, -1, -1, -1 };
+    run_read_by_step(log, "val_loss", 3, v);
+    assert_true(v[0] == -1 && v[1] == -1 && v[2] == 0.5 && v[3] == -1);
+    remove(log);
+
+    static RunSpec two[2];
+    for (int i = 0; i < 2; i++) {
+        run_arg(&two[i], "train_gpt");
+        run_arg(&two[i], "--seed=%d", 7 + i);
+    }
+    char cmds[] = "/tmp/test_loss_scaling_XXXXXX";
+    write_file(cmds, "");
+    run_commands_write(cmds, two, 1);
+    assert_int_equal(run_commands_match(cmds, two, 1), 1);
+    assert_int_equal(run_commands_match(cmds, two + 1, 1), 0);  /* another seed */
+    assert_int_equal(run_commands_match(cmds, two, 2), 0);      /* a line short */
+    run_commands_write(cmds, two, 2);
+    assert_int_equal(run_commands_match(cmds, two, 2), 1);
+    assert_int_equal(run_commands_match(cmds, two, 1), 0);      /* a line longer */
+    remove(cmds);
+    assert_int_equal(run_commands_match(cmds, two, 1), -1);
+}
+
 static void test_find_train_gpt(void **state)
 {
     (void)state;
@@ -150,6 +215,8 @@ int main(void)
         cmocka_unit_test(test_max_pow2_scale),
         cmocka_unit_test(test_run_log),
         cmocka_unit_test(test_find_train_gpt),
+        cmocka_unit_test(test_hist_range),
+        cmocka_unit_test(test_run_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,6 +7,7 @@
 #include "tests/test_helpers.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "analysis/precision_runs.h"
 #include "analysis/seed_stats.h"
@@ -200,6 +201,34 @@ static void test_over_seeds(void **state)
     check_near("ref geomean", ref.loss_st.geomean, 1.0, 1e-12);   /* (0.5 * 2 * 1)^(1/3) */
 }
 
+/* The runs compared, which rows a curve keeps, and the dynamic scaler's typical scale. */
+static void test_runs_and_curves(void **state)
+{
+    (void)state;
+    assert_string_equal(PRECISION_RUNS[0].precision, "fp32");         /* the reference first */
+    assert_true(PRECISION_RUNS[PRECISION_RUNS_N - 1].control);
+    assert_int_equal(precision_runs_threads(0, 1), 1);
+    assert_int_equal(precision_runs_threads(PRECISION_RUNS_N - 1, 1), 2);
+    assert_int_equal(precision_runs_threads(PRECISION_RUNS_N - 1, 4), 1);
+    PrecisionRunLog log;
+    assert_true(precision_run_log_alloc(&log, 12));
+    for (int s = 1; s <= 12; s++)
+        log.scale[s] = s < 7 ? 8.0 : 4.0;                          /* halves at step 7 */
+    log.val_loss[3] = 1.0;
+    const bool want[13] = { [1] = true, [3] = true, [5] = true, [7] = true, [10] = true,
+                            [12] = true };
+    for (int s = 1; s <= 12; s++)
+        if (precision_run_curve_row(&log, s, 12) != want[s])
+            fail_msg("step %d: row %d, expected %d", s, !want[s], want[s]);
+    precision_run_log_free(&log);
+    PrecisionRunSummary sum[PRECISION_RUNS_N] = { { .median_scale = NAN } };
+    assert_true(isnan(precision_runs_dynamic_scale(sum)));             /* no scale anywhere */
+    for (int i = 0; i < PRECISION_RUNS_N; i++)
+        sum[i].median_scale = strcmp(PRECISION_RUNS[i].loss_scale, "dynamic") == 0 ? 3000.0
+                                                                                    : 1.0;
+    check_near("dynamic scale", precision_runs_dynamic_scale(sum), 2048.0, 0.0);  /* 2^11 */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -211,6 +240,7 @@ int main(void)
         cmocka_unit_test(test_t_quantiles),
         cmocka_unit_test(test_run_summary),
         cmocka_unit_test(test_over_seeds),
+        cmocka_unit_test(test_runs_and_curves),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

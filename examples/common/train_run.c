@@ -6,9 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "autograd/outfile.h"
 #include "examples/common/cli.h"
 #include "examples/common/train_run.h"
 
@@ -115,6 +117,19 @@ static void keep_last(double x, double y, void *ctx)
         *(double *)ctx = y;
 }
 
+void run_read_by_step(const char *log_path, const char *name, long steps, double *v)
+{
+    double *xs = malloc((size_t)steps * sizeof *xs), *ys = malloc((size_t)steps * sizeof *ys);
+    if (!xs || !ys)
+        cli_die(1, "out of memory");
+    int n = run_read_columns(log_path, "step", name, xs, ys, (int)steps);
+    for (int i = 0; i < n; i++)
+        if (xs[i] >= 1 && xs[i] <= steps)
+            v[(long)xs[i]] = ys[i];
+    free(xs);
+    free(ys);
+}
+
 double run_last_value(const char *log_path, const char *column)
 {
     double v = NAN;
@@ -217,4 +232,87 @@ bool run_read_console(const char *out_path, RunConsole *c)
     if (len && c->sample[len - 1] == '\n')
         c->sample[len - 1] = '\0';
     return true;
+}
+
+void run_jobs(const RunSpec *spec, RunResult *res, int n, int jobs, const char *const *labels)
+{
+    pid_t *pid = malloc((size_t)n * sizeof *pid);
+    if (!pid)
+        cli_die(1, "out of memory");
+    for (int first = 0; first < n; first += jobs) {
+        int last = first + jobs < n ? first + jobs : n;
+        for (int i = first; i < last; i++) {
+            if (labels)
+                fprintf(stderr, "run: %s\n", labels[i]);
+            pid[i] = run_start(&spec[i]);
+        }
+        for (int i = first; i < last; i++)
+            res[i] = run_wait(&spec[i], pid[i]);
+    }
+    free(pid);
+}
+
+void run_print_command(FILE *f, const RunSpec *r)
+{
+    for (int i = 0; i < r->argc; i++)
+        fprintf(f, "%s%s", i ? " " : "", r->argv[i]);
+    fputc('\n', f);
+}
+
+void run_commands_write(const char *path, const RunSpec *spec, int n)
+{
+    char err[900];
+    OutFile out;
+    if (!outfile_open(&out, path, err, sizeof err))
+        cli_die(1, "%s", err);
+    FILE *f = outfile_stream(&out);
+    if (!f)
+        cli_die(1, "%s: out of memory", path);
+    for (int i = 0; i < n; i++)
+        run_print_command(f, &spec[i]);
+    if (!outfile_commit(&out, err, sizeof err))
+        cli_die(1, "%s", err);
+}
+
+int run_commands_match(const char *path, const RunSpec *spec, int n)
+{
+    char *want = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&want, &len);
+    if (!m)
+        cli_die(1, "out of memory");
+    for (int i = 0; i < n; i++)
+        run_print_command(m, &spec[i]);
+    fclose(m);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        free(want);
+        return -1;
+    }
+    /* one byte more than wanted: a longer file differs */
+    char *have = malloc(len + 1);
+    if (!have)
+        cli_die(1, "out of memory");
+    size_t got = fread(have, 1, len + 1, f);
+    fclose(f);
+    bool same = got == len && memcmp(have, want, len) == 0;
+    free(have);
+    free(want);
+    return same;
+}
+
+bool run_result_from_files(const RunSpec *r, long steps, RunResult *res)
+{
+    *res = (RunResult){ .val_loss = run_last_value(r->log_path, "val_loss"),
+                        .val_acc = run_last_value(r->log_path, "val_acc") };
+    res->ok = !isnan(res->val_loss) && run_last_value(r->log_path, "step") == (double)steps;
+    res->diverged = !res->ok && file_mentions(r->out_path, "diverged");
+    return res->ok || res->diverged;
+}
+
+void run_make_dir(const char *dir)
+{
+    struct stat st;
+    if (mkdir(dir, 0755) != 0 && stat(dir, &st) != 0)
+        cli_die(1, "cannot create %s", dir);
 }

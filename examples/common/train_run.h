@@ -5,6 +5,7 @@
  * own: their tables are then made by exactly the program a student runs by hand, with the
  * flags printed beside them. */
 #include <stdbool.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 enum { RUN_MAX_ARGS = 48, RUN_ARG_LEN = 600 };
@@ -48,6 +49,28 @@ typedef struct {
 /* False when out_path cannot be read. */
 bool      run_read_console(const char *out_path, RunConsole *c);
 
+/* Runs spec[0..n-1], `jobs` at a time (a group starts, then every run of it is waited for),
+ * res[i] what run i reported. With labels, "run: LABEL" on stderr as run i starts. */
+void      run_jobs(const RunSpec *spec, RunResult *res, int n, int jobs,
+                  const char *const *labels);
+/* A run's command line, the arguments separated by spaces, and a newline. */
+void      run_print_command(FILE *f, const RunSpec *r);
+/* The commands of spec[0..n-1] written to path as a whole (autograd/outfile.h: all or
+ * nothing), so that a sweep killed later still leaves the list; exits with a message if it
+ * cannot. */
+void      run_commands_write(const char *path, const RunSpec *spec, int n);
+/* Whether path lists exactly those commands, as run_commands_write wrote them: 1 yes, 0 it
+ * lists others, -1 there is no such file. Whether logs left in a folder are these runs'. */
+int       run_commands_match(const char *path, const RunSpec *spec, int n);
+/* What run_wait said of a run that ended earlier, read from its files: true when its log ends
+ * at step `steps` with a validation loss (ok) or its output says it diverged. */
+bool      run_result_from_files(const RunSpec *r, long steps, RunResult *res);
+/* mkdir, or exit with a message; a folder that exists already is fine. */
+void      run_make_dir(const char *dir);
+
+/* A log's column `name` by step into v[step] for step 1..steps (cells the log lacks are left
+ * as they were). */
+void      run_read_by_step(const char *log_path, const char *name, long steps, double *v);
 /* A log's columns `x` and `y` where both cells are present, up to max rows; returns the count. */
 int       run_read_columns(const char *log_path, const char *x, const char *y, double *xs,
                            double *ys, int max);

@@ -1,22 +1,22 @@
 /* loss_scaling: the mixed-precision paper's figure on our model (Micikevicius et al. 2018,
  * "Mixed Precision Training", figure 3), then what it means for training.
  *
- * Part 1 (analysis/grad_probe.h): the activation gradients of one batch of train_gpt's default model part-way
- * through fp32 training, as a histogram of log2 |g| with fp16's smallest subnormal (2^-24),
- * smallest normal (2^-14) and largest value (65504) marked; the share of nonzero gradients that
- * fp16 turns into 0 without scaling and with a loss scale S, S chosen as the paper does (the
- * largest power of two that does not overflow the largest gradient), GradScaler's initial
- * 2^16, and the dynamic scaler's median over its run of part 2.
+ * Part 1 (analysis/grad_probe.h): the activation gradients of one batch of train_gpt's default
+ * model part-way through fp32 training, as a histogram of log2 |g| with fp16's smallest
+ * subnormal (2^-24), smallest normal (2^-14) and largest value (65504) marked; the share of
+ * nonzero gradients that fp16 turns into 0 without scaling and with a loss scale S, S chosen as
+ * the paper does (the largest power of two that does not overflow the largest gradient),
+ * GradScaler's initial 2^16, and the dynamic scaler's median over its run of part 2.
  *
  * Part 2 (runs.c): train_gpt --precision fp32, bf16, fp16 without loss scaling, fp16 with
  * dynamic loss scaling, fp8: same seed, same steps, and a control (fp32 on another thread
  * count); training and validation loss per step, the dynamic scale over time, and a table of
  * the final numbers against fp32.
  *
- * With --seeds (seeds.c, analysis/precision_runs.h): part 2 once per seed, and every run's final validation loss over
- * fp32's of the same seed summed up over the seeds, for the formats and the control alike: the
- * final loss of this task moves by more than the formats move it, so only many seeds can say
- * whether a format is within 2% of fp32.
+ * With --seeds (seeds.c, analysis/precision_runs.h): part 2 once per seed, and every run's final
+ * validation loss over fp32's of the same seed summed up over the seeds, for the formats and
+ * the control alike: the final loss of this task moves by more than the formats move it, so
+ * only many seeds can say whether a format is within 2% of fp32.
  *
  * Output in --out DIR: loss_scaling_hist.tsv, loss_scaling_underflow.tsv (part 1),
  * loss_scaling_curves.tsv, loss_scaling_table.tsv, runs/ and commands.txt (part 2); a summary
@@ -56,7 +56,7 @@ static void set_seeds(void *opts, int id, const char *flag, const char *arg)
 }
 
 _Static_assert(SEED_MAX == 31, "--seeds' help names SEED_MAX");
-_Static_assert(N_RUNS == 6, "--jobs' range is N_RUNS");
+_Static_assert(PRECISION_RUNS_N == 6, "--jobs' range is PRECISION_RUNS_N");
 
 #define FIELD(f) offsetof(Options, f)
 static const Setting SETTINGS[] = {
@@ -108,7 +108,7 @@ static const Setting SETTINGS[] = {
     { .name = "kernels", .id = FLAG_KERNELS, .type = SETTING_CUSTOM,
       .set = settings_set_kernels, .arg = "K", .help = SETTINGS_KERNELS_HELP },
     { .name = "jobs", .id = FLAG_JOBS, .type = SETTING_INT, .offset = FIELD(jobs),
-      .lo = 1, .hi = N_RUNS, .def = "1", .arg = "N",
+      .lo = 1, .hi = PRECISION_RUNS_N, .def = "1", .arg = "N",
       .help = "runs at once; results do not depend on it" },
     { .heading = "  -h, --help          this text" },
 };
@@ -162,7 +162,7 @@ static void probe_step(void *ctx, long step, long steps, double loss)
 /* The probe of the fp32 run these options make, its steps reported on stderr. */
 static GradProbe *probe_new(const Options *o)
 {
-    GradProbeConfig c = runs_settings(o);
+    GradProbeConfig c = grad_probe_defaults(o->steps, o->probe_step, o->seed);
     GradProbeWatch watch = { .step = probe_step };
     char err[512];
     GradProbe *p = grad_probe_new(&c, &watch, err, sizeof err);
@@ -191,12 +191,8 @@ static const char *const HIST_COLUMNS[] = {
 static void write_hist(const Options *o, const GradProbe *p, int shift)
 {
     TsvWriter *w = tsv_open_in(o->out, "loss_scaling_hist.tsv", HIST_COLUMNS);
-    int lo = GRAD_HIST_MAX_EXP, hi = GRAD_HIST_MIN_EXP;
-    for (int e = GRAD_HIST_MIN_EXP; e <= GRAD_HIST_MAX_EXP; e++)
-        if (grad_hist_count(&p->hist, e)) {
-            lo = e < lo ? e : lo;
-            hi = e;
-        }
+    int lo, hi;
+    grad_hist_range(&p->hist, &lo, &hi);
     double total = (double)p->hist.total;
     tsv_str(w, "zero");
     tsv_num(w, NAN);
@@ -249,7 +245,7 @@ static void write_underflow(const Options *o, const GradProbe *p, const GradProb
 static double logged_loss(const Options *o, long step)
 {
     char log[700];
-    snprintf(log, sizeof log, "%s/runs/%s.tsv", o->out, RUNS[0].file);
+    snprintf(log, sizeof log, "%s/runs/%s.tsv", o->out, PRECISION_RUNS[0].file);
     double *xs = malloc((size_t)step * sizeof *xs), *ys = malloc((size_t)step * sizeof *ys);
     if (!xs || !ys)
         cli_die(1, "out of memory");
@@ -263,10 +259,8 @@ static double logged_loss(const Options *o, long step)
 static void print_probe(const Options *o, const GradProbe *p, const GradProbeResult *r, int n)
 {
     const GradHist *h = &p->hist;
-    int lo = GRAD_HIST_MAX_EXP;
-    for (int e = GRAD_HIST_MIN_EXP; e <= GRAD_HIST_MAX_EXP && lo == GRAD_HIST_MAX_EXP; e++)
-        if (grad_hist_count(h, e))
-            lo = e;
+    int lo, hi;
+    grad_hist_range(h, &lo, &hi);
     printf("activation gradients of one batch after %ld fp32 steps (batch loss %.6f): %zu "
            "values in %d tensors\n", o->probe_step, p->loss, p->n_grads, p->n_tensors);
     double logged = o->curves ? logged_loss(o, o->probe_step + 1) : NAN;
@@ -292,17 +286,6 @@ static void print_probe(const Options *o, const GradProbe *p, const GradProbeRes
 
 /* ---- main --------------------------------------------------------------------------------- */
 
-/* The dynamic scaler's typical scale: the median over its run, rounded down to a power of two
- * (it only ever halves and doubles from 2^16, so it is one already). */
-static float dynamic_scale(const PrecisionRunSummary *s)
-{
-    for (int i = 0; i < N_RUNS; i++)
-        if (strcmp(RUNS[i].loss_scale, "dynamic") == 0 && isfinite(s[i].median_scale) &&
-            s[i].median_scale > 0.0)
-            return ldexpf(1.0f, grad_hist_exponent((float)s[i].median_scale));
-    return NAN;
-}
-
 int main(int argc, char **argv)
 {
     cli_init(argv[0]);
@@ -314,7 +297,7 @@ int main(int argc, char **argv)
         printf("\nTSV files in %s\n", o.out);
         return 0;
     }
-    runs_make_dir(o.out);
+    run_make_dir(o.out);
     par_set_threads(o.threads);
 
     GradProbe *probe = NULL;
@@ -329,11 +312,11 @@ int main(int argc, char **argv)
         results[n_results++] = probe_measure(probe, max_scale,
                                              "largest 2^k not overflowing the largest gradient");
     }
-    PrecisionRunSummary summary[N_RUNS];
+    PrecisionRunSummary summary[PRECISION_RUNS_N];
     if (o.curves)
         runs_all(&o, summary);
     if (o.probe) {
-        float dyn = o.curves ? dynamic_scale(summary) : NAN;
+        float dyn = o.curves ? precision_runs_dynamic_scale(summary) : NAN;
         if (isfinite(dyn))
             results[n_results++] = probe_measure(probe, dyn, "median of the dynamic scaler");
         /* The outline in the figure: the paper's rule (row 3 of the underflow table). */

@@ -9,12 +9,8 @@
 #include <string.h>
 
 #include "examples/common/cli.h"
+#include "examples/common/train_run.h"
 #include "examples/loss_scaling/loss_scaling.h"
-
-static int run_threads(const Options *o, int i)
-{
-    return RUNS[i].control ? runs_control_threads(o) : o->threads;
-}
 
 /* ---- the TSV files ------------------------------------------------------------------------ */
 
@@ -23,15 +19,16 @@ static const char *const SEED_COLUMNS[] = {
     "compare_step", "compare_val_loss", "compare_vs_fp32", NULL,
 };
 
-static void write_seeds(const Options *o, const PrecisionRunSummary *sum, const PrecisionOverSeeds *v)
+static void write_seeds(const Options *o, const PrecisionRunSummary *sum,
+                        const PrecisionOverSeeds *v)
 {
     TsvWriter *w = tsv_open_in(o->out, "loss_scaling_seeds.tsv", SEED_COLUMNS);
-    for (int i = 0; i < N_RUNS; i++)
+    for (int i = 0; i < PRECISION_RUNS_N; i++)
         for (int k = 0; k < o->n_seeds; k++) {
-            const PrecisionRunSummary *s = &sum[k * N_RUNS + i];
-            tsv_str(w, RUNS[i].name);
+            const PrecisionRunSummary *s = &sum[k * PRECISION_RUNS_N + i];
+            tsv_str(w, PRECISION_RUNS[i].name);
             tsv_int(w, o->seeds[k]);
-            tsv_int(w, run_threads(o, i));
+            tsv_int(w, precision_runs_threads(i, o->threads));
             tsv_int(w, s->diverged);
             tsv_num(w, v[i].loss[k]);
             tsv_num(w, s->ok ? s->val_acc : NAN);
@@ -72,11 +69,11 @@ static void write_stats(TsvWriter *w, const SeedStats *loss, const SeedStats *r,
 static void write_summary(const Options *o, const PrecisionOverSeeds *v)
 {
     TsvWriter *w = tsv_open_in(o->out, "loss_scaling_seeds_summary.tsv", SUMMARY_COLUMNS);
-    for (int i = 0; i < N_RUNS; i++) {
-        tsv_str(w, RUNS[i].name);
-        tsv_str(w, RUNS[i].precision);
-        tsv_str(w, RUNS[i].loss_scale);
-        tsv_int(w, run_threads(o, i));
+    for (int i = 0; i < PRECISION_RUNS_N; i++) {
+        tsv_str(w, PRECISION_RUNS[i].name);
+        tsv_str(w, PRECISION_RUNS[i].precision);
+        tsv_str(w, PRECISION_RUNS[i].loss_scale);
+        tsv_int(w, precision_runs_threads(i, o->threads));
         tsv_int(w, o->n_seeds);
         tsv_int(w, v[i].solved);
         tsv_num(w, v[i].acc_mean);
@@ -94,16 +91,16 @@ static void print_per_seed(const Options *o, const PrecisionRunSummary *sum)
 {
     printf("\n## every seed\n\nfinal validation loss (exact match), %ld steps, %d thread%s per "
            "run (the fp32 control: %d)\n\n| run |", o->steps, o->threads,
-           o->threads == 1 ? "" : "s", runs_control_threads(o));
+           o->threads == 1 ? "" : "s", precision_runs_threads(PRECISION_RUNS_N - 1, o->threads));
     for (int k = 0; k < o->n_seeds; k++)
         printf(" seed %ld |", o->seeds[k]);
     printf("\n|---|");
     for (int k = 0; k < o->n_seeds; k++)
         printf("---|");
-    for (int i = 0; i < N_RUNS; i++) {
-        printf("\n| %s |", RUNS[i].name);
+    for (int i = 0; i < PRECISION_RUNS_N; i++) {
+        printf("\n| %s |", PRECISION_RUNS[i].name);
         for (int k = 0; k < o->n_seeds; k++) {
-            const PrecisionRunSummary *s = &sum[k * N_RUNS + i];
+            const PrecisionRunSummary *s = &sum[k * PRECISION_RUNS_N + i];
             if (s->ok)
                 printf(" %.3g (%.0f%%) |", s->val_loss, 100.0 * s->val_acc);
             else
@@ -131,8 +128,8 @@ static void print_summary(const Options *o, const PrecisionOverSeeds *v)
     printf("| run | solved | final val loss (geo. mean) | vs fp32: geo. mean [95%%] | median "
            "| min..max | within 2%% | at step %ld: vs fp32 [95%%] | median | min..max | "
            "within 2%% |\n|---|---|---|---|---|---|---|---|---|---|---|\n", o->compare_step);
-    for (int i = 0; i < N_RUNS; i++) {
-        printf("| %s | %d of %d | %.3g |", RUNS[i].name, v[i].solved, o->n_seeds,
+    for (int i = 0; i < PRECISION_RUNS_N; i++) {
+        printf("| %s | %d of %d | %.3g |", PRECISION_RUNS[i].name, v[i].solved, o->n_seeds,
                v[i].loss_st.geomean);
         if (i == 0) {
             printf(" (reference) | | | | (reference: geo. mean %.4g) | | | |\n",
@@ -150,27 +147,27 @@ static void print_summary(const Options *o, const PrecisionOverSeeds *v)
 
 void seeds_run_all(const Options *o)
 {
-    PrecisionRunSummary *sum = malloc((size_t)o->n_seeds * N_RUNS * sizeof *sum);
+    PrecisionRunSummary *sum = malloc((size_t)o->n_seeds * PRECISION_RUNS_N * sizeof *sum);
     if (!sum)
         cli_die(1, "out of memory");
-    runs_make_dir(o->out);
+    run_make_dir(o->out);
     for (int k = 0; k < o->n_seeds; k++) {
         char dir[600];
         Options one = *o;
         one.seed = o->seeds[k];
         snprintf(dir, sizeof dir, "%s/seed_%ld", o->out, one.seed);
         one.out = dir;
-        runs_make_dir(dir);
+        run_make_dir(dir);
         fprintf(stderr, "seed %ld (%d of %d)\n", one.seed, k + 1, o->n_seeds);
         printf("\n# seed %ld\n", one.seed);
-        runs_all(&one, &sum[k * N_RUNS]);
-        runs_print_table(&one, &sum[k * N_RUNS]);
+        runs_all(&one, &sum[k * PRECISION_RUNS_N]);
+        runs_print_table(&one, &sum[k * PRECISION_RUNS_N]);
     }
-    PrecisionOverSeeds *v = malloc(N_RUNS * sizeof *v);
+    PrecisionOverSeeds *v = malloc(PRECISION_RUNS_N * sizeof *v);
     if (!v)
         cli_die(1, "out of memory");
-    for (int i = 0; i < N_RUNS; i++)
-        v[i] = precision_runs_over_seeds(sum, N_RUNS, o->n_seeds, i);
+    for (int i = 0; i < PRECISION_RUNS_N; i++)
+        v[i] = precision_runs_over_seeds(sum, PRECISION_RUNS_N, o->n_seeds, i);
     write_seeds(o, sum, v);
     write_summary(o, v);
     print_per_seed(o, sum);

@@ -97,6 +97,25 @@ SeedStats seed_stats(const double *x, int n)
     return st;
 }
 
+SeedMeanSd seed_mean_sd(const double *x, int n)
+{
+    SeedMeanSd s = { 0, NAN, NAN };
+    double sum = 0.0, sum2 = 0.0;
+    for (int i = 0; i < n; i++)
+        if (isfinite(x[i])) {
+            sum += x[i];
+            s.n++;
+        }
+    if (s.n == 0)
+        return s;
+    s.mean = sum / s.n;
+    for (int i = 0; i < n; i++)
+        if (isfinite(x[i]))
+            sum2 += (x[i] - s.mean) * (x[i] - s.mean);
+    s.sd = s.n > 1 ? sqrt(sum2 / (s.n - 1)) : 0.0;
+    return s;
+}
+
 void seed_ratios(const double *x, const double *ref, int n, double *r)
 {
     for (int i = 0; i < n; i++) {

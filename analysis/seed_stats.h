@@ -28,6 +28,13 @@ typedef struct {
     double min, max;
 } SeedStats;
 
+/* The plain mean and sample standard deviation of a quantity that may be 0 (an accuracy), over
+ * the finite values of x: mean NAN and sd NAN when there are none, sd 0 for one. */
+typedef struct {
+    int    n;                  /* finite values used */
+    double mean, sd;
+} SeedMeanSd;
+
 /* Parses "1-8", "1,2,5" or a mix ("1-3,7") into seeds[], in the order given; returns the count,
  * or -1 if the text is malformed, a range runs backwards, a seed repeats, a seed is outside
  * [0, 2^40], or there are more than max. */
@@ -35,6 +42,9 @@ int       seed_list_parse(const char *s, long *seeds, int max);
 
 /* The statistics of x[0..n-1] (see above for what is left out). */
 SeedStats seed_stats(const double *x, int n);
+
+/* The mean and sample standard deviation (n - 1) of x[0..n-1] (see SeedMeanSd). */
+SeedMeanSd seed_mean_sd(const double *x, int n);
 
 /* r[k] = x[k] / ref[k]; NAN where either is not finite and positive. */
 void      seed_ratios(const double *x, const double *ref, int n, double *r);

@@ -201,6 +201,24 @@ static void test_over_seeds(void **state)
     check_near("ref geomean", ref.loss_st.geomean, 1.0, 1e-12);   /* (0.5 * 2 * 1)^(1/3) */
 }
 
+/* Mean and sample standard deviation of values that may be 0 (an accuracy): 0, 0.5 and 1 have
+ * mean 0.5 and squared deviations 0.25 + 0 + 0.25 over n - 1 = 2, so sd = 0.5. */
+static void test_mean_sd(void **state)
+{
+    (void)state;
+    const double x[] = { 0.0, NAN, 1.0, 0.5, INFINITY };
+    SeedMeanSd m = seed_mean_sd(x, 5);
+    assert_int_equal(m.n, 3);
+    check_near("mean", m.mean, 0.5, 0.0);
+    check_near("sd", m.sd, 0.5, 1e-15);
+    m = seed_mean_sd(x + 2, 1);
+    assert_int_equal(m.n, 1);
+    check_near("one value's sd", m.sd, 0.0, 0.0);
+    m = seed_mean_sd(x + 1, 1);
+    assert_int_equal(m.n, 0);
+    assert_true(isnan(m.mean) && isnan(m.sd));
+}
+
 /* The runs compared, which rows a curve keeps, and the dynamic scaler's typical scale. */
 static void test_runs_and_curves(void **state)
 {
@@ -240,6 +258,7 @@ int main(void)
         cmocka_unit_test(test_t_quantiles),
         cmocka_unit_test(test_run_summary),
         cmocka_unit_test(test_over_seeds),
+        cmocka_unit_test(test_mean_sd),
         cmocka_unit_test(test_runs_and_curves),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -12,37 +12,29 @@
  *
  * Output, in --out DIR: runs/NAME.tsv (each run's log), lr_scaling_table.tsv, lr_scaling_curves.tsv
  * (validation loss and learning rate against examples seen, for the figure); the table on stdout.
- * figure.sh draws docs/figures/lr_scaling_curves.png and lr_schedules.png. */
+ * figure.sh draws docs/figures/lr_scaling_curves.png and lr_schedules.png. The grid's cells and
+ * their steps, warmups and rates are analysis/lr_grid.h's. */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
+#include "analysis/lr_grid.h"
+#include "analysis/seed_stats.h"
 #include "examples/common/cli.h"
 #include "examples/common/settings.h"
+#include "examples/common/train_run.h"
 #include "examples/common/tsv.h"
-#include "examples/lr_scaling/lr_scaling.h"
-#include "optim/schedule.h"
 
 enum { MAX_SEEDS = 16, MAX_POINTS = 4096 };
 
 typedef struct {
     bool        full, schedules;
     const char *out, *train_gpt;
-    int         threads, jobs, seeds, epochs, epoch_examples, base_batch, max_micro, embd;
-    int         eval_examples;
-    double      lr_sgd, lr_adamw, warmup_epochs, clip;
+    int         threads, jobs, seeds, embd, eval_examples;
+    LrGrid      grid;
+    double      clip;
 } Options;
-
-/* One cell of the grid: everything but the seed. */
-typedef struct {
-    const char *optimizer;      /* "sgd", "adamw" */
-    int         k;              /* multiple of the base batch */
-    const char *rule;           /* "none", "linear", "sqrt" */
-    const char *warmup;         /* "none", "constant", "gradual" */
-} Cell;
 
 enum { FLAG_SCHEDULES = 256, FLAG_FULL, FLAG_OUT, FLAG_TRAIN_GPT, FLAG_SEEDS, FLAG_EPOCHS,
        FLAG_EPOCH_EXAMPLES, FLAG_BASE_BATCH, FLAG_MAX_MICRO, FLAG_EMBD, FLAG_LR_SGD,
@@ -72,25 +64,27 @@ static const Setting SETTINGS[] = {
       .help = "the train_gpt program (default: next to this one)" },
     { .name = "seeds", .id = FLAG_SEEDS, .type = SETTING_INT, .offset = FIELD(seeds),
       .lo = 1, .hi = MAX_SEEDS, .arg = "N", .help = "seeds per cell (default 1; --full 3)" },
-    { .name = "epochs", .id = FLAG_EPOCHS, .type = SETTING_INT, .offset = FIELD(epochs),
+    { .name = "epochs", .id = FLAG_EPOCHS, .type = SETTING_INT, .offset = FIELD(grid.epochs),
       .lo = 1, .hi = 1000, .def = "8", .arg = "N", .help = "epochs per run" },
     { .name = "epoch-examples", .id = FLAG_EPOCH_EXAMPLES, .type = SETTING_INT,
-      .offset = FIELD(epoch_examples), .lo = 1, .hi = 1 << 24, .def = "16384", .arg = "N",
+      .offset = FIELD(grid.epoch_examples), .lo = 1, .hi = 1 << 24, .def = "16384", .arg = "N",
       .help = "examples in an epoch" },
     { .name = "base-batch", .id = FLAG_BASE_BATCH, .type = SETTING_INT,
-      .offset = FIELD(base_batch), .lo = 1, .hi = 1 << 12, .def = "16", .arg = "N",
+      .offset = FIELD(grid.base_batch), .lo = 1, .hi = 1 << 12, .def = "16", .arg = "N",
       .help = "the base batch b" },
-    { .name = "max-micro", .id = FLAG_MAX_MICRO, .type = SETTING_INT, .offset = FIELD(max_micro),
+    { .name = "max-micro", .id = FLAG_MAX_MICRO, .type = SETTING_INT,
+      .offset = FIELD(grid.max_micro),
       .lo = 1, .hi = 1 << 16, .def = "64", .arg = "N",
       .help = "larger batches accumulate micro-batches of N" },
     { .name = "embd", .id = FLAG_EMBD, .type = SETTING_INT, .offset = FIELD(embd),
       .lo = 4, .hi = 1 << 12, .def = "64", .arg = "N", .help = "model width" },
-    { .name = "lr-sgd", .id = FLAG_LR_SGD, .type = SETTING_DOUBLE, .offset = FIELD(lr_sgd),
+    { .name = "lr-sgd", .id = FLAG_LR_SGD, .type = SETTING_DOUBLE, .offset = FIELD(grid.lr_sgd),
       .lo = 1e-9, .hi = 100.0, .def = "0.1", .arg = "X", .help = "SGD's base rate at b" },
-    { .name = "lr-adamw", .id = FLAG_LR_ADAMW, .type = SETTING_DOUBLE, .offset = FIELD(lr_adamw),
+    { .name = "lr-adamw", .id = FLAG_LR_ADAMW, .type = SETTING_DOUBLE,
+      .offset = FIELD(grid.lr_adamw),
       .lo = 1e-9, .hi = 100.0, .def = "0.001", .arg = "X", .help = "AdamW's base rate at b" },
     { .name = "warmup-epochs", .id = FLAG_WARMUP_EPOCHS, .type = SETTING_DOUBLE,
-      .offset = FIELD(warmup_epochs), .lo = 0.0, .hi = 1000.0, .def = "0.5", .arg = "X",
+      .offset = FIELD(grid.warmup_epochs), .lo = 0.0, .hi = 1000.0, .def = "0.5", .arg = "X",
       .help = "warmup length in epochs" },
     { .name = "clip", .id = FLAG_CLIP, .type = SETTING_DOUBLE, .offset = FIELD(clip),
       .lo = 0.0, .hi = 1e6, .def = "1", .arg = "X",
@@ -133,51 +127,36 @@ static Options parse(int argc, char **argv)
 
 /* ---- one run ---------------------------------------------------------------------------------- */
 
-static long run_steps(const Options *o, int k)
+static void run_name(const LrCell *c, int seed, char *buf, size_t len)
 {
-    long steps = (long)o->epochs * o->epoch_examples / ((long)o->base_batch * k);
-    return steps > 0 ? steps : 1;
-}
-
-/* At least 1, and short of the run's end, since a cosine needs a step to decay over (a run of
- * one step has no warmup). */
-static long warmup_steps(const Options *o, int k)
-{
-    long w = lround(o->warmup_epochs * o->epoch_examples / ((double)o->base_batch * k));
-    long last = run_steps(o, k) - 1;
-    w = w < 1 ? 1 : w;
-    return w > last ? last : w;
-}
-
-static void run_name(const Cell *c, int seed, char *buf, size_t len)
-{
-    snprintf(buf, len, "%s_k%d_%s_%s_s%d", c->optimizer, c->k, c->rule, c->warmup, seed);
+    snprintf(buf, len, "%s_k%d_%s_%s_s%d", c->optimizer, c->k, SCHED_RULE_NAMES[c->rule],
+             SCHED_WARMUP_NAMES[c->warmup], seed);
 }
 
 /* The train_gpt command of one run: the default task, cosine decay to 0 at the end, clipping as
  * train_gpt does (without it SGD at the larger rates blows up, warmup or not), no weight decay
  * (so the rule and the warmup alone decide). */
-static void build_run(const Options *o, const Cell *c, int seed, RunSpec *r)
+static void build_run(const Options *o, const LrCell *c, int seed, RunSpec *r)
 {
     char name[128];
     run_name(c, seed, name, sizeof name);
     memset(r, 0, sizeof *r);
     snprintf(r->log_path, sizeof r->log_path, "%s/runs/%s.tsv", o->out, name);
     snprintf(r->out_path, sizeof r->out_path, "%s/runs/%s.out", o->out, name);
-    int batch = o->base_batch * c->k, micro = batch < o->max_micro ? batch : o->max_micro;
-    long steps = run_steps(o, c->k);
-    bool sgd = strcmp(c->optimizer, "sgd") == 0;
+    const LrGrid *g = &o->grid;
+    int micro = lr_grid_micro(g, c);
+    long steps = lr_grid_steps(g, c);
     run_arg(r, "%s", o->train_gpt);
     run_arg(r, "--optimizer=%s", c->optimizer);
     run_arg(r, "--embd=%d", o->embd);
     run_arg(r, "--batch=%d", micro);
-    run_arg(r, "--accum=%d", batch / micro);
+    run_arg(r, "--accum=%d", lr_grid_batch(g, c) / micro);
     run_arg(r, "--steps=%ld", steps);
-    run_arg(r, "--lr=%g", sgd ? o->lr_sgd : o->lr_adamw);
-    run_arg(r, "--base-batch=%d", o->base_batch);
-    run_arg(r, "--lr-rule=%s", c->rule);
-    run_arg(r, "--warmup-type=%s", c->warmup);
-    run_arg(r, "--warmup=%ld", strcmp(c->warmup, "none") == 0 ? 0 : warmup_steps(o, c->k));
+    run_arg(r, "--lr=%g", lr_grid_base_lr(g, c));
+    run_arg(r, "--base-batch=%d", g->base_batch);
+    run_arg(r, "--lr-rule=%s", SCHED_RULE_NAMES[c->rule]);
+    run_arg(r, "--warmup-type=%s", SCHED_WARMUP_NAMES[c->warmup]);
+    run_arg(r, "--warmup=%ld", lr_grid_warmup_steps(g, c));
     run_arg(r, "--decay=cosine");
     run_arg(r, "--clip=%g", o->clip);
     run_arg(r, "--weight-decay=0");
@@ -188,123 +167,52 @@ static void build_run(const Options *o, const Cell *c, int seed, RunSpec *r)
     run_arg(r, "--log=%s", r->log_path);
 }
 
-static void print_command(FILE *f, const RunSpec *r)
-{
-    for (int i = 0; i < r->argc; i++)
-        fprintf(f, "%s%s", i ? " " : "", r->argv[i]);
-    fputc('\n', f);
-}
-
-static bool file_exists(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0;
-}
-
-/* The logs written by this invocation (older ones in --out are not taken for them). */
-enum { MAX_DONE = 1024 };
-static char done[MAX_DONE][RUN_ARG_LEN];
-static int n_done;
-
-static void mark_done(const RunSpec *r)
-{
-    if (n_done < MAX_DONE)
-        snprintf(done[n_done++], RUN_ARG_LEN, "%s", r->log_path);
-}
-
-static bool is_done(const RunSpec *r)
-{
-    for (int i = 0; i < n_done; i++)
-        if (strcmp(done[i], r->log_path) == 0)
-            return true;
-    return false;
-}
-
 /* ---- the table -------------------------------------------------------------------------------- */
-
-typedef struct {
-    double mean, std;
-    int    n;
-} Stat;
-
-static Stat stat_of(const double *x, int n)
-{
-    Stat s = { NAN, NAN, 0 };
-    double sum = 0.0, sum2 = 0.0;
-    for (int i = 0; i < n; i++) {
-        if (!isfinite(x[i]))
-            continue;
-        sum += x[i];
-        s.n++;
-    }
-    if (s.n == 0)
-        return s;
-    s.mean = sum / s.n;
-    for (int i = 0; i < n; i++)
-        if (isfinite(x[i]))
-            sum2 += (x[i] - s.mean) * (x[i] - s.mean);
-    s.std = s.n > 1 ? sqrt(sum2 / (s.n - 1)) : 0.0;
-    return s;
-}
 
 static const char *const TABLE_COLUMNS[] = {
     "optimizer", "k", "batch", "accum", "rule", "warmup", "peak_lr", "steps", "seeds",
     "diverged", "val_loss_mean", "val_loss_std", "val_acc_mean", "val_acc_std", NULL,
 };
 
-static double peak_lr(const Options *o, const Cell *c)
-{
-    double base = strcmp(c->optimizer, "sgd") == 0 ? o->lr_sgd : o->lr_adamw;
-    if (strcmp(c->rule, "linear") == 0)
-        return base * c->k;
-    if (strcmp(c->rule, "sqrt") == 0)
-        return base * sqrt((double)c->k);
-    return base;
-}
-
-/* Runs every seed of a cell, adds its row to the table and prints it. */
-static void run_cell(const Options *o, const Cell *c, TsvWriter *table, FILE *commands)
+/* Runs every seed of a cell (--jobs at a time), adds its row to the table and prints it. */
+static void run_cell(const Options *o, const LrCell *c, TsvWriter *table, FILE *commands)
 {
     double loss[MAX_SEEDS], acc[MAX_SEEDS];
     int diverged = 0;
     static RunSpec r[MAX_SEEDS];
-    pid_t pid[MAX_SEEDS];
-    /* Seeds go --jobs at a time. */
-    for (int first = 0; first < o->seeds; first += o->jobs) {
-        int last = first + o->jobs < o->seeds ? first + o->jobs : o->seeds;
-        for (int s = first; s < last; s++) {
-            build_run(o, c, s + 1, &r[s]);
-            print_command(commands, &r[s]);
-            pid[s] = run_start(&r[s]);
-        }
-        for (int s = first; s < last; s++) {
-            RunResult res = run_wait(&r[s], pid[s]);
-            mark_done(&r[s]);
-            loss[s] = res.ok ? res.val_loss : NAN;
-            acc[s] = res.ok ? res.val_acc : NAN;
-            diverged += res.diverged || !isfinite(loss[s]);
-        }
+    RunResult res[MAX_SEEDS];
+    for (int s = 0; s < o->seeds; s++) {
+        build_run(o, c, s + 1, &r[s]);
+        run_print_command(commands, &r[s]);
     }
-    Stat l = stat_of(loss, o->seeds), a = stat_of(acc, o->seeds);
-    int batch = o->base_batch * c->k, micro = batch < o->max_micro ? batch : o->max_micro;
+    run_jobs(r, res, o->seeds, o->jobs, NULL);
+    for (int s = 0; s < o->seeds; s++) {
+        loss[s] = res[s].ok ? res[s].val_loss : NAN;
+        acc[s] = res[s].ok ? res[s].val_acc : NAN;
+        diverged += res[s].diverged || !isfinite(loss[s]);
+    }
+    const LrGrid *g = &o->grid;
+    SeedMeanSd l = seed_mean_sd(loss, o->seeds), a = seed_mean_sd(acc, o->seeds);
+    int batch = lr_grid_batch(g, c);
+    const char *rule = SCHED_RULE_NAMES[c->rule], *warmup = SCHED_WARMUP_NAMES[c->warmup];
     tsv_str(table, c->optimizer);
     tsv_int(table, c->k);
     tsv_int(table, batch);
-    tsv_int(table, batch / micro);
-    tsv_str(table, c->rule);
-    tsv_str(table, c->warmup);
-    tsv_num(table, peak_lr(o, c));
-    tsv_int(table, run_steps(o, c->k));
+    tsv_int(table, batch / lr_grid_micro(g, c));
+    tsv_str(table, rule);
+    tsv_str(table, warmup);
+    tsv_num(table, lr_grid_peak_lr(g, c));
+    tsv_int(table, lr_grid_steps(g, c));
     tsv_int(table, o->seeds);
     tsv_int(table, diverged);
     tsv_num(table, l.mean);
-    tsv_num(table, l.std);
+    tsv_num(table, l.sd);
     tsv_num(table, a.mean);
-    tsv_num(table, a.std);
+    tsv_num(table, a.sd);
     tsv_end_row(table);
     printf("| %-5s | %2d | %4d | %-6s | %-8s | %8.4g | %5ld | %7.4g ± %-7.2g | %5.1f%% ± %4.1f%% |",
-           c->optimizer, c->k, batch, c->rule, c->warmup, peak_lr(o, c), run_steps(o, c->k),
-           l.mean, l.std, 100.0 * a.mean, 100.0 * a.std);
+           c->optimizer, c->k, batch, rule, warmup, lr_grid_peak_lr(g, c), lr_grid_steps(g, c),
+           l.mean, l.sd, 100.0 * a.mean, 100.0 * a.sd);
     if (diverged)
         printf(" %d of %d diverged", diverged, o->seeds);
     printf(" |\n");
@@ -313,9 +221,10 @@ static void run_cell(const Options *o, const Cell *c, TsvWriter *table, FILE *co
 
 static void print_table_header(const Options *o)
 {
+    const LrGrid *g = &o->grid;
     printf("\nadd task, %d epoch(s) of %d examples per run, base batch %d, %d seed%s; final "
            "validation loss and exact match (teacher-forced), mean ± std over seeds\n\n",
-           o->epochs, o->epoch_examples, o->base_batch, o->seeds, o->seeds > 1 ? "s" : "");
+           g->epochs, g->epoch_examples, g->base_batch, o->seeds, o->seeds > 1 ? "s" : "");
     printf("| opt   |  k | batch | rule   | warmup   |  peak lr | steps | val loss          | "
            "accuracy          | note |\n");
     printf("|---|---|---|---|---|---|---|---|---|---|\n");
@@ -328,15 +237,13 @@ static const char *const CURVE_COLUMNS[] = { "optimizer", "curve", "examples", "
 
 /* One run's learning rate at every step and validation loss at every evaluation, against the
  * examples seen (step x batch), as rows of the curves TSV. */
-static void add_curve(TsvWriter *w, const Options *o, const Cell *c, const char *label)
+static void add_curve(TsvWriter *w, const RunSpec *r, const LrCell *c, double batch,
+                      const char *label)
 {
     static double steps[MAX_POINTS * 4], values[MAX_POINTS * 4];
-    RunSpec r;
-    build_run(o, c, 1, &r);
-    double batch = (double)o->base_batch * c->k;
     const char *columns[2] = { "lr", "val_loss" };
     for (int which = 0; which < 2; which++) {
-        int n = run_read_columns(r.log_path, "step", columns[which], steps, values,
+        int n = run_read_columns(r->log_path, "step", columns[which], steps, values,
                                  MAX_POINTS * 4);
         for (int i = 0; i < n; i++) {
             tsv_str(w, c->optimizer);
@@ -349,32 +256,20 @@ static void add_curve(TsvWriter *w, const Options *o, const Cell *c, const char 
     }
 }
 
-
-/* The base batch without warmup, and the largest batch with no, constant and gradual warmup:
- * runs the grid did not make are made here (seed 1). The largest batch uses each optimizer's
- * own rule, linear for SGD (Goyal et al.'s) and sqrt for AdamW: with the linear rule AdamW at
- * k = 32 ends on the loss plateau whatever the warmup (docs/batch_and_lr.md), and its three
- * curves would show nothing apart. */
-static void make_curves(const Options *o, const char *optimizer, int k_max, TsvWriter *w,
-                        FILE *commands)
+/* An optimizer's curves (lr_grid_curve_cells), seed 1: the runs the grid did not make are made
+ * here. */
+static void make_curves(const Options *o, const char *optimizer, TsvWriter *w, FILE *commands)
 {
-    const char *rule = strcmp(optimizer, "sgd") == 0 ? "linear" : "sqrt";
-    const Cell cells[4] = {
-        { optimizer, 1, "none", "none" },
-        { optimizer, k_max, rule, "none" },
-        { optimizer, k_max, rule, "constant" },
-        { optimizer, k_max, rule, "gradual" },
-    };
-    const char *labels[4] = { "base batch", "no warmup", "constant warmup", "gradual warmup" };
-    for (int i = 0; i < 4; i++) {
-        RunSpec r;
+    LrCell cells[LR_GRID_CURVES];
+    lr_grid_curve_cells(o->full, optimizer, cells);
+    for (int i = 0; i < LR_GRID_CURVES; i++) {
+        static RunSpec r;
         build_run(o, &cells[i], 1, &r);
-        if (!is_done(&r)) {
-            print_command(commands, &r);
+        if (!lr_grid_has(o->full, &cells[i])) {
+            run_print_command(commands, &r);
             run_train_gpt(&r);
-            mark_done(&r);
         }
-        add_curve(w, o, &cells[i], labels[i]);
+        add_curve(w, &r, &cells[i], lr_grid_batch(&o->grid, &cells[i]), LR_GRID_CURVE_LABELS[i]);
     }
 }
 
@@ -428,9 +323,8 @@ int main(int argc, char **argv)
         o.train_gpt = run_find_train_gpt(argv[0]);
     char runs[600];
     snprintf(runs, sizeof runs, "%s/runs", o.out);
-    mkdir(o.out, 0755);
-    if (mkdir(runs, 0755) != 0 && !file_exists(runs))
-        cli_die(1, "cannot create %s", runs);
+    run_make_dir(o.out);
+    run_make_dir(runs);
     char cmd[700];
     snprintf(cmd, sizeof cmd, "%s/commands.txt", o.out);
     FILE *commands = fopen(cmd, "w");
@@ -438,28 +332,17 @@ int main(int argc, char **argv)
         cli_die(1, "cannot write %s", cmd);
     setvbuf(commands, NULL, _IOLBF, 0);   /* a line per run as it starts: a killed sweep keeps them */
 
-    static const int K_FULL[] = { 1, 4, 16, 32 }, K_SHORT[] = { 1, 32 };
-    const int *ks = o.full ? K_FULL : K_SHORT;
-    int n_k = o.full ? 4 : 2;
-    const char *optimizers[] = { "sgd", "adamw" };
-    const char *rules[] = { "none", "linear", "sqrt" };
-    const char *warmups[] = { "gradual", "none" };
-    int n_warmups = o.full ? 2 : 1;
-
+    LrCell cells[LR_GRID_MAX_CELLS];
+    int n_cells = lr_grid_cells(o.full, cells);
     TsvWriter *table = tsv_open_in(o.out, "lr_scaling_table.tsv", TABLE_COLUMNS);
     print_table_header(&o);
-    for (int w = 0; w < n_warmups; w++)
-        for (int opt = 0; opt < 2; opt++)
-            for (int ki = 0; ki < n_k; ki++)
-                for (int ri = 0; ri < (ks[ki] == 1 ? 1 : 3); ri++) {
-                    Cell c = { optimizers[opt], ks[ki], rules[ri], warmups[w] };
-                    run_cell(&o, &c, table, commands);
-                }
+    for (int i = 0; i < n_cells; i++)
+        run_cell(&o, &cells[i], table, commands);
     tsv_close_or_die(table);
 
     TsvWriter *curves = tsv_open_in(o.out, "lr_scaling_curves.tsv", CURVE_COLUMNS);
-    for (int opt = 0; opt < 2; opt++)
-        make_curves(&o, optimizers[opt], ks[n_k - 1], curves, commands);
+    make_curves(&o, "sgd", curves, commands);
+    make_curves(&o, "adamw", curves, commands);
     tsv_close_or_die(curves);
     fclose(commands);
     printf("\nlogs in %s/runs, tables in %s, commands in %s\n", o.out, o.out, cmd);

@@ -12,7 +12,8 @@
 #   make grade [STUDENT=dir] [PARTS=a,b] [TIMEOUT=s]   grade a submission by tests/parts.tsv
 #
 # Layout: sources in precision/ autograd/ nn/ optim/ form libtapegrad.a; dist/ (training on
-# many ranks, the only MPI code) forms libdist.a; the rooms data/ plan/ analysis/ (training
+# many ranks, the only MPI code) forms libdist.a; run/ (a GPT training run assembled from its
+# settings, on top of everything else) forms librun.a; the rooms data/ plan/ analysis/ (training
 # data, the memory model and fit search, measurements over runs) form librooms.a;
 # examples/common/ (the programs' plumbing) forms libexamples.a; every
 # folder examples/NAME/ is one program build/bin/NAME; every tests/test_*.c is one test binary;
@@ -81,7 +82,8 @@ BENCHES  := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 BINS     := $(addprefix $(BUILD)/bin/,$(PROGS))
 
 DIST_SRC := $(wildcard dist/*.c)
-USES_MPI := $(shell grep -l '^\#include "dist/' examples/*/*.c tests/test_*.c bench/*.c 2>/dev/null)
+# run/ (a training run, --parallel included) calls dist/: including either links MPI.
+USES_MPI := $(shell grep -l '^\#include "\(dist\|run\)/' examples/*/*.c tests/test_*.c bench/*.c 2>/dev/null)
 MPI_BINS := $(sort $(foreach f,$(filter examples/%,$(USES_MPI)),$(BUILD)/bin/$(notdir $(patsubst %/,%,$(dir $(f))))) \
               $(patsubst %.c,$(BUILD)/%,$(filter tests/% bench/%,$(USES_MPI))))
 
@@ -89,6 +91,8 @@ LIB      := $(BUILD)/lib/libtapegrad.a
 EXLIB    := $(BUILD)/lib/libexamples.a
 ROOMLIB  := $(BUILD)/lib/librooms.a
 DISTLIB  := $(BUILD)/lib/libdist.a
+RUNLIB   := $(BUILD)/lib/librun.a
+RUN_SRC  := $(wildcard run/*.c)
 OBJ       = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
 .PHONY: all deps test demo bench figures clean check-tests check-docs assignment grade fuzz
@@ -169,14 +173,21 @@ $(DISTLIB): $(call OBJ,$(DIST_SRC))
 	@rm -f $@
 	$(AR) rcs $@ $^
 
+$(RUNLIB): $(call OBJ,$(RUN_SRC))
+	@mkdir -p $(dir $@)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
 $(ROOMLIB): $(call OBJ,$(ROOM_SRC))
 	@mkdir -p $(dir $@)
 	@rm -f $@
 	$(AR) rcs $@ $^
 
-# The binaries that use dist/: libdist.a before the other libraries, and MPI's library.
-$(MPI_BINS): $(DISTLIB)
-$(MPI_BINS): LINK_MPI = $(DISTLIB) $(MPI_LIBS)
+# The binaries that use dist/ or run/: librun.a and libdist.a before the other libraries, and
+# MPI's library (librooms.a again after librun.a, which calls into the rooms).
+RUN_LINK := $(RUNLIB) $(ROOMLIB) $(DISTLIB) $(MPI_LIBS)
+$(MPI_BINS): $(RUNLIB) $(DISTLIB)
+$(MPI_BINS): LINK_MPI = $(RUN_LINK)
 
 # gemm.o is compiled for one GEMM= choice: a build folder remembers which, and a different
 # GEMM= recompiles it (and relinks everything).
@@ -233,8 +244,8 @@ $(BUILD)/obj/tests/test_schema_cli.o: CFLAGS += -DTAPEGRAD_BUILD_DIR='"$(CURDIR)
 # The fuzz corpora's replay (tests/fuzz/): the train_load harness includes train_gpt.c, so the
 # test links train_gpt's other files and MPI, and turns exit() into a jump back to the harness.
 FUZZ_TG_OBJ := $(call OBJ,$(filter-out examples/train_gpt/train_gpt.c,$(wildcard examples/train_gpt/*.c)))
-$(BUILD)/tests/test_fuzz_replay: $(FUZZ_TG_OBJ) $(DISTLIB)
-$(BUILD)/tests/test_fuzz_replay: LINK_MPI = $(DISTLIB) $(MPI_LIBS)
+$(BUILD)/tests/test_fuzz_replay: $(FUZZ_TG_OBJ) $(RUNLIB) $(DISTLIB)
+$(BUILD)/tests/test_fuzz_replay: LINK_MPI = $(RUN_LINK)
 $(BUILD)/tests/test_fuzz_replay: LDFLAGS += -Wl,--wrap=exit
 
 # The libFuzzer harnesses themselves, built by `make fuzz` (scripts/fuzz.sh) with clang into
@@ -243,11 +254,11 @@ $(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(EXLIB) $(ROOMLIB) $(LIB
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -fsanitize=fuzzer $(filter %.o,$^) $(EXLIB) $(ROOMLIB) $(LINK_MPI) $(LIB) $(LDLIBS) -o $@
 $(BUILD)/obj/tests/fuzz/%.o: CFLAGS += -DTAPEGRAD_LIBFUZZER
-$(BUILD)/fuzz/fuzz_train_load: $(FUZZ_TG_OBJ) $(DISTLIB)
-$(BUILD)/fuzz/fuzz_train_load: LINK_MPI = $(DISTLIB) $(MPI_LIBS)
+$(BUILD)/fuzz/fuzz_train_load: $(FUZZ_TG_OBJ) $(RUNLIB) $(DISTLIB)
+$(BUILD)/fuzz/fuzz_train_load: LINK_MPI = $(RUN_LINK)
 $(BUILD)/fuzz/fuzz_train_load: LDFLAGS += -Wl,--wrap=exit
-$(BUILD)/fuzz/fuzz_settings_agree: $(FUZZ_TG_OBJ) $(DISTLIB)
-$(BUILD)/fuzz/fuzz_settings_agree: LINK_MPI = $(DISTLIB) $(MPI_LIBS)
+$(BUILD)/fuzz/fuzz_settings_agree: $(FUZZ_TG_OBJ) $(RUNLIB) $(DISTLIB)
+$(BUILD)/fuzz/fuzz_settings_agree: LINK_MPI = $(RUN_LINK)
 $(BUILD)/fuzz/fuzz_settings_agree: LDFLAGS += -Wl,--wrap=exit
 
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(EXLIB) $(ROOMLIB) $(LIB)

@@ -12,8 +12,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "autograd/snapshot.h"
 #include "data/dataset.h"
 #include "dist/run.h"
+#include "nn/gpt_lora.h"
+#include "optim/train.h"
 
 enum { RUN_TEXT_DEFAULT_SEQ = 64 };   /* the rows' length for text data when not given */
 typedef enum { RUN_ATTENTION_STANDARD, RUN_ATTENTION_TILED } RunAttention;
@@ -58,7 +61,10 @@ _Noreturn void run_fail(int code, const char *fmt, ...) __attribute__((format(pr
 
 /* What the parallel settings say: ddp, the ZeRO level (0: none), the pipeline's text
  * ("pipeline:1f1b,dp2"; NULL: none). */
-static inline bool run_parallel_ddp(const RunParallel *p) { return p->dist.plan.kind == DIST_RUN_DDP; }
+static inline bool run_parallel_ddp(const RunParallel *p)
+{
+    return p->dist.plan.kind == DIST_RUN_DDP;
+}
 static inline int  run_parallel_zero(const RunParallel *p)
 {
     return p->dist.plan.kind == DIST_RUN_ZERO ? p->dist.plan.zero_level : 0;
@@ -67,5 +73,37 @@ static inline const char *run_parallel_pipeline(const RunParallel *p)
 {
     return p->dist.plan.kind == DIST_RUN_PIPELINE ? p->text : NULL;
 }
+
+/* lora.c: LoRA and QLoRA (base: the --load-base file, or NULL; seed: the trainer's, the
+ * adapters draw from seed + 1). The base's model config; the trainer of a fresh run (with a base
+ * and adapters, trainer_new_lora, whose setting up holds no more than the run will), or the
+ * base's weights and the adapters put on a trainer (run_lora_setup); the header's lines and the
+ * report's; the adapters alone into path; the FNV-1a hash of the base's bytes (0 without one).
+ * A snapshot's LoRA settings and base become the run's (*lora, local->load_base_path; the base
+ * must hash as recorded), and a LoRA run resumed from it. */
+void     run_lora_base_config(const char *base, GptConfig *model);
+Trainer *run_lora_trainer_new(const TrainerConfig *cfg, const LoraConfig *lora, uint64_t seed,
+                              const char *base);
+void     run_lora_setup(Trainer *tr, const LoraConfig *lora, uint64_t seed, const char *base);
+void     run_lora_describe(const Trainer *tr, const char *base);
+void     run_lora_report(const Trainer *tr);
+void     run_lora_save_adapter(const Trainer *tr, const char *path);
+uint64_t run_lora_base_hash(const char *base);
+void     run_lora_merge_snapshot(LoraConfig *lora, RunLocal *local, const SnapshotReader *r,
+                                 const char *path, const GptConfig *model);
+Trainer *run_lora_resume(const TrainerConfig *saved, const LoraConfig *lora, uint64_t seed,
+                         const char *base, SnapshotReader *r, const char *path);
+
+/* precision.c: the policy and the loss scaling in the run's header (the scale a resumed run
+ * starts from), the skipped steps and the final scale in its report. */
+void run_precision_describe(const Trainer *tr);
+void run_precision_report(const Trainer *tr);
+/* offload.c: the host pool's bytes and the bytes each update moved, beside the formula (nothing
+ * without offload). */
+void run_offload_report(const Trainer *tr);
+/* samples.c: after training, n validation prompts with the model's greedy answers (a task), or
+ * n characters generated from the start of the validation text (text data), drawn at the
+ * temperature (0: greedy) from a generator seeded with seed. */
+void run_print_samples(Trainer *tr, const Dataset *ds, int n, double temperature, uint64_t seed);
 
 #endif

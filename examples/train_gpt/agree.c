@@ -1,5 +1,5 @@
 /* The settings every rank of a --parallel run must share, as text (train_gpt.h), compared by
- * ranks.c after the setup vote (agree_on_settings). MPMD command lines (`mpirun -np 1 prog A
+ * run/ranks.c after the setup vote (run_ranks_setup_done). MPMD command lines (`mpirun -np 1 prog A
  * : -np 1 prog B`), or a script that passes each host its own flags, can give the ranks
  * different settings. Ranks that disagree on the mode or on the step count enter different
  * collectives and wait for each other forever; ranks that disagree on --lr or --seed run to the
@@ -72,27 +72,8 @@ size_t options_agreed_text(const Options *o, long start_step, char *buf, size_t 
     return at < len ? at : len - 1;
 }
 
-/* The first line where mine and theirs differ: its name, and each side's value. */
 void options_first_difference(const char *mine, const char *theirs, int rank, char *out,
-                             size_t len)
+                              size_t len)
 {
-    while (*mine || *theirs) {
-        size_t a = strcspn(mine, "\n"), b = strcspn(theirs, "\n");
-        if (a != b || memcmp(mine, theirs, a) != 0) {
-            size_t name = strcspn(mine, "\t");
-            size_t tb = strcspn(theirs, "\t");
-            if (name > a)
-                name = a;
-            if (tb > b)
-                tb = b;
-            snprintf(out, len, "%.*s is %.*s on rank 0, %.*s on rank %d", (int)name, mine,
-                     (int)(b - (tb < b ? tb + 1 : b)), theirs + (tb < b ? tb + 1 : b),
-                     (int)(a - (name < a ? name + 1 : a)), mine + (name < a ? name + 1 : a),
-                     rank);
-            return;
-        }
-        mine += a + (mine[a] != '\0');
-        theirs += b + (theirs[b] != '\0');
-    }
-    snprintf(out, len, "the settings differ");
+    run_ranks_first_difference(mine, theirs, rank, out, len);
 }

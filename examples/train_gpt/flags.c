@@ -61,7 +61,7 @@ static void check_combinations(const Options *o)
         cli_usage_error("--embd %d is not a multiple of --heads %d: each head gets C/H "
                         "channels", o->cfg.model.n_embd, o->cfg.model.n_head);
     precision_check_options(o);
-    ranks_check_options(o);
+    run_ranks_check(&o->local, &o->cfg, &o->lora);
     /* Files written must not be one another or an input; --save over --load is fine (the
      * snapshot is replaced atomically, once the run is done). */
     const char *names[] = { "log", "plot", "save", "load", "data" };
@@ -75,8 +75,32 @@ static void check_combinations(const Options *o)
 }
 
 
+/* Adapters on q, k or v need separate projections: a fresh model gets them without being asked
+ * (the two layouts compute the same function); a base must have been trained with them. */
+void lora_check_options(Options *o)
+{
+    /* Which flags need --lora, or are the snapshot's with --load or the base's with
+     * --load-base: the rows' needs (settings.c). */
+    if (o->local.save_adapter_path && o->local.load_base_path &&
+        strcmp(o->local.save_adapter_path, o->local.load_base_path) == 0)
+        cli_usage_error("--save-adapter and --load-base name the same file '%s'",
+                        o->local.load_base_path);
+    unsigned qkv = LORA_TARGET_Q | LORA_TARGET_K | LORA_TARGET_V;
+    if (o->lora.rank > 0 && (o->lora.targets & qkv) && !o->local.load_base_path)
+        o->cfg.model.fused_qkv = false;
+}
+
+/* run/'s failures look like the program's own: a usage error or a plain one. */
+void options_on_failure(int code, const char *message)
+{
+    if (code == 2)
+        cli_usage_error("%s", message);
+    cli_die(code, "%s", message);
+}
+
 Options options_parse(int argc, char **argv)
 {
+    run_on_failure(options_on_failure);
     Options o = { .cfg = trainer_config_default(), .ranks = 1,      /* what no flag sets */
                   .local.parallel.dist.plan = { .kind = DIST_RUN_NONE, .sched = PIPE_GPIPE,
                                                 .replicas = 1 } };
@@ -152,13 +176,14 @@ static int merge_ranks(Options *o, const SettingsSaved *saved)
     long n = strtol(text, &end, 10), k = strtol(accum, &end2, 10);
     if (end == text || *end || n < 1 || n > 1 << 20)
         cli_die(1, "%s: metadata 'run.ranks' is '%s', not a rank count", saved->path, text);
-    int mine = ranks_data_count(o);
+    int mine = run_ranks_data_count(&o->local.parallel);
     if (n == mine || end2 == accum || *end2 || k < 1 || k > 1 << 16)
         return 0;       /* the same ranks, or a bad accum the merge names */
     long global = n * k;
     /* a pipeline's --micro-batches is its --accum (pipeline_check_options) */
     bool given = options_given(o, FLAG_ACCUM) ||
-                 (run_parallel_pipeline(&o->local.parallel) && options_given(o, FLAG_MICRO_BATCHES));
+                 (run_parallel_pipeline(&o->local.parallel) &&
+                  options_given(o, FLAG_MICRO_BATCHES));
     const char *flag = run_parallel_pipeline(&o->local.parallel) ? "--micro-batches" : "--accum";
     /* Exact or refused: on another rank count the same global batch sums its micro-batches'
      * gradients in another grouping, so the run goes on, but not bit for bit. That takes an
@@ -183,7 +208,7 @@ static int merge_ranks(Options *o, const SettingsSaved *saved)
                 "global batch would draw other batches and not continue the run)", saved->path,
                 global, n, n == 1 ? "" : "s", k, mine, n);
     }
-    if (ranks_is_root())
+    if (run_ranks_is_root())
         printf("resuming %ld rank%s x --accum %ld on %d rank%s x --accum %ld: the same %ld "
                "micro-batches a step, their gradients summed in another grouping (the last bits "
                "may differ from a run kept on %ld)\n", n, n == 1 ? "" : "s", k, mine,
@@ -219,7 +244,7 @@ void options_merge_snapshot(Options *o, const TrainerConfig *saved, const Snapsh
     TrainerConfig run = o->cfg;
     o->cfg = *saved;
     schema_copy_rows(&TRAINER_SCHEMA, &o->cfg, &run, false);
-    lora_merge_snapshot(o, r, path, &saved->model);
+    run_lora_merge_snapshot(&o->lora, &o->local, r, path, &saved->model);
     pipeline_check_loaded(o, path);
     check_combinations(o);
 }
@@ -236,7 +261,8 @@ void options_snapshot_meta(const Options *o, SettingsMeta *m)
     settings_meta_put(m, "run.ranks", ranks);
     if (o->lora.rank > 0) {     /* the base a resumed LoRA run reads again (lora.c) */
         char hash[32];
-        snprintf(hash, sizeof hash, "%016llx", (unsigned long long)lora_base_hash(o));
+        snprintf(hash, sizeof hash, "%016llx",
+                 (unsigned long long)run_lora_base_hash(o->local.load_base_path));
         settings_meta_put(m, "lora.base", o->local.load_base_path ? o->local.load_base_path : "");
         settings_meta_put(m, "lora.base_fnv1a", hash);
     }

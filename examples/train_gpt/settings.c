@@ -42,12 +42,23 @@ static bool is_text_sample(const void *o)
 }
 static bool has_log(const void *o) { return opt(o)->local.log_path != NULL; }
 static bool is_ddp(const void *o) { return run_parallel_ddp(&opt(o)->local.parallel); }
-static bool is_pipeline(const void *o) { return run_parallel_pipeline(&opt(o)->local.parallel) != NULL; }
+static bool is_pipeline(const void *o)
+{
+    return run_parallel_pipeline(&opt(o)->local.parallel) != NULL;
+}
 static bool is_data_parallel(const void *o)
 {
     return is_ddp(o) || run_parallel_zero(&opt(o)->local.parallel) > 0;
 }
 static const char *const GRAD_WIRES[] = { "auto", "fp32", "bf16", "e5m2", NULL };
+/* --offload optimizer: --parallel zero1-3 and the pipeline make optimizers of their own, which
+ * stay on the device. */
+static bool offload_allowed(const void *o)
+{
+    const RunParallel *par = &opt(o)->local.parallel;
+    return opt(o)->cfg.offload == TRAIN_OFFLOAD_NONE ||
+           (run_parallel_zero(par) == 0 && !run_parallel_pipeline(par));
+}
 /* With --load the snapshot says whether the run has adapters (lora_merge_snapshot). */
 static bool has_lora(const void *o) { return opt(o)->lora.rank > 0 || opt(o)->local.load_path; }
 static bool no_load(const void *o) { return !opt(o)->local.load_path; }
@@ -114,6 +125,14 @@ static bool scale_factors_valid(const void *o, char *why, size_t len)
     LossScaleConfig c = ((const Options *)o)->cfg.loss_scale;
     c.mode = LOSS_SCALE_DYNAMIC;
     return loss_scale_check(&c, why, len);
+}
+
+static void set_parallel(void *opts, int id, const char *flag, const char *arg)
+{
+    (void)id;
+    char why[256];
+    if (!run_parallel_parse(&((Options *)opts)->local.parallel, arg, why, sizeof why))
+        cli_usage_error("%s '%s': %s", flag, arg, why);
 }
 
 static void set_checkpoint(void *opts, int id, const char *flag, const char *arg)
@@ -258,7 +277,7 @@ const Setting TRAIN_GPT_SETTINGS[] = {
               "gradient (default 0.5)" },
 
     { .heading = "Parallel (under scripts/mpirun; docs/distributed.md, docs/pipeline.md):" },
-    { .name = "parallel", .id = FLAG_PARALLEL, .type = SETTING_CUSTOM, .set = ranks_set_option,
+    { .name = "parallel", .id = FLAG_PARALLEL, .type = SETTING_CUSTOM, .set = set_parallel,
       .arg = "P",
       .help = "none, ddp, zero1, zero2, zero3, or pipeline:S (next part);\n"
               "ddp: each rank trains on --batch rows of a global batch of\n"

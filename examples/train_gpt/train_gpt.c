@@ -17,17 +17,18 @@
  * backward, not recompute) over its time at the FMA peak measured when the run starts, and the
  * report sets the total beside the 6ND + 12LTCD estimate. Under --parallel every rank counts
  * only its own rows of the global batch (ddp, zero1-3) or its own blocks (a pipeline): the
- * numbers printed are the job's, every rank's counts summed after each step (ranks_sum_flops),
+ * numbers printed are the job's, every rank's counts summed after each step
+ * (run_ranks_sum_flops),
  * over the ranks' peaks summed.
  *
- * One training loop (train) for every --parallel value: ranks.c's calls are where one process,
- * ddp, ZeRO and the pipeline part.
+ * One training loop (train) for every --parallel value: run/ranks.h's calls are where one
+ * process, ddp, ZeRO and the pipeline part.
  *
  * Files: settings.c (every flag: one table), flags.c (the command line and a snapshot's
  * settings, from that table), evaluate.c (validation and samples), lora.c (LoRA and QLoRA),
- * precision.c (--precision and --loss-scale: their values and checks), ranks.c (--parallel:
- * MPI ranks, data parallel), pipeline.c (--parallel pipeline:S), agree.c (the settings the
- * ranks compare), loss.gp (the figure).
+ * precision.c (--precision and --loss-scale: their values and checks), pipeline.c (the
+ * pipeline's flags and logs), agree.c (the settings the ranks compare), loss.gp (the figure);
+ * --parallel on MPI ranks is run/ranks.h's.
  * docs/gpt.md explains the model, its backward pass and every column of the log. */
 #include <math.h>
 #include <stdio.h>
@@ -46,6 +47,7 @@
 #include "examples/common/wait_policy.h"
 #include "examples/train_gpt/train_gpt.h"
 #include "optim/train_snapshot.h"
+#include "run/ranks.h"
 
 enum { LOSS_WINDOW = 50 };     /* steps averaged into the final training loss */
 
@@ -76,8 +78,9 @@ typedef struct {
     long       steps_run;
     EvalResult last_eval;            /* the latest evaluation, at step last_eval_step */
     long       last_eval_step;
-    RanksRun  *ranks;                /* --parallel ddp, zero1-3, pipeline:S (ranks.c), else
-                                      * NULL */
+    RunRanks  *ranks;                /* --parallel ddp, zero1-3, pipeline:S (run/ranks.h),
+                                      * else NULL */
+    PipeLogs  *pipe_logs;            /* a pipeline's --log and --pipe-events, rank 0's */
     SnapshotReader *loaded;          /* --load's file: open to the end, since the options
                                       * point into its metadata (the task, the data path) */
 } Run;
@@ -159,8 +162,10 @@ static Trainer *load_trainer(Run *run, TrainerConfig *saved)
 {
     Options *o = &run->o;
     SnapshotError err;
-    Trainer *tr = o->lora.rank > 0 ? lora_resume(o, saved, run->loaded)
-                                   : train_snapshot_load(run->loaded, o->local.load_path, &err);
+    Trainer *tr = o->lora.rank > 0
+        ? run_lora_resume(saved, &o->lora, o->cfg.seed, o->local.load_base_path, run->loaded,
+                          o->local.load_path)
+        : train_snapshot_load(run->loaded, o->local.load_path, &err);
     if (!tr)
         cli_die(1, "%s", err.message);
     tr->cfg.checkpoint = o->cfg.checkpoint;     /* not in the snapshot: it changes no number */
@@ -187,10 +192,10 @@ static Trainer *make_trainer(Run *run)
     cfg.model.vocab_size = dataset_vocab_size(run->ds);
     cfg.model.max_seq = o->seq;
     if (o->local.load_base_path)
-        lora_base_config(o, &cfg.model);
+        run_lora_base_config(o->local.load_base_path, &cfg.model);
     check_fit(o, run->ds, &cfg.model);
     check_model_size(&cfg.model);
-    Trainer *tr = lora_trainer_new(&cfg, o);
+    Trainer *tr = run_lora_trainer_new(&cfg, &o->lora, o->cfg.seed, o->local.load_base_path);
     gpt_set_tiled_attention(tr->model, o->kept.attention == RUN_ATTENTION_TILED);
     return tr;
 }
@@ -340,12 +345,12 @@ static void train(Run *run)
         dataset_train_batch(run->ds, &run->tr->data_rng, run->K * run->B, run->tokens,
                             run->targets);
         TrainStepResult r = run->ranks
-            ? ranks_step(run->ranks, run->tokens, run->targets, run->B, run->T, lr)
+            ? run_ranks_step(run->ranks, run->tokens, run->targets, run->B, run->T, lr)
             : trainer_step_accum(run->tr, run->tokens, run->targets, run->B, run->T, run->K, lr);
         double seconds = progress_now() - t0;
         TapeFlops step_flops = run->tr->flops;     /* this rank's count of this step */
         tape_flops_sub(&step_flops, &before);
-        ranks_sum_flops(run->ranks, &step_flops);      /* every rank's rows: the job's */
+        run_ranks_sum_flops(run->ranks, &step_flops);      /* every rank's rows: the job's */
         tape_flops_add(&run->flops, &step_flops);
         size_t peaks[MEM_NCAT + 1];
         end_phase(run, peaks);
@@ -367,14 +372,20 @@ static void train(Run *run)
         bool eval_now = step == o->kept.steps || (every > 0 && step % every == 0);
         EvalResult ev;
         if (eval_now) {
-            ranks_whole_weights(run->ranks, true);
+            run_ranks_whole_weights(run->ranks, true);
             ev = evaluate(run, step);
-            ranks_whole_weights(run->ranks, step == o->kept.steps);
+            run_ranks_whole_weights(run->ranks, step == o->kept.steps);
             end_phase(run, NULL);       /* the gathered weights belong to the evaluation */
         }
-        if (!ranks_step_report(run->ranks, step, lr, r, seconds, peaks, eval_now ? &ev : NULL))
+        const RunPipeStep *rec;
+        if (run_ranks_step_report(run->ranks, step, lr, r, seconds, peaks, eval_now ? &ev : NULL,
+                                  &rec)) {
+            if (rec && run->pipe_logs)
+                pipe_logs_write(run->pipe_logs, rec);
+        } else {
             log_row(run, step, lr, r, seconds, model_flops(&step_flops), peaks,
                     eval_now ? &ev : NULL);
+        }
         char extra[48];
         if (o->cfg.loss_scale.mode == LOSS_SCALE_NONE)
             snprintf(extra, sizeof extra, "lr %.1e", lr);
@@ -384,7 +395,7 @@ static void train(Run *run)
                         extra);
     }
     progress_finish(&run->progress);
-    ranks_training_done(run->ranks);       /* for the report, the samples, the snapshot */
+    run_ranks_training_done(run->ranks);       /* for the report, the samples, the snapshot */
 }
 
 /* The end ----------------------------------------------------------------------------------- */
@@ -406,7 +417,7 @@ static void report_compute(const Run *run)
         return;
     char ranks[48] = "";
     if (run->ranks)
-        snprintf(ranks, sizeof ranks, " (%d ranks' tapes, summed)", ranks_count(run->ranks));
+        snprintf(ranks, sizeof ranks, " (%d ranks' tapes, summed)", run_ranks_count(run->ranks));
     printf("compute          %.4g FLOP counted%s: forward %.4g, backward %.4g, recompute %.4g; "
            "products %.4g, the rest %.4g\n", all_flops(f), ranks, (double)flop_total(f->forward),
            (double)flop_total(f->backward), (double)flop_total(f->recompute),
@@ -456,11 +467,13 @@ static void report(Run *run, double start)
                                     sizeof rate), run->steps_run, run->K, run->B, run->T);
     printf("parameters       %zu\n", gpt_n_params(run->tr->model));
     report_compute(run);
-    precision_report(run->tr);
-    lora_report(run->tr);
+    run_precision_report(run->tr);
+    run_lora_report(run->tr);
     print_memory(run);
-    offload_report(run->tr);
-    ranks_report(run->ranks, run->step_peak);
+    run_offload_report(run->tr);
+    run_ranks_report(run->ranks, run->step_peak);
+    pipe_logs_close(run->pipe_logs);
+    run->pipe_logs = NULL;
 }
 
 static void describe(const Run *run)
@@ -489,16 +502,16 @@ static void describe(const Run *run)
     printf("attention: %s\n", o->kept.attention == RUN_ATTENTION_TILED ? "tiled" : "standard");
     char ranks[48] = "";
     if (run->ranks)
-        snprintf(ranks, sizeof ranks, " on each of %d ranks, summed", ranks_count(run->ranks));
+        snprintf(ranks, sizeof ranks, " on each of %d ranks, summed", run_ranks_count(run->ranks));
     printf("peak: %.1f GFLOP/s fp32 FMA (%s, %d threads%s), measured now: the mfu column's "
            "denominator\n", 1e-9 * run->peak_flops, peak_isa_name[peak_best_isa()],
            par_threads(), ranks);
     char blas[160];
     printf("gemm: %s\n", blas_kernels_note(blas, sizeof blas));
     printf("openmp wait policy: %s\n", wait_policy_note(blas, sizeof blas));
-    precision_describe(run->tr);
-    lora_describe(run->tr, o);
-    ranks_describe(run->ranks, run->B);
+    run_precision_describe(run->tr);
+    run_lora_describe(run->tr, o->local.load_base_path);
+    run_ranks_describe(run->ranks, run->B);
     char decay[96];
     snprintf(decay, sizeof decay, "%s", SCHED_DECAY_NAMES[s.decay]);
     if (s.decay == SCHED_DECAY_WSD)
@@ -529,7 +542,7 @@ static void finish_outputs(Run *run)
     if (o->local.save_path)
         save_snapshot(run);
     if (o->local.save_adapter_path)
-        lora_save_adapter(run->tr, o);
+        run_lora_save_adapter(run->tr, o->local.save_adapter_path);
 }
 
 /* Outputs written only at the end are checked now: a run must not train for an hour and then
@@ -553,26 +566,31 @@ static void check_outputs(const Options *o)
 int main(int argc, char **argv)
 {
     cli_init(argv[0]);
-    ranks_begin(&argc, &argv);
+    run_ranks_begin(&argc, &argv);
     double start = progress_now();
     Run run = { .o = options_parse(argc, argv) };
-    ranks_parsed();
+    run_ranks_parsed();
     par_set_threads(run.o.local.threads);
     check_outputs(&run.o);      /* every rank: each stops alike, none is left waiting */
     /* Before the model exists, so everything the run allocates counts against it. */
     if (run.o.local.mem_budget)
         mem_set_budget(MEM_ALL, run.o.local.mem_budget);
     run.tr = make_trainer(&run);
-    run.ranks = ranks_start(&run.o, run.tr);
+    static char agreed[OPTIONS_AGREED_MAX];
+    size_t agreed_len = options_agreed_text(&run.o, run.tr->step, agreed, sizeof agreed);
+    run.ranks = run_ranks_start(&run.o.kept, &run.o.local, run.o.seq, run.tr, agreed,
+                                agreed_len);
+    if (run_ranks_stages(run.ranks) > 0 && run_ranks_is_root())
+        run.pipe_logs = pipe_logs_open(&run.o, run_ranks_stages(run.ranks));
     run.B = run.o.kept.batch;
     run.T = run.o.seq;
     /* Under ddp and ZeRO the batch drawn is the global one, --accum K micro-batches on each of
      * N ranks: the batch --accum N K draws in one process, which the schedule (--lr-rule) sees
      * as the effective batch. The snapshot keeps K and N apart (options_snapshot_meta). */
-    run.o.ranks = ranks_data_count(&run.o);
+    run.o.ranks = run_ranks_data_count(&run.o.local.parallel);
     run.K = run.o.kept.accum * run.o.ranks;
     options_check_products(&run.o);     /* --seq is known now, and accum under ddp */
-    run.peak_flops = ranks_sum(run.ranks, measure_peak());
+    run.peak_flops = run_ranks_sum(run.ranks, measure_peak());
     describe(&run);
 
     size_t batch_tokens = (size_t)run.K * run.B * run.T;
@@ -580,8 +598,9 @@ int main(int argc, char **argv)
     run.targets = malloc(batch_tokens * sizeof *run.targets);
     if (!run.tokens || !run.targets)
         cli_die(1, "out of memory for %d batches of %d x %d tokens", run.K, run.B, run.T);
-    if (run.o.local.log_path && ranks_is_root() && !pipeline_requested(&run.o)) {   /* else its
-                                                                                     * own */
+    /* a pipeline writes its own (pipe_logs) */
+    if (run.o.local.log_path && run_ranks_is_root() &&
+        !run_parallel_pipeline(&run.o.local.parallel)) {
         char err[512];
         run.log = tsv_open(run.o.local.log_path, LOG_COLUMNS, err, sizeof err);
         if (!run.log)
@@ -591,16 +610,16 @@ int main(int argc, char **argv)
 
     train(&run);
     report(&run, start);
-    if (ranks_is_root())
+    if (run_ranks_is_root())
         finish_outputs(&run);
     const RunLocal *local = &run.o.local;
     long sample_seed = options_given(&run.o, FLAG_SAMPLE_SEED) ? local->sample_seed
                                                               : (long)run.o.cfg.seed;
-    eval_print_samples(run.tr, run.ds, local->sample, local->temperature, (uint64_t)sample_seed);
+    run_print_samples(run.tr, run.ds, local->sample, local->temperature, (uint64_t)sample_seed);
 
     free(run.tokens);
     free(run.targets);
-    ranks_end(run.ranks);
+    run_ranks_end(run.ranks);
     trainer_free(run.tr);
     dataset_free(run.ds);
     snapshot_close(run.loaded);

@@ -10,6 +10,7 @@
 #include "examples/common/settings.h"
 #include "optim/schedule.h"
 #include "optim/train.h"
+#include "run/ranks.h"
 #include "run/run.h"
 
 
@@ -28,8 +29,8 @@ typedef enum {
     FLAG_SCALE_BACKOFF_FACTOR, FLAG_FP8_SCALING,
     FLAG_ADAM8BIT_ROUNDING, FLAG_TEMPERATURE, FLAG_SAMPLE_SEED, FLAG_MEM_BUDGET,
     FLAG_OFFLOAD,                                                       /* offload.c */
-    FLAG_PARALLEL,                                                      /* ranks.c, pipeline.c */
-    FLAG_BUCKET_KB, FLAG_GRAD_WIRE,                                     /* ranks.c */
+    FLAG_PARALLEL,                                                      /* run/ranks.h */
+    FLAG_BUCKET_KB, FLAG_GRAD_WIRE,                                     /* run/ranks.h */
     FLAG_MICRO_BATCHES, FLAG_STAGES, FLAG_PIPE_EVENTS,                  /* pipeline.c */
     FLAG_END,
 } Flag;
@@ -84,126 +85,39 @@ double  options_lr(const Options *o, long step);
 
 /* agree.c: the settings every rank of a --parallel run must share, as text: a "--name\tvalue"
  * line per flag (but the rank's own: threads, memory budget, outputs, samples), with the
- * kernel mode and then the step a snapshot resumes from; its length (at most len - 1). And the
- * first line where two such texts differ, "--steps is 4 on rank 0, 8 on rank R" into out. */
+ * kernel mode and then the step a snapshot resumes from; its length (at most len - 1), which
+ * run_ranks_start compares between the ranks. And the first line where two such texts differ,
+ * "--steps is 4 on rank 0, 8 on rank R" into out (run_ranks_first_difference). */
 enum { OPTIONS_AGREED_MAX = 1 << 16 };
 size_t options_agreed_text(const Options *o, long start_step, char *buf, size_t len);
 void   options_first_difference(const char *mine, const char *theirs, int rank, char *out,
                                 size_t len);
 
-/* evaluate.c ---------------------------------------------------------------------------------- */
-/* After training: n validation prompts with the model's greedy answers (a task), or n
- * characters generated from the start of the validation text (text data), drawn at the
- * temperature (0: greedy) from a generator seeded with seed. */
-void       eval_print_samples(Trainer *tr, const Dataset *ds, int n, double temperature,
-                              uint64_t seed);
-
-/* pipeline.c (dist/pipeline.h) --------------------------------------------------------------- */
-/* The checks of the pipeline flags (after every flag is read: they set accum to the
- * micro-batch count), and again once a
- * snapshot's settings are in (its accumulation is the micro-batch count). */
+/* pipeline.c: the checks of the pipeline flags (after every flag is read: they set accum to the
+ * micro-batch count), and again once a snapshot's settings are in (its accumulation is the
+ * micro-batch count). Then rank 0's --log and --pipe-events, written from each step's record
+ * (run/ranks.h); closing them prints the events' path. */
 void pipeline_check_options(Options *o);
 void pipeline_check_loaded(Options *o, const char *path);
-bool pipeline_requested(const Options *o);
-/* The pipeline's reporting beside ranks.c's calls (the strategy itself is run's, dist/run.h):
- * its reporting hook (the --log row with the bubble and each stage's peak act bytes, the
- * --pipe-events rows, the printed line), pipedream's stash and staleness before the trainer
- * goes back, the summary. */
-typedef struct PipelineRun PipelineRun;
-struct DistRun;
-PipelineRun    *pipeline_start(const Options *o, Trainer *tr, struct DistRun *run);
-void            pipeline_describe(const PipelineRun *pr);
-void            pipeline_step_report(PipelineRun *pr, long step, double lr, TrainStepResult r,
-                                     double seconds, size_t act_peak, const EvalResult *ev);
-void            pipeline_training_done(PipelineRun *pr);
-void            pipeline_report(PipelineRun *pr);
-void            pipeline_end(PipelineRun *pr);
+typedef struct PipeLogs PipeLogs;
+PipeLogs *pipe_logs_open(const Options *o, int stages);
+void      pipe_logs_write(PipeLogs *l, const RunPipeStep *rec);
+void      pipe_logs_close(PipeLogs *l);
 
-/* precision.c -------------------------------------------------------------------------------- */
-/* The value of --precision, --loss-scale or --fp8-scaling (custom settings of the table), and
- * each as it would be typed, from o->cfg (how a snapshot's is compared). */
+/* precision.c: the value of --precision, --loss-scale or --fp8-scaling (custom settings of the
+ * table), and each as it would be typed, from o->cfg (how a snapshot's is compared). */
 void precision_set_option(void *opts, int f, const char *flag, const char *arg);
 void precision_format_option(const void *opts, int f, char *buf, size_t len);
 /* Checkpointing with fp8 delayed scaling (the amax history belongs to one tape): refused. */
 void precision_check_options(const Options *o);
 /* The policy the options describe: the --precision preset with --fp8-scaling's settings. */
 PrecisionPolicy precision_policy(const Options *o);
-/* A line for the policy and one for the loss scaling in the run header; skipped steps and the
- * final scale in the report. */
-void precision_describe(const Trainer *tr);
-void precision_report(const Trainer *tr);
 
-/* lora.c ------------------------------------------------------------------------------------- */
-/* The LoRA flags together and against the others; switches on separate q/k/v for a fresh model
- * whose q, k or v get adapters. */
+/* flags.c, LoRA: the flags together and against the others; switches on separate q/k/v for a
+ * fresh model whose q, k or v get adapters. */
 void lora_check_options(Options *o);
-/* The model config of --load-base. */
-void lora_base_config(const Options *o, GptConfig *model);
-/* After trainer_new: the base's weights, then the adapters (trainer_use_lora). */
-void lora_setup(Trainer *tr, const Options *o);
-Trainer *lora_trainer_new(const TrainerConfig *cfg, const Options *o);
-void lora_describe(const Trainer *tr, const Options *o);
-void lora_report(const Trainer *tr);
-void lora_save_adapter(const Trainer *tr, const Options *o);
 
-/* offload.c: --offload optimizer. Whether the options allow it (--parallel zero1-3 and the
- * pipeline make optimizers of their own, which stay on the device: refused); the host pool's
- * bytes and the bytes each update moved, beside the formula, in the report. */
-bool offload_allowed(const void *opts);
-void offload_report(const Trainer *tr);
-/* --load of a LoRA run's snapshot (optim/train_snapshot.h): its settings and its base become the
- * run's (the base must be the file the run began with, by its hash); the run rebuilt as it
- * began, then the snapshot's adapters, optimizer state and counters read into it. */
-void     lora_merge_snapshot(Options *o, const SnapshotReader *r, const char *path,
-                             const GptConfig *model);
-Trainer *lora_resume(const Options *o, const TrainerConfig *saved, SnapshotReader *r);
-uint64_t lora_base_hash(const Options *o);
-
-/* ranks.c: --parallel under mpirun: ddp, zero1, zero2, zero3 (data parallel) or pipeline:S
- * (pipeline.c), each one more case of the calls the training loop makes. ranks_begin (first
- * thing in main) starts MPI only when --parallel is on the command line; ranks_start returns
- * NULL without it. Under zero3 the weights are sharded between steps, under a pipeline each
- * rank's copies of the other stages' weights go stale: ranks_whole_weights(p, true) makes them
- * whole (for an evaluation), false shards them again; after the last step ranks_training_done
- * makes the trainer whole (the optimizer state too: ZeRO gathers its shards, the pipeline its
- * stages), so that the report, the samples and --save see an ordinary trainer. */
-typedef struct RanksRun RanksRun;
-/* The value of --parallel, every form (dist_plan_parse): the custom setting of settings.c. */
-void         ranks_set_option(void *opts, int f, const char *flag, const char *arg);
-void         ranks_check_options(const Options *o);
-void         ranks_begin(int *argc, char ***argv);
-void         ranks_parsed(void);          /* after options_parse */
-/* The end of the setup (the data, the model, a snapshot): the ranks vote on whether any of them
- * failed, and all exit if one did; then they compare the settings that must agree (every flag
- * but the rank's own threads, outputs, ...; and the step a snapshot resumes from, start_step),
- * and all exit 1 if any differs, the lowest differing rank naming the first setting and both
- * values. The first collectives of a run: ranks_start calls it first. */
-void         ranks_setup_done(const Options *o, long start_step);
-RanksRun    *ranks_start(const Options *o, Trainer *tr);
-bool         ranks_is_root(void);
-/* The ranks a data-parallel run (--parallel ddp, zero1-3) of these options trains on: mpirun's
- * N, or 1 (no --parallel, or a pipeline). Known from MPI_Init on (ranks_begin). */
-int          ranks_data_count(const Options *o);
-int          ranks_count(const RanksRun *p);        /* every process: 1 without --parallel */
-void         ranks_describe(const RanksRun *p, int B);
-/* One step on the global batch (tokens [K B T], every rank the same): each data-parallel rank
- * trains on its own K micro-batches, a pipeline's stages on all of them. */
-TrainStepResult ranks_step(RanksRun *p, const int *tokens, const int *targets, int B, int T,
-                           double lr);
-/* The reporting hook after a step (and its evaluation, ev, or NULL): the pipeline's own log row,
- * events and printed line (pipeline_step_report); true when it wrote the log row, which the
- * loop then leaves out. Collective. */
-bool         ranks_step_report(RanksRun *p, long step, double lr, TrainStepResult r,
-                               double seconds, const size_t *peaks, const EvalResult *ev);
-void         ranks_whole_weights(RanksRun *p, bool whole);
-void         ranks_training_done(RanksRun *p);
-void         ranks_report(RanksRun *p, const size_t *step_peak);
-/* Collective: each rank's tape counts the FLOPs of its own rows of the global batch (its own
- * blocks, in a pipeline) only, so the job's compute is the sum over the ranks. *f becomes that
- * sum (exact: integers); x's sum is returned (the peak FLOP/s). With p NULL (one process) both
- * are left as they are. */
-void         ranks_sum_flops(const RanksRun *p, TapeFlops *f);
-double       ranks_sum(const RanksRun *p, double x);
-void         ranks_end(RanksRun *p);
+/* How run/ reports a failure: as cli_die and cli_usage_error do (options_parse installs it). */
+void options_on_failure(int code, const char *message);
 
 #endif

@@ -1,21 +1,14 @@
-/* train_gpt --offload optimizer (optim/offload.h): the check against --parallel and the report's
- * lines (the host pool, the bytes each update moved, and the formula they should equal). */
+/* A run's --offload optimizer in its report (optim/offload.h): the host pool's peak bytes, the
+ * bytes each update moved each way, and the formula they should equal. */
 #include <stdio.h>
 
-#include "examples/train_gpt/train_gpt.h"
 #include "optim/offload.h"
-
-bool offload_allowed(const void *opts)
-{
-    const Options *o = opts;
-    const RunParallel *par = &o->local.parallel;
-    return o->cfg.offload == TRAIN_OFFLOAD_NONE || (run_parallel_zero(par) == 0 && !run_parallel_pipeline(par));
-}
+#include "run/run.h"
 
 /* Bytes per value of a dtype as stored (tensor_bytes of one element). */
 static size_t value_bytes(Dtype d) { return fmt_packed_bytes(tensor_dtype_format(d), 1); }
 
-void offload_report(const Trainer *tr)
+void run_offload_report(const Trainer *tr)
 {
     if (!tr->optim || !optim_is_offloaded(tr->optim))
         return;

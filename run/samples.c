@@ -1,12 +1,14 @@
-/* train_gpt's samples of what the model writes (its validation loss and exact match are
+/* What the model writes after a run (run/run.h, run_print_samples): a task's answers beside the
+ * expected ones, or text drawn at a temperature (its validation loss and exact match are
  * analysis/eval.h's). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "examples/train_gpt/train_gpt.h"
+#include "analysis/eval.h"
 #include "nn/sample.h"
+#include "run/run.h"
 
 /* A stream of its own, so sampling never shifts the data or the initial weights. */
 enum { SAMPLE_STREAM = 16, TEXT_PROMPT = 32 };
@@ -54,7 +56,7 @@ static void print_task_samples(Trainer *tr, const Task *task, int n)
 
 /* Text: the first characters of the validation text as a prompt, then n characters drawn one
  * at a time, each from the model's distribution given the last T characters, at the given
- * temperature (examples/common/sample.h; 0 is greedy). */
+ * temperature (nn/sample.h; 0 is greedy). */
 static void print_text_sample(Trainer *tr, const Dataset *ds, int n, double temperature,
                               uint64_t seed)
 {
@@ -85,8 +87,7 @@ static void print_text_sample(Trainer *tr, const Dataset *ds, int n, double temp
     free(targets);
 }
 
-void eval_print_samples(Trainer *tr, const Dataset *ds, int n, double temperature,
-                        uint64_t seed)
+void run_print_samples(Trainer *tr, const Dataset *ds, int n, double temperature, uint64_t seed)
 {
     if (n <= 0)
         return;

@@ -37,15 +37,24 @@ static FinetuneWatch watch(Progress *p)
                             .end = watch_end, .ctx = p };
 }
 
-void pretrain(Gpt *model, const Task *task, const Options *o)
+FinetuneBaseSpec base_spec(const Options *o)
 {
-    FinetunePretrain p = { .lr = o->lr_pretrain, .steps = o->pretrain_steps,
-                           .batch = o->pretrain_batch, .decay = o->pretrain_decay,
-                           .seed = o->seed, .eval_every = o->pretrain_eval_every,
-                           .eval_examples = o->eval_examples };
+    return (FinetuneBaseSpec){
+        .task = o->pretrain_task, .layers = o->layers, .heads = o->heads, .embd = o->embd,
+        .pretrain = { .lr = o->lr_pretrain, .steps = o->pretrain_steps,
+                      .batch = o->pretrain_batch, .decay = o->pretrain_decay, .seed = o->seed,
+                      .eval_every = o->pretrain_eval_every, .eval_examples = o->eval_examples },
+    };
+}
+
+void make_base(const FinetuneBaseSpec *spec, const GptConfig *cfg, const Task *old,
+               const char *dir, const char *path)
+{
     Progress progress;
     FinetuneWatch w = watch(&progress);
-    finetune_pretrain(model, task, &p, &w);
+    char err[1024];
+    if (!finetune_base_make(spec, cfg, old, &w, dir, path, err, sizeof err))
+        cli_die(1, "%s", err);
 }
 
 FinetuneResult base_result(const char *base_path, const Task *task, const Task *old,

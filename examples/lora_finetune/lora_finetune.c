@@ -17,18 +17,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include "autograd/kernels.h"
 #include "autograd/parallel.h"
 #include "examples/common/cli.h"
 #include "examples/common/plot.h"
 #include "examples/common/settings.h"
 #include "examples/common/tsv.h"
 #include "examples/lora_finetune/lora_finetune.h"
-#include "nn/gpt_lora.h"
 #include "nn/gpt_snapshot.h"
+#include "nn/gpt_lora.h"
 
 static const char *const COLUMNS[] = {
     "run", "method", "rank", "params", "trainable", "trainable_pct", "peak_param", "peak_grad",
@@ -231,61 +229,37 @@ static void check_adapters(const GptConfig *m, const Options *o, const char *whe
         cli_die(1, "%s: %s", where, err);
 }
 
-/* The base: --base, or the cached one for these settings, or a new one pretrained and cached.
- * The kernel mode is part of the name, since the two modes sum in different orders and train
- * different bases from the same seed; in the fast mode so is the thread count, which decides
- * how the library splits its sums. The portable mode trains the same base on every count. */
+/* The base: --base, or the cached one for these settings, or a new one pretrained and cached
+ * (analysis/finetune_base.h: what the cache's name holds, and why). */
 static const char *base_file(const Options *o, const Task *old, const Task *task, char *path,
                              size_t len)
 {
     if (o->base_path)
         return o->base_path;
-    char mode[32];
-    if (kernels_mode() == KERNELS_PORTABLE)
-        snprintf(mode, sizeof mode, "portable");
-    else
-        snprintf(mode, sizeof mode, "threads%d-fast", par_threads());
-    snprintf(path, len, "%s/base-%s-L%d-H%d-C%d-steps%ld-lr%g-%s-batch%d-seed%ld-%s.safetensors",
-             o->cache_dir, o->pretrain_task, o->layers, o->heads, o->embd, o->pretrain_steps,
-             o->lr_pretrain, decay_names[o->pretrain_decay], o->pretrain_batch, o->seed, mode);
+    FinetuneBaseSpec spec = base_spec(o);
+    finetune_base_cache_path(&spec, o->cache_dir, path, len);
     if (access(path, R_OK) == 0) {
         printf("base: %s (cached; delete it to pretrain again)\n", path);
         return path;
     }
-    int T = task_seq_len(old) > task_seq_len(task) ? task_seq_len(old) : task_seq_len(task);
-    GptConfig cfg = { .vocab_size = TASK_VOCAB, .max_seq = T, .n_layer = o->layers,
-                      .n_head = o->heads, .n_embd = o->embd, .tied = true, .fused_qkv = false };
+    GptConfig cfg = finetune_base_config(&spec, old, task);
     char err[256];
     if (!gpt_config_check(&cfg, err, sizeof err))
         cli_usage_error("%s", err);
     check_adapters(&cfg, o, "the base to pretrain");  /* before, not after, the pretraining */
     printf("pretraining on %s: %ld steps (the base is cached in %s)\n", o->pretrain_task,
            o->pretrain_steps, o->cache_dir);
-    Gpt *m = gpt_new(&cfg, (uint64_t)o->seed);
-    pretrain(m, old, o);
-    mkdir(o->cache_dir, 0777);      /* an existing folder is fine; a real failure shows below */
-    SnapshotError serr;
-    if (!gpt_snapshot_save(m, path, &serr))
-        cli_die(1, "%s", serr.message);
-    gpt_free(m);
+    make_base(&spec, &cfg, old, o->cache_dir, path);
     return path;
 }
 
 /* The base must cover the tasks: the vocabulary and the rows of both. */
 static void check_base(const char *path, const Task *old, const Task *task, const Options *o)
 {
-    SnapshotReader *r;
-    SnapshotError err;
     GptConfig m;
-    if (!(r = snapshot_open(path, &err)) ||
-        !gpt_snapshot_read_config(r, path, "model", &m, &err))
-        cli_die(1, "%s", err.message);
-    snapshot_close(r);
-    if (m.vocab_size < TASK_VOCAB || m.max_seq < task_seq_len(task) ||
-        m.max_seq < task_seq_len(old))
-        cli_die(1, "%s: V = %d, T = %d does not fit tasks %s and %s (V %d, rows of %d and %d)",
-                path, m.vocab_size, m.max_seq, o->pretrain_task, o->task, TASK_VOCAB,
-                task_seq_len(old), task_seq_len(task));
+    char err[1024];
+    if (!finetune_base_covers(path, old, task, &m, err, sizeof err))
+        cli_die(1, "%s", err);
     check_adapters(&m, o, path);
     char desc[160];
     printf("base model: %s\n", gpt_config_describe(&m, desc, sizeof desc));
@@ -347,27 +321,14 @@ static void print_result(const FinetuneResult *r)
  * QLoRA base against the same base in fp32. */
 static void print_targets(const FinetuneResult *res, int n)
 {
-    const FinetuneResult *full = NULL, *lora8 = NULL, *qlora = NULL;
-    for (int i = 0; i < n; i++) {
-        if (res[i].method == FINETUNE_FULL)
-            full = &res[i];
-        if (res[i].method == FINETUNE_LORA && res[i].rank == 8)
-            lora8 = &res[i];
-        if (res[i].method == FINETUNE_QLORA)
-            qlora = &res[i];
-    }
-    if (full && lora8 && full->acc_new > 0.0) {
-        double states = (double)(lora8->peak[MEM_GRAD] + lora8->peak[MEM_OPTIM]) /
-                        (double)(full->peak[MEM_GRAD] + full->peak[MEM_OPTIM]);
+    FinetuneSummary s = finetune_summary(res, n);
+    if (s.lora8)
         printf("LoRA r=8: trains %.2f%% of the parameters; grad + optim bytes %.2f%% of full "
                "fine-tuning's; accuracy on the new task %.1f%% of full fine-tuning's\n",
-               100.0 * (double)lora8->trainable / (double)lora8->params, 100.0 * states,
-               100.0 * lora8->acc_new / full->acc_new);
-    }
-    if (qlora)
+               s.lora8_trainable, 100.0 * s.lora8_states, s.lora8_accuracy);
+    if (s.qlora)
         printf("QLoRA: the frozen base takes %zu bytes, %.4f of its %zu fp32 bytes\n",
-               qlora->frozen_bytes, (double)qlora->frozen_bytes / (double)qlora->base_fp32_bytes,
-               qlora->base_fp32_bytes);
+               s.qlora_frozen, (double)s.qlora_frozen / (double)s.qlora_fp32, s.qlora_fp32);
 }
 
 int main(int argc, char **argv)

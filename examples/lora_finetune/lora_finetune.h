@@ -5,7 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "analysis/finetune.h"
+#include "analysis/finetune_base.h"
 #include "autograd/mem.h"
 #include "data/tasks.h"
 #include "nn/gpt.h"
@@ -33,9 +33,11 @@ typedef struct {
     const char *log_path, *plot_path;
 } Options;
 
-/* finetune.c: the library's runs (analysis/finetune.h) with these options and a progress
- * line. Pretraining: o->pretrain_steps full AdamW steps on task from a fresh model. */
-void   pretrain(Gpt *model, const Task *task, const Options *o);
+/* finetune.c: the library's runs (analysis/finetune.h, finetune_base.h) with these options and
+ * a progress line. The base's settings; the base pretrained on old and saved to path. */
+FinetuneBaseSpec base_spec(const Options *o);
+void   make_base(const FinetuneBaseSpec *spec, const GptConfig *cfg, const Task *old,
+                 const char *dir, const char *path);
 /* The base in base_path before fine-tuning: its size and its scores on both tasks. */
 FinetuneResult base_result(const char *base_path, const Task *task, const Task *old,
                            const Options *o);

@@ -1,4 +1,4 @@
-/* A scaling run's row and its progress line (scaling_rows.h). */
+/* A scaling run's row, a study point's row and their progress line (scaling_rows.h). */
 #include "examples/common/scaling_rows.h"
 
 bool scaling_write_row(TsvWriter *w, const ScalingRun *r)
@@ -15,6 +15,27 @@ bool scaling_write_row(TsvWriter *w, const ScalingRun *r)
     tsv_num(w, r->val_loss);
     tsv_num(w, r->seconds);
     tsv_num(w, r->flop);
+    return tsv_end_row(w);
+}
+
+bool scaling_write_point(TsvWriter *w, const ScalingPoint *p)
+{
+    tsv_int(w, p->layers);
+    tsv_int(w, p->width);
+    tsv_int(w, p->heads);
+    tsv_int(w, (long long)p->seed);
+    tsv_num(w, p->N_nonemb);
+    tsv_num(w, p->N_all);
+    tsv_str(w, SCALING_COUNT_NAMES[p->count]);
+    tsv_str(w, SCALING_SCHED_NAMES[p->schedule]);
+    tsv_num(w, p->budget);
+    tsv_int(w, p->steps);
+    tsv_num(w, p->D);
+    tsv_num(w, p->lr);
+    tsv_num(w, p->val_loss);
+    tsv_num(w, p->trained);
+    tsv_num(w, p->flop);
+    tsv_num(w, p->seconds);
     return tsv_end_row(w);
 }
 

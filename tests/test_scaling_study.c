@@ -3,7 +3,8 @@
  * approach 3 the law; a hand-made cosine reference, trunk point and their counts give the
  * comparison row, the compute saved and the FLOP ratio worked out below; the figure's rows;
  * the plan keeps only pairs inside its limits, the references at the middle budget; a tiny
- * sweep gives the same points bit for bit in one process and in two. */
+ * sweep gives the same points bit for bit in one process and in two, and a point written to
+ * scaling_study.tsv reads back bit for bit. */
 #include "tests/test_helpers.h"
 
 #include <math.h>
@@ -14,6 +15,7 @@
 
 #include "analysis/scaling_study.h"
 #include "analysis/scaling_sweep.h"
+#include "examples/common/scaling_rows.h"
 
 static const ChinLaw LAW = { .E = 1.2, .A = 60.0, .B = 300.0, .alpha = 0.45, .beta = 0.35 };
 static const double BUDGETS[4] = { 1e9, 3e9, 1e10, 3e10 };
@@ -316,6 +318,33 @@ static void test_sweep_jobs(void **state)
     rmdir(text_path);
 }
 
+static void test_points_round_trip(void **state)
+{
+    (void)state;
+    static ScalingPoint pts[MAX_PTS], back[MAX_PTS];
+    int n = synthetic(pts), got = 0;
+    pts[0].flop = 1.0 / 3;
+    pts[1].seconds = 0.1 + 0.2;
+    pts[2].count = SCALING_COUNT_NONEMB;
+    pts[2].schedule = SCALING_SCHED_COSINE;
+    char dir[64], path[96], err[256];
+    snprintf(dir, sizeof dir, "/tmp/test_scaling_rt_%d", (int)getpid());
+    assert_int_equal(mkdir(dir, 0777), 0);
+    TsvWriter *w = tsv_open_in(dir, "scaling_study.tsv", SCALING_POINT_COLUMNS);
+    for (int i = 0; i < n; i++)
+        assert_true(scaling_write_point(w, &pts[i]));
+    tsv_close_or_die(w);
+    snprintf(path, sizeof path, "%s/scaling_study.tsv", dir);
+    assert_true(scaling_points_read(path, back, MAX_PTS, &got, err, sizeof err));
+    assert_int_equal(got, n);
+    for (int i = 0; i < n; i++) {
+        same_point(&pts[i], &back[i]);
+        assert_memory_equal(&pts[i].seconds, &back[i].seconds, sizeof pts[i].seconds);
+    }
+    remove(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -325,6 +354,7 @@ int main(void)
         cmocka_unit_test(test_figure_rows),
         cmocka_unit_test(test_plan),
         cmocka_unit_test(test_sweep_jobs),
+        cmocka_unit_test(test_points_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

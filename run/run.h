@@ -16,6 +16,7 @@
 #include "data/dataset.h"
 #include "dist/run.h"
 #include "nn/gpt_lora.h"
+#include "optim/schedule.h"
 #include "optim/train.h"
 
 enum { RUN_TEXT_DEFAULT_SEQ = 64 };   /* the rows' length for text data when not given */
@@ -51,6 +52,24 @@ typedef struct {
     RunParallel parallel;
 } RunLocal;
 
+/* Everything a run is assembled from: its own settings and the library's configs. */
+typedef struct {
+    RunKept       kept;
+    RunLocal      local;
+    int           seq;       /* tokens per row, the model's T; 0: the task's row length, or
+                              * RUN_TEXT_DEFAULT_SEQ for text (run_open_data sets it) */
+    int           ranks;     /* data-parallel ranks: 1, or mpirun's N under ddp and ZeRO (known
+                              * once the run starts); a step draws batch x accum x ranks rows */
+    /* The trainer's config (optim/train.h): the model's V and T come from the data, and with a
+     * snapshot the snapshot's config is the run's but for its run-only rows. */
+    TrainerConfig cfg;
+    /* The schedule as given (optim/schedule.h): base_batch 0 is the effective batch (the rule
+     * then changes nothing), cooldown_steps 0 with wsd a fifth of the steps; run_schedule
+     * completes it. */
+    SchedConfig   sched;
+    LoraConfig    lora;      /* nn/gpt_lora.h; rank 0: no adapters */
+} RunSettings;
+
 /* How the run reports a failure: code 2 for settings it refuses (a usage error), 1 for anything
  * else (a missing file, a diverged loss), message without the program's name. The program says
  * how to print it (its handler must not return); the default prints "PROGRAM: message" and
@@ -73,6 +92,27 @@ static inline const char *run_parallel_pipeline(const RunParallel *p)
 {
     return p->dist.plan.kind == DIST_RUN_PIPELINE ? p->text : NULL;
 }
+
+/* setup.c: assembling a run. The data the settings name (a task's size into data, the rows'
+ * length into *seq; a length a task does not allow is refused); the model checked against the
+ * data (every token id below V, every row within T) and against the machine's memory; a
+ * snapshot's trainer config, its reader in *reader (kept open to the end: settings point into
+ * its metadata); the trainer it holds, with this run's checkpointing, offload and attention; a
+ * fresh trainer for the data (on a base, with adapters); the outputs written at the end
+ * checked now (writable, not a FIFO or a folder: nothing left behind); the schedule the
+ * settings describe over ranks data-parallel ranks; the snapshot at the end, with the
+ * program's metadata keys[i] = values[i]. */
+Dataset      *run_open_data(DataConfig *data, int *seq);
+void          run_check_fit(int seq, const Dataset *ds, const GptConfig *m);
+void          run_check_model_size(const GptConfig *m);
+TrainerConfig run_snapshot_settings(const char *path, SnapshotReader **reader);
+Trainer      *run_trainer_resume(SnapshotReader *r, const TrainerConfig *saved,
+                                 const RunSettings *s);
+Trainer      *run_trainer_fresh(const RunSettings *s, const Dataset *ds);
+void          run_check_outputs(const RunLocal *local);
+SchedConfig   run_schedule(const SchedConfig *given, const RunKept *kept, int ranks);
+void          run_save(const Trainer *tr, const char *path, const char *const *keys,
+                       const char *const *values, int n);
 
 /* lora.c: LoRA and QLoRA (base: the --load-base file, or NULL; seed: the trainer's, the
  * adapters draw from seed + 1). The base's model config; the trainer of a fresh run (with a base

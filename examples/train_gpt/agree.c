@@ -34,7 +34,7 @@ static bool rank_local(int id)
 static void agreed_value(const Setting *s, const Options *o, char *buf, size_t len)
 {
     static const char *const modes[] = { "none", "ddp", "zero1", "zero2", "zero3" };
-    const RunParallel *par = &o->local.parallel;
+    const RunParallel *par = &o->run.local.parallel;
     char name[64];
     switch (s->id) {
     case FLAG_PARALLEL: {
@@ -45,9 +45,9 @@ static void agreed_value(const Setting *s, const Options *o, char *buf, size_t l
     }
     case FLAG_KERNELS: snprintf(buf, len, "%s", kernels_name(kernels_mode())); break;
     case FLAG_CHECKPOINT:
-        snprintf(buf, len, "%s", ckpt_name(o->cfg.checkpoint, name, sizeof name));
+        snprintf(buf, len, "%s", ckpt_name(o->run.cfg.checkpoint, name, sizeof name));
         break;
-    case FLAG_LORA_TARGETS: snprintf(buf, len, "%u", (unsigned)o->lora.targets); break;
+    case FLAG_LORA_TARGETS: snprintf(buf, len, "%u", (unsigned)o->run.lora.targets); break;
     default: settings_format(s, o, buf, len);
     }
 }
@@ -62,7 +62,7 @@ size_t options_agreed_text(const Options *o, long start_step, char *buf, size_t 
         const Setting *s = &TRAIN_GPT_SETTINGS[i];
         /* a pipeline's --accum is its --micro-batches (pipeline_check_options): named so */
         if (!s->name || rank_local(s->id) ||
-            (s->id == FLAG_ACCUM && run_parallel_pipeline(&o->local.parallel)))
+            (s->id == FLAG_ACCUM && run_parallel_pipeline(&o->run.local.parallel)))
             continue;
         agreed_value(s, o, value, sizeof value);
         at += (size_t)snprintf(buf + at, len - at, "--%s\t%s\n", s->name, value);

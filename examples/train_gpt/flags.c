@@ -17,13 +17,13 @@ bool options_given(const Options *o, Flag f) { return o->given[f - FLAG_TASK]; }
 
 static void check_schedule(const Options *o)
 {
-    SchedConfig c = options_schedule(o);
+    SchedConfig c = run_schedule(&o->run.sched, &o->run.kept, o->run.ranks);
     long W = c.warmup == SCHED_WARMUP_NONE ? 0 : c.warmup_steps;
-    long S = o->kept.steps;
+    long S = o->run.kept.steps;
     if (c.decay != SCHED_DECAY_CONSTANT && S > 0 && W + c.cooldown_steps >= S)
         cli_usage_error("--warmup %ld%s leave%s no step of --steps %ld to decay over", W,
                         c.decay == SCHED_DECAY_WSD ? " and the cooldown" : "",
-                        c.decay == SCHED_DECAY_WSD ? "" : "s", o->kept.steps);
+                        c.decay == SCHED_DECAY_WSD ? "" : "s", o->run.kept.steps);
     char err[160];
     if (!sched_check(&c, err, sizeof err))
         cli_usage_error("the schedule: %s", err);
@@ -35,14 +35,14 @@ static void check_schedule(const Options *o)
 void options_check_products(const Options *o)
 {
     /* under ddp and ZeRO every rank draws the global batch: the ranks count too */
-    long ranks = o->ranks > 1 ? o->ranks : 1;
-    long rows = (long)o->kept.accum * ranks;     /* both at most 2^16, 2^20 */
+    long ranks = o->run.ranks > 1 ? o->run.ranks : 1;
+    long rows = (long)o->run.kept.accum * ranks;     /* both at most 2^16, 2^20 */
     const char *accum = ranks > 1 ? "--accum x ranks" : "--accum";
     cli_product(INT_MAX, "rows per step", 2, (const char *[]){ "--batch", accum },
-                (long[]){ o->kept.batch, rows });
-    if (o->seq > 0)
+                (long[]){ o->run.kept.batch, rows });
+    if (o->run.seq > 0)
         cli_product(INT_MAX, "tokens per step", 3, (const char *[]){ "--batch", accum, "--seq" },
-                    (long[]){ o->kept.batch, rows, o->seq });
+                    (long[]){ o->run.kept.batch, rows, o->run.seq });
 }
 
 /* Combinations no single value shows wrong: first what each flag needs (the table's needs,
@@ -52,21 +52,21 @@ static void check_combinations(const Options *o)
     settings_check_needs(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, o, o->given, FLAG_TASK,
                          false);
     options_check_products(o);
-    const DataConfig *data = &o->kept.data;
+    const DataConfig *data = &o->run.kept.data;
     if (data->msd_first && data->task && strcmp(data->task, "add") != 0 &&
         strcmp(data->task, "sub") != 0)
         cli_usage_error("--msd-first applies to add and sub, not to %s", data->task);
     check_schedule(o);
-    if (o->cfg.model.n_embd % o->cfg.model.n_head != 0)
+    if (o->run.cfg.model.n_embd % o->run.cfg.model.n_head != 0)
         cli_usage_error("--embd %d is not a multiple of --heads %d: each head gets C/H "
-                        "channels", o->cfg.model.n_embd, o->cfg.model.n_head);
+                        "channels", o->run.cfg.model.n_embd, o->run.cfg.model.n_head);
     precision_check_options(o);
-    run_ranks_check(&o->local, &o->cfg, &o->lora);
+    run_ranks_check(&o->run.local, &o->run.cfg, &o->run.lora);
     /* Files written must not be one another or an input; --save over --load is fine (the
      * snapshot is replaced atomically, once the run is done). */
     const char *names[] = { "log", "plot", "save", "load", "data" };
-    const char *paths[] = { o->local.log_path, o->local.plot_path, o->local.save_path,
-                            o->local.load_path, data->path };
+    const char *paths[] = { o->run.local.log_path, o->run.local.plot_path, o->run.local.save_path,
+                            o->run.local.load_path, data->path };
     for (int i = 0; i < 3; i++)
         for (int j = i + 1; j < 5; j++)
             if (paths[i] && paths[j] && strcmp(paths[i], paths[j]) == 0 && !(i == 2 && j == 3))
@@ -81,13 +81,13 @@ void lora_check_options(Options *o)
 {
     /* Which flags need --lora, or are the snapshot's with --load or the base's with
      * --load-base: the rows' needs (settings.c). */
-    if (o->local.save_adapter_path && o->local.load_base_path &&
-        strcmp(o->local.save_adapter_path, o->local.load_base_path) == 0)
+    if (o->run.local.save_adapter_path && o->run.local.load_base_path &&
+        strcmp(o->run.local.save_adapter_path, o->run.local.load_base_path) == 0)
         cli_usage_error("--save-adapter and --load-base name the same file '%s'",
-                        o->local.load_base_path);
+                        o->run.local.load_base_path);
     unsigned qkv = LORA_TARGET_Q | LORA_TARGET_K | LORA_TARGET_V;
-    if (o->lora.rank > 0 && (o->lora.targets & qkv) && !o->local.load_base_path)
-        o->cfg.model.fused_qkv = false;
+    if (o->run.lora.rank > 0 && (o->run.lora.targets & qkv) && !o->run.local.load_base_path)
+        o->run.cfg.model.fused_qkv = false;
 }
 
 /* run/'s failures look like the program's own: a usage error or a plain one. */
@@ -101,25 +101,25 @@ void options_on_failure(int code, const char *message)
 Options options_parse(int argc, char **argv)
 {
     run_on_failure(options_on_failure);
-    Options o = { .cfg = trainer_config_default(), .ranks = 1,      /* what no flag sets */
-                  .local.parallel.dist.plan = { .kind = DIST_RUN_NONE, .sched = PIPE_GPIPE,
-                                                .replicas = 1 } };
+    Options o = { .run.cfg = trainer_config_default(), .run.ranks = 1,   /* what no flag sets */
+                  .run.local.parallel.dist.plan = { .kind = DIST_RUN_NONE, .sched = PIPE_GPIPE,
+                                                    .replicas = 1 } };
     settings_defaults(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, &o);
     settings_parse(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, &o, o.given, FLAG_TASK, options_usage,
                    argc, argv);
-    if (o.kept.data.path)
-        o.kept.data.task = NULL;
-    o.cfg.sgd.weight_decay = o.cfg.adafactor.weight_decay = o.cfg.adamw.weight_decay;
-    o.cfg.policy = precision_policy(&o);
+    if (o.run.kept.data.path)
+        o.run.kept.data.task = NULL;
+    o.run.cfg.sgd.weight_decay = o.run.cfg.adafactor.weight_decay = o.run.cfg.adamw.weight_decay;
+    o.run.cfg.policy = precision_policy(&o);
     settings_check_needs(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, &o, o.given, FLAG_TASK, true);
     lora_check_options(&o);
     pipeline_check_options(&o);
     /* A short run (--steps 20 to try things) still gets a decay: the default warmup shrinks to
      * a tenth of the steps. An explicit --warmup is taken as given. */
-    if (!options_given(&o, FLAG_WARMUP) && !o.local.load_path &&
-        o.sched.warmup_steps > o.kept.steps / 10)
-        o.sched.warmup_steps = o.kept.steps / 10;
-    if (!o.local.load_path)
+    if (!options_given(&o, FLAG_WARMUP) && !o.run.local.load_path &&
+        o.run.sched.warmup_steps > o.run.kept.steps / 10)
+        o.run.sched.warmup_steps = o.run.kept.steps / 10;
+    if (!o.run.local.load_path)
         check_combinations(&o);   /* with --load, once the snapshot's settings are in */
     return o;
 }
@@ -141,22 +141,22 @@ static void merge_data_kind(Options *o, const SettingsSaved *saved)
     bool text = strcmp(kind, "text") == 0;
     if (text && options_given(o, FLAG_TASK))
         cli_usage_error("--task %s does not match the snapshot %s, which has text data",
-                        o->kept.data.task,
+                        o->run.kept.data.task,
                         saved->path);
-    if (text && (options_given(o, FLAG_TASK_SIZE) || o->kept.data.msd_first))
+    if (text && (options_given(o, FLAG_TASK_SIZE) || o->run.kept.data.msd_first))
         cli_usage_error("--%s applies to a task; the snapshot %s was trained on text",
                         options_given(o, FLAG_TASK_SIZE) ? "task-size" : "msd-first",
                         saved->path);
-    if (!text && o->kept.data.path)
+    if (!text && o->run.kept.data.path)
         cli_usage_error("--data %s does not match the snapshot %s, which has a task",
-                        o->kept.data.path,
+                        o->run.kept.data.path,
                         saved->path);
     if (text) {
-        if (!o->kept.data.path)
-            o->kept.data.path = "";      /* the saved path follows (data.path) */
-        o->kept.data.task = NULL;
-    } else if (!o->kept.data.task) {
-        o->kept.data.task = task_names[0];
+        if (!o->run.kept.data.path)
+            o->run.kept.data.path = "";      /* the saved path follows (data.path) */
+        o->run.kept.data.task = NULL;
+    } else if (!o->run.kept.data.task) {
+        o->run.kept.data.task = task_names[0];
     }
 }
 
@@ -176,15 +176,16 @@ static int merge_ranks(Options *o, const SettingsSaved *saved)
     long n = strtol(text, &end, 10), k = strtol(accum, &end2, 10);
     if (end == text || *end || n < 1 || n > 1 << 20)
         cli_die(1, "%s: metadata 'run.ranks' is '%s', not a rank count", saved->path, text);
-    int mine = run_ranks_data_count(&o->local.parallel);
+    int mine = run_ranks_data_count(&o->run.local.parallel);
     if (n == mine || end2 == accum || *end2 || k < 1 || k > 1 << 16)
         return 0;       /* the same ranks, or a bad accum the merge names */
     long global = n * k;
     /* a pipeline's --micro-batches is its --accum (pipeline_check_options) */
     bool given = options_given(o, FLAG_ACCUM) ||
-                 (run_parallel_pipeline(&o->local.parallel) &&
+                 (run_parallel_pipeline(&o->run.local.parallel) &&
                   options_given(o, FLAG_MICRO_BATCHES));
-    const char *flag = run_parallel_pipeline(&o->local.parallel) ? "--micro-batches" : "--accum";
+    const char *flag =
+        run_parallel_pipeline(&o->run.local.parallel) ? "--micro-batches" : "--accum";
     /* Exact or refused: on another rank count the same global batch sums its micro-batches'
      * gradients in another grouping, so the run goes on, but not bit for bit. That takes an
      * --accum the user gives knowingly; without one, the reason and the two ways on. */
@@ -195,14 +196,14 @@ static int merge_ranks(Options *o, const SettingsSaved *saved)
                         "%s %ld to continue it regrouped", saved->path, n,
                         n == 1 ? "" : "s", k, mine, mine == 1 ? "" : "s", n, n == 1 ? "" : "s",
                         flag, global / mine);
-    long want = given ? o->kept.accum : global / mine;
+    long want = given ? o->run.kept.accum : global / mine;
     if (want * mine != global) {
         if (global % mine == 0)
             cli_usage_error("--load %s: the snapshot's run drew %ld micro-batches a step (%ld "
                             "rank%s x --accum %ld); %d rank%s x %s %d draw%s %ld: give "
                             "%s %ld", saved->path, global, n, n == 1 ? "" : "s", k, mine,
-                            mine == 1 ? "" : "s", flag, o->kept.accum, mine == 1 ? "s" : "",
-                            (long)mine * o->kept.accum, flag, global / mine);
+                            mine == 1 ? "" : "s", flag, o->run.kept.accum, mine == 1 ? "s" : "",
+                            (long)mine * o->run.kept.accum, flag, global / mine);
         cli_die(1, "--load %s: the snapshot's run drew %ld micro-batches a step (%ld rank%s x "
                 "--accum %ld), which %d ranks cannot share evenly: resume on %ld ranks (another "
                 "global batch would draw other batches and not continue the run)", saved->path,
@@ -227,7 +228,7 @@ void options_merge_snapshot(Options *o, const TrainerConfig *saved, const Snapsh
     SnapshotKeyView v;
     snapshot_keys_migrate(&v, r, path);
     Options theirs = *o;
-    theirs.cfg = *saved;
+    theirs.run.cfg = *saved;
     theirs.fp8_scaling = saved->policy.fp8_scaling;
     theirs.fp8_window = saved->policy.fp8_window;
     SettingsSaved snapshot = { .path = path, .maker = "train_gpt", .value = migrated_value,
@@ -238,13 +239,13 @@ void options_merge_snapshot(Options *o, const TrainerConfig *saved, const Snapsh
     settings_merge_all(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, o, o->given, FLAG_TASK,
                        &snapshot);
     if (accum) {
-        o->kept.accum = accum;
+        o->run.kept.accum = accum;
         o->given[FLAG_ACCUM - FLAG_TASK] = accum_given;
     }
-    TrainerConfig run = o->cfg;
-    o->cfg = *saved;
-    schema_copy_rows(&TRAINER_SCHEMA, &o->cfg, &run, false);
-    run_lora_merge_snapshot(&o->lora, &o->local, r, path, &saved->model);
+    TrainerConfig run = o->run.cfg;
+    o->run.cfg = *saved;
+    schema_copy_rows(&TRAINER_SCHEMA, &o->run.cfg, &run, false);
+    run_lora_merge_snapshot(&o->run.lora, &o->run.local, r, path, &saved->model);
     pipeline_check_loaded(o, path);
     check_combinations(o);
 }
@@ -254,49 +255,17 @@ void options_merge_snapshot(Options *o, const TrainerConfig *saved, const Snapsh
 void options_snapshot_meta(const Options *o, SettingsMeta *m)
 {
     m->n = 0;
-    settings_meta_put(m, "data.kind", o->kept.data.path ? "text" : "task");
+    settings_meta_put(m, "data.kind", o->run.kept.data.path ? "text" : "task");
     settings_write(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, o, m);
     char ranks[16];
-    snprintf(ranks, sizeof ranks, "%d", o->ranks);
+    snprintf(ranks, sizeof ranks, "%d", o->run.ranks);
     settings_meta_put(m, "run.ranks", ranks);
-    if (o->lora.rank > 0) {     /* the base a resumed LoRA run reads again (lora.c) */
+    if (o->run.lora.rank > 0) {     /* the base a resumed LoRA run reads again (lora.c) */
         char hash[32];
         snprintf(hash, sizeof hash, "%016llx",
-                 (unsigned long long)run_lora_base_hash(o->local.load_base_path));
-        settings_meta_put(m, "lora.base", o->local.load_base_path ? o->local.load_base_path : "");
+                 (unsigned long long)run_lora_base_hash(o->run.local.load_base_path));
+        const char *base = o->run.local.load_base_path;
+        settings_meta_put(m, "lora.base", base ? base : "");
         settings_meta_put(m, "lora.base_fnv1a", hash);
     }
-}
-
-/* optim/schedule.h from the flags: o->sched as they set it, completed with what no flag says
- * alone. S is --steps for a decaying schedule; a constant one only needs S to cover the warmup,
- * so a resumed run may extend --steps without changing the rate of any step (a cosine or wsd
- * curve is defined by --steps, and stretches with it instead). */
-SchedConfig options_schedule(const Options *o)
-{
-    SchedConfig c = o->sched;
-    c.final_fraction = sched_defaults().final_fraction;     /* no flag sets the floor */
-    c.batch = o->kept.batch;
-    c.accum = o->kept.accum * o->ranks;        /* the effective batch: every rank's micro-batches */
-    if (c.base_batch == 0)
-        c.base_batch = o->kept.batch * c.accum;
-    if (c.warmup_steps == 0)
-        c.warmup = SCHED_WARMUP_NONE;
-    if (c.decay != SCHED_DECAY_WSD)
-        c.cooldown_steps = 0;           /* only wsd cools down */
-    else if (c.cooldown_steps == 0)
-        c.cooldown_steps = o->kept.steps >= 5 ? o->kept.steps / 5 : 1;
-    long needed = (c.warmup == SCHED_WARMUP_NONE ? 0 : c.warmup_steps) + c.cooldown_steps;
-    c.total_steps = c.decay == SCHED_DECAY_CONSTANT ? 1 : o->kept.steps;
-    if (c.total_steps < needed)
-        c.total_steps = needed;
-    if (c.total_steps < 1)
-        c.total_steps = 1;
-    return c;
-}
-
-double options_lr(const Options *o, long step)
-{
-    SchedConfig c = options_schedule(o);
-    return sched_lr(&c, step - 1);
 }

@@ -17,19 +17,19 @@
 
 void pipeline_check_options(Options *o)
 {
-    if (!run_parallel_pipeline(&o->local.parallel))    /* the pipeline flags need it */
+    if (!run_parallel_pipeline(&o->run.local.parallel))    /* the pipeline flags need it */
         return;
     if (options_given(o, FLAG_ACCUM))
         cli_usage_error("--parallel pipeline accumulates its --micro-batches; leave --accum out");
-    if (o->lora.rank > 0 || o->local.load_base_path)
+    if (o->run.lora.rank > 0 || o->run.local.load_base_path)
         cli_usage_error("--parallel pipeline: --lora, --qlora and --load-base are not built (the "
                         "adapters and their base would be cut over the stages)");
-    if (o->local.plot_path)
+    if (o->run.local.plot_path)
         cli_usage_error("--parallel pipeline draws no --plot (see examples/pipeline_parallel)");
-    if (o->local.parallel.dist.micro_batches < 1)
-        o->local.parallel.dist.micro_batches = 1;
-    o->kept.accum = o->local.parallel.dist.micro_batches;   /* the schedule's effective batch is
-                                                             * batch x m */
+    if (o->run.local.parallel.dist.micro_batches < 1)
+        o->run.local.parallel.dist.micro_batches = 1;
+    /* the schedule's effective batch is batch x m */
+    o->run.kept.accum = o->run.local.parallel.dist.micro_batches;
 }
 
 /* --load: the snapshot's accumulation (merged into accum) is the pipeline's micro-batch count, so
@@ -37,17 +37,17 @@ void pipeline_check_options(Options *o)
  * would be. A LoRA run's snapshot is refused like --lora. */
 void pipeline_check_loaded(Options *o, const char *path)
 {
-    if (!run_parallel_pipeline(&o->local.parallel))
+    if (!run_parallel_pipeline(&o->run.local.parallel))
         return;
-    if (o->lora.rank > 0)
+    if (o->run.lora.rank > 0)
         cli_usage_error("--parallel pipeline: --load %s is a LoRA run's snapshot; LoRA is not "
                         "built under a pipeline", path);
-    int *m = &o->local.parallel.dist.micro_batches;
-    if (options_given(o, FLAG_MICRO_BATCHES) && *m != o->kept.accum)
+    int *m = &o->run.local.parallel.dist.micro_batches;
+    if (options_given(o, FLAG_MICRO_BATCHES) && *m != o->run.kept.accum)
         cli_usage_error("--micro-batches %d does not match the snapshot %s, which accumulates %d "
                         "micro-batches a step (leave --micro-batches out to continue it)",
-                        o->local.parallel.dist.micro_batches, path, o->kept.accum);
-    o->local.parallel.dist.micro_batches = o->kept.accum;
+                        o->run.local.parallel.dist.micro_batches, path, o->run.kept.accum);
+    o->run.local.parallel.dist.micro_batches = o->run.kept.accum;
 }
 
 static const char *const EVENT_COLUMNS[] = {
@@ -116,15 +116,15 @@ PipeLogs *pipe_logs_open(const Options *o, int stages)
     if (!l)
         cli_die(1, "out of memory");
     char err[512];
-    if (o->local.log_path) {
-        l->log = open_log(o->local.log_path, stages);
-        l->log_path = o->local.log_path;
+    if (o->run.local.log_path) {
+        l->log = open_log(o->run.local.log_path, stages);
+        l->log_path = o->run.local.log_path;
     }
-    if (o->local.parallel.pipe_events) {
-        l->events = tsv_open(o->local.parallel.pipe_events, EVENT_COLUMNS, err, sizeof err);
+    if (o->run.local.parallel.pipe_events) {
+        l->events = tsv_open(o->run.local.parallel.pipe_events, EVENT_COLUMNS, err, sizeof err);
         if (!l->events)
             cli_die(1, "%s", err);
-        l->events_path = o->local.parallel.pipe_events;
+        l->events_path = o->run.local.parallel.pipe_events;
     }
     return l;
 }

@@ -40,14 +40,14 @@ void precision_set_option(void *opts, int f, const char *flag, const char *arg)
     case FLAG_PRECISION:
         if (!policy_preset(arg, &p))
             cli_usage_error("%s '%s': expected one of %s", flag, arg, policy_preset_names());
-        o->cfg.policy = p;      /* --fp8-scaling's settings follow (precision_policy) */
+        o->run.cfg.policy = p;      /* --fp8-scaling's settings follow (precision_policy) */
         break;
     case FLAG_LOSS_SCALE:
         if (!loss_scale_parse(arg, &c, err, sizeof err))
             cli_usage_error("%s: %s", flag, err);
         /* The factors are the --scale-* flags', given before or after this one. */
-        o->cfg.loss_scale.mode = c.mode;
-        o->cfg.loss_scale.init_scale = c.init_scale;
+        o->run.cfg.loss_scale.mode = c.mode;
+        o->run.cfg.loss_scale.init_scale = c.init_scale;
         break;
     default:
         set_fp8_scaling(o, flag, arg);
@@ -56,7 +56,7 @@ void precision_set_option(void *opts, int f, const char *flag, const char *arg)
 
 PrecisionPolicy precision_policy(const Options *o)
 {
-    PrecisionPolicy p = o->cfg.policy;      /* the --precision preset */
+    PrecisionPolicy p = o->run.cfg.policy;      /* the --precision preset */
     /* Only activations stored in fp8 have delayed scales (a gradient's is always its own
      * amax's). */
     if (!policy_is_scaled(tensor_dtype_format(p.act)))
@@ -76,16 +76,16 @@ static const char *fp8_scaling_format(const PrecisionPolicy *p, char *buf, size_
     return buf;
 }
 
-/* As the flag would be typed (from o->cfg, and the --fp8-scaling fields on its preset): how a
+/* As the flag would be typed (from o->run.cfg, and the --fp8-scaling fields on its preset): how a
  * snapshot's value is compared with a flag's. */
 void precision_format_option(const void *opts, int f, char *buf, size_t len)
 {
     const Options *o = opts;
     PrecisionPolicy p = precision_policy(o);
     if (f == FLAG_PRECISION)
-        snprintf(buf, len, "%s", o->cfg.policy.name);
+        snprintf(buf, len, "%s", o->run.cfg.policy.name);
     else if (f == FLAG_LOSS_SCALE)
-        loss_scale_format(&o->cfg.loss_scale, buf, len);
+        loss_scale_format(&o->run.cfg.loss_scale, buf, len);
     else
         fp8_scaling_format(&p, buf, len);
 }
@@ -93,7 +93,7 @@ void precision_format_option(const void *opts, int f, char *buf, size_t len)
 /* What the trainer refuses under a policy, said in flag names. */
 void precision_check_options(const Options *o)
 {
-    if (o->cfg.checkpoint.kind != CKPT_VANILLA && policy_delays_fp8(&o->cfg.policy))
+    if (o->run.cfg.checkpoint.kind != CKPT_VANILLA && policy_delays_fp8(&o->run.cfg.policy))
         cli_usage_error("--checkpoint with --fp8-scaling delayed is not built: the amax history "
                         "belongs to one tape, and the recomputed blocks run on fresh tapes (use "
                         "--fp8-scaling current)");

@@ -2,7 +2,8 @@
  * --help, the checks of each value, the snapshot's data, schedule and run keys, the merge
  * with a snapshot given by --load (flags.c) and what each flag needs to be given (its needs:
  * the optimizer it applies to, --lora, no --load, ...). A new flag is a row here, its field
- * in Options (or in a library's config there: cfg, sched, lora) and its Flag (train_gpt.h). */
+ * in the run's settings (run/run.h: RunKept if a snapshot keeps it, RunLocal if not, or a
+ * library's config there: cfg, sched, lora) and its Flag (train_gpt.h). */
 #include <float.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -18,51 +19,57 @@
 static const char *const ATTENTION_NAMES[] = { "standard", "tiled", NULL };
 
 static const Options *opt(const void *o) { return o; }
-static bool is_task(const void *o) { return !opt(o)->kept.data.path; }
-static bool is_text(const void *o) { return opt(o)->kept.data.path != NULL; }
-static bool is_sgd(const void *o) { return opt(o)->cfg.optimizer == TRAIN_SGD; }
-static bool is_adam8bit(const void *o) { return opt(o)->cfg.optimizer == TRAIN_ADAM8BIT; }
+static bool is_task(const void *o) { return !opt(o)->run.kept.data.path; }
+static bool is_text(const void *o) { return opt(o)->run.kept.data.path != NULL; }
+static bool is_sgd(const void *o) { return opt(o)->run.cfg.optimizer == TRAIN_SGD; }
+static bool is_adam8bit(const void *o) { return opt(o)->run.cfg.optimizer == TRAIN_ADAM8BIT; }
 static bool is_adam(const void *o)
 {
-    return opt(o)->cfg.optimizer == TRAIN_ADAMW || is_adam8bit(o);
+    return opt(o)->run.cfg.optimizer == TRAIN_ADAMW || is_adam8bit(o);
 }
-static bool is_dynamic(const void *o) { return opt(o)->cfg.loss_scale.mode == LOSS_SCALE_DYNAMIC; }
+static bool is_dynamic(const void *o)
+{
+    return opt(o)->run.cfg.loss_scale.mode == LOSS_SCALE_DYNAMIC;
+}
 static bool is_fp8(const void *o)
 {
-    return policy_is_scaled(tensor_dtype_format(opt(o)->cfg.policy.act));
+    return policy_is_scaled(tensor_dtype_format(opt(o)->run.cfg.policy.act));
 }
-static bool is_wsd(const void *o) { return opt(o)->sched.decay == SCHED_DECAY_WSD; }
+static bool is_wsd(const void *o) { return opt(o)->run.sched.decay == SCHED_DECAY_WSD; }
 static bool is_constant_warmup(const void *o)
 {
-    return opt(o)->sched.warmup == SCHED_WARMUP_CONSTANT;
+    return opt(o)->run.sched.warmup == SCHED_WARMUP_CONSTANT;
 }
 static bool is_text_sample(const void *o)
 {
-    return opt(o)->kept.data.path && opt(o)->local.sample > 0;
+    return opt(o)->run.kept.data.path && opt(o)->run.local.sample > 0;
 }
-static bool has_log(const void *o) { return opt(o)->local.log_path != NULL; }
-static bool is_ddp(const void *o) { return run_parallel_ddp(&opt(o)->local.parallel); }
+static bool has_log(const void *o) { return opt(o)->run.local.log_path != NULL; }
+static bool is_ddp(const void *o) { return run_parallel_ddp(&opt(o)->run.local.parallel); }
 static bool is_pipeline(const void *o)
 {
-    return run_parallel_pipeline(&opt(o)->local.parallel) != NULL;
+    return run_parallel_pipeline(&opt(o)->run.local.parallel) != NULL;
 }
 static bool is_data_parallel(const void *o)
 {
-    return is_ddp(o) || run_parallel_zero(&opt(o)->local.parallel) > 0;
+    return is_ddp(o) || run_parallel_zero(&opt(o)->run.local.parallel) > 0;
 }
 static const char *const GRAD_WIRES[] = { "auto", "fp32", "bf16", "e5m2", NULL };
 /* --offload optimizer: --parallel zero1-3 and the pipeline make optimizers of their own, which
  * stay on the device. */
 static bool offload_allowed(const void *o)
 {
-    const RunParallel *par = &opt(o)->local.parallel;
-    return opt(o)->cfg.offload == TRAIN_OFFLOAD_NONE ||
+    const RunParallel *par = &opt(o)->run.local.parallel;
+    return opt(o)->run.cfg.offload == TRAIN_OFFLOAD_NONE ||
            (run_parallel_zero(par) == 0 && !run_parallel_pipeline(par));
 }
 /* With --load the snapshot says whether the run has adapters (lora_merge_snapshot). */
-static bool has_lora(const void *o) { return opt(o)->lora.rank > 0 || opt(o)->local.load_path; }
-static bool no_load(const void *o) { return !opt(o)->local.load_path; }
-static bool no_base(const void *o) { return !opt(o)->local.load_base_path; }
+static bool has_lora(const void *o)
+{
+    return opt(o)->run.lora.rank > 0 || opt(o)->run.local.load_path;
+}
+static bool no_load(const void *o) { return !opt(o)->run.local.load_path; }
+static bool no_base(const void *o) { return !opt(o)->run.local.load_base_path; }
 
 /* What flags need (settings_check_needs): the early ones look at nothing --load takes from a
  * snapshot and are checked before it is read, the others once the snapshot's settings are in
@@ -122,7 +129,7 @@ static const SettingNeed NO_BASE = {
 /* The --scale-* factors as the dynamic mode checks them, whatever the mode. */
 static bool scale_factors_valid(const void *o, char *why, size_t len)
 {
-    LossScaleConfig c = ((const Options *)o)->cfg.loss_scale;
+    LossScaleConfig c = ((const Options *)o)->run.cfg.loss_scale;
     c.mode = LOSS_SCALE_DYNAMIC;
     return loss_scale_check(&c, why, len);
 }
@@ -131,7 +138,7 @@ static void set_parallel(void *opts, int id, const char *flag, const char *arg)
 {
     (void)id;
     char why[256];
-    if (!run_parallel_parse(&((Options *)opts)->local.parallel, arg, why, sizeof why))
+    if (!run_parallel_parse(&((Options *)opts)->run.local.parallel, arg, why, sizeof why))
         cli_usage_error("%s '%s': %s", flag, arg, why);
 }
 
@@ -139,7 +146,7 @@ static void set_checkpoint(void *opts, int id, const char *flag, const char *arg
 {
     (void)id;
     char err[200];
-    if (!ckpt_parse(arg, &((Options *)opts)->cfg.checkpoint, err, sizeof err))
+    if (!ckpt_parse(arg, &((Options *)opts)->run.cfg.checkpoint, err, sizeof err))
         cli_usage_error("%s: %s", flag, err);
 }
 
@@ -147,18 +154,18 @@ static void set_lora_targets(void *opts, int id, const char *flag, const char *a
 {
     (void)id;
     char err[256];
-    if (!lora_targets_parse(arg, &((Options *)opts)->lora.targets, err, sizeof err))
+    if (!lora_targets_parse(arg, &((Options *)opts)->run.lora.targets, err, sizeof err))
         cli_usage_error("%s: %s", flag, err);
 }
 
-#define FIELD(f) offsetof(Options, f)
-#define KEPT(f) offsetof(Options, kept.f)           /* run/run.h: a snapshot keeps them */
-#define DATA(f) offsetof(Options, kept.data.f)      /* data/dataset.h */
-#define LOCAL(f) offsetof(Options, local.f)         /* run/run.h: this run's alone */
-#define PAR(f) offsetof(Options, local.parallel.f)
-#define DIST(f) offsetof(Options, local.parallel.dist.f)   /* dist/run.h */
-#define CFG(f) (offsetof(Options, cfg) + offsetof(TrainerConfig, f))   /* optim/train.h */
-#define SCHED(f) (offsetof(Options, sched) + offsetof(SchedConfig, f))  /* optim/schedule.h */
+#define FIELD(f) offsetof(Options, run.f)
+#define KEPT(f) offsetof(Options, run.kept.f)         /* run/run.h: a snapshot keeps them */
+#define DATA(f) offsetof(Options, run.kept.data.f)    /* data/dataset.h */
+#define LOCAL(f) offsetof(Options, run.local.f)       /* run/run.h: this run's alone */
+#define PAR(f) offsetof(Options, run.local.parallel.f)
+#define DIST(f) offsetof(Options, run.local.parallel.dist.f)   /* dist/run.h */
+#define CFG(f) (offsetof(Options, run.cfg) + offsetof(TrainerConfig, f))   /* optim/train.h */
+#define SCHED(f) (offsetof(Options, run.sched) + offsetof(SchedConfig, f))  /* optim/schedule.h */
 
 
 /* Defaults: the demo. `train_gpt` with no flags learns 3-digit addition in under a minute on

@@ -1,18 +1,14 @@
 #ifndef TAPEGRAD_TRAIN_GPT_H
 #define TAPEGRAD_TRAIN_GPT_H
-/* What the files of train_gpt share: the options (flags.c), the run (train_gpt.c) and the
- * evaluation (evaluate.c). */
+/* What the files of train_gpt share: the options (settings.c, flags.c, precision.c), the
+ * settings the ranks compare (agree.c), the pipeline's logs (pipeline.c); the run itself is
+ * run/'s (run/run.h, run/ranks.h, run/train.h), called from main (train_gpt.c). */
 #include <stdbool.h>
 
-#include "analysis/eval.h"
 #include "autograd/snapshot.h"
-#include "data/dataset.h"
 #include "examples/common/settings.h"
-#include "optim/schedule.h"
-#include "optim/train.h"
 #include "run/ranks.h"
 #include "run/run.h"
-
 
 /* One per flag; also the option parser's value for it (offset past the characters). */
 typedef enum {
@@ -28,33 +24,21 @@ typedef enum {
     FLAG_PRECISION, FLAG_LOSS_SCALE, FLAG_SCALE_GROWTH_INTERVAL, FLAG_SCALE_GROWTH_FACTOR,
     FLAG_SCALE_BACKOFF_FACTOR, FLAG_FP8_SCALING,
     FLAG_ADAM8BIT_ROUNDING, FLAG_TEMPERATURE, FLAG_SAMPLE_SEED, FLAG_MEM_BUDGET,
-    FLAG_OFFLOAD,                                                       /* offload.c */
+    FLAG_OFFLOAD,                                                       /* run/offload.c */
     FLAG_PARALLEL,                                                      /* run/ranks.h */
     FLAG_BUCKET_KB, FLAG_GRAD_WIRE,                                     /* run/ranks.h */
-    FLAG_MICRO_BATCHES, FLAG_STAGES, FLAG_PIPE_EVENTS,                  /* pipeline.c */
+    FLAG_MICRO_BATCHES, FLAG_STAGES, FLAG_PIPE_EVENTS,                  /* run/ranks.h */
     FLAG_END,
 } Flag;
 
-/* The settings: the run's own (run/run.h: kept by a snapshot, or this run's alone) and the
- * library's configs, which the rows of the table set (settings.c). */
+/* The settings: the run's (run/run.h: its own, kept by a snapshot or this run's alone, and the
+ * library's configs, which the rows of the table set: settings.c), and what only the flags
+ * need. --weight-decay sets adamw's, which options_parse copies to the other optimizers';
+ * --precision sets the preset, with --fp8-scaling's settings there. */
 typedef struct {
-    RunKept     kept;
-    RunLocal    local;
-    int         seq;             /* 0: the task's row length, or 64 for text */
-    int         ranks;           /* data-parallel ranks: 1, or mpirun's N under ddp and ZeRO (set
-                                  * once the run starts); a step draws batch x accum x ranks rows */
-    /* The trainer's config (optim/train.h), which the model, optimizer, checkpointing and
-     * precision rows of the table set: the model's V and T once the data is open, and with
-     * --load the snapshot's. --weight-decay sets adamw's, which options_parse copies to the
-     * other optimizers'; --precision sets the preset, with --fp8-scaling's settings there. */
-    TrainerConfig cfg;
+    RunSettings run;
     PolicyFp8Scaling fp8_scaling;   /* --fp8-scaling: current, or delayed over fp8_window */
     int         fp8_window;
-    /* The schedule's fields the flags set (optim/schedule.h): base_batch 0 is the effective
-     * batch (the rule then changes nothing), cooldown_steps 0 with wsd a fifth of --steps;
-     * options_schedule completes it. */
-    SchedConfig sched;
-    LoraConfig  lora;            /* nn/gpt_lora.h; rank 0: no adapters (lora.c) */
     bool        given[FLAG_END - FLAG_TASK];   /* which flags were on the command line */
 } Options;
 
@@ -68,7 +52,7 @@ void    options_usage(void);
 bool    options_given(const Options *o, Flag f);
 /* --batch x --accum (and x --seq once known) within an int, or a usage error naming them. */
 void    options_check_products(const Options *o);
-/* Settings a snapshot holds become the run's (o->cfg the snapshot's config); a flag given
+/* Settings a snapshot holds become the run's (o->run.cfg the snapshot's config); a flag given
  * explicitly must agree with the snapshot (one message naming the flag, both values and the
  * file otherwise). Every kept key is read through the settings table, with its flag's checks
  * (train.step with --steps'). */
@@ -78,10 +62,6 @@ void    options_merge_snapshot(Options *o, const TrainerConfig *saved_cfg,
  * settings table's; --accum as given, per rank), the data-parallel rank count (run.ranks) and a
  * LoRA run's base. */
 void    options_snapshot_meta(const Options *o, SettingsMeta *m);
-/* The schedule the options describe (checked when the options were parsed), and the learning
- * rate of step (1-based) under it. */
-SchedConfig options_schedule(const Options *o);
-double  options_lr(const Options *o, long step);
 
 /* agree.c: the settings every rank of a --parallel run must share, as text: a "--name\tvalue"
  * line per flag (but the rank's own: threads, memory budget, outputs, samples), with the
@@ -105,7 +85,7 @@ void      pipe_logs_write(PipeLogs *l, const RunPipeStep *rec);
 void      pipe_logs_close(PipeLogs *l);
 
 /* precision.c: the value of --precision, --loss-scale or --fp8-scaling (custom settings of the
- * table), and each as it would be typed, from o->cfg (how a snapshot's is compared). */
+ * table), and each as it would be typed, from o->run.cfg (how a snapshot's is compared). */
 void precision_set_option(void *opts, int f, const char *flag, const char *arg);
 void precision_format_option(const void *opts, int f, char *buf, size_t len);
 /* Checkpointing with fp8 delayed scaling (the amax history belongs to one tape): refused. */

@@ -114,6 +114,11 @@ void schema_format(const SchemaRow *r, const void *s, char *buf, size_t len)
         snprintf(buf, len, "%s", name ? name : "?");
         break;
     case SCHEMA_CUSTOM: r->format(f, buf, len); break;
+    case SCHEMA_STRING:
+        name = *(const char *const *)f;
+        snprintf(buf, len, "%s", name ? name : "");
+        break;
+    case SCHEMA_BYTES: snprintf(buf, len, "%zu", *(const size_t *)f); break;
     case SCHEMA_SUB: snprintf(buf, len, "%s", r->sub->name); break;    /* not a value */
     }
 }
@@ -185,6 +190,7 @@ static bool copy_leaf(const SchemaRow *r, const char *key, const void *s, void *
         [SCHEMA_DOUBLE] = sizeof(double), [SCHEMA_FLOAT] = sizeof(float),
         [SCHEMA_U64] = sizeof(uint64_t), [SCHEMA_LONG] = sizeof(long),
         [SCHEMA_INT] = sizeof(int), [SCHEMA_BOOL] = sizeof(bool), [SCHEMA_CHOICE] = sizeof(int),
+        [SCHEMA_STRING] = sizeof(const char *), [SCHEMA_BYTES] = sizeof(size_t),
     };
     PairCtx *c = ctx;
     if (r->kept == c->kept)
@@ -205,8 +211,10 @@ void schema_copy_rows(const Schema *sc, void *dst, const void *src, bool kept)
 static void integer_bounds(const SchemaRow *r, uint64_t *lo, uint64_t *hi)
 {
     *lo = 0;
-    *hi = r->type == SCHEMA_LONG ? (uint64_t)LONG_MAX : r->type == SCHEMA_INT ? (uint64_t)INT_MAX
-                                                                             : UINT64_MAX;
+    *hi = r->type == SCHEMA_LONG    ? (uint64_t)LONG_MAX
+          : r->type == SCHEMA_INT   ? (uint64_t)INT_MAX
+          : r->type == SCHEMA_BYTES ? (uint64_t)SIZE_MAX
+                                    : UINT64_MAX;
     if (has_range(r)) {
         *lo = (uint64_t)r->lo;
         if ((uint64_t)r->hi < *hi)      /* exact: the bounds are whole numbers */
@@ -256,9 +264,20 @@ static bool is_zero(const SchemaRow *r, const void *f)
     case SCHEMA_U64: return *(const uint64_t *)f == 0;
     case SCHEMA_LONG: return *(const long *)f == 0;
     case SCHEMA_INT: return *(const int *)f == 0;
+    case SCHEMA_BYTES: return *(const size_t *)f == 0;
     default: return false;
     }
 }
+
+/* The index of text among a STRING row's names, or -1. */
+static int name_index(const SchemaRow *r, const char *text)
+{
+    for (int i = 0; text && r->name(i); i++)
+        if (strcmp(text, r->name(i)) == 0)
+            return i;
+    return -1;
+}
+static bool is_name(const SchemaRow *r, const char *text) { return name_index(r, text) >= 0; }
 
 /* The checks of one row on a value already in the struct. */
 static bool check_row(const SchemaRow *r, const char *key, const void *s, char *why,
@@ -275,6 +294,7 @@ static bool check_row(const SchemaRow *r, const char *key, const void *s, char *
              double_in_range(r, key, *(const float *)f, why, len);
         break;
     case SCHEMA_U64: ok = integer_in_range(r, key, *(const uint64_t *)f, why, len); break;
+    case SCHEMA_BYTES: ok = integer_in_range(r, key, *(const size_t *)f, why, len); break;
     case SCHEMA_LONG: case SCHEMA_INT: {
         long v = r->type == SCHEMA_LONG ? *(const long *)f : *(const int *)f;
         if (v < 0) {
@@ -288,6 +308,13 @@ static bool check_row(const SchemaRow *r, const char *key, const void *s, char *
     case SCHEMA_CHOICE:
         if (!r->name(*(const int *)f)) {
             snprintf(why, len, "'%s' %d is not one this version knows", key, *(const int *)f);
+            ok = false;
+        }
+        break;
+    case SCHEMA_STRING:
+        if (r->name && !is_name(r, *(const char *const *)f)) {
+            const char *v = *(const char *const *)f;
+            snprintf(why, len, "'%s' '%s' is not one this version knows", key, v ? v : "");
             ok = false;
         }
         break;
@@ -369,7 +396,7 @@ static bool parse_value(const SchemaRow *r, const char *key, const char *text, v
             *(double *)f = x;
         }
         return true;
-    case SCHEMA_U64: case SCHEMA_LONG: case SCHEMA_INT:
+    case SCHEMA_U64: case SCHEMA_LONG: case SCHEMA_INT: case SCHEMA_BYTES:
         if (!parse_u64(text, &u))
             return snapshot_fail(err, path, "metadata '%s' is '%s', not an unsigned 64-bit "
                                  "integer", key, text);
@@ -378,6 +405,8 @@ static bool parse_value(const SchemaRow *r, const char *key, const char *text, v
             return snapshot_fail(err, path, "metadata %s", list);
         if (r->type == SCHEMA_U64)
             *(uint64_t *)f = u;
+        else if (r->type == SCHEMA_BYTES)
+            *(size_t *)f = (size_t)u;       /* within SIZE_MAX: integer_bounds */
         else if (r->type == SCHEMA_LONG)
             *(long *)f = (long)u;
         else
@@ -389,14 +418,22 @@ static bool parse_value(const SchemaRow *r, const char *key, const char *text, v
                                  text);
         *(bool *)f = text[0] == 't';
         return true;
-    case SCHEMA_CHOICE:
-        for (int i = 0; r->name(i); i++)
-            if (strcmp(text, r->name(i)) == 0) {
-                *(int *)f = i;
-                return true;
-            }
+    case SCHEMA_STRING: case SCHEMA_CHOICE: {
+        /* a string is the text itself, or the name's own (schema.h: never a copy) */
+        if (r->type == SCHEMA_STRING && !r->name) {
+            *(const char **)f = text;
+            return true;
+        }
+        int i = name_index(r, text);
+        if (i >= 0 && r->type == SCHEMA_STRING)
+            *(const char **)f = r->name(i);
+        else if (i >= 0)
+            *(int *)f = i;
+        if (i >= 0)
+            return true;
         return snapshot_fail(err, path, "metadata '%s' is '%s', which this version does not "
                              "know (%s)", key, text, choice_list(r, list, sizeof list));
+    }
     case SCHEMA_CUSTOM:
         if (!r->parse(text, f, list, sizeof list))
             return snapshot_fail(err, path, "metadata '%s' is '%s', %s", key, text, list);

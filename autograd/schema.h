@@ -37,6 +37,13 @@ typedef enum {
     SCHEMA_BOOL,        /* bool, "true" or "false" */
     SCHEMA_CHOICE,      /* an int-sized enum, by name(value) */
     SCHEMA_CUSTOM,      /* format and parse say how (a preset's name, a list of targets) */
+    SCHEMA_STRING,      /* const char *, the text itself (a path); with name, one of the
+                         * names (a task). NULL is written as "" (and a NULL def means the
+                         * field's NULL: not given). The field is never a copy: it points to
+                         * the text it was read from, or to the name's own text, so a value read
+                         * from a snapshot lives as long as the reader (keep it open while the
+                         * struct is used, as run/run.h's run_snapshot_settings does) */
+    SCHEMA_BYTES,       /* size_t, a count of bytes in decimal, within [lo, hi] */
     SCHEMA_SUB,         /* a struct inside the struct, with a schema of its own (sub): its
                          * rows' keys are "<key>.<theirs>" (TrainerConfig's policy: the
                          * "precision." keys of PrecisionPolicy's schema) */
@@ -57,7 +64,7 @@ typedef struct SchemaRow {
     double       lo, hi;        /* a number's closed range; both 0: the type's */
     bool         zero_unset;    /* a 0 means "not set" and passes outside the range */
     SchemaMessage message;
-    const char *(*name)(int i); /* CHOICE: the i-th name, NULL past the last */
+    const char *(*name)(int i); /* CHOICE, STRING: the i-th name, NULL past the last */
     const char  *def;           /* the default as one would type it; NULL: none here */
     const char  *help;          /* one line for the settings table (docs, --help) */
     bool         kept;          /* a snapshot keeps it; a run-only setting has false */

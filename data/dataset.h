@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 #include "autograd/rng.h"
+#include "autograd/schema.h"
 #include "data/tasks.h"
 #include "data/text.h"
 
@@ -31,6 +32,14 @@ typedef struct {
     bool        msd_first;
     const char *path;            /* a text file, or NULL */
 } DataConfig;
+
+/* DataConfig's settings (autograd/schema.h), keys "data." in a training snapshot: data.kind
+ * (task or text, which says which of the other rows apply), data.task, data.task_size,
+ * data.msd_first (written "1" / "0", as the first layout did) and data.path. A program writes
+ * them (by_program: train_gpt's settings table); a string read from a file points into the
+ * file's metadata. The defaults: the task add at its own size. */
+extern const Schema DATA_SCHEMA;
+DataConfig data_config_default(void);
 
 /* NULL with a message in err on failure (see task_new, text_open). */
 Dataset    *dataset_open_task(const TaskSpec *spec, char *err, size_t errlen);

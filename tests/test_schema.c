@@ -1,6 +1,6 @@
 /* The config schemas (autograd/schema.h): GPT_SCHEMA (nn/gpt.h), LORA_SCHEMA (nn/gpt_lora.h),
- * TRAINER_SCHEMA (optim/train.h), the trainer's counters (optim/snapshot_keys.h) and
- * SCHED_SCHEMA (optim/schedule.h). Each row's
+ * TRAINER_SCHEMA (optim/train.h), the trainer's counters (optim/snapshot_keys.h),
+ * SCHED_SCHEMA (optim/schedule.h) and DATA_SCHEMA (data/dataset.h). Each row's
  * default is its struct's default; a struct written and read back is the same struct; a bad
  * value is refused naming the key and the range; every key of a saved training snapshot is a
  * row of a schema and every kept row is in the file; the run-only rows are in no snapshot and
@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "autograd/schema.h"
+#include "data/dataset.h"
 #include "nn/gpt.h"
 #include "nn/gpt_lora.h"
 #include "nn/gpt_snapshot.h"
@@ -39,6 +40,7 @@ static size_t field_size(const SchemaRow *r)
         [SCHEMA_DOUBLE] = sizeof(double), [SCHEMA_FLOAT] = sizeof(float),
         [SCHEMA_U64] = sizeof(uint64_t), [SCHEMA_LONG] = sizeof(long),
         [SCHEMA_INT] = sizeof(int), [SCHEMA_BOOL] = sizeof(bool), [SCHEMA_CHOICE] = sizeof(int),
+        [SCHEMA_STRING] = sizeof(const char *), [SCHEMA_BYTES] = sizeof(size_t),
     };
     return r->type == SCHEMA_CUSTOM ? r->size : size[r->type];
 }
@@ -50,9 +52,13 @@ static bool default_leaf(const SchemaRow *r, const char *key, const void *s, voi
     void *mine = c->scratch + ((const char *)s - c->defaults);
     if ((const char *)s != c->defaults)
         return true;    /* an inner struct's: checked against its own defaults */
-    if (!r->def || !r->help) {
+    if ((!r->def && r->type != SCHEMA_STRING) || !r->help) {
         print_error("%s: row '%s' has no default or no help\n", c->sc->name, key);
         fail();
+    }
+    if (!r->def) {      /* a string without a default: not given, NULL */
+        assert_null(*(const char *const *)((const char *)s + r->offset));
+        return true;
     }
     memset((char *)mine + r->offset, 0x5a, r->type == SCHEMA_BOOL ? 0 : field_size(r));
     if (!schema_parse(r, r->def, mine, why, sizeof why)) {
@@ -100,6 +106,8 @@ static void test_defaults_are_the_structs(void **state)
     check_defaults(&POLICY_SCHEMA, &p, sizeof p);
     LossScaleConfig ls = loss_scale_defaults();
     check_defaults(&LOSS_SCALE_SCHEMA, &ls, sizeof ls);
+    DataConfig d = data_config_default();
+    check_defaults(&DATA_SCHEMA, &d, sizeof d);
 }
 
 /* s written under prefix and read back into a struct that starts as blank: the same kept rows. */
@@ -118,12 +126,13 @@ static void round_trip(const Schema *sc, const char *prefix, const void *s, void
         print_error("%s\n", err.message);
         fail();
     }
-    snapshot_close(r);
+    /* before the reader closes: a string read points into its metadata */
     const SchemaRow *d = schema_differs(sc, s, blank);
     if (d) {
         print_error("%s: '%s' differs after a round trip\n", sc->name, d->key);
         fail();
     }
+    snapshot_close(r);
 }
 
 static void test_round_trip(void **state)
@@ -158,6 +167,17 @@ static void test_round_trip(void **state)
     assert_int_equal(t2.optimizer, TRAIN_SGD);
     assert_true(t2.sgd.nesterov);
     assert_string_equal(t2.policy.name, "bf16");
+    /* a task, and a text: data.kind says which rows apply (a task's read into a struct that
+     * held a text, and the other way) */
+    DataConfig task = { .task = "sub", .task_size = 4, .msd_first = true };
+    DataConfig text = { .path = "data/tinyshakespeare.txt" }, d2 = text;
+    round_trip(&DATA_SCHEMA, "data", &task, &d2);
+    assert_null(d2.path);
+    assert_int_equal(d2.task_size, 4);
+    assert_true(d2.msd_first);
+    assert_ptr_equal(d2.task, task_names[1]);      /* the name's own text, not the file's */
+    round_trip(&DATA_SCHEMA, "data", &text, &d2);
+    assert_null(d2.task);
 }
 
 /* One kept row given text in a file: refused with "PATH: metadata ...needle...". */
@@ -230,6 +250,22 @@ static void test_refusals_name_key_and_range(void **state)
     t.sgd.momentum = 0.0;
     refused(&TRAINER_SCHEMA, NULL, &t, sizeof t, "optim.nesterov", "true",
             "'optim.nesterov' is true with 'optim.momentum' = 0");
+    DataConfig d = data_config_default();
+    refused(&DATA_SCHEMA, "data", &d, sizeof d, "data.kind", "image",
+            "metadata 'data.kind' is 'image', not task or text");
+    refused(&DATA_SCHEMA, "data", &d, sizeof d, "data.task", "mul",
+            "metadata 'data.task' is 'mul', which this version does not know (add, sub, "
+            "reverse, sort)");
+    refused(&DATA_SCHEMA, "data", &d, sizeof d, "data.task_size", "33",
+            "metadata 'data.task_size' = 33 is out of range [1, 32]");
+    refused(&DATA_SCHEMA, "data", &d, sizeof d, "data.msd_first", "true",
+            "metadata 'data.msd_first' is 'true', not 0 or 1");
+    d.task = "reverse";
+    refused(&DATA_SCHEMA, "data", &d, sizeof d, "data.msd_first", "1",
+            "'data.msd_first' is 1 with 'data.task' = reverse: only add and sub have it");
+    /* a text's path is any text; a text without one is refused as missing */
+    d = (DataConfig){ .path = "corpus.txt" };
+    refused(&DATA_SCHEMA, "data", &d, sizeof d, "data.kind", "task", "missing metadata 'data.task'");
 }
 
 /* The key of a file's metadata is a kept row of one of the schemas (under its prefix), or the
@@ -370,18 +406,23 @@ static const struct {
       "trainer's counters, state rather than settings", "as listed" },
     { &SCHED_SCHEMA, "`SCHED_SCHEMA`, optim/schedule.h (rows in optim/schedule.c), written by "
       "the program (train_gpt)", "as listed" },
+    { &DATA_SCHEMA, "`DATA_SCHEMA`, data/dataset.h (rows in data/dataset.c), written by the "
+      "program (train_gpt)", "`data.`" },
 };
 
 static void print_range(FILE *f, const SchemaRow *r)
 {
-    bool integer = r->type == SCHEMA_U64 || r->type == SCHEMA_LONG || r->type == SCHEMA_INT;
-    if (r->type == SCHEMA_CHOICE) {
+    bool integer = r->type == SCHEMA_U64 || r->type == SCHEMA_LONG || r->type == SCHEMA_INT ||
+                   r->type == SCHEMA_BYTES;
+    if (r->type == SCHEMA_CHOICE || (r->type == SCHEMA_STRING && r->name)) {
         for (int i = 0; r->name(i); i++)
             fprintf(f, "%s%s", i ? ", " : "", r->name(i));
     } else if (r->type == SCHEMA_BOOL) {
         fprintf(f, "true, false");
     } else if (r->type == SCHEMA_CUSTOM) {
         fprintf(f, "(its help)");
+    } else if (r->type == SCHEMA_STRING) {
+        fprintf(f, "any");
     } else if (r->type == SCHEMA_SUB) {
         fprintf(f, "%s's rows", r->sub->name);
         if (r->first || r->count)
@@ -407,6 +448,7 @@ static void print_settings_tables(FILE *f)
         [SCHEMA_DOUBLE] = "double", [SCHEMA_FLOAT] = "float", [SCHEMA_U64] = "u64",
         [SCHEMA_LONG] = "long", [SCHEMA_INT] = "int", [SCHEMA_BOOL] = "bool",
         [SCHEMA_CHOICE] = "choice", [SCHEMA_CUSTOM] = "text", [SCHEMA_SUB] = "schema",
+        [SCHEMA_STRING] = "string", [SCHEMA_BYTES] = "bytes",
     };
     for (size_t k = 0; k < sizeof DOCUMENTED / sizeof DOCUMENTED[0]; k++) {
         const Schema *sc = DOCUMENTED[k].sc;

@@ -52,6 +52,16 @@ typedef struct {
     RunParallel parallel;
 } RunLocal;
 
+/* Their schemas (autograd/schema.h; rows in run/settings.c). RUN_KEPT_SCHEMA's rows are the
+ * keys a training snapshot keeps for RunKept: DATA_SCHEMA's under data., train.step (the
+ * trainer's counter, which the library writes), schedule.batch, schedule.accum, run.attention;
+ * a program writes the others (by_program: train_gpt's settings table). RUN_LOCAL_SCHEMA's and
+ * RUN_PARALLEL_SCHEMA's (parallel.) are all run-only: no snapshot holds them, they give the
+ * flags that set them their range. The defaults are train_gpt's demo. */
+extern const Schema RUN_KEPT_SCHEMA, RUN_LOCAL_SCHEMA, RUN_PARALLEL_SCHEMA;
+RunKept  run_kept_default(void);
+RunLocal run_local_default(void);
+
 /* Everything a run is assembled from: its own settings and the library's configs. */
 typedef struct {
     RunKept       kept;

@@ -1,6 +1,7 @@
 /* The config schemas (autograd/schema.h): GPT_SCHEMA (nn/gpt.h), LORA_SCHEMA (nn/gpt_lora.h),
  * TRAINER_SCHEMA (optim/train.h), the trainer's counters (optim/snapshot_keys.h),
- * SCHED_SCHEMA (optim/schedule.h) and DATA_SCHEMA (data/dataset.h). Each row's
+ * SCHED_SCHEMA (optim/schedule.h), DATA_SCHEMA (data/dataset.h) and the run's own (run/run.h:
+ * RUN_KEPT_SCHEMA, and RUN_LOCAL_SCHEMA with RUN_PARALLEL_SCHEMA, all run-only). Each row's
  * default is its struct's default; a struct written and read back is the same struct; a bad
  * value is refused naming the key and the range; every key of a saved training snapshot is a
  * row of a schema and every kept row is in the file; the run-only rows are in no snapshot and
@@ -25,6 +26,7 @@
 #include "optim/snapshot_keys.h"
 #include "optim/train.h"
 #include "optim/train_snapshot.h"
+#include "run/run.h"
 
 /* Every row's default, parsed into a copy of the default struct whose field was scribbled on,
  * formats as the default struct's field (a SUB row's rows, each in its inner struct). */
@@ -108,6 +110,11 @@ static void test_defaults_are_the_structs(void **state)
     check_defaults(&LOSS_SCALE_SCHEMA, &ls, sizeof ls);
     DataConfig d = data_config_default();
     check_defaults(&DATA_SCHEMA, &d, sizeof d);
+    RunKept k = run_kept_default();
+    check_defaults(&RUN_KEPT_SCHEMA, &k, sizeof k);
+    RunLocal rl = run_local_default();
+    check_defaults(&RUN_LOCAL_SCHEMA, &rl, sizeof rl);
+    check_defaults(&RUN_PARALLEL_SCHEMA, &rl.parallel, sizeof rl.parallel);
 }
 
 /* s written under prefix and read back into a struct that starts as blank: the same kept rows. */
@@ -178,6 +185,15 @@ static void test_round_trip(void **state)
     assert_ptr_equal(d2.task, task_names[1]);      /* the name's own text, not the file's */
     round_trip(&DATA_SCHEMA, "data", &text, &d2);
     assert_null(d2.task);
+    /* RunKept: its data under data. (a SUB row), its own keys as a training snapshot has them */
+    RunKept k = { .data = text, .steps = 77, .batch = 5, .accum = 3,
+                  .attention = RUN_ATTENTION_TILED }, k2 = run_kept_default();
+    round_trip(&RUN_KEPT_SCHEMA, NULL, &k, &k2);
+    assert_int_equal(k2.steps, 77);
+    assert_int_equal(k2.batch, 5);
+    assert_int_equal(k2.accum, 3);
+    assert_int_equal(k2.attention, RUN_ATTENTION_TILED);
+    assert_null(k2.data.task);
 }
 
 /* One kept row given text in a file: refused with "PATH: metadata ...needle...". */
@@ -266,6 +282,86 @@ static void test_refusals_name_key_and_range(void **state)
     /* a text's path is any text; a text without one is refused as missing */
     d = (DataConfig){ .path = "corpus.txt" };
     refused(&DATA_SCHEMA, "data", &d, sizeof d, "data.kind", "task", "missing metadata 'data.task'");
+    RunKept k = run_kept_default();
+    refused(&RUN_KEPT_SCHEMA, NULL, &k, sizeof k, "schedule.batch", "0",
+            "metadata 'schedule.batch' = 0 is out of range [1, 65536]");
+    refused(&RUN_KEPT_SCHEMA, NULL, &k, sizeof k, "run.attention", "flash",
+            "metadata 'run.attention' is 'flash', which this version does not know (standard, "
+            "tiled)");
+    refused(&RUN_KEPT_SCHEMA, NULL, &k, sizeof k, "data.task_size", "40",
+            "metadata 'data.task_size' = 40 is out of range [1, 32]");
+    refused(&RUN_KEPT_SCHEMA, NULL, &k, sizeof k, "train.step", "1000000001",
+            "metadata 'train.step' = 1000000001 is out of range [0, 1000000000]");
+}
+
+/* A run-only row's value as a flag would give it, refused with needle in the sentence. */
+static void refused_value(const Schema *sc, const char *key, void *s, const char *text,
+                          const char *needle)
+{
+    char why[256];
+    const SchemaRow *r = schema_find(sc, key);
+    assert_non_null(r);
+    assert_false(r->kept);
+    if (schema_parse(r, text, s, why, sizeof why) || !strstr(why, needle)) {
+        print_error("'%s' = '%s': \"%s\", not \"%s\"\n", key, text, why, needle);
+        fail();
+    }
+}
+
+static bool count_kept(const SchemaRow *r, const char *key, const void *s, void *ctx)
+{
+    (void)key, (void)s;
+    *(int *)ctx += r->kept;
+    return true;
+}
+
+/* RunLocal's rows (its RunParallel's too) are in no snapshot: they give a flag its range, and
+ * a resumed run keeps its own (schema_copy_rows copies them whole, strings as pointers). */
+static void test_run_local_is_run_only(void **state)
+{
+    (void)state;
+    int kept = 0;
+    RunLocal src = run_local_default(), dst = run_local_default();
+    schema_each(&RUN_LOCAL_SCHEMA, NULL, &src, count_kept, &kept);
+    assert_int_equal(kept, 0);
+    src.threads = 3;
+    src.mem_budget = (size_t)1 << 20;
+    src.log_path = "steps.tsv";
+    src.parallel.text = "ddp";
+    src.parallel.grad_wire = "bf16";
+    src.parallel.dist.bucket_kb = 64;
+    schema_copy_rows(&RUN_LOCAL_SCHEMA, &dst, &src, false);
+    assert_int_equal(dst.threads, 3);
+    assert_true(dst.mem_budget == (size_t)1 << 20);
+    assert_ptr_equal(dst.log_path, src.log_path);
+    assert_ptr_equal(dst.parallel.text, src.parallel.text);
+    assert_string_equal(dst.parallel.grad_wire, "bf16");
+    assert_int_equal(dst.parallel.dist.bucket_kb, 64);
+    RunLocal l = run_local_default();
+    refused_value(&RUN_LOCAL_SCHEMA, "threads", &l, "1025", "'threads' = 1025 is out of range "
+                  "[0, 1024]");
+    refused_value(&RUN_LOCAL_SCHEMA, "mem_budget", &l, "1125899906842625",
+                  "'mem_budget' = 1125899906842625 is out of range [1, 1125899906842624]");
+    refused_value(&RUN_LOCAL_SCHEMA, "mem_budget", &l, "64MiB",
+                  "'mem_budget' is '64MiB', not an unsigned 64-bit integer");
+    refused_value(&RUN_LOCAL_SCHEMA, "eval_examples", &l, "0",
+                  "'eval_examples' = 0 is out of range [1, 16777216]");
+    refused_value(&RUN_LOCAL_SCHEMA, "temperature", &l, "101",
+                  "'temperature' = 101 is out of range [0, 100]");
+    refused_value(&RUN_LOCAL_SCHEMA, "parallel.grad_wire", &l.parallel, "fp16",
+                  "'grad_wire' is 'fp16', which this version does not know (auto, fp32, bf16, "
+                  "e5m2)");
+    refused_value(&RUN_LOCAL_SCHEMA, "parallel.micro_batches", &l.parallel, "4097",
+                  "'micro_batches' = 4097 is out of range [1, 4096]");
+    refused_value(&RUN_LOCAL_SCHEMA, "parallel.text", &l.parallel, "ring", "'parallel.text' is "
+                  "'ring': ");
+    /* a budget of 0 is no limit; a plan as --parallel takes it */
+    char why[256];
+    assert_true(schema_parse(schema_find(&RUN_LOCAL_SCHEMA, "mem_budget"), "0", &l, why,
+                             sizeof why));
+    assert_true(schema_parse(schema_find(&RUN_LOCAL_SCHEMA, "parallel.text"), "pipeline:1f1b,dp2",
+                             &l.parallel, why, sizeof why));
+    assert_string_equal(l.parallel.text, "pipeline:1f1b,dp2");
 }
 
 /* The key of a file's metadata is a kept row of one of the schemas (under its prefix), or the
@@ -408,6 +504,15 @@ static const struct {
       "the program (train_gpt)", "as listed" },
     { &DATA_SCHEMA, "`DATA_SCHEMA`, data/dataset.h (rows in data/dataset.c), written by the "
       "program (train_gpt)", "`data.`" },
+    { &RUN_KEPT_SCHEMA, "`RUN_KEPT_SCHEMA`, run/run.h (rows in run/settings.c): what a snapshot "
+      "keeps of a run beside the library's configs, written by the program (train_gpt; "
+      "train.step is the trainer's counter, which the library writes)",
+      "as listed; `data.*` is DataConfig's rows, above" },
+    { &RUN_LOCAL_SCHEMA, "`RUN_LOCAL_SCHEMA`, run/run.h (rows in run/settings.c): a run's own "
+      "settings, in no snapshot; they give train_gpt's flags their range",
+      "none (run-only); `parallel.*` is RunParallel's rows, below" },
+    { &RUN_PARALLEL_SCHEMA, "`RUN_PARALLEL_SCHEMA`, run/run.h (rows in run/settings.c): "
+      "--parallel and its companions, in no snapshot", "none (run-only)" },
 };
 
 static void print_range(FILE *f, const SchemaRow *r)
@@ -541,6 +646,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_refusals_name_key_and_range),
         cmocka_unit_test(test_every_snapshot_key_is_a_schema_row),
         cmocka_unit_test(test_run_only_rows_stay_the_runs),
+        cmocka_unit_test(test_run_local_is_run_only),
         cmocka_unit_test(test_missing_key_reads_as_before),
         cmocka_unit_test(test_docs_table_is_the_schemas),
     };

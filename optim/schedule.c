@@ -114,6 +114,8 @@ static const char *rule_name(int i) { return name_in(SCHED_RULE_NAMES, i); }
 static const char *warmup_name(int i) { return name_in(SCHED_WARMUP_NAMES, i); }
 static const char *decay_name(int i) { return name_in(SCHED_DECAY_NAMES, i); }
 static const char *cooldown_name(int i) { return name_in(SCHED_COOLDOWN_NAMES, i); }
+/* Only a decaying schedule has a floor to decay to. */
+static bool decays(const void *s) { return ((const SchedConfig *)s)->decay != SCHED_DECAY_CONSTANT; }
 
 /* In the order train_gpt's table lists them. A key added after the first snapshots has the
  * value those runs had (before). */
@@ -144,6 +146,9 @@ static const SchemaRow SCHED_ROWS[] = {
     { .key = "schedule.cooldown_shape", .type = SCHEMA_CHOICE, .offset = SCHED(cooldown),
       .name = cooldown_name, .def = "linear", .before = "linear", .kept = true,
       .agrees = "schedule.decay", .help = "wsd's cooldown: linear or 1-sqrt" },
+    { .key = "schedule.final_fraction", .type = SCHEMA_DOUBLE, .offset = SCHED(final_fraction),
+      .lo = 0.0, .hi = 1.0, .def = "0", .before = "0", .kept = true, .applies = decays,
+      .agrees = "schedule.decay", .help = "cosine's and wsd's floor, a fraction of the peak" },
 };
 #undef SCHED
 const Schema SCHED_SCHEMA = { .name = "SchedConfig", .rows = SCHED_ROWS,

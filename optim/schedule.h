@@ -63,8 +63,8 @@ typedef struct {
 
 /* The settings of a SchedConfig that a run chooses and a snapshot keeps, each declared once
  * (rows in optim/schedule.c): key ("schedule.lr"), range, default (sched_defaults'), help, and
- * the value a snapshot saved before the key existed had. The rest (batch, accum, S, the floor)
- * a program derives from its own settings. A program writes and reads them (by_program:
+ * the value a snapshot saved before the key existed had. The rest (batch, accum, S) a program
+ * derives from its own settings. A program writes and reads them (by_program:
  * train_gpt's settings table references these rows). */
 extern const Schema SCHED_SCHEMA;
 

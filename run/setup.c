@@ -125,7 +125,6 @@ void run_check_outputs(const RunLocal *l)
 SchedConfig run_schedule(const SchedConfig *given, const RunKept *kept, int ranks)
 {
     SchedConfig c = *given;
-    c.final_fraction = sched_defaults().final_fraction;     /* no flag sets the floor */
     c.batch = kept->batch;
     c.accum = kept->accum * ranks;        /* the effective batch: every rank's micro-batches */
     if (c.base_batch == 0)

@@ -16,6 +16,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "analysis/peak_fma.h"
@@ -351,6 +352,10 @@ void run_describe_training(const RunTrain *t)
     if (sc.decay == SCHED_DECAY_WSD)
         snprintf(decay, sizeof decay, "wsd, %s cooldown over the last %ld steps",
                  SCHED_COOLDOWN_NAMES[sc.cooldown], sc.cooldown_steps);
+    if (sc.decay != SCHED_DECAY_CONSTANT && sc.final_fraction > 0.0) {
+        size_t n = strlen(decay);
+        snprintf(decay + n, sizeof decay - n, " to %g of the peak", sc.final_fraction);
+    }
     printf("schedule: lr %g at batch %d, rule %s: peak %g; warmup %s over %ld steps; %s\n",
            sc.base_lr, sc.base_batch, SCHED_RULE_NAMES[sc.rule], sched_peak_lr(&sc),
            SCHED_WARMUP_NAMES[sc.warmup], sc.warmup == SCHED_WARMUP_NONE ? 0 : sc.warmup_steps,

@@ -43,6 +43,11 @@ static void test_schedule_over_ranks(void **state)
     assert_int_equal(sched_effective_batch(&c), 64);
     assert_int_equal(c.cooldown_steps, 200);
     assert_int_equal(c.total_steps, 1000);
+    given.final_fraction = 0.1;         /* --final-fraction: the floor is the run's as given */
+    c = run_schedule(&given, &kept, 4);
+    assert_true(c.final_fraction == 0.1);
+    assert_true(sched_lr(&c, 999) > 0.1 * sched_peak_lr(&c));
+    given.final_fraction = 0.0;
     /* Only wsd cools down; a constant schedule only needs to cover its warmup, so a resumed
      * run may extend --steps without changing any step's rate. */
     given.decay = SCHED_DECAY_CONSTANT;

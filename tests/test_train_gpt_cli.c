@@ -457,6 +457,46 @@ static void test_precision_and_switches_resume(void **state)
     }
 }
 
+/* Issue 34: --final-fraction, a setting a snapshot keeps added as one row of SCHED_SCHEMA
+ * (optim/schedule.c) and its flag. Cosine decays to that share of the peak: the last of 4 steps
+ * (u = 3/4) runs at peak (f + (1 - f) (1 + cos(3 pi / 4)) / 2); a resumed run keeps the floor
+ * from the snapshot, and a different one given with --load is refused by name. */
+static void test_final_fraction_kept(void **state)
+{
+    (void)state;
+    const char *small = "--layers 1 --embd 16 --heads 2 --eval-every 0 --eval-examples 16 "
+                        "--warmup 0";
+    char args[2048], snap[512], log[512];
+    in_dir(snap, sizeof snap, "floor.safetensors");
+    in_dir(log, sizeof log, "floor.tsv");
+    snprintf(args, sizeof args, "%s --steps 4 --final-fraction 0.25 --save %s --log %s", small,
+             snap, log);
+    run_ok(args);
+    FILE *f = fopen(log, "r");
+    assert_non_null(f);
+    char line[4096];
+    double lr = NAN;
+    while (fgets(line, sizeof line, f))
+        if (atol(line) == 4)
+            lr = atof(strchr(strchr(line, '\t') + 1, '\t') + 1);     /* step, loss, lr */
+    fclose(f);
+    const double pi = 3.14159265358979323846;
+    double want = 0.25e-3 + (1e-3 - 0.25e-3) * (0.5 * (1.0 + cos(pi * 0.75)));
+    assert_true(fabs(lr - want) <= 1e-15);
+    assert_true(fabs(lr - 1e-3 * (0.25 + 0.75 * 0.14644660940672624)) <= 1e-15);
+    RunResult *r = malloc(sizeof *r);
+    snprintf(args, sizeof args, "--eval-every 0 --eval-examples 16 --load %s --steps 4", snap);
+    run(r, 300, args);
+    assert_int_equal(r->status, 0);
+    assert_non_null(strstr(r->out, "warmup none over 0 steps; cosine to 0.25 of the peak"));
+    free(r);
+    snprintf(args, sizeof args, "--load %s --steps 4 --final-fraction 0.5", snap);
+    expect_refused(2, args, "--final-fraction 0.5 does not match the snapshot");
+    expect_refused(2, "--decay constant --final-fraction 0.1",
+                   "--final-fraction applies to --decay cosine and wsd, not constant");
+    expect_refused(2, "--final-fraction 1.5", "--final-fraction");
+}
+
 static void test_old_snapshot_loads(void **state)
 {
     (void)state;
@@ -735,6 +775,7 @@ int main(void)
         cmocka_unit_test(test_lora_resume),
         cmocka_unit_test(test_tiled_attention_resume),
         cmocka_unit_test(test_precision_and_switches_resume),
+        cmocka_unit_test(test_final_fraction_kept),
         cmocka_unit_test(test_old_snapshot_loads),
         cmocka_unit_test(test_parallel_counts_every_rank),
         cmocka_unit_test(test_parallel_accum_resume),

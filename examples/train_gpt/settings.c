@@ -36,6 +36,7 @@ static bool is_fp8(const void *o)
     return policy_is_scaled(tensor_dtype_format(opt(o)->run.cfg.policy.act));
 }
 static bool is_wsd(const void *o) { return opt(o)->run.sched.decay == SCHED_DECAY_WSD; }
+static bool is_decaying(const void *o) { return opt(o)->run.sched.decay != SCHED_DECAY_CONSTANT; }
 static bool is_constant_warmup(const void *o)
 {
     return opt(o)->run.sched.warmup == SCHED_WARMUP_CONSTANT;
@@ -98,6 +99,9 @@ static const SettingNeed FP8 = {
     .value_id = FLAG_PRECISION };
 static const SettingNeed WSD = {
     .holds = is_wsd, .refusal = "--cooldown and --cooldown-shape apply to --decay wsd" };
+static const SettingNeed DECAYING = {
+    .holds = is_decaying, .refusal = "--%s applies to --decay cosine and wsd, not %s",
+    .value_id = FLAG_DECAY };
 static const SettingNeed CONSTANT_WARMUP = {
     .holds = is_constant_warmup, .refusal = "--%s applies to --warmup-type constant" };
 static const SettingNeed TEXT_SAMPLE = {
@@ -181,29 +185,30 @@ const Setting TRAIN_GPT_SETTINGS[] = {
     { .heading = "Data (one of):" },
     { .name = "task", .id = FLAG_TASK, .type = SETTING_STRING, .offset = DATA(task),
       .choices = task_names, .def = "add", .arg = "NAME", .key = "data.task",
+      .schema = &DATA_SCHEMA,
       .applies = is_task, .needs = { &TASK }, .help = "add, sub, reverse or sort" },
     { .name = "task-size", .id = FLAG_TASK_SIZE, .type = SETTING_INT, .offset = DATA(task_size),
-      .lo = 1, .hi = TASK_MAX_SIZE, .arg = "N", .key = "data.task_size", .applies = is_task,
+      .schema = &DATA_SCHEMA, .arg = "N", .key = "data.task_size", .applies = is_task,
       .needs = { &A_TASK }, .help = "digits or letters of a task (default: add, sub 3; others 5)" },
     { .name = "msd-first", .id = FLAG_MSD_FIRST, .type = SETTING_SWITCH, .offset = DATA(msd_first),
-      .key = "data.msd_first", .applies = is_task, .needs = { &A_TASK },
+      .schema = &DATA_SCHEMA, .key = "data.msd_first", .applies = is_task, .needs = { &A_TASK },
       .help = "add, sub: answer most significant digit first (harder; the\n"
               "default writes it backwards, see examples/common/tasks.h)" },
     { .name = "data", .id = FLAG_DATA, .type = SETTING_STRING, .offset = DATA(path),
-      .arg = "PATH", .key = "data.path", .applies = is_text,
+      .schema = &DATA_SCHEMA, .arg = "PATH", .key = "data.path", .applies = is_text,
       .help = "a text file: a character-level language model" },
 
     { .heading = "Run:" },
     { .name = "steps", .id = FLAG_STEPS, .type = SETTING_LONG, .offset = KEPT(steps),
-      .lo = 0, .hi = 1000000000, .def = "2000", .arg = "N", .key = "train.step",
+      .schema = &RUN_KEPT_SCHEMA, .def = "2000", .arg = "N", .key = "train.step",
       .library_key = true, .merge = SETTING_ONWARD,
       .help = "train until step N (with --load, default the snapshot's\n"
               "step: evaluate and sample only)" },
     { .name = "batch", .id = FLAG_BATCH, .type = SETTING_INT, .offset = KEPT(batch),
-      .lo = 1, .hi = 1 << 16, .def = "64", .arg = "N", .key = "schedule.batch",
+      .schema = &RUN_KEPT_SCHEMA, .def = "64", .arg = "N", .key = "schedule.batch",
       .help = "rows per micro-batch" },
     { .name = "accum", .id = FLAG_ACCUM, .type = SETTING_INT, .offset = KEPT(accum),
-      .lo = 1, .hi = 1 << 16, .def = "1", .arg = "K", .key = "schedule.accum", .before = "1",
+      .schema = &RUN_KEPT_SCHEMA, .def = "1", .arg = "K", .key = "schedule.accum",
       .help = "micro-batches per update: gradients accumulated over K\n"
               "batches of --batch rows, each loss divided by K; memory is\n"
               "that of one micro-batch" },
@@ -215,11 +220,12 @@ const Setting TRAIN_GPT_SETTINGS[] = {
       .schema = &TRAINER_SCHEMA, .key = "train.seed", .def = "1", .arg = "N",
       .help = "weights and data" },
     { .name = "threads", .id = FLAG_THREADS, .type = SETTING_INT, .offset = LOCAL(threads),
-      .lo = 0, .hi = 1024, .def = "0", .arg = "N", .help = "threads, 0 = one per core" },
+      .schema = &RUN_LOCAL_SCHEMA, .key = "threads", .def = "0", .arg = "N",
+      .help = "threads, 0 = one per core" },
     { .name = "kernels", .id = FLAG_KERNELS, .type = SETTING_CUSTOM,
       .set = settings_set_kernels, .arg = "K", .help = SETTINGS_KERNELS_HELP },
     { .name = "mem-budget", .id = FLAG_MEM_BUDGET, .type = SETTING_BYTES,
-      .offset = LOCAL(mem_budget), .lo = 1, .hi = (double)((size_t)1 << 50), .arg = "SIZE",
+      .offset = LOCAL(mem_budget), .schema = &RUN_LOCAL_SCHEMA, .key = "mem_budget", .arg = "SIZE",
       .help = "the most tracked memory (every category) the run may hold,\n"
               "e.g. 64MiB: an allocation beyond it ends the run with the\n"
               "category and the bytes (default: no limit; fit_largest)" },
@@ -233,11 +239,10 @@ const Setting TRAIN_GPT_SETTINGS[] = {
       .help = "gradient checkpointing over the blocks: none, memory-poor,\n"
               "sqrt, every:K or budget:S; less activation memory for more\n"
               "block forwards, same gradients\n(docs/checkpointing.md)" },
-    /* Tiled attention sums a row's exponentials in another order than standard attention
-     * does, so in fp32 the two differ in the last bits: the snapshot keeps it. */
+    /* Kept by a snapshot: tiled and standard differ in the last bits (run/settings.c). */
     { .name = "attention", .id = FLAG_ATTENTION, .type = SETTING_CHOICE,
       .offset = KEPT(attention), .choices = ATTENTION_NAMES, .def = "standard", .arg = "A",
-      .key = "run.attention", .before = "standard",
+      .schema = &RUN_KEPT_SCHEMA, .key = "run.attention",
       .help = "standard (keeps the [T, T] probabilities) or tiled (keeps\n"
               "a statistic per row, recomputes; docs/attention_memory.md;\n"
               "kept in a snapshot)" },
@@ -285,7 +290,7 @@ const Setting TRAIN_GPT_SETTINGS[] = {
 
     { .heading = "Parallel (under scripts/mpirun; docs/distributed.md, docs/pipeline.md):" },
     { .name = "parallel", .id = FLAG_PARALLEL, .type = SETTING_CUSTOM, .set = set_parallel,
-      .arg = "P",
+      .schema = &RUN_PARALLEL_SCHEMA, .key = "text", .arg = "P",
       .help = "none, ddp, zero1, zero2, zero3, or pipeline:S (next part);\n"
               "ddp: each rank trains on --batch rows of a global batch of\n"
               "ranks x --batch, gradients all-reduced in rank order (the\n"
@@ -295,12 +300,14 @@ const Setting TRAIN_GPT_SETTINGS[] = {
               "over the ranks; --accum K: K micro-batches per rank\n"
               "(default none)" },
     { .name = "bucket-kb", .id = FLAG_BUCKET_KB, .type = SETTING_INT, .offset = DIST(bucket_kb),
-      .lo = 0, .hi = 1 << 20, .def = "256", .arg = "N", .needs = { &DDP },
+      .schema = &RUN_PARALLEL_SCHEMA, .key = "bucket_kb", .def = "256", .arg = "N",
+      .needs = { &DDP },
       .help = "ddp: gradients sent in buckets of N KiB, each started while\n"
               "backward still runs; 0 = one bucket after backward\n"
               "(PyTorch's 25 MB scaled to these models)" },
     { .name = "grad-wire", .id = FLAG_GRAD_WIRE, .type = SETTING_STRING,
       .offset = PAR(grad_wire), .choices = GRAD_WIRES, .def = "auto", .arg = "W",
+      .schema = &RUN_PARALLEL_SCHEMA, .key = "grad_wire",
       .needs = { &DATA_PARALLEL },
       .help = "ddp, zero: what the gradients travel as: fp32, bf16 or e5m2\n"
               "(with a scale per message); the sums stay fp32 (dist/wire.h);\n"
@@ -314,13 +321,15 @@ const Setting TRAIN_GPT_SETTINGS[] = {
                  "  --parallel pipeline:S,dpD,zero1  the same, each stage's optimizer state and\n"
                  "                      masters sharded over its D replicas (ZeRO-1)" },
     { .name = "micro-batches", .id = FLAG_MICRO_BATCHES, .type = SETTING_INT,
-      .offset = DIST(micro_batches), .lo = 1, .hi = 1 << 12, .arg = "M", .needs = { &PIPELINE },
+      .offset = DIST(micro_batches), .schema = &RUN_PARALLEL_SCHEMA, .key = "micro_batches",
+      .arg = "M", .needs = { &PIPELINE },
       .help = "micro-batches of --batch rows per step (default 1)" },
     { .name = "stages", .id = FLAG_STAGES, .type = SETTING_STRING, .offset = DIST(stages),
-      .arg = "LIST", .needs = { &PIPELINE },
+      .schema = &RUN_PARALLEL_SCHEMA, .key = "stages", .arg = "LIST", .needs = { &PIPELINE },
       .help = "blocks per stage, one count per rank (default: even)" },
     { .name = "pipe-events", .id = FLAG_PIPE_EVENTS, .type = SETTING_STRING,
-      .offset = PAR(pipe_events), .arg = "FILE", .needs = { &PIPELINE },
+      .offset = PAR(pipe_events), .schema = &RUN_PARALLEL_SCHEMA, .key = "pipe_events",
+      .arg = "FILE", .needs = { &PIPELINE },
       .help = "TSV, every forward and backward of every stage and step" },
 
     { .heading = "Model:" },
@@ -377,8 +386,8 @@ const Setting TRAIN_GPT_SETTINGS[] = {
     { .name = "decay", .id = FLAG_DECAY, .type = SETTING_CHOICE, .offset = SCHED(decay),
       .choices = SCHED_DECAY_NAMES, .def = "cosine", .arg = "D", .key = "schedule.decay",
       .schema = &SCHED_SCHEMA,
-      .help = "after warmup: constant, cosine (to 0 at --steps) or wsd\n"
-              "(constant, then a cooldown to 0)" },
+      .help = "after warmup: constant, cosine (to --final-fraction of the\n"
+              "peak at --steps) or wsd (constant, then a cooldown to it)" },
     { .name = "cooldown", .id = FLAG_COOLDOWN, .type = SETTING_LONG,
       .offset = SCHED(cooldown_steps), .schema = &SCHED_SCHEMA, .key = "schedule.cooldown",
       .arg = "N", .needs = { &WSD },
@@ -387,6 +396,12 @@ const Setting TRAIN_GPT_SETTINGS[] = {
       .offset = SCHED(cooldown), .choices = SCHED_COOLDOWN_NAMES, .def = "linear",
       .arg = "S", .key = "schedule.cooldown_shape", .schema = &SCHED_SCHEMA, .needs = { &WSD },
       .help = "wsd: linear or 1-sqrt" },
+    { .name = "final-fraction", .id = FLAG_FINAL_FRACTION, .type = SETTING_DOUBLE,
+      .offset = SCHED(final_fraction), .schema = &SCHED_SCHEMA,
+      .key = "schedule.final_fraction", .def = "0", .arg = "X", .applies = is_decaying,
+      .needs = { &DECAYING },
+      .help = "cosine, wsd: decay to X times the peak rate, not to 0\n"
+              "(Chinchilla decays to 0.1)" },
     { .name = "weight-decay", .id = FLAG_WEIGHT_DECAY, .type = SETTING_DOUBLE,
       .offset = CFG(adamw.weight_decay), .schema = &TRAINER_SCHEMA, .key = "optim.weight_decay",
       .def = "0.1", .arg = "X", .help = "decoupled for adamw, L2 for sgd; matrices only" },
@@ -413,7 +428,8 @@ const Setting TRAIN_GPT_SETTINGS[] = {
     /* With --load the snapshot's (lora_merge_snapshot takes its LoRA settings whole, so the
      * rows that are LORA_SCHEMA's are not merged one by one: SETTING_FREE). */
     { .name = "load-base", .id = FLAG_LOAD_BASE, .type = SETTING_STRING,
-      .offset = LOCAL(load_base_path), .arg = "FILE", .needs = { &NO_LOAD },
+      .offset = LOCAL(load_base_path), .schema = &RUN_LOCAL_SCHEMA, .key = "load_base",
+      .arg = "FILE", .needs = { &NO_LOAD },
       .help = "start from this model (a --save snapshot or a base file);\n"
               "without --lora every parameter is fine-tuned" },
     { .name = "lora", .id = FLAG_LORA, .type = SETTING_INT, .offset = FIELD(lora.rank),
@@ -431,41 +447,46 @@ const Setting TRAIN_GPT_SETTINGS[] = {
       .schema = &LORA_SCHEMA, .key = "lora.qlora", .merge = SETTING_FREE,
       .needs = { &NO_LOAD, &LORA }, .help = "keep the frozen weights as NF4 (4.127 bits each)" },
     { .name = "save-adapter", .id = FLAG_SAVE_ADAPTER, .type = SETTING_STRING,
-      .offset = LOCAL(save_adapter_path), .arg = "FILE", .needs = { &LORA },
+      .offset = LOCAL(save_adapter_path), .schema = &RUN_LOCAL_SCHEMA, .key = "save_adapter",
+      .arg = "FILE", .needs = { &LORA },
       .help = "the adapters alone at the end (loads on top of the base)" },
 
     { .heading = "Evaluation and output (each output FILE is written whole or not at all; a\n"
                  "symlink is followed, a character device such as /dev/null written through; a\n"
                  "FIFO, a socket or a folder is refused before training):" },
     { .name = "eval-every", .id = FLAG_EVAL_EVERY, .type = SETTING_LONG,
-      .offset = LOCAL(eval_every), .lo = 0, .hi = 1000000000, .def = "250", .arg = "N",
+      .offset = LOCAL(eval_every), .schema = &RUN_LOCAL_SCHEMA, .key = "eval_every", .def = "250",
+      .arg = "N",
       .help = "validation loss and accuracy every N steps, 0 = only at the\nend" },
     { .name = "eval-examples", .id = FLAG_EVAL_EXAMPLES, .type = SETTING_INT,
-      .offset = LOCAL(eval_examples), .lo = 1, .hi = 1 << 24, .def = "1000", .arg = "N",
+      .offset = LOCAL(eval_examples), .schema = &RUN_LOCAL_SCHEMA, .key = "eval_examples",
+      .def = "1000", .arg = "N",
       .help = "validation rows used (or all there are)" },
     { .name = "log", .id = FLAG_LOG, .type = SETTING_STRING, .offset = LOCAL(log_path),
-      .arg = "FILE", .help = "TSV, one row per step (columns in docs/gpt.md)" },
+      .schema = &RUN_LOCAL_SCHEMA, .key = "log", .arg = "FILE", .help = "TSV, one row per step (columns in docs/gpt.md)" },
     { .name = "plot", .id = FLAG_PLOT, .type = SETTING_STRING, .offset = LOCAL(plot_path),
-      .arg = "FILE", .needs = { &LOG },
+      .schema = &RUN_LOCAL_SCHEMA, .key = "plot", .arg = "FILE", .needs = { &LOG },
       .help = "loss and accuracy PNG from the log, drawn by gnuplot (needs\n"
               "--log; script examples/train_gpt/loss.gp)" },
     { .name = "save", .id = FLAG_SAVE, .type = SETTING_STRING, .offset = LOCAL(save_path),
-      .arg = "FILE", .help = "snapshot of the training state at the end (safetensors)" },
+      .schema = &RUN_LOCAL_SCHEMA, .key = "save", .arg = "FILE", .help = "snapshot of the training state at the end (safetensors)" },
     { .name = "load", .id = FLAG_LOAD, .type = SETTING_STRING, .offset = LOCAL(load_path),
-      .arg = "FILE",
+      .schema = &RUN_LOCAL_SCHEMA, .key = "load", .arg = "FILE",
       .help = "resume from a snapshot: its model, optimizer, data, schedule\n"
               "and attention settings are used; flags given must agree" },
     { .name = "sample", .id = FLAG_SAMPLE, .type = SETTING_INT, .offset = LOCAL(sample),
-      .lo = 0, .hi = 1 << 20, .arg = "N",
+      .schema = &RUN_LOCAL_SCHEMA, .key = "sample", .arg = "N",
       .help = "after training: N validation prompts with the model's greedy\n"
               "answers (task), or N generated characters (text)" },
     { .name = "temperature", .id = FLAG_TEMPERATURE, .type = SETTING_DOUBLE,
-      .offset = LOCAL(temperature), .lo = 0.0, .hi = 100.0, .def = "1", .arg = "X",
+      .offset = LOCAL(temperature), .schema = &RUN_LOCAL_SCHEMA, .key = "temperature",
+      .def = "1", .arg = "X",
       .needs = { &TEXT_SAMPLE },
       .help = "text samples: each character drawn from softmax(logits / X),\n"
               "0 = greedy (the likeliest), 0 to 100" },
     { .name = "sample-seed", .id = FLAG_SAMPLE_SEED, .type = SETTING_LONG,
-      .offset = LOCAL(sample_seed), .lo = 0, .hi = (double)(1L << 62), .arg = "N",
+      .offset = LOCAL(sample_seed), .schema = &RUN_LOCAL_SCHEMA, .key = "sample_seed",
+      .arg = "N",
       .needs = { &TEXT_SAMPLE }, .help = "text samples: the generator's seed (default: --seed)" },
     { .heading = "  -h, --help          this text" },
 };

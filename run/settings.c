@@ -60,7 +60,7 @@ const Schema RUN_KEPT_SCHEMA = { .name = "RunKept", .rows = RUN_KEPT_ROWS,
                                  .n = sizeof RUN_KEPT_ROWS / sizeof RUN_KEPT_ROWS[0],
                                  .by_program = true };
 
-/* This run's alone ------------------------------------------------------------------------------ */
+/* This run's alone ---------------------------------------------------------------------------- */
 
 static const char *wire_name(int i)
 {

@@ -281,7 +281,8 @@ static void test_refusals_name_key_and_range(void **state)
             "'data.msd_first' is 1 with 'data.task' = reverse: only add and sub have it");
     /* a text's path is any text; a text without one is refused as missing */
     d = (DataConfig){ .path = "corpus.txt" };
-    refused(&DATA_SCHEMA, "data", &d, sizeof d, "data.kind", "task", "missing metadata 'data.task'");
+    refused(&DATA_SCHEMA, "data", &d, sizeof d, "data.kind", "task",
+            "missing metadata 'data.task'");
     RunKept k = run_kept_default();
     refused(&RUN_KEPT_SCHEMA, NULL, &k, sizeof k, "schedule.batch", "0",
             "metadata 'schedule.batch' = 0 is out of range [1, 65536]");

@@ -2,7 +2,9 @@
  * each program prints its settings table with --settings-table (a TSV: flag, key, schema,
  * range, default, who writes the key, merge rule). A flag that names a schema must find its row
  * there with the same range and the same writer; a key the library writes must be a kept
- * schema row; a library key must not be written by the program; every flag must be in --help.
+ * schema row; a library key must not be written by the program; a flag of a run-only schema
+ * row (RunLocal's) has no key, no writer and no merge rule, and its range is its row's (the
+ * row of the flag's name, '-' as '_'); every flag must be in --help.
  * Runs the built programs (TAPEGRAD_BUILD_DIR), without leak detection under SANITIZE=1, as the
  * other tests that start MPI programs do: OpenMPI keeps memory until exit. */
 #include "tests/test_helpers.h"
@@ -10,11 +12,13 @@
 #include <string.h>
 
 #include "autograd/schema.h"
+#include "data/dataset.h"
 #include "nn/gpt.h"
 #include "nn/gpt_lora.h"
 #include "optim/schedule.h"
 #include "optim/snapshot_keys.h"
 #include "optim/train.h"
+#include "run/run.h"
 
 #ifndef TAPEGRAD_BUILD_DIR
 #define TAPEGRAD_BUILD_DIR "build"
@@ -33,8 +37,13 @@ static const struct {
     const char   *prefix;
 } LIBRARY[] = {
     { &GPT_SCHEMA, "model." }, { &LORA_SCHEMA, "lora." }, { &TRAINER_SCHEMA, "" },
-    { &TRAINER_COUNTER_SCHEMA, "" }, { &SCHED_SCHEMA, "" },
+    { &TRAINER_COUNTER_SCHEMA, "" }, { &SCHED_SCHEMA, "" }, { &DATA_SCHEMA, "data." },
+    { &RUN_KEPT_SCHEMA, "" },
 };
+/* The schemas with run-only rows, which a flag names without a snapshot key: RunLocal's and
+ * RunParallel's every row, TrainerConfig's checkpointing and offload. */
+static const Schema *const RUN_ONLY[] = { &RUN_LOCAL_SCHEMA, &RUN_PARALLEL_SCHEMA,
+                                          &TRAINER_SCHEMA };
 
 /* The row of a file's key in schema sc (or in any, sc NULL), and that schema in *in. */
 static const SchemaRow *library_row(const char *key, const char *schema, const Schema **in)
@@ -51,6 +60,53 @@ static const SchemaRow *library_row(const char *key, const char *schema, const S
         }
     }
     return NULL;
+}
+
+/* Whether the library writes key: a kept row of a schema no program writes (train.step, which
+ * RunKept's row also names, is the trainer's counter). */
+static bool library_writes(const char *key)
+{
+    for (size_t k = 0; k < sizeof LIBRARY / sizeof LIBRARY[0]; k++) {
+        size_t n = strlen(LIBRARY[k].prefix);
+        const SchemaRow *r = !LIBRARY[k].sc->by_program && strncmp(key, LIBRARY[k].prefix, n) == 0
+                                 ? schema_find(LIBRARY[k].sc, key + n) : NULL;
+        if (r && r->kept)
+            return true;
+    }
+    return false;
+}
+
+/* A flag of a run-only schema: no key, writer or merge rule; a number's range is that of the
+ * schema's row named as the flag ('-' as '_'). */
+static void check_run_only(const char *program, const char *flag, char *const *f)
+{
+    const Schema *sc = NULL;
+    for (size_t k = 0; k < sizeof RUN_ONLY / sizeof RUN_ONLY[0]; k++)
+        if (strcmp(f[2], RUN_ONLY[k]->name) == 0)
+            sc = RUN_ONLY[k];
+    if (!sc || strcmp(f[6], "-") != 0 || strcmp(f[7], "-") != 0) {
+        print_error("%s %s: no key, but schema %s, written %s, merge %s\n", program, flag, f[2],
+                    f[6], f[7]);
+        fail();
+    }
+    if (strcmp(f[3], "-") == 0)
+        return;
+    char name[96], lo[64], hi[64];
+    snprintf(name, sizeof name, "%s", f[0]);
+    for (char *c = name; *c; c++)
+        *c = *c == '-' ? '_' : *c;
+    const SchemaRow *r = schema_find(sc, name);
+    if (!r || r->kept) {
+        print_error("%s %s: %s has no run-only row '%s'\n", program, flag, sc->name, name);
+        fail();
+    }
+    snprintf(lo, sizeof lo, "%.17g", r->lo);
+    snprintf(hi, sizeof hi, "%.17g", r->hi);
+    if (strcmp(f[3], lo) != 0 || strcmp(f[4], hi) != 0) {
+        print_error("%s %s: range [%s, %s], its schema row's [%s, %s]\n", program, flag, f[3],
+                    f[4], lo, hi);
+        fail();
+    }
 }
 
 /* The text up to the next sep (which is cut off), and *p moved past it; NULL at the end. */
@@ -82,6 +138,11 @@ static void check_flag(const char *program, char *line, const char *help, int *f
     }
     const Schema *in = NULL;
     bool has_schema = strcmp(f[2], "-") != 0, library = strcmp(f[6], "library") == 0;
+    if (has_schema && strcmp(f[1], "-") == 0) {
+        check_run_only(program, flag, f);
+        (*from_schema)++;
+        return;
+    }
     const SchemaRow *r = strcmp(f[1], "-") == 0 ? NULL
                                                 : library_row(f[1], has_schema ? f[2] : NULL, &in);
     if (has_schema) {
@@ -98,7 +159,7 @@ static void check_flag(const char *program, char *line, const char *help, int *f
                         f[3], f[4], lo, hi);
             fail();
         }
-        assert_int_equal(library, !in->by_program);
+        assert_int_equal(library, !in->by_program || library_writes(f[1]));
         (*from_schema)++;
     } else if (library && (!r || !r->kept)) {
         /* a key the library writes without a schema reference: still a kept schema row */
@@ -131,14 +192,17 @@ static void test_program_flags_are_the_schemas(void **state)
             fail();
         }
         char *rest = strchr(table, '\n') + 1, *line;
+        int before = from_schema;
         while ((line = next_field(&rest, '\n')) && *line)
             check_flag(PROGRAMS[p], line, help, &from_schema);
         if (strcmp(PROGRAMS[p], "train_gpt") == 0)
-            train_gpt = from_schema;
+            train_gpt = from_schema - before;
     }
-    /* train_gpt's library settings: model, seed, clip, the optimizers', precision, loss
-     * scaling and the schedule's */
-    assert_true(train_gpt >= 25);
+    /* train_gpt's flags are schema rows but --kernels (the process's), --fp8-scaling and
+     * --loss-scale (parts of a library key's text), --lora and --lora-targets (LoRA's, merged
+     * whole from a snapshot): the model's, seed, clip, the optimizers', precision, loss scaling,
+     * the schedule's, the data's, the run's kept and run-only settings */
+    assert_true(train_gpt >= 58);
     free(table);
     free(help);
 }

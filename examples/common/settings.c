@@ -38,7 +38,12 @@ static const char *before(const Setting *s)
 {
     return s->before || !s->schema ? s->before : row(s)->before;
 }
-const char *settings_key(const Setting *s) { return s->key; }
+/* A row that references a run-only schema row (kept false) names it by key, but no snapshot
+ * holds it: it has no snapshot key. */
+const char *settings_key(const Setting *s)
+{
+    return s->key && (!s->schema || row(s)->kept) ? s->key : NULL;
+}
 /* A library's key is written by its snapshot code, unless its schema is written by programs. */
 static bool library_key(const Setting *s)
 {
@@ -156,8 +161,10 @@ static bool takes_value(const Setting *s)
 }
 
 /* --settings-table (not in --help): the table as a TSV, one row per flag: its key, the schema
- * its range comes from, the range, the default, who writes the key and the merge rule. Read by
- * tests/test_schema.c, which holds every flag that is a library setting to its schema's row. */
+ * its range comes from, the range, the default, who writes the key and the merge rule (a row
+ * of a run-only schema row: its schema, and "-" for the key, the writer and the merge). Read by
+ * tests/test_schema_cli.c, which holds every flag that is a library setting to its schema's
+ * row. */
 static void print_table(const Setting *t, int n)
 {
     static const char *const MERGE[] = { "kept", "onward", "free" };
@@ -169,15 +176,14 @@ static void print_table(const Setting *t, int n)
         bool number = s->type == SETTING_INT || s->type == SETTING_LONG ||
                       s->type == SETTING_DOUBLE || s->type == SETTING_FLOAT ||
                       s->type == SETTING_BYTES;
-        printf("%s\t%s\t%s\t", s->name, s->key ? s->key : "-",
-               s->schema ? s->schema->name : "-");
+        const char *key = settings_key(s);
+        printf("%s\t%s\t%s\t", s->name, key ? key : "-", s->schema ? s->schema->name : "-");
         if (number)
             printf("%.17g\t%.17g\t", lo(s), hi(s));
         else
             printf("-\t-\t");
         printf("%s\t%s\t%s\n", def(s) ? def(s) : "-",
-               !s->key ? "-" : library_key(s) ? "library" : "program",
-               s->key ? MERGE[s->merge] : "-");
+               !key ? "-" : library_key(s) ? "library" : "program", key ? MERGE[s->merge] : "-");
     }
 }
 

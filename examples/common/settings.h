@@ -80,7 +80,9 @@ typedef struct {
      * and the help when the row here has none; the library writes the key (library_key).
      * The default stays the program's (train_gpt's demo model is not the library's). key is
      * the snapshot's ("model.n_layer": a prefix before the first dot that the schema's keys
-     * lack is the caller's, as GptConfig's "model."). */
+     * lack is the caller's, as GptConfig's "model."). A run-only row of the schema (kept
+     * false: RUN_LOCAL_SCHEMA's "threads") is named by its key the same way, but then the
+     * setting has no snapshot key (settings_key is NULL): it is neither written nor merged. */
     const Schema *schema;
     /* CUSTOM: sets the field(s) from the flag's text, a usage error naming flag otherwise. A
      * custom setting without arg takes no value (text is NULL). A kept custom setting is read
@@ -114,7 +116,8 @@ void settings_check_needs(const Setting *t, int n, const void *opts, const bool 
 /* The row of flag id, or NULL. */
 const Setting *settings_find(const Setting *t, int n, int id);
 
-/* The row's key, and the value of its field as a snapshot stores it ("%.17g" for a double). */
+/* The row's snapshot key (NULL: none, or a run-only schema row's), and the value of its field
+ * as a snapshot stores it ("%.17g" for a double). */
 const char *settings_key(const Setting *s);
 void settings_format(const Setting *s, const void *opts, char *buf, size_t len);
 

@@ -177,7 +177,9 @@ static void set_lora_targets(void *opts, int id, const char *flag, const char *a
  * A key marks a setting the snapshot keeps (data, schedule and run keys written here; model,
  * train, optim, precision and loss_scale keys by optim/train_snapshot.h, library_key; a row
  * with a schema is the library's setting of that key, whose range it takes from the schema's
- * row: GPT_SCHEMA in nn/gpt.h, TRAINER_SCHEMA in optim/train.h); its
+ * row: GPT_SCHEMA in nn/gpt.h, TRAINER_SCHEMA in optim/train.h, DATA_SCHEMA in data/dataset.h,
+ * RUN_KEPT_SCHEMA in run/run.h; a row of RUN_LOCAL_SCHEMA or RUN_PARALLEL_SCHEMA, run/run.h,
+ * takes its range from a run-only row and has no snapshot key); its
  * value is read back with the flag's checks, and with --load a flag given must agree with it
  * (merge). A key of this table's own that older snapshots lack has the value they had in
  * .before (the library's old layouts are optim/snapshot_keys.c's). */
@@ -231,11 +233,13 @@ const Setting TRAIN_GPT_SETTINGS[] = {
               "category and the bytes (default: no limit; fit_largest)" },
     { .name = "offload", .id = FLAG_OFFLOAD, .type = SETTING_CHOICE, .offset = CFG(offload),
       .choices = TRAIN_OFFLOAD_NAMES, .def = "none", .arg = "W", .needs = { &OFFLOAD },
+      .schema = &TRAINER_SCHEMA, .key = "run.offload",
       .help = "none, or optimizer: fp32 masters and optimizer state on\n"
               "the host, outside --mem-budget, the update there; the\n"
               "report counts the bytes each way (docs/memory.md)" },
     { .name = "checkpoint", .id = FLAG_CHECKPOINT, .type = SETTING_CUSTOM,
-      .set = set_checkpoint, .def = "none", .arg = "S",
+      .set = set_checkpoint, .def = "none", .arg = "S", .schema = &TRAINER_SCHEMA,
+      .key = "run.checkpoint",
       .help = "gradient checkpointing over the blocks: none, memory-poor,\n"
               "sqrt, every:K or budget:S; less activation memory for more\n"
               "block forwards, same gradients\n(docs/checkpointing.md)" },
@@ -463,13 +467,15 @@ const Setting TRAIN_GPT_SETTINGS[] = {
       .def = "1000", .arg = "N",
       .help = "validation rows used (or all there are)" },
     { .name = "log", .id = FLAG_LOG, .type = SETTING_STRING, .offset = LOCAL(log_path),
-      .schema = &RUN_LOCAL_SCHEMA, .key = "log", .arg = "FILE", .help = "TSV, one row per step (columns in docs/gpt.md)" },
+      .schema = &RUN_LOCAL_SCHEMA, .key = "log", .arg = "FILE",
+      .help = "TSV, one row per step (columns in docs/gpt.md)" },
     { .name = "plot", .id = FLAG_PLOT, .type = SETTING_STRING, .offset = LOCAL(plot_path),
       .schema = &RUN_LOCAL_SCHEMA, .key = "plot", .arg = "FILE", .needs = { &LOG },
       .help = "loss and accuracy PNG from the log, drawn by gnuplot (needs\n"
               "--log; script examples/train_gpt/loss.gp)" },
     { .name = "save", .id = FLAG_SAVE, .type = SETTING_STRING, .offset = LOCAL(save_path),
-      .schema = &RUN_LOCAL_SCHEMA, .key = "save", .arg = "FILE", .help = "snapshot of the training state at the end (safetensors)" },
+      .schema = &RUN_LOCAL_SCHEMA, .key = "save", .arg = "FILE",
+      .help = "snapshot of the training state at the end (safetensors)" },
     { .name = "load", .id = FLAG_LOAD, .type = SETTING_STRING, .offset = LOCAL(load_path),
       .schema = &RUN_LOCAL_SCHEMA, .key = "load", .arg = "FILE",
       .help = "resume from a snapshot: its model, optimizer, data, schedule\n"

@@ -303,9 +303,9 @@ static TrainOptimizer train_optimizer(McOptimizer o)
     }
 }
 
-/* The trainer as train_gpt builds it (make_trainer, lora_trainer_new): from scratch; on a base
- * with --lora, trainer_new_lora (adapters seeded with seed + 1, as train_gpt does); on a base
- * without, trainer_new and the base read through the masters (examples/train_gpt/lora.c). A
+/* The trainer as train_gpt builds it (run_lora_trainer_new, run/lora.c): from scratch; on a
+ * base with --lora, trainer_new_lora (adapters seeded with seed + 1, as train_gpt does); on a
+ * base without, trainer_new and the base read through the masters. A
  * base that cannot be read ends the child with the message, which the parent reports. */
 static Trainer *new_trainer(const FitCandidate *c, const TrainerConfig *cfg)
 {

@@ -195,7 +195,7 @@ const Setting TRAIN_GPT_SETTINGS[] = {
     { .name = "msd-first", .id = FLAG_MSD_FIRST, .type = SETTING_SWITCH, .offset = DATA(msd_first),
       .schema = &DATA_SCHEMA, .key = "data.msd_first", .applies = is_task, .needs = { &A_TASK },
       .help = "add, sub: answer most significant digit first (harder; the\n"
-              "default writes it backwards, see examples/common/tasks.h)" },
+              "default writes it backwards, see data/tasks.h)" },
     { .name = "data", .id = FLAG_DATA, .type = SETTING_STRING, .offset = DATA(path),
       .schema = &DATA_SCHEMA, .arg = "PATH", .key = "data.path", .applies = is_text,
       .help = "a text file: a character-level language model" },

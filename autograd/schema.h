@@ -139,7 +139,8 @@ const SchemaRow *schema_differs(const Schema *sc, const void *a, const void *b);
 bool schema_parse(const SchemaRow *r, const char *text, void *s, char *why, size_t len);
 /* The fields of src's kept rows (kept true) or of its run-only rows (kept false) copied into
  * dst, the others left as dst has them: a resumed run takes the snapshot's config and keeps
- * its own run-only settings (checkpointing, offload), whatever they are. */
+ * its own run-only settings, whatever they are. (Where the run-only settings are a struct of
+ * their own, as TrainerConfig's TrainerLocal, assigning that struct back is the same.) */
 void schema_copy_rows(const Schema *sc, void *dst, const void *src, bool kept);
 
 #endif

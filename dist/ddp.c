@@ -270,7 +270,7 @@ TrainStepResult ddp_reference_step_wire(Trainer *t, const int *tokens, const int
     float seed = (float)r.loss_scale * (1.0f / (float)(N * K));
     double sum = 0.0;
     size_t rows = (size_t)B * T;
-    bool vanilla = t->cfg.checkpoint.kind == CKPT_VANILLA;
+    bool vanilla = t->cfg.local.checkpoint.kind == CKPT_VANILLA;
     for (int rank = 0; rank < N; rank++) {
         optim_zero_grad(o);
         double mine = 0.0;

@@ -163,7 +163,7 @@ Pipeline *pipe_new_on(DistComm *comm, Trainer *t, PipeSchedKind kind, int m, con
     optim_keep_fp32_grads(t->optim);
     pp->sched = pipe_schedule_new(kind, pp->p, m);
     GptPassConfig share = { .lo = o.lo, .hi = o.hi, .embed = o.first, .head = o.last,
-                            .strategy = t->cfg.checkpoint };
+                            .strategy = t->cfg.local.checkpoint };
     for (int k = 0; k < m; k++) {
         /* A tape per micro-batch in flight, counting into the trainer's FLOPs. */
         Tape *tape = tape_new_under(t->tape->policy);

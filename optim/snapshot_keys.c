@@ -101,14 +101,25 @@ static const SchemaRow TRAINER_ROWS[] = {
       .sub = &LOSS_SCALE_SCHEMA, .kept = true,
       .help = "the loss scaler's config: LossScaleConfig's rows" },
     /* Run-only: memory, time and traffic, the same bits; a resumed run keeps its own. */
-    { .key = "run.checkpoint", .type = SCHEMA_CUSTOM, .offset = CFG(checkpoint),
-      .size = sizeof(CkptStrategy), .format = format_checkpoint, .parse = parse_checkpoint,
-      .def = "none", .help = "gradient checkpointing over the blocks" },
-    { .key = "run.offload", .type = SCHEMA_CHOICE, .offset = CFG(offload), .name = offload_name,
-      .def = "none", .help = "the optimizer's masters, state and update on the host" },
+    { .key = "run", .type = SCHEMA_SUB, .offset = CFG(local), .sub = &TRAINER_LOCAL_SCHEMA,
+      .help = "checkpointing and offload: TrainerLocal's rows" },
 };
 const Schema TRAINER_SCHEMA = { .name = "TrainerConfig", .rows = TRAINER_ROWS,
                                 .n = sizeof TRAINER_ROWS / sizeof TRAINER_ROWS[0] };
+
+#define LOCAL(f) offsetof(TrainerLocal, f)
+
+/* No row is kept: a snapshot written with any of these values is the same bytes. */
+static const SchemaRow TRAINER_LOCAL_ROWS[] = {
+    { .key = "checkpoint", .type = SCHEMA_CUSTOM, .offset = LOCAL(checkpoint),
+      .size = sizeof(CkptStrategy), .format = format_checkpoint, .parse = parse_checkpoint,
+      .def = "none", .help = "gradient checkpointing over the blocks" },
+    { .key = "offload", .type = SCHEMA_CHOICE, .offset = LOCAL(offload), .name = offload_name,
+      .def = "none", .help = "the optimizer's masters, state and update on the host" },
+};
+const Schema TRAINER_LOCAL_SCHEMA = {
+    .name = "TrainerLocal", .rows = TRAINER_LOCAL_ROWS,
+    .n = sizeof TRAINER_LOCAL_ROWS / sizeof TRAINER_LOCAL_ROWS[0] };
 
 #define COUNT(f) offsetof(TrainerCounters, f)
 

@@ -2,8 +2,8 @@
 #define TAPEGRAD_SNAPSHOT_KEYS_H
 /* A training snapshot's metadata keys (the list is in optim/train_snapshot.h) over the
  * trainer's config and its counters, as autograd/schema.h tables: TRAINER_SCHEMA (declared in
- * optim/train.h, beside TrainerConfig, with its run-only rows that no snapshot keeps, and
- * rows that stand for the schemas of the configs inside it) and the counters' schema below. The snapshot is written by walking a table and read back by walking
+ * optim/train.h, beside TrainerConfig, with rows that stand for the schemas of the configs
+ * inside it, TRAINER_LOCAL_SCHEMA's run-only rows that no snapshot keeps among them) and the counters' schema below. The snapshot is written by walking a table and read back by walking
  * the same table, so each key is written down once; trainer_config_check walks it too, and
  * train_gpt's flags take their ranges from its rows.
  *

@@ -35,7 +35,7 @@ double step_micro_batch(Trainer *t, const StepStrategy *s, const int *tokens,
         hooks = (GptUnitHooks){ .on_unit = on_unit, .tick = s->progress ? on_tick : NULL,
                                 .on_param_final = s->param_final ? on_param_final : NULL,
                                 .ctx = (void *)s };
-    return gpt_forward_backward(t->model, t->tape, t->cfg.checkpoint, tokens, targets, B, T,
+    return gpt_forward_backward(t->model, t->tape, t->cfg.local.checkpoint, tokens, targets, B, T,
                                 seed, &hooks, NULL);
 }
 
@@ -46,7 +46,7 @@ static double accumulate_sum(Trainer *t, const StepStrategy *s, const int *token
     if (K < 1)
         tensor_fatal("step_accumulate: %d micro-batches", K);
     float S = loss_scale_value(&t->scaler);
-    bool vanilla = t->cfg.checkpoint.kind == CKPT_VANILLA;
+    bool vanilla = t->cfg.local.checkpoint.kind == CKPT_VANILLA;
     size_t rows = (size_t)B * T;
     double sum = 0.0;
     /* BEGIN SOLUTION grad_accumulation */

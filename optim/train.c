@@ -86,7 +86,7 @@ Optim *trainer_make_optimizer(const TrainerConfig *cfg, Tensor *const *params, i
 
 Optim *trainer_new_optimizer(const TrainerConfig *cfg, Tensor *const *params, int n)
 {
-    bool host = cfg->offload == TRAIN_OFFLOAD_OPTIMIZER;
+    bool host = cfg->local.offload == TRAIN_OFFLOAD_OPTIMIZER;
     unsigned old = mem_host_categories(host ? 1u << MEM_OPTIM : MEM_HOST_NONE);
     Optim *o = trainer_make_optimizer(cfg, params, n);
     optim_use_policy(o, &cfg->policy);
@@ -98,7 +98,7 @@ Optim *trainer_new_optimizer(const TrainerConfig *cfg, Tensor *const *params, in
 
 void trainer_offload(Trainer *t)
 {
-    t->cfg.offload = TRAIN_OFFLOAD_OPTIMIZER;
+    t->cfg.local.offload = TRAIN_OFFLOAD_OPTIMIZER;
     if (t->optim)
         optim_offload(t->optim);
 }

@@ -70,6 +70,16 @@ typedef enum { TRAIN_OFFLOAD_NONE, TRAIN_OFFLOAD_OPTIMIZER } TrainOffload;
 /* "none", "optimizer" (NULL-terminated, indexed by TrainOffload). */
 extern const char *const TRAIN_OFFLOAD_NAMES[];
 
+/* The trainer's run-only settings: they change memory, time and traffic, never the numbers (the
+ * gradients and the update are the same bits), so a snapshot never holds them and a resumed run
+ * keeps its own (a plain assignment of TrainerConfig's local after the snapshot's config). */
+typedef struct {
+    CkptStrategy   checkpoint;  /* over the blocks (docs/checkpointing.md); vanilla: one tape */
+    /* Where the optimizer's masters and state live and its update runs: TRAIN_OFFLOAD_NONE
+     * (the device, the default) or TRAIN_OFFLOAD_OPTIMIZER (the host pool, optim/offload.h). */
+    TrainOffload   offload;
+} TrainerLocal;
+
 typedef struct {
     GptConfig      model;
     uint64_t       seed;        /* initial weights (RNG_STREAM_INIT), data (RNG_STREAM_DATA) and
@@ -80,15 +90,9 @@ typedef struct {
     SgdConfig      sgd;         /* used when optimizer is TRAIN_SGD */
     AdafactorConfig adafactor;  /* used when optimizer is TRAIN_ADAFACTOR */
     double         clip;        /* largest global gradient norm; 0 means no clipping */
-    CkptStrategy   checkpoint;  /* over the blocks (docs/checkpointing.md); vanilla: one tape.
-                                 * Memory and time only: the gradients are the same bits */
     PrecisionPolicy policy;     /* the "fp32" preset by default (autograd/policy.h) */
     LossScaleConfig loss_scale; /* none by default (optim/loss_scale.h) */
-    /* Where the optimizer's masters and state live and its update runs: TRAIN_OFFLOAD_NONE
-     * (the device, the default) or TRAIN_OFFLOAD_OPTIMIZER (the host pool, optim/offload.h).
-     * Memory and traffic only: the numbers are the same bits. Not a snapshot key: a run is
-     * resumed with or without it. */
-    TrainOffload    offload;
+    TrainerLocal   local;       /* checkpointing and offload: in no snapshot (above) */
 } TrainerConfig;
 
 typedef struct {
@@ -120,17 +124,19 @@ typedef struct {
 TrainerConfig trainer_config_default(void);
 /* Every setting of a TrainerConfig but the model (GPT_SCHEMA, nn/gpt.h), each declared once:
  * its key ("optim.beta1"), range, default, help, the keys it must agree with, and whether a
- * snapshot keeps it. Its own rows (seed, clip, the optimizer's kind, 8-bit Adam's rounding,
- * the run-only ones) are in optim/snapshot_keys.c; the configs inside it are rows that stand
- * for their struct's schema, declared beside that struct: ADAMW_SCHEMA, ADAFACTOR_SCHEMA,
- * SGD_SCHEMA (optim/adamw.h, adafactor.h, sgd.h), POLICY_SCHEMA (autograd/policy.h),
- * LOSS_SCALE_SCHEMA (optim/loss_scale.h). The ranges are the ones a file's value and
- * train_gpt's flag are both held to, each inside what the library itself requires (AdamW's
- * betas in [0, 1), ...), so a config that passes never makes trainer_new abort; a NaN is in
- * no range. The run-only rows (checkpoint, offload: memory, time and traffic, never the
- * numbers) are kept false: no snapshot holds them, and a resumed run keeps its own
- * (schema_copy_rows). */
+ * snapshot keeps it. Its own rows (seed, clip, the optimizer's kind, 8-bit Adam's rounding)
+ * are in optim/snapshot_keys.c; the configs inside it are rows that stand for their struct's
+ * schema, declared beside that struct: ADAMW_SCHEMA, ADAFACTOR_SCHEMA, SGD_SCHEMA
+ * (optim/adamw.h, adafactor.h, sgd.h), POLICY_SCHEMA (autograd/policy.h), LOSS_SCALE_SCHEMA
+ * (optim/loss_scale.h), and TRAINER_LOCAL_SCHEMA below as "run.*". The ranges are the ones a
+ * file's value and train_gpt's flag are both held to, each inside what the library itself
+ * requires (AdamW's betas in [0, 1), ...), so a config that passes never makes trainer_new
+ * abort; a NaN is in no range. */
 extern const Schema TRAINER_SCHEMA;
+/* TrainerLocal's rows, "checkpoint" and "offload" ("run.checkpoint", "run.offload" in
+ * TRAINER_SCHEMA), every one run-only (kept false): no snapshot holds them; train_gpt's
+ * --checkpoint and --offload reference them. */
+extern const Schema TRAINER_LOCAL_SCHEMA;
 /* The model valid (gpt_config_check), then every value of c a snapshot keeps within its range
  * and rules (optim/snapshot_keys.h's table: the enums known, Nesterov with momentum > 0, the
  * loss scaling factors as the dynamic mode takes them), then the loss scaling valid
@@ -164,12 +170,12 @@ Trainer      *trainer_new_around(const TrainerConfig *cfg, Gpt *model, TrainerKe
  * trainer_new makes, for code that trains other tensors (dist/zero.h's shards). */
 Optim        *trainer_make_optimizer(const TrainerConfig *cfg, Tensor *const *params, int n);
 /* trainer_make_optimizer with cfg->policy's master weights and packing (optim_use_policy) and,
- * under cfg->offload, its state, masters and update in the host pool (optim/offload.h): the
- * trainer's optimizer, made the one way for a whole model, a pipeline stage or LoRA's
+ * under cfg->local.offload, its state, masters and update in the host pool (optim/offload.h):
+ * the trainer's optimizer, made the one way for a whole model, a pipeline stage or LoRA's
  * adapters. */
 Optim        *trainer_new_optimizer(const TrainerConfig *cfg, Tensor *const *params, int n);
 /* A trainer made without offload (a resumed run's: train_snapshot_load) offloaded now: its
- * optimizer's state and masters moved to the host (optim_offload), cfg.offload set. */
+ * optimizer's state and masters moved to the host (optim_offload), cfg.local.offload set. */
 void          trainer_offload(Trainer *t);
 /* Frees the model, the optimizer and the tape. NULL is allowed. */
 void          trainer_free(Trainer *t);

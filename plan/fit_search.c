@@ -344,8 +344,8 @@ static void child_step(const FitCandidate *c, size_t budget, unsigned what, int 
     TrainerConfig cfg = trainer_config_default();
     cfg.model = c->model;
     cfg.optimizer = train_optimizer(c->optimizer);
-    cfg.checkpoint = c->strategy;
-    cfg.offload = c->offload ? TRAIN_OFFLOAD_OPTIMIZER : TRAIN_OFFLOAD_NONE;
+    cfg.local.checkpoint = c->strategy;
+    cfg.local.offload = c->offload ? TRAIN_OFFLOAD_OPTIMIZER : TRAIN_OFFLOAD_NONE;
     policy_preset(FIT_PRECISION_NAMES[c->precision], &cfg.policy);
     Trainer *tr = new_trainer(c, &cfg);
     size_t count = (size_t)c->accum * c->B * c->T;

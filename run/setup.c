@@ -77,8 +77,10 @@ Trainer *run_trainer_resume(SnapshotReader *r, const TrainerConfig *saved,
         : train_snapshot_load(r, s->local.load_path, &err);
     if (!tr)
         run_fail(1, "%s", err.message);
-    tr->cfg.checkpoint = s->cfg.checkpoint;     /* not in the snapshot: it changes no number */
-    if (s->cfg.offload != TRAIN_OFFLOAD_NONE)   /* nor is offload */
+    /* The run's own TrainerLocal, which no snapshot holds (it changes no number); offload also
+     * moves the state of the optimizer just loaded to the host. */
+    tr->cfg.local = s->cfg.local;
+    if (tr->cfg.local.offload != TRAIN_OFFLOAD_NONE)
         trainer_offload(tr);
     /* the snapshot's (run.attention) */
     gpt_set_tiled_attention(tr->model, s->kept.attention == RUN_ATTENTION_TILED);

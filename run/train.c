@@ -330,7 +330,7 @@ void run_describe(const RunTrain *t)
                adam8bit_rounding_name(s->cfg.adam8bit_rounding));
     char ckpt[32];
     printf("checkpointing over the blocks: %s (the log's peak_act and ms columns show the "
-           "effect)\n", ckpt_name(s->cfg.checkpoint, ckpt, sizeof ckpt));
+           "effect)\n", ckpt_name(s->cfg.local.checkpoint, ckpt, sizeof ckpt));
     printf("attention: %s\n", s->kept.attention == RUN_ATTENTION_TILED ? "tiled" : "standard");
     char ranks[48] = "";
     if (t->ranks)

@@ -197,10 +197,10 @@ static void check_against_one_process(bool tied, const char *policy, const char 
     if (c) {
         TrainerConfig cfg = tiny(tied, policy);
         char err[200];
-        if (ckpt && !ckpt_parse(ckpt, &cfg.checkpoint, err, sizeof err))
+        if (ckpt && !ckpt_parse(ckpt, &cfg.local.checkpoint, err, sizeof err))
             fail_msg("%s", err);
         TrainerConfig rcfg = cfg;
-        rcfg.checkpoint = (CkptStrategy){ CKPT_VANILLA, 0 };
+        rcfg.local.checkpoint = (CkptStrategy){ CKPT_VANILLA, 0 };
         for (int k = 0; k < PIPE_NSCHED; k++) {
             Pipeline *pp = pipe_new(&cfg, c, (PipeSchedKind)k, M, first);
             Trainer *ref = trainer_new(&rcfg);

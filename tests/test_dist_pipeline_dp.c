@@ -33,7 +33,7 @@ static TrainerConfig tiny(const char *ckpt)
     c.clip = 0.0;
     c.seed = 11;
     char err[200];
-    if (ckpt && !ckpt_parse(ckpt, &c.checkpoint, err, sizeof err))
+    if (ckpt && !ckpt_parse(ckpt, &c.local.checkpoint, err, sizeof err))
         fail_msg("%s", err);
     return c;
 }

@@ -31,7 +31,7 @@ static TrainerConfig tiny_config(const char *checkpoint, bool tied)
     c.seed = 11;
     c.clip = 1e6;               /* the norm measured, every rank's the same, nothing clipped */
     char err[128];
-    assert_true(ckpt_parse(checkpoint, &c.checkpoint, err, sizeof err));
+    assert_true(ckpt_parse(checkpoint, &c.local.checkpoint, err, sizeof err));
     return c;
 }
 

@@ -50,7 +50,7 @@ static TrainerConfig tiny_config(const Case *k)
     }
     if (k->checkpoint) {
         char err[128];
-        assert_true(ckpt_parse(k->checkpoint, &c.checkpoint, err, sizeof err));
+        assert_true(ckpt_parse(k->checkpoint, &c.local.checkpoint, err, sizeof err));
     }
     return c;
 }

@@ -382,7 +382,7 @@ static void test_trainer_counts_training_only(void **state)
     assert_int_equal(tr->flops.backward.other, 2 * one.backward.other);
     trainer_free(tr);
 
-    cfg.checkpoint = (CkptStrategy){ CKPT_EVERY, 1 };
+    cfg.local.checkpoint = (CkptStrategy){ CKPT_EVERY, 1 };
     tr = trainer_new(&cfg);
     trainer_step(tr, tokens, targets, B, T, 1e-3);
     assert_memory_equal(&tr->flops.forward, &one.forward, sizeof one.forward);

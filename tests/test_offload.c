@@ -23,7 +23,7 @@ static TrainerConfig tiny_config(const char *precision, bool offload)
     assert_true(policy_preset(precision, &c.policy));
     if (strcmp(precision, "fp16") == 0)
         c.loss_scale.mode = LOSS_SCALE_DYNAMIC;
-    c.offload = offload ? TRAIN_OFFLOAD_OPTIMIZER : TRAIN_OFFLOAD_NONE;
+    c.local.offload = offload ? TRAIN_OFFLOAD_OPTIMIZER : TRAIN_OFFLOAD_NONE;
     return c;
 }
 

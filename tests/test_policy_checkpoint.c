@@ -353,7 +353,7 @@ static int check_trainer(const char *policy_name, const char *loss_scale, const 
 {
     enum { B = 2, T = 8, K = 2, STEPS = TRAIN_STEPS };
     TrainerConfig cv = trainer_config(policy_name, loss_scale), cc = cv;
-    cc.checkpoint = parsed(ckpt);
+    cc.local.checkpoint = parsed(ckpt);
     Trainer *a = trainer_new(&cv), *b = trainer_new(&cc);
     int tokens[K * B * T], targets[K * B * T], skipped = 0;
     for (int step = 0; step <= STEPS; step++) {

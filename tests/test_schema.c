@@ -1,5 +1,6 @@
 /* The config schemas (autograd/schema.h): GPT_SCHEMA (nn/gpt.h), LORA_SCHEMA (nn/gpt_lora.h),
- * TRAINER_SCHEMA (optim/train.h), the trainer's counters (optim/snapshot_keys.h),
+ * TRAINER_SCHEMA with TRAINER_LOCAL_SCHEMA (optim/train.h), the trainer's counters
+ * (optim/snapshot_keys.h),
  * SCHED_SCHEMA (optim/schedule.h), DATA_SCHEMA (data/dataset.h) and the run's own (run/run.h:
  * RUN_KEPT_SCHEMA, and RUN_LOCAL_SCHEMA with RUN_PARALLEL_SCHEMA, all run-only). Each row's
  * default is its struct's default; a struct written and read back is the same struct; a bad
@@ -435,7 +436,7 @@ static void test_every_snapshot_key_is_a_schema_row(void **state)
     c.model = (GptConfig){ .vocab_size = 11, .max_seq = 8, .n_layer = 2, .n_head = 2,
                            .n_embd = 16, .tied = true, .fused_qkv = false };
     char why[160];
-    assert_true(ckpt_parse("sqrt", &c.checkpoint, why, sizeof why));
+    assert_true(ckpt_parse("sqrt", &c.local.checkpoint, why, sizeof why));
     for (int k = TRAIN_ADAMW; k <= TRAIN_ADAFACTOR; k++) {
         c.optimizer = (TrainOptimizer)k;
         check_saved_keys(c, NULL);
@@ -445,35 +446,42 @@ static void test_every_snapshot_key_is_a_schema_row(void **state)
     check_saved_keys(c, &lc);
 }
 
-/* The run-only rows are checkpoint and offload; a resumed run takes the snapshot's kept rows
- * and keeps its own run-only ones. */
+/* The run-only rows are checkpoint and offload (TrainerLocal's, TRAINER_SCHEMA's run.*); a
+ * resumed run takes the snapshot's kept rows and keeps its own run-only ones. */
+static bool count_run_only(const SchemaRow *r, const char *key, const void *s, void *ctx)
+{
+    (void)key, (void)s;
+    *(int *)ctx += !r->kept;
+    return true;
+}
+
 static void test_run_only_rows_stay_the_runs(void **state)
 {
     (void)state;
     int run_only = 0;
-    for (int i = 0; i < TRAINER_SCHEMA.n; i++)
-        run_only += !TRAINER_SCHEMA.rows[i].kept;
+    TrainerConfig d = trainer_config_default();
+    schema_each(&TRAINER_SCHEMA, NULL, &d, count_run_only, &run_only);
     assert_int_equal(run_only, 2);
     TrainerConfig mine = trainer_config_default(), saved = trainer_config_default();
     char why[160];
-    assert_true(ckpt_parse("every:2", &mine.checkpoint, why, sizeof why));
-    mine.offload = TRAIN_OFFLOAD_OPTIMIZER;
+    assert_true(ckpt_parse("every:2", &mine.local.checkpoint, why, sizeof why));
+    mine.local.offload = TRAIN_OFFLOAD_OPTIMIZER;
     mine.clip = 5.0;
     saved.clip = 0.5;
     saved.optimizer = TRAIN_SGD;
     TrainerConfig run = mine;
     mine = saved;
     schema_copy_rows(&TRAINER_SCHEMA, &mine, &run, false);
-    assert_int_equal(mine.checkpoint.kind, run.checkpoint.kind);
-    assert_int_equal(mine.checkpoint.k, run.checkpoint.k);
-    assert_int_equal(mine.offload, TRAIN_OFFLOAD_OPTIMIZER);
+    assert_int_equal(mine.local.checkpoint.kind, run.local.checkpoint.kind);
+    assert_int_equal(mine.local.checkpoint.k, run.local.checkpoint.k);
+    assert_int_equal(mine.local.offload, TRAIN_OFFLOAD_OPTIMIZER);
     assert_true(mine.clip == 0.5);
     assert_int_equal(mine.optimizer, TRAIN_SGD);
     /* the other way: the kept rows copied, the run-only ones untouched */
     TrainerConfig fresh = trainer_config_default();
     schema_copy_rows(&TRAINER_SCHEMA, &fresh, &saved, true);
     assert_true(fresh.clip == 0.5);
-    assert_int_equal(fresh.offload, TRAIN_OFFLOAD_NONE);
+    assert_int_equal(fresh.local.offload, TRAIN_OFFLOAD_NONE);
     assert_null(schema_differs(&TRAINER_SCHEMA, &fresh, &saved));
 }
 
@@ -499,6 +507,9 @@ static const struct {
       "`precision.` (TrainerConfig's policy)" },
     { &LOSS_SCALE_SCHEMA, "`LOSS_SCALE_SCHEMA`, optim/loss_scale.h (rows in "
       "optim/loss_scale.c)", "`loss_scale.` (TrainerConfig's loss_scale)" },
+    { &TRAINER_LOCAL_SCHEMA, "`TRAINER_LOCAL_SCHEMA`, optim/train.h (rows in "
+      "optim/snapshot_keys.c): the trainer's run-only settings, memory, time and traffic only, "
+      "never the numbers, in no snapshot", "none (run-only); `run.` in TrainerConfig's table" },
     { &TRAINER_COUNTER_SCHEMA, "`TRAINER_COUNTER_SCHEMA`, optim/snapshot_keys.h: the "
       "trainer's counters, state rather than settings", "as listed" },
     { &SCHED_SCHEMA, "`SCHED_SCHEMA`, optim/schedule.h (rows in optim/schedule.c), written by "

@@ -234,7 +234,7 @@ static void check_scaling_cancels(const char *spec, CkptStrategy ckpt, int K)
     TrainerConfig plain = tiny_config(TRAIN_ADAMW), scaled = plain;
     scaled.loss_scale = scaling(spec);
     scaled.loss_scale.growth_interval = 4;
-    scaled.checkpoint = ckpt;
+    scaled.local.checkpoint = ckpt;
     Trainer *a = trainer_new(&plain), *b = trainer_new(&scaled);
     int tokens[4 * B * T], targets[4 * B * T];
     int clipped = 0;

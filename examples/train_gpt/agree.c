@@ -45,7 +45,7 @@ static void agreed_value(const Setting *s, const Options *o, char *buf, size_t l
     }
     case FLAG_KERNELS: snprintf(buf, len, "%s", kernels_name(kernels_mode())); break;
     case FLAG_CHECKPOINT:
-        snprintf(buf, len, "%s", ckpt_name(o->run.cfg.checkpoint, name, sizeof name));
+        snprintf(buf, len, "%s", ckpt_name(o->run.cfg.local.checkpoint, name, sizeof name));
         break;
     case FLAG_LORA_TARGETS: snprintf(buf, len, "%u", (unsigned)o->run.lora.targets); break;
     default: settings_format(s, o, buf, len);

@@ -220,8 +220,8 @@ static int merge_ranks(Options *o, const SettingsSaved *saved)
 
 /* The kept rows merged (settings_merge_all); the custom ones, the precision flags, compared as
  * they would be typed, formatted from the config the library read (saved). Then the config is
- * the snapshot's, but for its run-only settings (TRAINER_SCHEMA's rows no snapshot keeps:
- * checkpointing, offload), which stay the flags'. */
+ * the snapshot's, but for its run-only settings (TrainerLocal: checkpointing, offload, which
+ * no snapshot keeps), which stay the flags'. */
 void options_merge_snapshot(Options *o, const TrainerConfig *saved, const SnapshotReader *r,
                             const char *path)
 {
@@ -242,9 +242,9 @@ void options_merge_snapshot(Options *o, const TrainerConfig *saved, const Snapsh
         o->run.kept.accum = accum;
         o->given[FLAG_ACCUM - FLAG_TASK] = accum_given;
     }
-    TrainerConfig run = o->run.cfg;
+    TrainerLocal local = o->run.cfg.local;
     o->run.cfg = *saved;
-    schema_copy_rows(&TRAINER_SCHEMA, &o->run.cfg, &run, false);
+    o->run.cfg.local = local;
     run_lora_merge_snapshot(&o->run.lora, &o->run.local, r, path, &saved->model);
     pipeline_check_loaded(o, path);
     check_combinations(o);

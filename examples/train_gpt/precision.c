@@ -93,7 +93,7 @@ void precision_format_option(const void *opts, int f, char *buf, size_t len)
 /* What the trainer refuses under a policy, said in flag names. */
 void precision_check_options(const Options *o)
 {
-    if (o->run.cfg.checkpoint.kind != CKPT_VANILLA && policy_delays_fp8(&o->run.cfg.policy))
+    if (o->run.cfg.local.checkpoint.kind != CKPT_VANILLA && policy_delays_fp8(&o->run.cfg.policy))
         cli_usage_error("--checkpoint with --fp8-scaling delayed is not built: the amax history "
                         "belongs to one tape, and the recomputed blocks run on fresh tapes (use "
                         "--fp8-scaling current)");

@@ -61,7 +61,7 @@ static const char *const GRAD_WIRES[] = { "auto", "fp32", "bf16", "e5m2", NULL }
 static bool offload_allowed(const void *o)
 {
     const RunParallel *par = &opt(o)->run.local.parallel;
-    return opt(o)->run.cfg.offload == TRAIN_OFFLOAD_NONE ||
+    return opt(o)->run.cfg.local.offload == TRAIN_OFFLOAD_NONE ||
            (run_parallel_zero(par) == 0 && !run_parallel_pipeline(par));
 }
 /* With --load the snapshot says whether the run has adapters (lora_merge_snapshot). */
@@ -150,7 +150,7 @@ static void set_checkpoint(void *opts, int id, const char *flag, const char *arg
 {
     (void)id;
     char err[200];
-    if (!ckpt_parse(arg, &((Options *)opts)->run.cfg.checkpoint, err, sizeof err))
+    if (!ckpt_parse(arg, &((Options *)opts)->run.cfg.local.checkpoint, err, sizeof err))
         cli_usage_error("%s: %s", flag, err);
 }
 
@@ -231,8 +231,9 @@ const Setting TRAIN_GPT_SETTINGS[] = {
       .help = "the most tracked memory (every category) the run may hold,\n"
               "e.g. 64MiB: an allocation beyond it ends the run with the\n"
               "category and the bytes (default: no limit; fit_largest)" },
-    { .name = "offload", .id = FLAG_OFFLOAD, .type = SETTING_CHOICE, .offset = CFG(offload),
-      .choices = TRAIN_OFFLOAD_NAMES, .def = "none", .arg = "W", .needs = { &OFFLOAD },
+    { .name = "offload", .id = FLAG_OFFLOAD, .type = SETTING_CHOICE,
+      .offset = CFG(local.offload), .choices = TRAIN_OFFLOAD_NAMES, .def = "none", .arg = "W",
+      .needs = { &OFFLOAD },
       .schema = &TRAINER_SCHEMA, .key = "run.offload",
       .help = "none, or optimizer: fp32 masters and optimizer state on\n"
               "the host, outside --mem-budget, the update there; the\n"

@@ -152,7 +152,6 @@ bool schema_write(const Schema *sc, const char *prefix, const void *s, SnapshotW
 typedef struct {
     const char      *a;
     char            *b;
-    bool             kept;
     const SchemaRow *differs;
 } PairCtx;
 
@@ -181,28 +180,6 @@ const SchemaRow *schema_differs(const Schema *sc, const void *a, const void *b)
     PairCtx c = { .a = a, .b = (char *)b };
     schema_each(sc, NULL, a, differs_leaf, &c);
     return c.differs;
-}
-
-static bool copy_leaf(const SchemaRow *r, const char *key, const void *s, void *ctx)
-{
-    (void)key;
-    static const size_t size[] = {
-        [SCHEMA_DOUBLE] = sizeof(double), [SCHEMA_FLOAT] = sizeof(float),
-        [SCHEMA_U64] = sizeof(uint64_t), [SCHEMA_LONG] = sizeof(long),
-        [SCHEMA_INT] = sizeof(int), [SCHEMA_BOOL] = sizeof(bool), [SCHEMA_CHOICE] = sizeof(int),
-        [SCHEMA_STRING] = sizeof(const char *), [SCHEMA_BYTES] = sizeof(size_t),
-    };
-    PairCtx *c = ctx;
-    if (r->kept == c->kept)
-        memcpy(other(c, r, s), cfield(r, s), r->type == SCHEMA_CUSTOM ? r->size : size[r->type]);
-    return true;
-}
-
-/* Walked over src, whose fields are copied into dst's. */
-void schema_copy_rows(const Schema *sc, void *dst, const void *src, bool kept)
-{
-    PairCtx c = { .a = src, .b = dst, .kept = kept };
-    schema_each(sc, NULL, src, copy_leaf, &c);
 }
 
 /* Checking ------------------------------------------------------------------------------------ */

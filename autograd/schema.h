@@ -78,7 +78,7 @@ typedef struct SchemaRow {
     /* A rule beside the range (NULL: none): false with one sentence naming the key in why. */
     bool       (*check)(const struct SchemaRow *r, const void *s, char *why, size_t len);
     /* CUSTOM: the field as text, and text into the field (false with why: "not ..."), and
-     * the field's size in bytes (schema_copy_rows copies it whole). */
+     * the bytes parse must set (tests/test_schema.c fills them with garbage first). */
     void       (*format)(const void *field, char *buf, size_t len);
     bool       (*parse)(const char *text, void *field, char *why, size_t len);
     size_t       size;
@@ -137,10 +137,4 @@ const SchemaRow *schema_differs(const Schema *sc, const void *a, const void *b);
 /* text, as a snapshot keeps it (or as the row's default is written), into row r's field of s,
  * with the row's checks: false with one sentence naming the row's key in why. */
 bool schema_parse(const SchemaRow *r, const char *text, void *s, char *why, size_t len);
-/* The fields of src's kept rows (kept true) or of its run-only rows (kept false) copied into
- * dst, the others left as dst has them: a resumed run takes the snapshot's config and keeps
- * its own run-only settings, whatever they are. (Where the run-only settings are a struct of
- * their own, as TrainerConfig's TrainerLocal, assigning that struct back is the same.) */
-void schema_copy_rows(const Schema *sc, void *dst, const void *src, bool kept);
-
 #endif

@@ -6,7 +6,8 @@
  * default is its struct's default; a struct written and read back is the same struct; a bad
  * value is refused naming the key and the range; every key of a saved training snapshot is a
  * row of a schema and every kept row is in the file; the run-only rows are in no snapshot and
- * a resumed run keeps its own (schema_copy_rows). Every program's flags against these schemas:
+ * live in structs of their own (TrainerLocal, RunLocal), which a resumed run keeps by assigning
+ * them back. Every program's flags against these schemas:
  * tests/test_schema_cli.c. */
 #include "tests/snapshot_test_helpers.h"
 
@@ -317,28 +318,27 @@ static bool count_kept(const SchemaRow *r, const char *key, const void *s, void 
     return true;
 }
 
-/* RunLocal's rows (its RunParallel's too) are in no snapshot: they give a flag its range, and
- * a resumed run keeps its own (schema_copy_rows copies them whole, strings as pointers). */
+static bool count_leaves(const SchemaRow *r, const char *key, const void *s, void *ctx)
+{
+    (void)r, (void)key, (void)s;
+    *(int *)ctx += 1;
+    return true;
+}
+
+/* RunLocal's rows (its RunParallel's too) are in no snapshot and RunKept's all are: they
+ * give a flag its range, and a resumed run keeps its own RunLocal whole. */
 static void test_run_local_is_run_only(void **state)
 {
     (void)state;
-    int kept = 0;
-    RunLocal src = run_local_default(), dst = run_local_default();
+    int kept = 0, leaves = 0;
+    RunLocal src = run_local_default();
     schema_each(&RUN_LOCAL_SCHEMA, NULL, &src, count_kept, &kept);
     assert_int_equal(kept, 0);
-    src.threads = 3;
-    src.mem_budget = (size_t)1 << 20;
-    src.log_path = "steps.tsv";
-    src.parallel.text = "ddp";
-    src.parallel.grad_wire = "bf16";
-    src.parallel.dist.bucket_kb = 64;
-    schema_copy_rows(&RUN_LOCAL_SCHEMA, &dst, &src, false);
-    assert_int_equal(dst.threads, 3);
-    assert_true(dst.mem_budget == (size_t)1 << 20);
-    assert_ptr_equal(dst.log_path, src.log_path);
-    assert_ptr_equal(dst.parallel.text, src.parallel.text);
-    assert_string_equal(dst.parallel.grad_wire, "bf16");
-    assert_int_equal(dst.parallel.dist.bucket_kb, 64);
+    RunKept k = run_kept_default();
+    schema_each(&RUN_KEPT_SCHEMA, NULL, &k, count_kept, &kept);
+    schema_each(&RUN_KEPT_SCHEMA, NULL, &k, count_leaves, &leaves);
+    assert_int_equal(kept, leaves);
+    assert_true(leaves >= 8);       /* kind, task, task_size, msd_first, path, step, batch, ... */
     RunLocal l = run_local_default();
     refused_value(&RUN_LOCAL_SCHEMA, "threads", &l, "1025", "'threads' = 1025 is out of range "
                   "[0, 1024]");
@@ -446,43 +446,51 @@ static void test_every_snapshot_key_is_a_schema_row(void **state)
     check_saved_keys(c, &lc);
 }
 
-/* The run-only rows are checkpoint and offload (TrainerLocal's, TRAINER_SCHEMA's run.*); a
- * resumed run takes the snapshot's kept rows and keeps its own run-only ones. */
-static bool count_run_only(const SchemaRow *r, const char *key, const void *s, void *ctx)
+/* The run-only rows are checkpoint and offload (TrainerLocal's, TRAINER_SCHEMA's run.*), and
+ * they are exactly the rows whose field lies inside TrainerConfig.local: a run-only setting
+ * added outside it, or a kept one inside it, fails here. A resumed run takes the snapshot's
+ * config and assigns its own local back, so the split is what keeps them apart. */
+typedef struct {
+    const char *base;
+    int         run_only, misplaced;
+} SplitCtx;
+
+static bool check_split(const SchemaRow *r, const char *key, const void *s, void *ctx)
 {
-    (void)key, (void)s;
-    *(int *)ctx += !r->kept;
+    SplitCtx *c = ctx;
+    size_t at = (size_t)((const char *)s + r->offset - c->base);
+    bool in_local = at >= offsetof(TrainerConfig, local) &&
+                    at < offsetof(TrainerConfig, local) + sizeof(TrainerLocal);
+    c->run_only += !r->kept;
+    if (in_local == r->kept) {
+        print_error("'%s' is %s but its field is %s TrainerConfig.local\n", key,
+                    r->kept ? "kept" : "run-only", in_local ? "inside" : "outside");
+        c->misplaced++;
+    }
     return true;
 }
 
 static void test_run_only_rows_stay_the_runs(void **state)
 {
     (void)state;
-    int run_only = 0;
     TrainerConfig d = trainer_config_default();
-    schema_each(&TRAINER_SCHEMA, NULL, &d, count_run_only, &run_only);
-    assert_int_equal(run_only, 2);
+    for (int k = TRAIN_ADAMW; k <= TRAIN_ADAFACTOR; k++) {  /* every optimizer's rows */
+        d.optimizer = (TrainOptimizer)k;
+        SplitCtx c = { .base = (const char *)&d };
+        schema_each(&TRAINER_SCHEMA, NULL, &d, check_split, &c);
+        assert_int_equal(c.run_only, 2);
+        assert_int_equal(c.misplaced, 0);
+    }
+    /* Two configs that differ only in their run-only settings agree on every kept row. */
     TrainerConfig mine = trainer_config_default(), saved = trainer_config_default();
     char why[160];
     assert_true(ckpt_parse("every:2", &mine.local.checkpoint, why, sizeof why));
     mine.local.offload = TRAIN_OFFLOAD_OPTIMIZER;
-    mine.clip = 5.0;
+    assert_null(schema_differs(&TRAINER_SCHEMA, &mine, &saved));
     saved.clip = 0.5;
-    saved.optimizer = TRAIN_SGD;
-    TrainerConfig run = mine;
-    mine = saved;
-    schema_copy_rows(&TRAINER_SCHEMA, &mine, &run, false);
-    assert_int_equal(mine.local.checkpoint.kind, run.local.checkpoint.kind);
-    assert_int_equal(mine.local.checkpoint.k, run.local.checkpoint.k);
-    assert_int_equal(mine.local.offload, TRAIN_OFFLOAD_OPTIMIZER);
-    assert_true(mine.clip == 0.5);
-    assert_int_equal(mine.optimizer, TRAIN_SGD);
-    /* the other way: the kept rows copied, the run-only ones untouched */
-    TrainerConfig fresh = trainer_config_default();
-    schema_copy_rows(&TRAINER_SCHEMA, &fresh, &saved, true);
-    assert_true(fresh.clip == 0.5);
-    assert_int_equal(fresh.local.offload, TRAIN_OFFLOAD_NONE);
-    assert_null(schema_differs(&TRAINER_SCHEMA, &fresh, &saved));
+    const SchemaRow *r = schema_differs(&TRAINER_SCHEMA, &mine, &saved);
+    assert_non_null(r);
+    assert_string_equal(r->key, "train.clip");
 }
 
 /* The settings tables of docs/settings.md ----------------------------------------------------- */

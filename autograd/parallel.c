@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int n_threads = 1;
 static bool split_always = false;
@@ -35,8 +36,53 @@ bool par_worth_madds(double madds) { return split_always || madds >= PAR_MIN_MAD
 
 int par_threads(void) { return n_threads; }
 
-void par_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
-               const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
+/* ---- The product clock (parallel.h) ---- */
+
+static ParProductClock product_clock;
+static _Thread_local int product_depth;     /* > 0 inside a product this thread started */
+
+/* Whether this is the step's thread: thread 0 of every enclosing region. */
+static bool on_step_thread(void)
+{
+    for (int level = omp_get_level(); level > 0; level--)
+        if (omp_get_ancestor_thread_num(level) != 0)
+            return false;
+    return true;
+}
+
+static long long now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+/* The start time of a product to count, or -1 for one that is not counted. */
+static long long product_begin(void)
+{
+    if (product_depth++ > 0 || !on_step_thread())
+        return -1;
+    return now_ns();
+}
+
+static void product_end(long long t0)
+{
+    product_depth--;
+    if (t0 < 0)
+        return;
+    product_clock.ns += now_ns() - t0;
+    product_clock.calls++;
+}
+
+ParProductClock par_product_clock(void) { return product_clock; }
+
+void par_product_clock_reset(void) { product_clock = (ParProductClock){ 0 }; }
+
+/* ---- Products ---- */
+
+static void split_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                        const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                        int ldc)
 {
     int parts = n_threads;
     if (!par_worth_madds((double)M * N * K) || M < 2 * parts)
@@ -55,11 +101,21 @@ void par_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
     }
 }
 
+void par_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+               const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    long long t0 = product_begin();
+    split_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    product_end(t0);
+}
+
 void par_sgemm_serial(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                       const float *A, int lda, const float *B, int ldb, float beta, float *C,
                       int ldc)
 {
+    long long t0 = product_begin();
     gemm_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    product_end(t0);
 }
 
 /* A block of SUM_BLOCK columns is 1 KiB of running sums: they stay in L1 while the rows stream

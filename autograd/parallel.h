@@ -69,6 +69,35 @@ void par_sgemm_serial(bool trans_a, bool trans_b, int M, int N, int K, float alp
                       const float *A, int lda, const float *B, int ldb, float beta, float *C,
                       int ldc);
 
+/* How long the step spends in products: the counter behind bench_gpt's "share of the step
+ * outside the products" (issue 32). It counts calls of par_sgemm and par_sgemm_serial, the two
+ * doors every product of the library goes through (gemm_sgemm below them, in either kernel
+ * mode, is the library call; a program calling it directly is not counted), and the wall time
+ * from entering one to leaving it, on CLOCK_MONOTONIC: two clock reads per product, microseconds
+ * at least, and nothing a product computes depends on it.
+ *
+ * What is counted is the clock of the step's thread, the one that starts every parallel region
+ * (OpenMP's thread 0 at every nesting level), so the time is wall time of the step during which
+ * a product was running, never the sum of several threads' times:
+ *   - a par_sgemm split over the threads counts once, on the thread that called it, from before
+ *     the split to after the join: one call, its whole wall time;
+ *   - a product run by each thread inside someone else's region (attention's heads, a batched
+ *     matmul's batch: par_sgemm_serial inside their loops) counts only on thread 0. The other
+ *     threads run the same kind of work on the same static schedule meanwhile, so thread 0's
+ *     time in products stands for the region's; there the calls counted are thread 0's share
+ *     (they depend on the thread count) and the time is an estimate, exact everywhere else;
+ *   - a product started inside a counted product (none today) is not counted again.
+ * One step thread per process is assumed: the counter is not for several threads each running
+ * steps of their own. */
+typedef struct {
+    long long calls;          /* products counted */
+    long long ns;             /* wall time inside them, nanoseconds */
+} ParProductClock;
+
+/* What has been counted since the last reset (or the start of the process). */
+ParProductClock par_product_clock(void);
+void par_product_clock_reset(void);
+
 /* sum[j] += x[0, j] + x[1, j] + ... + x[rows-1, j] for the n columns of a row-major
  * [rows, n] matrix: the gradient of a bias added to every row. Each thread owns blocks of
  * columns and walks the rows in order, reading a contiguous stretch of each row, so every sum

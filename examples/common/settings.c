@@ -50,6 +50,29 @@ static bool library_key(const Setting *s)
     return s->library_key || (s->schema && !s->schema->by_program);
 }
 
+/* A choice's or a named string's names, NULL-terminated, into names[0..max-1]: the row's own
+ * choices, or else its schema row's name(i) (written once, beside the struct: RunKept's
+ * attention), so that a program does not keep a second copy of the list. NULL for a string
+ * without names (a path). */
+enum { MAX_NAMES = 32 };
+static const char *const *choices(const Setting *s, const char **names)
+{
+    bool named = s->type == SETTING_CHOICE || s->type == SETTING_STRING;
+    if (s->choices || !named || !s->schema || !row(s)->name)
+        return s->choices;
+    const SchemaRow *r = row(s);
+    int n = 0;
+    while (n < MAX_NAMES - 1 && r->name(n))
+        n++;
+    if (r->name(n))     /* a program's own mistake, found at its first run */
+        cli_die(1, "--%s: %s's '%s' has more than %d names", s->name, s->schema->name, s->key,
+                MAX_NAMES - 1);
+    for (int i = 0; i < n; i++)
+        names[i] = r->name(i);
+    names[n] = NULL;
+    return names;
+}
+
 static void *field(const Setting *s, void *opts) { return (char *)opts + s->offset; }
 static const void *cfield(const Setting *s, const void *opts)
 {
@@ -62,6 +85,7 @@ static const void *cfield(const Setting *s, const void *opts)
 static void set_from_flag(const Setting *s, void *opts, const char *flag, const char *text)
 {
     void *f = field(s, opts);
+    const char *buf[MAX_NAMES], *const *names = choices(s, buf);
     switch (s->type) {
     case SETTING_INT: *(int *)f = (int)cli_long(flag, text, (long)lo(s), (long)hi(s)); break;
     case SETTING_LONG: *(long *)f = cli_long(flag, text, (long)lo(s), (long)hi(s)); break;
@@ -71,9 +95,9 @@ static void set_from_flag(const Setting *s, void *opts, const char *flag, const 
         *(size_t *)f = cli_bytes(flag, text, (size_t)lo(s), (size_t)hi(s));
         break;
     case SETTING_SWITCH: *(bool *)f = !s->negated; break;
-    case SETTING_CHOICE: *(int *)f = cli_choice(flag, text, s->choices); break;
+    case SETTING_CHOICE: *(int *)f = cli_choice(flag, text, names); break;
     case SETTING_STRING:     /* one of the choices when there are */
-        *(const char **)f = s->choices ? s->choices[cli_choice(flag, text, s->choices)] : text;
+        *(const char **)f = names ? names[cli_choice(flag, text, names)] : text;
         break;
     case SETTING_CUSTOM: s->set(opts, s->id, flag, text); break;
     }
@@ -94,6 +118,7 @@ static void set_from_key(const Setting *s, void *opts, const char *text, const c
 {
     void *f = field(s, opts);
     const char *key = settings_key(s);
+    const char *buf[MAX_NAMES], *const *names = choices(s, buf);
     char *end;
     double x;
     switch (s->type) {
@@ -132,15 +157,15 @@ static void set_from_key(const Setting *s, void *opts, const char *text, const c
     }
     case SETTING_CHOICE: case SETTING_STRING: {
         int i = 0;
-        while (s->choices && s->choices[i] && strcmp(s->choices[i], text) != 0)
+        while (names && names[i] && strcmp(names[i], text) != 0)
             i++;
-        if (s->choices && !s->choices[i])
+        if (names && !names[i])
             cli_die(1, "%s: --%s '%s' in the snapshot is not one this version knows", path,
                     s->name, text);
         if (s->type == SETTING_CHOICE)
             *(int *)f = i;
         else
-            *(const char **)f = s->choices ? s->choices[i] : text;
+            *(const char **)f = names ? names[i] : text;
         break;
     }
     case SETTING_CUSTOM: {
@@ -303,7 +328,11 @@ void settings_format(const Setting *s, const void *opts, char *buf, size_t len)
     case SETTING_FLOAT: snprintf(buf, len, "%.9g", (double)*(const float *)f); break;
     case SETTING_BYTES: snprintf(buf, len, "%zu", *(const size_t *)f); break;
     case SETTING_SWITCH: snprintf(buf, len, "%d", *(const bool *)f ? 1 : 0); break;
-    case SETTING_CHOICE: snprintf(buf, len, "%s", s->choices[*(const int *)f]); break;
+    case SETTING_CHOICE: {
+        const char *names[MAX_NAMES];
+        snprintf(buf, len, "%s", choices(s, names)[*(const int *)f]);
+        break;
+    }
     case SETTING_STRING: {
         const char *v = *(const char *const *)f;
         snprintf(buf, len, "%s", v ? v : "");

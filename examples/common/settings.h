@@ -62,7 +62,10 @@ typedef struct {
     size_t      offset;         /* offsetof(the program's options, the field) */
     double      lo, hi;         /* the range of a number, the same for the key */
     bool        zero_unset;     /* a saved 0 means "not given" (the flag itself takes lo..hi) */
-    const char *const *choices; /* CHOICE: the names, NULL-terminated */
+    const char *const *choices; /* CHOICE: the names, NULL-terminated; NULL with a schema
+                                 * row that has names (its name(i)): the schema's, so the
+                                 * list is written once, beside its struct. STRING: the same,
+                                 * or a free text (a path) when neither has names */
     const char *def;            /* the default as one would type it; NULL: the field's zero */
     const char *arg;            /* the value's name in --help ("N", "FILE"); NULL for a switch */
     const char *help;           /* --help lines, '\n' between them; "(default DEF)" is added */

@@ -15,9 +15,6 @@
 #include "nn/gpt_lora.h"
 #include "optim/adam8bit.h"
 
-/* --attention's choices, and the values of the snapshot key run.attention. */
-static const char *const ATTENTION_NAMES[] = { "standard", "tiled", NULL };
-
 static const Options *opt(const void *o) { return o; }
 static bool is_task(const void *o) { return !opt(o)->run.kept.data.path; }
 static bool is_text(const void *o) { return opt(o)->run.kept.data.path != NULL; }
@@ -55,7 +52,6 @@ static bool is_data_parallel(const void *o)
 {
     return is_ddp(o) || run_parallel_zero(&opt(o)->run.local.parallel) > 0;
 }
-static const char *const GRAD_WIRES[] = { "auto", "fp32", "bf16", "e5m2", NULL };
 /* --offload optimizer: --parallel zero1-3 and the pipeline make optimizers of their own, which
  * stay on the device. */
 static bool offload_allowed(const void *o)
@@ -186,7 +182,7 @@ static void set_lora_targets(void *opts, int id, const char *flag, const char *a
 const Setting TRAIN_GPT_SETTINGS[] = {
     { .heading = "Data (one of):" },
     { .name = "task", .id = FLAG_TASK, .type = SETTING_STRING, .offset = DATA(task),
-      .choices = task_names, .def = "add", .arg = "NAME", .key = "data.task",
+      .def = "add", .arg = "NAME", .key = "data.task",
       .schema = &DATA_SCHEMA,
       .applies = is_task, .needs = { &TASK }, .help = "add, sub, reverse or sort" },
     { .name = "task-size", .id = FLAG_TASK_SIZE, .type = SETTING_INT, .offset = DATA(task_size),
@@ -232,7 +228,7 @@ const Setting TRAIN_GPT_SETTINGS[] = {
               "e.g. 64MiB: an allocation beyond it ends the run with the\n"
               "category and the bytes (default: no limit; fit_largest)" },
     { .name = "offload", .id = FLAG_OFFLOAD, .type = SETTING_CHOICE,
-      .offset = CFG(local.offload), .choices = TRAIN_OFFLOAD_NAMES, .def = "none", .arg = "W",
+      .offset = CFG(local.offload), .def = "none", .arg = "W",
       .needs = { &OFFLOAD },
       .schema = &TRAINER_SCHEMA, .key = "run.offload",
       .help = "none, or optimizer: fp32 masters and optimizer state on\n"
@@ -246,7 +242,7 @@ const Setting TRAIN_GPT_SETTINGS[] = {
               "block forwards, same gradients\n(docs/checkpointing.md)" },
     /* Kept by a snapshot: tiled and standard differ in the last bits (run/settings.c). */
     { .name = "attention", .id = FLAG_ATTENTION, .type = SETTING_CHOICE,
-      .offset = KEPT(attention), .choices = ATTENTION_NAMES, .def = "standard", .arg = "A",
+      .offset = KEPT(attention), .def = "standard", .arg = "A",
       .schema = &RUN_KEPT_SCHEMA, .key = "run.attention",
       .help = "standard (keeps the [T, T] probabilities) or tiled (keeps\n"
               "a statistic per row, recomputes; docs/attention_memory.md;\n"
@@ -311,7 +307,7 @@ const Setting TRAIN_GPT_SETTINGS[] = {
               "backward still runs; 0 = one bucket after backward\n"
               "(PyTorch's 25 MB scaled to these models)" },
     { .name = "grad-wire", .id = FLAG_GRAD_WIRE, .type = SETTING_STRING,
-      .offset = PAR(grad_wire), .choices = GRAD_WIRES, .def = "auto", .arg = "W",
+      .offset = PAR(grad_wire), .def = "auto", .arg = "W",
       .schema = &RUN_PARALLEL_SCHEMA, .key = "grad_wire",
       .needs = { &DATA_PARALLEL },
       .help = "ddp, zero: what the gradients travel as: fp32, bf16 or e5m2\n"
@@ -359,7 +355,7 @@ const Setting TRAIN_GPT_SETTINGS[] = {
 
     { .heading = "Optimizer:" },
     { .name = "optimizer", .id = FLAG_OPTIMIZER, .type = SETTING_CHOICE, .offset = CFG(optimizer),
-      .choices = TRAIN_OPTIMIZER_NAMES, .def = "adamw", .arg = "NAME", .key = "optim.kind",
+      .def = "adamw", .arg = "NAME", .key = "optim.kind",
       .schema = &TRAINER_SCHEMA,
       .help = "adamw, sgd, adam8bit (adamw with 8-bit moments) or adafactor\n"
               "(factored second moment, absolute --lr)" },
@@ -368,7 +364,7 @@ const Setting TRAIN_GPT_SETTINGS[] = {
       .help = "base learning rate, right for --base-batch" },
     { .heading = "Schedule (docs/batch_and_lr.md; the log's lr column shows the result):" },
     { .name = "lr-rule", .id = FLAG_LR_RULE, .type = SETTING_CHOICE, .offset = SCHED(rule),
-      .choices = SCHED_RULE_NAMES, .def = "none", .arg = "R", .key = "schedule.lr_rule",
+      .def = "none", .arg = "R", .key = "schedule.lr_rule",
       .schema = &SCHED_SCHEMA,
       .help = "none, linear or sqrt: scale --lr by the effective batch\n"
               "(batch x accum) over --base-batch" },
@@ -377,7 +373,7 @@ const Setting TRAIN_GPT_SETTINGS[] = {
       .arg = "N",
       .help = "the batch --lr is meant for (default: the effective batch)" },
     { .name = "warmup-type", .id = FLAG_WARMUP_TYPE, .type = SETTING_CHOICE,
-      .offset = SCHED(warmup), .choices = SCHED_WARMUP_NAMES, .def = "gradual",
+      .offset = SCHED(warmup), .def = "gradual",
       .arg = "W", .key = "schedule.warmup_type", .schema = &SCHED_SCHEMA,
       .help = "none, constant (a fixed --warmup-fraction of the peak) or\n"
               "gradual (a linear ramp to the peak)" },
@@ -389,7 +385,7 @@ const Setting TRAIN_GPT_SETTINGS[] = {
       .key = "schedule.warmup_fraction", .def = "0.1", .arg = "X", .needs = { &CONSTANT_WARMUP },
       .help = "constant warmup's rate, as a fraction of the peak" },
     { .name = "decay", .id = FLAG_DECAY, .type = SETTING_CHOICE, .offset = SCHED(decay),
-      .choices = SCHED_DECAY_NAMES, .def = "cosine", .arg = "D", .key = "schedule.decay",
+      .def = "cosine", .arg = "D", .key = "schedule.decay",
       .schema = &SCHED_SCHEMA,
       .help = "after warmup: constant, cosine (to --final-fraction of the\n"
               "peak at --steps) or wsd (constant, then a cooldown to it)" },
@@ -398,7 +394,7 @@ const Setting TRAIN_GPT_SETTINGS[] = {
       .arg = "N", .needs = { &WSD },
       .help = "wsd: cooldown steps at the end (default: --steps / 5)" },
     { .name = "cooldown-shape", .id = FLAG_COOLDOWN_SHAPE, .type = SETTING_CHOICE,
-      .offset = SCHED(cooldown), .choices = SCHED_COOLDOWN_NAMES, .def = "linear",
+      .offset = SCHED(cooldown), .def = "linear",
       .arg = "S", .key = "schedule.cooldown_shape", .schema = &SCHED_SCHEMA, .needs = { &WSD },
       .help = "wsd: linear or 1-sqrt" },
     { .name = "final-fraction", .id = FLAG_FINAL_FRACTION, .type = SETTING_DOUBLE,
@@ -417,7 +413,7 @@ const Setting TRAIN_GPT_SETTINGS[] = {
       .schema = &TRAINER_SCHEMA, .key = "optim.beta2", .def = "0.99", .arg = "X",
       .applies = is_adam, .needs = { &ADAM }, .help = "adamw's second moment" },
     { .name = "adam8bit-rounding", .id = FLAG_ADAM8BIT_ROUNDING, .type = SETTING_CHOICE,
-      .offset = CFG(adam8bit_rounding), .choices = ADAM8BIT_ROUNDING_NAMES, .def = "nearest",
+      .offset = CFG(adam8bit_rounding), .def = "nearest",
       .arg = "R", .key = "optim.rounding", .schema = &TRAINER_SCHEMA, .applies = is_adam8bit,
       .needs = { &ADAM8BIT },
       .help = "adam8bit's moments re-encoded to the nearest level or to\n"

@@ -207,10 +207,53 @@ static void test_program_flags_are_the_schemas(void **state)
     free(help);
 }
 
+/* A train_gpt flag of a schema row with names takes them from the row (examples/common/
+ * settings.c), not from a list of the program's: an unknown value is refused with exactly the
+ * row's names, in the row's order. */
+static void test_train_gpt_names_are_the_schemas(void **state)
+{
+    (void)state;
+    static const struct {
+        const char   *flag;
+        const Schema *sc;
+        const char   *key;
+    } NAMED[] = {
+        { "attention", &RUN_KEPT_SCHEMA, "run.attention" },
+        { "grad-wire", &RUN_PARALLEL_SCHEMA, "grad_wire" },
+        { "task", &DATA_SCHEMA, "task" },
+        { "optimizer", &TRAINER_SCHEMA, "optim.kind" },
+        { "offload", &TRAINER_SCHEMA, "run.offload" },
+        { "decay", &SCHED_SCHEMA, "schedule.decay" },
+        { "adam8bit-rounding", &TRAINER_SCHEMA, "optim.rounding" },
+    };
+    enum { OUT = 4096 };
+    char out[OUT], cmd[512], want[512];
+    for (size_t k = 0; k < sizeof NAMED / sizeof NAMED[0]; k++) {
+        const SchemaRow *r = schema_find(NAMED[k].sc, NAMED[k].key);
+        assert_non_null(r);
+        assert_non_null(r->name);
+        int used = snprintf(want, sizeof want, "--%s: 'nosuch' is not one of: ", NAMED[k].flag);
+        for (int i = 0; r->name(i); i++)
+            used += snprintf(want + used, sizeof want - (size_t)used, "%s%s", i ? ", " : "",
+                             r->name(i));
+        snprintf(cmd, sizeof cmd, "cd %s && ASAN_OPTIONS=detect_leaks=0 timeout -s KILL 60 "
+                 "bin/train_gpt --%s nosuch 2>&1", TAPEGRAD_BUILD_DIR, NAMED[k].flag);
+        assert_int_equal(test_run_shell(cmd, out, OUT), 2);
+        /* the whole list: the line ends where the names do */
+        char *at = strstr(out, want);
+        if (!at || at[strlen(want)] != '\n') {
+            print_error("train_gpt --%s nosuch printed:\n%s\nexpected a line \"%s\"\n",
+                        NAMED[k].flag, out, want);
+            fail();
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_program_flags_are_the_schemas),
+        cmocka_unit_test(test_train_gpt_names_are_the_schemas),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -132,13 +132,28 @@ static const char *migrated_value(const void *view, const char *key)
     return snapshot_keys_value(view, key);
 }
 
-/* A task or a text: the flags of the other kind are refused by name. */
+/* One kept row of a schema (its key without prefix) read from the snapshot into s with its
+ * checks, "PATH: metadata 'KEY' ..." in err otherwise: a view of that row alone, since the
+ * merge needs each where it decides (schema_read walks a whole table). */
+static bool read_row(const Schema *sc, const char *prefix, const char *key,
+                     const SettingsSaved *saved, void *s, SnapshotError *err)
+{
+    const SchemaRow *r = schema_find(sc, key);
+    if (!r)     /* the program's own mistake, found at its first --load */
+        cli_die(1, "%s has no setting '%s'", sc->name, key);
+    Schema one = { .name = sc->name, .rows = r, .n = 1 };
+    return schema_read(&one, prefix, saved->value, saved->source, saved->path, s, err);
+}
+
+/* A task or a text (DATA_SCHEMA's data.kind): the flags of the other kind are refused by name. */
 static void merge_data_kind(Options *o, const SettingsSaved *saved)
 {
-    const char *kind = settings_saved_value(saved, "data.kind", NULL);
-    if (strcmp(kind, "text") != 0 && strcmp(kind, "task") != 0)
-        cli_die(1, "%s: metadata 'data.kind' is '%s', not task or text", saved->path, kind);
-    bool text = strcmp(kind, "text") == 0;
+    settings_saved_value(saved, "data.kind", NULL);     /* missing: names the program */
+    DataConfig theirs = data_config_default();
+    SnapshotError err;
+    if (!read_row(&DATA_SCHEMA, "data", "kind", saved, &theirs, &err))
+        cli_die(1, "%s", err.message);
+    bool text = theirs.path != NULL;
     if (text && options_given(o, FLAG_TASK))
         cli_usage_error("--task %s does not match the snapshot %s, which has text data",
                         o->run.kept.data.task,
@@ -167,19 +182,24 @@ static void merge_data_kind(Options *o, const SettingsSaved *saved)
  * derived when not given): the same rows, the same schedule, the gradients summed in another
  * grouping (the last bits may differ from an unbroken run, which a line says); any other N K
  * would draw other batches, and is refused with the --accum that fits. Returns the K to run with
- * on another N, 0 on the same. (A snapshot from before run.ranks reads as one process.) */
+ * on another N, 0 on the same. (A snapshot from before run.ranks reads as one process.)
+ * run.ranks is read here, not through a schema: it is no row of RUN_KEPT_SCHEMA, which holds
+ * what a resumed run takes from its snapshot, while the rank count is the saving run's record
+ * (RunSettings.ranks, known once that run started), which a resumed run compares with its
+ * own and does not take. */
 static int merge_ranks(Options *o, const SettingsSaved *saved)
 {
     const char *text = settings_saved_value(saved, "run.ranks", "1");
-    const char *accum = settings_saved_value(saved, "schedule.accum", "1");
-    char *end, *end2;
-    long n = strtol(text, &end, 10), k = strtol(accum, &end2, 10);
+    char *end;
+    long n = strtol(text, &end, 10);
     if (end == text || *end || n < 1 || n > 1 << 20)
         cli_die(1, "%s: metadata 'run.ranks' is '%s', not a rank count", saved->path, text);
     int mine = run_ranks_data_count(&o->run.local.parallel);
-    if (n == mine || end2 == accum || *end2 || k < 1 || k > 1 << 16)
+    RunKept kept = o->run.kept;
+    SnapshotError err;
+    if (n == mine || !read_row(&RUN_KEPT_SCHEMA, NULL, "schedule.accum", saved, &kept, &err))
         return 0;       /* the same ranks, or a bad accum the merge names */
-    long global = n * k;
+    long k = kept.accum, global = n * k;
     /* a pipeline's --micro-batches is its --accum (pipeline_check_options) */
     bool given = options_given(o, FLAG_ACCUM) ||
                  (run_parallel_pipeline(&o->run.local.parallel) &&

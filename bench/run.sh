@@ -8,6 +8,8 @@ for b in "$build"/bench/*; do
     echo "== $(basename "$b")"
     "$b" || status=1
 done
+echo "== bench_gpt large in the portable kernel mode (its share of the step outside the products)"
+TAPEGRAD_KERNELS=portable "$build/bench/bench_gpt" large --no-torch || status=1
 echo "== gpt_avx2.sh (bench_gpt built and run as on an AVX2-only CPU)"
 sh "$(dirname "$0")/gpt_avx2.sh" || status=1
 echo "== kernels.sh (the portable kernel mode against fast)"

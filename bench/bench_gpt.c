@@ -51,9 +51,9 @@
  *
  * A benchmark, not a test: it prints PASS or FAIL for each target and exits 0 either way.
  * Arguments (--help lists them): a case name (small, large, gpt2) runs only that case; --no-torch
- * skips PyTorch; --isa avx2 as above; --rounds N; anything else, an unknown case included, ends the program
- * with status 2 before it runs anything; --child NAME is how the PASSIVE run is started (it prints
- * "ms_per_step X", "ckpt_ms_per_step Y" and the shares of the step). */
+ * skips PyTorch; --isa avx2 as above; --rounds N; --threads 1; anything else, an unknown case
+ * included, ends the program with status 2 before it runs anything; --child NAME is how the
+ * PASSIVE run is started (it prints "ms_per_step X", "ckpt_ms_per_step Y" and the shares). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,8 +74,12 @@
 
 /* The best of PEAK_RUNS short runs (about 12 ms each) is taken as the peak: on a busy machine
  * some run still gets a core to itself. */
+/* THREADS is the comparison's (PyTorch's script uses 2 as well); --threads 1 runs tapegrad
+ * alone on one, to tell the step's work outside the products from the threads' wake-ups. */
 enum { THREADS = 2, MAX_STEPS = 64, PEAK_RUNS = 20, DEFAULT_ROUNDS = 3, MAX_ROUNDS = 9 };
 static const double MAX_CKPT_RATIO = 1.4;
+
+static int n_threads = THREADS;
 
 static const char *const PYTHON = "/usr/bin/python3";
 static const char *const TORCH_SCRIPT = TAPEGRAD_SOURCE_DIR "/bench/gpt_torch_bench.py";
@@ -108,7 +112,7 @@ typedef struct {
     size_t allocs_before, allocs_after;
 } OurRun;
 
-/* Machine peaks (GFLOP/s with THREADS threads) by PeakIsa; 0 where the CPU lacks the unit or
+/* Machine peaks (GFLOP/s with n_threads threads) by PeakIsa; 0 where the CPU lacks the unit or
  * --isa leaves it out. */
 typedef struct {
     double gflops[PEAK_PORTABLE + 1];
@@ -253,8 +257,8 @@ static OurRun run_ours_passive(const BenchCase *c, const char *isa)
     if (len <= 0)
         return r;
     self[len] = '\0';
-    snprintf(cmd, sizeof cmd, "OMP_WAIT_POLICY=PASSIVE '%s' %s%s --child %s 2>&1", self,
-             isa ? "--isa " : "", isa ? isa : "", c->name);
+    snprintf(cmd, sizeof cmd, "OMP_WAIT_POLICY=PASSIVE '%s' %s%s --threads %d --child %s 2>&1",
+             self, isa ? "--isa " : "", isa ? isa : "", n_threads, c->name);
     r.ms = ms_from_child("tapegrad (passive)", cmd, &r, NULL, 0);
     return r;
 }
@@ -475,7 +479,7 @@ static PeakIsa gemm_isa(void)
 }
 
 /* Per-core GFLOP/s of every vector width the CPU has (AVX-512 left out under --isa avx2), and
- * the machine peaks for THREADS. */
+ * the machine peaks for n_threads. */
 static Peaks measure_peaks(bool hold_avx2)
 {
     Peaks pk = { .gemm = gemm_isa() };
@@ -485,10 +489,10 @@ static Peaks measure_peaks(bool hold_avx2)
         if (!peak_isa_available((PeakIsa)isa) || (hold_avx2 && isa == PEAK_AVX512))
             continue;
         double one = peak_gflops((PeakIsa)isa, 1, PEAK_RUNS);
-        double two = peak_gflops((PeakIsa)isa, THREADS, PEAK_RUNS);
-        pk.gflops[isa] = fmax(two, THREADS * one);
+        double two = n_threads > 1 ? peak_gflops((PeakIsa)isa, n_threads, PEAK_RUNS) : one;
+        pk.gflops[isa] = fmax(two, n_threads * one);
         printf("  %-8s %.1f GFLOP/s per core on 1 thread; %.1f with %d threads; machine peak "
-               "%.1f GFLOP/s\n", peak_isa_name[isa], one, two, THREADS, pk.gflops[isa]);
+               "%.1f GFLOP/s\n", peak_isa_name[isa], one, two, n_threads, pk.gflops[isa]);
     }
     if (pk.gflops[PEAK_AVX2] == 0.0)
         pk.gflops[PEAK_AVX2] = pk.gflops[PEAK_PORTABLE];   /* no AVX2: the portable loop */
@@ -501,7 +505,7 @@ static Peaks measure_peaks(bool hold_avx2)
 
 static void usage(void)
 {
-    printf("Usage: bench_gpt [CASE] [--no-torch] [--isa avx2] [--rounds N]\n"
+    printf("Usage: bench_gpt [CASE] [--no-torch] [--isa avx2] [--rounds N] [--threads 1]\n"
            "Time full GPT training steps beside PyTorch's and check issue 16's targets, and\n"
            "issue 32's share of the step outside the products (TAPEGRAD_KERNELS=portable:\n"
            "everything in the portable kernel mode).\n\n"
@@ -511,6 +515,8 @@ static void usage(void)
            "                AVX2-only build: sh bench/gpt_avx2.sh)\n"
            "  --rounds N    run each case's tapegrad and PyTorch runs N times in turn and\n"
            "                report the medians (1 to 9, default 3)\n"
+           "  --threads N   tapegrad on N threads, 1 or 2 (default 2; 1 skips PyTorch): the\n"
+           "                share outside the products on 1 is the step's own work there\n"
            "  -h, --help    this text\n\n"
            "A benchmark: it prints PASS or FAIL per target and exits 0 either way.\n");
 }
@@ -544,6 +550,12 @@ static void parse_args(int argc, char **argv, const char **only, const char **ch
                 exit(2);
             }
             *isa = argv[++i];
+        } else if (strcmp(a, "--threads") == 0) {
+            if (i + 1 >= argc || (strcmp(argv[i + 1], "1") != 0 && strcmp(argv[i + 1], "2") != 0)) {
+                fprintf(stderr, "bench_gpt: --threads takes 1 or 2\n");
+                exit(2);
+            }
+            n_threads = atoi(argv[++i]);
         } else if (strcmp(a, "--rounds") == 0) {
             char *end = NULL;
             long n = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;
@@ -575,7 +587,7 @@ int main(int argc, char **argv)
     int rounds = DEFAULT_ROUNDS;
     parse_args(argc, argv, &only, &child, &isa, &want_torch, &rounds);
     blas_kernels_check();       /* may run this program again, with OPENBLAS_CORETYPE set */
-    par_set_threads(THREADS);
+    par_set_threads(n_threads);
     if (child) {
         OurRun r = run_ours(find_case(child));
         printf("ms_per_step %.3f\nckpt_ms_per_step %.3f\noutside_share %.4f\n"
@@ -584,10 +596,15 @@ int main(int argc, char **argv)
         return 0;
     }
     printf("GPT training step (forward, backward, AdamW, zero grad), %d threads, median of the "
-           "timed steps, median of %d rounds; kernels %s; load average %.2f%s\n", THREADS,
+           "timed steps, median of %d rounds; kernels %s; load average %.2f%s\n", n_threads,
            rounds, kernels_name(kernels_mode()), load_average(),
            isa ? "; PyTorch held to AVX2 (--isa avx2)" : "");
     Peaks pk = measure_peaks(isa != NULL);
+    if (want_torch && n_threads != THREADS) {
+        printf("torch: skipped, PyTorch's script runs on %d threads and this on %d\n", THREADS,
+               n_threads);
+        want_torch = false;
+    }
     bool torch = want_torch && torch_available();
     if (want_torch && !torch)
         printf("torch: %s cannot import torch; the PyTorch comparison is skipped "

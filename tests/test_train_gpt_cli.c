@@ -365,6 +365,9 @@ static void test_lora_resume(void **state)
     check_lora_resume(base, "");
     check_lora_resume(base, "--precision bf16 --qlora --lora-targets all");
     check_lora_resume(NULL, "--optimizer adam8bit --adam8bit-rounding stochastic");
+    /* a base of add (rows of 12 tokens, T = 12) fine-tuned on sub (rows of 11): the resumed
+     * run's rows are sub's, not the base's T (it was refused: "--seq 12 does not fit") */
+    check_lora_resume(base, "--task sub");
     /* the base replaced since */
     check_lora_resume(base, "");
     snprintf(args, sizeof args, "--steps 4 --separate-qkv --seed 9 --eval-every 0 "

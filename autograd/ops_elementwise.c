@@ -39,9 +39,12 @@ Tensor *op_add(Tape *tape, Tensor *a, Tensor *b)
     tape_use(tape, 2, (Tensor *[]){ a, b });
     check_same("op_add", a, b);
     Tensor *y = like(tape, a);
-    #pragma omp parallel for simd schedule(static) if (par_worth((double)y->size))
-    for (size_t i = 0; i < y->size; i++)
-        y->data[i] = a->data[i] + b->data[i];
+    const float *pa = a->data, *pb = b->data;
+    float *py = y->data;
+    size_t size = y->size;
+    #pragma omp parallel for simd schedule(static) if (par_worth((double)size))
+    for (size_t i = 0; i < size; i++)
+        py[i] = pa[i] + pb[i];
     tape_count(tape, 0, (int64_t)y->size);
     Node *n = tape_record(tape, "add", op_add_backward, y, 2, (Tensor *[]){ a, b });
     if (n)
@@ -75,9 +78,12 @@ Tensor *op_mul(Tape *tape, Tensor *a, Tensor *b)
     tape_use(tape, 2, (Tensor *[]){ a, b });
     check_same("op_mul", a, b);
     Tensor *y = like(tape, a);
-    #pragma omp parallel for simd schedule(static) if (par_worth((double)y->size))
-    for (size_t i = 0; i < y->size; i++)
-        y->data[i] = a->data[i] * b->data[i];
+    const float *pa = a->data, *pb = b->data;
+    float *py = y->data;
+    size_t size = y->size;
+    #pragma omp parallel for simd schedule(static) if (par_worth((double)size))
+    for (size_t i = 0; i < size; i++)
+        py[i] = pa[i] * pb[i];
     tape_count(tape, 0, (int64_t)y->size);
     tape_record(tape, "mul", op_mul_backward, y, 2, (Tensor *[]){ a, b });
     return y;
@@ -114,10 +120,12 @@ Tensor *op_bias_add(Tape *tape, Tensor *x, Tensor *bias)
     }
     Tensor *y = like(tape, x);
     size_t rows = tensor_rows(x);
+    const float *px = x->data, *pb = bias->data;
+    float *py = y->data;
     #pragma omp parallel for schedule(static) if (par_worth((double)y->size))
     for (size_t r = 0; r < rows; r++)
         for (int j = 0; j < N; j++)
-            y->data[r * N + j] = x->data[r * N + j] + bias->data[j];
+            py[r * N + j] = px[r * N + j] + pb[j];
     tape_count(tape, 0, (int64_t)y->size);
     Node *n = tape_record(tape, "bias_add", op_bias_add_backward, y, 2, (Tensor *[]){ x, bias });
     if (n)
@@ -145,9 +153,12 @@ Tensor *op_scale(Tape *tape, Tensor *x, float s)
 {
     tape_use(tape, 1, (Tensor *[]){ x });
     Tensor *y = like(tape, x);
-    #pragma omp parallel for simd schedule(static) if (par_worth((double)y->size))
-    for (size_t i = 0; i < y->size; i++)
-        y->data[i] = s * x->data[i];
+    const float *px = x->data;
+    float *py = y->data;
+    size_t size = y->size;
+    #pragma omp parallel for simd schedule(static) if (par_worth((double)size))
+    for (size_t i = 0; i < size; i++)
+        py[i] = s * px[i];
     tape_count(tape, 0, (int64_t)y->size);
     Node *n = tape_record(tape, "scale", op_scale_backward, y, 1, (Tensor *[]){ x });
     if (n) {
@@ -174,9 +185,12 @@ Tensor *op_relu(Tape *tape, Tensor *x)
 {
     tape_use(tape, 1, (Tensor *[]){ x });
     Tensor *y = like(tape, x);
-    #pragma omp parallel for simd schedule(static) if (par_worth((double)y->size))
-    for (size_t i = 0; i < y->size; i++)
-        y->data[i] = x->data[i] > 0.0f ? x->data[i] : 0.0f;
+    const float *px = x->data;
+    float *py = y->data;
+    size_t size = y->size;
+    #pragma omp parallel for simd schedule(static) if (par_worth((double)size))
+    for (size_t i = 0; i < size; i++)
+        py[i] = px[i] > 0.0f ? px[i] : 0.0f;
     tape_count(tape, 0, (int64_t)y->size);
     tape_record(tape, "relu", op_relu_backward, y, 1, (Tensor *[]){ x });
     return y;
@@ -234,10 +248,13 @@ Tensor *op_gelu(Tape *tape, Tensor *x)
 {
     tape_use(tape, 1, (Tensor *[]){ x });
     Tensor *y = like(tape, x);
-    #pragma omp parallel for simd schedule(static) if (par_worth(9.0 * y->size))
-    for (size_t i = 0; i < y->size; i++) {
-        float xi = x->data[i];
-        y->data[i] = 0.5f * xi * (1.0f + vtanh(GELU_C * (xi + GELU_A * xi * xi * xi)));
+    const float *px = x->data;
+    float *py = y->data;
+    size_t size = y->size;
+    #pragma omp parallel for simd schedule(static) if (par_worth(9.0 * size))
+    for (size_t i = 0; i < size; i++) {
+        float xi = px[i];
+        py[i] = 0.5f * xi * (1.0f + vtanh(GELU_C * (xi + GELU_A * xi * xi * xi)));
     }
     tape_count(tape, 0, 9 * (int64_t)y->size);
     Node *n = tape_record(tape, "gelu", op_gelu_backward, y, 1, (Tensor *[]){ x });

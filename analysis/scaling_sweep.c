@@ -11,6 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "autograd/outfile.h"
+
 /* From 768 to 112k parameters (every one counted), about 1.5x to 2x apart: the smallest ones
  * are the left arms of the smallest budgets' valleys (D / N of thousands of characters). */
 static const ScalingSize SIZES[SCALING_MAX_SIZES] = {
@@ -196,35 +198,6 @@ typedef struct {
     char err[512];
 } PartHeader;
 
-static bool read_all(int fd, void *buf, size_t len)
-{
-    char *p = buf;
-    while (len > 0) {
-        ssize_t r = read(fd, p, len);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return false;
-        p += r;
-        len -= (size_t)r;
-    }
-    return true;
-}
-
-static void write_all(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len > 0) {
-        ssize_t r = write(fd, p, len);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return;
-        p += r;
-        len -= (size_t)r;
-    }
-}
-
 /* The items over jobs forked processes, each sending its points back through a pipe. */
 static int run_parallel(const Dataset *ds, const ScalingSweep *sw, const char *dir,
                         const ScalingSweepWatch *w, ScalingPoint *pts, int max, char *err,
@@ -249,9 +222,10 @@ static int run_parallel(const Dataset *ds, const ScalingSweep *sw, const char *d
             PartHeader h = { 0 };
             h.n = run_items(ds, sw, dir, w, owner, k, pts, max, h.err, sizeof h.err);
             fflush(NULL);
-            write_all(p[1], &h, sizeof h);
+            /* a failed write shows as a short read in the parent */
+            (void)outfile_write_all(p[1], &h, sizeof h);
             if (h.n > 0)
-                write_all(p[1], pts, (size_t)h.n * sizeof *pts);
+                (void)outfile_write_all(p[1], pts, (size_t)h.n * sizeof *pts);
             _exit(h.n < 0);
         }
         close(p[1]);
@@ -263,8 +237,10 @@ static int run_parallel(const Dataset *ds, const ScalingSweep *sw, const char *d
     bool failed = started < jobs;
     for (int k = 0; k < started; k++) {
         PartHeader h;
-        bool ok = read_all(fd[k], &h, sizeof h) && h.n >= 0 && h.n <= max - n &&
-                  read_all(fd[k], pts + n, (size_t)h.n * sizeof *pts);
+        bool ok = outfile_read_all(fd[k], &h, sizeof h) == sizeof h && h.n >= 0 &&
+                  h.n <= max - n;
+        size_t part = ok ? (size_t)h.n * sizeof *pts : 0;
+        ok = ok && outfile_read_all(fd[k], pts + n, part) == part;
         close(fd[k]);
         int status = 0;
         while (waitpid(pid[k], &status, 0) < 0 && errno == EINTR)

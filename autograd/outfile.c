@@ -224,3 +224,34 @@ bool outfile_check_kind(const char *path, char *err, size_t errlen)
                  "whole, a character device such as /dev/null is written through)", path, what);
     return false;
 }
+
+int outfile_write_all(int fd, const void *buf, size_t n)
+{
+    const unsigned char *p = buf;
+    while (n > 0) {
+        ssize_t k = write(fd, p, n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            return errno;
+        if (k == 0)
+            return EIO;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+size_t outfile_read_all(int fd, void *buf, size_t len)
+{
+    size_t got = 0;
+    while (got < len) {
+        ssize_t k = read(fd, (char *)buf + got, len - got);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            break;
+        got += (size_t)k;
+    }
+    return got;
+}

@@ -47,4 +47,10 @@ bool outfile_check_kind(const char *path, char *err, size_t errlen);
  * removed again: false, with the reason, when that fails. */
 bool outfile_check_writable(const char *path, char *err, size_t errlen);
 
+/* Whole buffers through a descriptor (a file, or a pipe between processes), retrying after a
+ * signal: all n bytes written, 0, or the errno of the failure (EIO when nothing more goes in);
+ * and up to len bytes read, stopping early at end of file or on an error: the count read. */
+int    outfile_write_all(int fd, const void *buf, size_t n);
+size_t outfile_read_all(int fd, void *buf, size_t len);
+
 #endif

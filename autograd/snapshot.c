@@ -377,33 +377,17 @@ static char *build_header(const SnapshotWriter *w, size_t *len)
     return out;
 }
 
-/* 0, or the errno of the failure. */
-static int write_all(int fd, const void *buf, size_t n)
-{
-    const unsigned char *p = buf;
-    while (n > 0) {
-        ssize_t k = write(fd, p, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0)
-            return errno;
-        p += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
 static int write_body(int fd, const SnapshotWriter *w, const char *header, size_t header_len)
 {
     unsigned char len8[8];
     for (int i = 0; i < 8; i++)
         len8[i] = (unsigned char)((uint64_t)header_len >> (8 * i));
-    int e = write_all(fd, len8, sizeof len8);
+    int e = outfile_write_all(fd, len8, sizeof len8);
     if (!e)
-        e = write_all(fd, header, header_len);
+        e = outfile_write_all(fd, header, header_len);
     for (int i = 0; !e && i < w->n_entries; i++) {
         const SnapshotEntry *en = &w->entries[i].entry;
-        e = write_all(fd, w->entries[i].data, (size_t)(en->end - en->begin));
+        e = outfile_write_all(fd, w->entries[i].data, (size_t)(en->end - en->begin));
     }
     return e;
 }

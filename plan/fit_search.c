@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "autograd/outfile.h"
 #include "autograd/policy.h"
 #include "autograd/rng.h"
 #include "autograd/tensor.h"
@@ -278,21 +279,6 @@ double fit_recompute_factor(const FitCandidate *c)
 
 /* Measurement in a child ---------------------------------------------------------------------- */
 
-/* Reads up to len bytes, stopping early at end of file; returns the count. */
-static size_t read_all(int fd, void *buf, size_t len)
-{
-    size_t got = 0;
-    while (got < len) {
-        ssize_t r = read(fd, (char *)buf + got, len - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
-    return got;
-}
-
 /* The optimizer as the trainer names it. */
 static TrainOptimizer train_optimizer(McOptimizer o)
 {
@@ -410,12 +396,12 @@ FitMeasure fit_measure(const FitCandidate *c, size_t budget, unsigned what)
      * holds (a sanitizer's leak report at exit), and would wait for us forever. The result
      * pipe cannot fill: one struct under PIPE_BUF bytes. */
     char text[sizeof m.error], rest[4096];
-    size_t t = read_all(message[0], text, sizeof text - 1);
+    size_t t = outfile_read_all(message[0], text, sizeof text - 1);
     text[t] = '\0';
-    while (read_all(message[0], rest, sizeof rest) > 0)
+    while (outfile_read_all(message[0], rest, sizeof rest) > 0)
         ;
     FitMeasure got;
-    size_t n = read_all(result[0], &got, sizeof got);
+    size_t n = outfile_read_all(result[0], &got, sizeof got);
     close(result[0]);
     close(message[0]);
     int status = 0;

@@ -1,6 +1,8 @@
 /* autograd/outfile.h: an output replaces a file whole or not at all, follows symbolic links,
  * writes through to devices and pipes, and refuses folders and empty names. */
+#include <errno.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -201,6 +203,48 @@ static void test_exit_removes_the_temporary(void **state)
     assert_true(outfile_no_temp_beside(path));
 }
 
+/* Whole buffers through a pipe, as a process hands its results to its parent: a buffer larger
+ * than the pipe holds goes through whole while the reader drains it; a read stops at end of
+ * file with the count; a write into a pipe nobody reads is EPIPE, not a loop. */
+static void test_whole_buffers_through_a_pipe(void **state)
+{
+    (void)state;
+    enum { N = 1 << 18 };       /* 1 MiB of ints: more than a pipe's 64 KiB */
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(p[0]);
+        int *v = malloc(N * sizeof *v);
+        if (!v)
+            _exit(2);
+        for (int i = 0; i < N; i++)
+            v[i] = i * 7;
+        _exit(outfile_write_all(p[1], v, N * sizeof *v) != 0);
+    }
+    close(p[1]);
+    int *got = malloc((N + 1) * sizeof *got);
+    assert_non_null(got);
+    assert_int_equal(outfile_read_all(p[0], got, (N + 1) * sizeof *got), N * sizeof *got);
+    for (int i = 0; i < N; i++)
+        if (got[i] != i * 7)
+            fail_msg("int %d is %d, not %d", i, got[i], i * 7);
+    assert_int_equal(outfile_read_all(p[0], got, sizeof *got), 0);     /* at end of file */
+    close(p[0]);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    free(got);
+    assert_int_equal(pipe(p), 0);
+    close(p[0]);
+    signal(SIGPIPE, SIG_IGN);
+    int x = 1;
+    assert_int_equal(outfile_write_all(p[1], &x, sizeof x), EPIPE);
+    signal(SIGPIPE, SIG_DFL);
+    close(p[1]);
+}
+
 int main(void)
 {
     if (!mkdtemp(dir))
@@ -213,6 +257,7 @@ int main(void)
         cmocka_unit_test(test_kinds_refused),
         cmocka_unit_test(test_exit_removes_the_temporary),
         cmocka_unit_test(test_refused_paths),
+        cmocka_unit_test(test_whole_buffers_through_a_pipe),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[600];

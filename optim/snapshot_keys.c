@@ -194,14 +194,17 @@ static const struct {
     { "30ad977", "optim.rounding", "optim.rounding", nearest_rounding },
 };
 
-/* Keys that changed their name, with the commit that renamed them: a file saved before it holds
- * the old key, whose value the new one takes. */
+/* Keys whose value a file saved before them holds under another key, with the commit that
+ * made them: a renamed key, or one split off another, whose value the new one takes. */
 static const struct {
     const char *commit, *old_key, *new_key;
 } RENAMES[] = {
     /* the amax history's column counter: it counted the tape's resets, which were the
      * training steps in every file that kept a history (evaluations put theirs back) */
     { "4504ada", "precision.amax_history_resets", "precision.amax_history_steps" },
+    /* a text's rows (run/settings.c): the model's T in every file before it; since, a LoRA
+     * run on a base of a longer T keeps its own */
+    { "after 0fd7315", "model.max_seq", "run.seq" },
 };
 
 static void add_value(SnapshotKeyView *v, const char *key, const char *value)

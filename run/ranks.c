@@ -239,7 +239,7 @@ static _Noreturn void die_everywhere(const char *flag, const char *why)
     exit(1);
 }
 
-RunRanks *run_ranks_start(const RunKept *kept, const RunLocal *local, int seq, Trainer *tr,
+RunRanks *run_ranks_start(const RunKept *kept, const RunLocal *local, Trainer *tr,
                           const char *agreed, size_t n)
 {
     run_ranks_setup_done(agreed, n);
@@ -266,7 +266,7 @@ RunRanks *run_ranks_start(const RunKept *kept, const RunLocal *local, int seq, T
                        : run_parallel_ddp(par) ? "ddp" : "zero", why);
     if (run_parallel_pipeline(par)) {
         p->pipe = run_pipe_start(tr, p->run, par->dist.micro_batches, kept->steps,
-                                 kept->batch, seq);
+                                 kept->batch, kept->seq);
         return p;
     }
     Zero *z = dist_run_zero(p->run);

@@ -62,7 +62,7 @@ void run_ranks_first_difference(const char *mine, const char *theirs, int rank, 
                                 size_t len);
 /* The strategy of the settings around the trainer (fresh or loaded), after the setup vote;
  * NULL without --parallel (or with none). */
-RunRanks *run_ranks_start(const RunKept *kept, const RunLocal *local, int seq, Trainer *tr,
+RunRanks *run_ranks_start(const RunKept *kept, const RunLocal *local, Trainer *tr,
                           const char *agreed, size_t n);
 bool      run_ranks_is_root(void);
 /* The ranks a data-parallel run (ddp, zero1-3) of these settings trains on: mpirun's N, or 1

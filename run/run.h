@@ -27,6 +27,9 @@ typedef struct {
     long       steps;            /* train until this step (a total, counting a loaded run's) */
     int        batch;            /* rows per micro-batch */
     int        accum;            /* micro-batches per update (per rank under ddp and ZeRO) */
+    /* Tokens per row: the model's T, or fewer under a LoRA base of a longer T; 0: the task's
+     * row length, or RUN_TEXT_DEFAULT_SEQ for text (run_open_data sets it). */
+    int        seq;
     int        attention;        /* RunAttention: the two differ in the last bits in fp32 */
 } RunKept;
 
@@ -54,7 +57,8 @@ typedef struct {
 
 /* Their schemas (autograd/schema.h; rows in run/settings.c). RUN_KEPT_SCHEMA's rows are the
  * keys a training snapshot keeps for RunKept: DATA_SCHEMA's under data., train.step (the
- * trainer's counter, which the library writes), schedule.batch, schedule.accum, run.attention;
+ * trainer's counter, which the library writes), schedule.batch, schedule.accum, run.seq (text
+ * only), run.attention;
  * a program writes the others (by_program: train_gpt's settings table). RUN_LOCAL_SCHEMA's and
  * RUN_PARALLEL_SCHEMA's (parallel.) are all run-only: no snapshot holds them, they give the
  * flags that set them their range. The defaults are train_gpt's demo. */
@@ -66,8 +70,6 @@ RunLocal run_local_default(void);
 typedef struct {
     RunKept       kept;
     RunLocal      local;
-    int           seq;       /* tokens per row, the model's T; 0: the task's row length, or
-                              * RUN_TEXT_DEFAULT_SEQ for text (run_open_data sets it) */
     int           ranks;     /* data-parallel ranks: 1, or mpirun's N under ddp and ZeRO (known
                               * once the run starts); a step draws batch x accum x ranks rows */
     /* The trainer's config (optim/train.h): the model's V and T come from the data, and with a

@@ -34,6 +34,8 @@ static const char *attention_name(int i)
     return i >= 0 && i < 2 ? names[i] : NULL;
 }
 
+static bool is_text(const void *s) { return ((const RunKept *)s)->data.path != NULL; }
+
 #define KEPT(f) offsetof(RunKept, f)
 /* The keys are a training snapshot's (no prefix): the data's under "data.", the batch beside the
  * schedule's keys. train.step is the trainer's counter of that name (TRAINER_COUNTER_SCHEMA),
@@ -49,6 +51,14 @@ static const SchemaRow RUN_KEPT_ROWS[] = {
     { .key = "schedule.accum", .type = SCHEMA_INT, .offset = KEPT(accum), .lo = 1, .hi = 1 << 16,
       .def = "1", .before = "1", .kept = true, .agrees = "run.ranks",
       .help = "micro-batches per update (per rank under ddp and ZeRO)" },
+    /* A text's rows: the model's T, but a LoRA run on a base of a longer T trains on rows of
+     * its own --seq, which the model's keys cannot say (files before it: model.max_seq,
+     * optim/snapshot_keys.c). A task's rows are the task's own length (data.task). */
+    { .key = "run.seq", .type = SCHEMA_INT, .offset = KEPT(seq), .lo = 1, .hi = GPT_MAX_SEQ,
+      .zero_unset = true, .message = SCHEMA_MSG_COUNT, .def = "0", .kept = true,
+      .applies = is_text,
+      .help = "tokens per row of a text: the model's T, or fewer under a LoRA base (older "
+              "files: model.max_seq)" },
     /* Tiled attention sums a row's exponentials in another order than standard attention
      * does, so in fp32 the two differ in the last bits: the snapshot keeps it. */
     { .key = "run.attention", .type = SCHEMA_CHOICE, .offset = KEPT(attention),

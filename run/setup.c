@@ -94,10 +94,10 @@ Trainer *run_trainer_fresh(const RunSettings *s, const Dataset *ds)
 {
     TrainerConfig cfg = s->cfg;
     cfg.model.vocab_size = dataset_vocab_size(ds);
-    cfg.model.max_seq = s->seq;
+    cfg.model.max_seq = s->kept.seq;
     if (s->local.load_base_path)
         run_lora_base_config(s->local.load_base_path, &cfg.model);
-    run_check_fit(s->seq, ds, &cfg.model);
+    run_check_fit(s->kept.seq, ds, &cfg.model);
     run_check_model_size(&cfg.model);
     Trainer *tr = run_lora_trainer_new(&cfg, &s->lora, s->cfg.seed, s->local.load_base_path);
     gpt_set_tiled_attention(tr->model, s->kept.attention == RUN_ATTENTION_TILED);

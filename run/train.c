@@ -70,7 +70,7 @@ RunTrain *run_train_new(const RunSettings *s, Trainer *tr, const Dataset *ds, Ru
     t->ds = ds;
     t->ranks = ranks;
     t->B = s->kept.batch;
-    t->T = s->seq;
+    t->T = s->kept.seq;
     /* Under ddp and ZeRO the batch drawn is the global one, K micro-batches on each of N
      * ranks: the batch --accum N K draws in one process, which the schedule sees as the
      * effective batch. */

@@ -21,6 +21,7 @@
 #include <math.h>
 
 #include "optim/train.h"
+#include "optim/snapshot_keys.h"
 #include "optim/train_snapshot.h"
 
 enum { B = 4, T = 8, V = 13 };
@@ -122,6 +123,28 @@ static void test_history_counter_renamed(void **state)
     trainer_free(t);
 }
 
+/* A text's rows got a key of their own (run.seq), apart from the model's T, when a LoRA run on
+ * a base of a longer T needed one: every file before it had rows of the model's T, which the
+ * migration gives the key; a file that has the key keeps its own. */
+static void test_rows_are_the_model_t_before_run_seq(void **state)
+{
+    (void)state;
+    char path[512];
+    SnapshotError err;
+    SnapshotReader *r = snapshot_open(fixture("train_snapshot_68a4683.safetensors", path,
+                                              sizeof path), &err);
+    assert_non_null(r);
+    assert_null(snapshot_meta(r, "run.seq"));
+    SnapshotKeyView v;
+    snapshot_keys_migrate(&v, r, path);
+    const char *t = snapshot_keys_value(&v, "model.max_seq");
+    const char *rows = snapshot_keys_value(&v, "run.seq");
+    assert_non_null(rows);
+    assert_string_equal(rows, t);
+    assert_int_equal(atoi(rows), T);
+    snapshot_close(r);
+}
+
 static void test_before_the_amax_history(void **state)
 {
     (void)state;
@@ -171,6 +194,7 @@ int main(void)
         cmocka_unit_test(test_first_layout),
         cmocka_unit_test(test_before_the_amax_history),
         cmocka_unit_test(test_history_counter_renamed),
+        cmocka_unit_test(test_rows_are_the_model_t_before_run_seq),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

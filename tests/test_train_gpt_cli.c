@@ -368,6 +368,18 @@ static void test_lora_resume(void **state)
     /* a base of add (rows of 12 tokens, T = 12) fine-tuned on sub (rows of 11): the resumed
      * run's rows are sub's, not the base's T (it was refused: "--seq 12 does not fit") */
     check_lora_resume(base, "--task sub");
+    /* a base of text rows of 64 tokens (T = 64) fine-tuned on rows of 32: the resumed run's
+     * rows are the run's (run.seq), not the base's T (it went on with rows of 64, silently) */
+    char text_base[512];
+    in_dir(text_base, sizeof text_base, "text_base.safetensors");
+    snprintf(args, sizeof args, "--data %s/data/tinyshakespeare.txt --layers 1 --heads 2 "
+             "--embd 32 --seq 64 --steps 2 --separate-qkv --eval-every 0 --eval-examples 64 "
+             "--save %s", TAPEGRAD_SOURCE_DIR, text_base);
+    run_ok(args);
+    char text_run[600];
+    snprintf(text_run, sizeof text_run, "--data %s/data/tinyshakespeare.txt --seq 32 --batch 4",
+             TAPEGRAD_SOURCE_DIR);
+    check_lora_resume(text_base, text_run);
     /* the base replaced since */
     check_lora_resume(base, "");
     snprintf(args, sizeof args, "--steps 4 --separate-qkv --seed 9 --eval-every 0 "

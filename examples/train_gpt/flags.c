@@ -40,9 +40,9 @@ void options_check_products(const Options *o)
     const char *accum = ranks > 1 ? "--accum x ranks" : "--accum";
     cli_product(INT_MAX, "rows per step", 2, (const char *[]){ "--batch", accum },
                 (long[]){ o->run.kept.batch, rows });
-    if (o->run.seq > 0)
+    if (o->run.kept.seq > 0)
         cli_product(INT_MAX, "tokens per step", 3, (const char *[]){ "--batch", accum, "--seq" },
-                    (long[]){ o->run.kept.batch, rows, o->run.seq });
+                    (long[]){ o->run.kept.batch, rows, o->run.kept.seq });
 }
 
 /* Combinations no single value shows wrong: first what each flag needs (the table's needs,

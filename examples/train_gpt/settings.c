@@ -210,11 +210,11 @@ const Setting TRAIN_GPT_SETTINGS[] = {
       .help = "micro-batches per update: gradients accumulated over K\n"
               "batches of --batch rows, each loss divided by K; memory is\n"
               "that of one micro-batch" },
-    /* A task's rows are the task's own length, which a resumed run takes from the task (kept),
-     * not from the model's T: a LoRA run's T is its base's, longer when the base learned a
-     * task of longer rows (add's 12 tokens under sub's 11). */
-    { .name = "seq", .id = FLAG_SEQ, .type = SETTING_INT, .offset = FIELD(seq),
-      .schema = &GPT_SCHEMA, .arg = "N", .key = "model.max_seq", .applies = is_text,
+    /* The rows' length, kept for a text (run.seq), not taken from the model's T: a LoRA run's
+     * T is its base's, longer than its rows when the base learned longer ones (a text's --seq
+     * 64 under 32, or add's 12 tokens under sub's 11: a task's rows are the task's own). */
+    { .name = "seq", .id = FLAG_SEQ, .type = SETTING_INT, .offset = KEPT(seq),
+      .schema = &RUN_KEPT_SCHEMA, .arg = "N", .key = "run.seq", .applies = is_text,
       .help = "tokens per row = the model's T (default: a task's row length,\n"
               "which is the only value a task allows; 64 for text)" },
     { .name = "seed", .id = FLAG_SEED, .type = SETTING_LONG, .offset = CFG(seed),   /* a u64 */

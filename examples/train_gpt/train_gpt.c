@@ -61,8 +61,8 @@ static TrainerConfig load_settings(Run *run)
     RunSettings *s = &run->o.run;
     TrainerConfig saved = run_snapshot_settings(s->local.load_path, &run->loaded);
     options_merge_snapshot(&run->o, &saved, run->loaded, s->local.load_path);
-    run->ds = run_open_data(&s->kept.data, &s->seq);
-    run_check_fit(s->seq, run->ds, &saved.model);
+    run->ds = run_open_data(&s->kept.data, &s->kept.seq);
+    run_check_fit(s->kept.seq, run->ds, &saved.model);
     run_check_model_size(&saved.model);
     return saved;
 }
@@ -81,7 +81,7 @@ static Trainer *make_trainer(Run *run)
         TrainerConfig saved = load_settings(run);
         return load_trainer(run, &saved);
     }
-    run->ds = run_open_data(&s->kept.data, &s->seq);
+    run->ds = run_open_data(&s->kept.data, &s->kept.seq);
     return run_trainer_fresh(s, run->ds);
 }
 
@@ -205,7 +205,7 @@ int main(int argc, char **argv)
     run.tr = make_trainer(&run);
     static char agreed[OPTIONS_AGREED_MAX];
     size_t agreed_len = options_agreed_text(&run.o, run.tr->step, agreed, sizeof agreed);
-    run.ranks = run_ranks_start(&s->kept, &s->local, s->seq, run.tr, agreed, agreed_len);
+    run.ranks = run_ranks_start(&s->kept, &s->local, run.tr, agreed, agreed_len);
     if (run_ranks_stages(run.ranks) > 0 && run_ranks_is_root())
         run.pipe_logs = pipe_logs_open(&run.o, run_ranks_stages(run.ranks));
     /* The snapshot keeps --accum K and the ranks N apart (options_snapshot_meta). */

@@ -275,6 +275,38 @@ RunRanks *run_ranks_start(const RunKept *kept, const RunLocal *local, Trainer *t
     return p;
 }
 
+int run_ranks_regroup(const char *path, long n, long k, int mine, int given, const char *flag)
+{
+    long global = n * k;
+    /* Exact or refused: on another rank count the same global batch sums its micro-batches'
+     * gradients in another grouping, so the run goes on, but not bit for bit. That takes an
+     * --accum the user gives knowingly; without one, the reason and the two ways on. */
+    if (!given && global % mine == 0)
+        run_fail(2, "--load %s: the snapshot's run was %ld rank%s x --accum %ld; on %d rank%s its "
+                 "gradients would be summed in another grouping and the run would not continue "
+                 "bit for bit: resume on %ld rank%s for that, or give %s %ld to continue it "
+                 "regrouped", path, n, n == 1 ? "" : "s", k, mine, mine == 1 ? "" : "s", n,
+                 n == 1 ? "" : "s", flag, global / mine);
+    long want = given ? given : global / mine;
+    if (want * mine != global) {
+        if (global % mine == 0)
+            run_fail(2, "--load %s: the snapshot's run drew %ld micro-batches a step (%ld rank%s "
+                     "x --accum %ld); %d rank%s x %s %d draw%s %ld: give %s %ld", path, global,
+                     n, n == 1 ? "" : "s", k, mine, mine == 1 ? "" : "s", flag, given,
+                     mine == 1 ? "s" : "", (long)mine * given, flag, global / mine);
+        run_fail(1, "--load %s: the snapshot's run drew %ld micro-batches a step (%ld rank%s x "
+                 "--accum %ld), which %d ranks cannot share evenly: resume on %ld ranks (another "
+                 "global batch would draw other batches and not continue the run)", path, global,
+                 n, n == 1 ? "" : "s", k, mine, n);
+    }
+    if (run_ranks_is_root())
+        printf("resuming %ld rank%s x --accum %ld on %d rank%s x --accum %ld: the same %ld "
+               "micro-batches a step, their gradients summed in another grouping (the last bits "
+               "may differ from a run kept on %ld)\n", n, n == 1 ? "" : "s", k, mine,
+               mine == 1 ? "" : "s", want, global, n);
+    return (int)want;
+}
+
 bool run_ranks_is_root(void) { return phase == RANKS_OFF || dist_world()->rank == 0; }
 int  run_ranks_data_count(const RunParallel *par)
 {

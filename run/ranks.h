@@ -68,6 +68,17 @@ bool      run_ranks_is_root(void);
 /* The ranks a data-parallel run (ddp, zero1-3) of these settings trains on: mpirun's N, or 1
  * (no --parallel, or a pipeline). Known from MPI_Init on (run_ranks_begin). */
 int       run_ranks_data_count(const RunParallel *p);
+/* Resuming a data-parallel run on another rank count. A step draws --accum K micro-batches on
+ * each of N ranks: N K micro-batches from the one data generator, in rank order; a snapshot
+ * keeps K (schedule.accum) and N (run.ranks) apart. On the same N the run resumes exactly (K
+ * is a kept setting: a flag must agree). On another N (mine) it resumes only with the same
+ * global batch, N K micro-batches (K derived when not given): the same rows, the same
+ * schedule, the gradients summed in another grouping (the last bits may differ from an
+ * unbroken run, which a line says); any other N K would draw other batches, and is refused
+ * with the K that fits (run_fail). given: the K the command line gave (0: none) through flag
+ * ("--accum", or a pipeline's "--micro-batches"). Returns the K to run with; n != mine. */
+int       run_ranks_regroup(const char *path, long n, long k, int mine, int given,
+                            const char *flag);
 int       run_ranks_count(const RunRanks *p);       /* every process: 1 without --parallel */
 /* The pipeline's stages, 0 without a pipeline (or p NULL). */
 int       run_ranks_stages(const RunRanks *p);

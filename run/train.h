@@ -68,4 +68,13 @@ RunTotals run_train_totals(const RunTrain *t);
 void      run_report(RunTrain *t);
 void      run_train_free(RunTrain *t);
 
+/* run/logs.c: the run's result files from each step's record, on the rank that writes them:
+ * --log, one row per step (columns in docs/gpt.md), or under a pipeline (stages > 0) its own
+ * --log and --pipe-events (docs/pipeline.md). run_logs_close prints the events' path. A file
+ * that cannot be opened or written ends the run (run_fail). */
+typedef struct RunLogs RunLogs;
+RunLogs *run_logs_open(const RunLocal *l, int stages);
+void     run_logs_write(RunLogs *g, const RunStepRecord *rec);
+void     run_logs_close(RunLogs *g);
+
 #endif

@@ -175,18 +175,11 @@ static void merge_data_kind(Options *o, const SettingsSaved *saved)
     }
 }
 
-/* A step of a data-parallel run draws --accum K micro-batches on each of N ranks: N K
- * micro-batches from the one data generator, in rank order; a snapshot keeps K (schedule.accum)
- * and N (run.ranks) apart. On the same N the run resumes exactly (K is a kept setting: a flag
- * must agree). On another N it resumes only with the same global batch, N K micro-batches (K
- * derived when not given): the same rows, the same schedule, the gradients summed in another
- * grouping (the last bits may differ from an unbroken run, which a line says); any other N K
- * would draw other batches, and is refused with the --accum that fits. Returns the K to run with
- * on another N, 0 on the same. (A snapshot from before run.ranks reads as one process.)
- * run.ranks is read here, not through a schema: it is no row of RUN_KEPT_SCHEMA, which holds
- * what a resumed run takes from its snapshot, while the rank count is the saving run's record
- * (RunSettings.ranks, known once that run started), which a resumed run compares with its
- * own and does not take. */
+/* The saving run's rank count (run.ranks; one process before the key) against this run's: the
+ * --accum to run with on another count (run_ranks_regroup), 0 on the same. run.ranks is read
+ * here, not through a schema: it is no row of RUN_KEPT_SCHEMA, which holds what a resumed run
+ * takes from its snapshot, while the rank count is the saving run's record (RunSettings.ranks,
+ * known once that run started), which a resumed run compares with its own and does not take. */
 static int merge_ranks(Options *o, const SettingsSaved *saved)
 {
     const char *text = settings_saved_value(saved, "run.ranks", "1");
@@ -199,43 +192,13 @@ static int merge_ranks(Options *o, const SettingsSaved *saved)
     SnapshotError err;
     if (n == mine || !read_row(&RUN_KEPT_SCHEMA, NULL, "schedule.accum", saved, &kept, &err))
         return 0;       /* the same ranks, or a bad accum the merge names */
-    long k = kept.accum, global = n * k;
     /* a pipeline's --micro-batches is its --accum (pipeline_check_options) */
-    bool given = options_given(o, FLAG_ACCUM) ||
-                 (run_parallel_pipeline(&o->run.local.parallel) &&
-                  options_given(o, FLAG_MICRO_BATCHES));
-    const char *flag =
-        run_parallel_pipeline(&o->run.local.parallel) ? "--micro-batches" : "--accum";
-    /* Exact or refused: on another rank count the same global batch sums its micro-batches'
-     * gradients in another grouping, so the run goes on, but not bit for bit. That takes an
-     * --accum the user gives knowingly; without one, the reason and the two ways on. */
-    if (!given && global % mine == 0)
-        cli_usage_error("--load %s: the snapshot's run was %ld rank%s x --accum %ld; on %d "
-                        "rank%s its gradients would be summed in another grouping and the run "
-                        "would not continue bit for bit: resume on %ld rank%s for that, or give "
-                        "%s %ld to continue it regrouped", saved->path, n,
-                        n == 1 ? "" : "s", k, mine, mine == 1 ? "" : "s", n, n == 1 ? "" : "s",
-                        flag, global / mine);
-    long want = given ? o->run.kept.accum : global / mine;
-    if (want * mine != global) {
-        if (global % mine == 0)
-            cli_usage_error("--load %s: the snapshot's run drew %ld micro-batches a step (%ld "
-                            "rank%s x --accum %ld); %d rank%s x %s %d draw%s %ld: give "
-                            "%s %ld", saved->path, global, n, n == 1 ? "" : "s", k, mine,
-                            mine == 1 ? "" : "s", flag, o->run.kept.accum, mine == 1 ? "s" : "",
-                            (long)mine * o->run.kept.accum, flag, global / mine);
-        cli_die(1, "--load %s: the snapshot's run drew %ld micro-batches a step (%ld rank%s x "
-                "--accum %ld), which %d ranks cannot share evenly: resume on %ld ranks (another "
-                "global batch would draw other batches and not continue the run)", saved->path,
-                global, n, n == 1 ? "" : "s", k, mine, n);
-    }
-    if (run_ranks_is_root())
-        printf("resuming %ld rank%s x --accum %ld on %d rank%s x --accum %ld: the same %ld "
-               "micro-batches a step, their gradients summed in another grouping (the last bits "
-               "may differ from a run kept on %ld)\n", n, n == 1 ? "" : "s", k, mine,
-               mine == 1 ? "" : "s", want, global, n);
+    bool pipe = run_parallel_pipeline(&o->run.local.parallel) != NULL;
+    bool given = options_given(o, FLAG_ACCUM) || (pipe && options_given(o, FLAG_MICRO_BATCHES));
+    int want = run_ranks_regroup(saved->path, n, kept.accum, mine, given ? o->run.kept.accum : 0,
+                                 pipe ? "--micro-batches" : "--accum");
     o->given[FLAG_ACCUM - FLAG_TASK] = false;      /* the snapshot's K merges, then ours */
-    return (int)want;
+    return want;
 }
 
 /* The kept rows merged (settings_merge_all); the custom ones, the precision flags, compared as

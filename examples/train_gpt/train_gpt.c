@@ -14,9 +14,8 @@
  *
  * Files: settings.c (every flag: one table), flags.c (the command line and a snapshot's
  * settings, from that table, and the checks of flags together), precision.c (--precision and
- * --loss-scale: their values), pipeline.c (the pipeline's flags and logs), agree.c (the
+ * --loss-scale: their values), pipeline.c (the pipeline's flags), agree.c (the
  * settings the ranks compare), loss.gp (the figure). */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>        /* and for tests/fuzz/fuzz_train_load.c, which includes this file */
@@ -26,19 +25,10 @@
 #include "examples/common/cli.h"
 #include "examples/common/plot.h"
 #include "examples/common/progress.h"
-#include "examples/common/tsv.h"
 #include "examples/common/wait_policy.h"
 #include "examples/train_gpt/train_gpt.h"
 #include "run/ranks.h"
 #include "run/train.h"
-
-/* Readers find columns by name (loss.gp, examples/common's train_run), so new ones go before
- * the peak_* group that closes a row. */
-static const char *const LOG_COLUMNS[] = {
-    "step", "loss", "lr", "grad_norm", "tokens_per_s", "ms", "val_loss", "val_acc",
-    "loss_scale", "skipped", "flop", "mfu",
-    "peak_param", "peak_grad", "peak_optim", "peak_act", "peak_temp", NULL,
-};
 
 typedef struct {
     Options    o;
@@ -46,8 +36,7 @@ typedef struct {
     Trainer   *tr;
     RunRanks  *ranks;                /* --parallel ddp, zero1-3, pipeline:S, else NULL */
     RunTrain  *train;
-    TsvWriter *log;
-    PipeLogs  *pipe_logs;            /* a pipeline's --log and --pipe-events, rank 0's */
+    RunLogs   *logs;                 /* --log (a pipeline's, and --pipe-events), rank 0's */
     Progress   progress;
     SnapshotReader *loaded;          /* --load's file: open to the end, since the options
                                       * point into its metadata (the task, the data path) */
@@ -85,45 +74,12 @@ static Trainer *make_trainer(Run *run)
     return run_trainer_fresh(s, run->ds);
 }
 
-/* Validation cells stay empty between evaluations (and val_acc for text): gnuplot and
- * spreadsheets read an empty cell as missing, and the curves are drawn across the gaps. */
-static void log_cell(TsvWriter *log, double v)
-{
-    if (isnan(v))
-        tsv_str(log, "");
-    else
-        tsv_num(log, v);
-}
-
-static void log_row(Run *run, const RunStepRecord *rec)
-{
-    TsvWriter *log = run->log;
-    tsv_int(log, rec->step);
-    tsv_float(log, (float)rec->result.loss);     /* the loss is a float; no false digits */
-    tsv_num(log, rec->lr);
-    tsv_num(log, rec->result.grad_norm);
-    tsv_num(log, (double)rec->tokens / rec->seconds);
-    tsv_num(log, 1000.0 * rec->seconds);
-    log_cell(log, rec->ev ? rec->ev->loss : NAN);
-    log_cell(log, rec->ev ? rec->ev->accuracy : NAN);
-    tsv_num(log, rec->result.loss_scale);
-    tsv_int(log, rec->result.skipped);
-    tsv_num(log, rec->flop);
-    tsv_num(log, rec->mfu);
-    for (int c = 0; c < MEM_NCAT; c++)
-        tsv_int(log, (long long)rec->peaks[c]);
-    if (!tsv_end_row(log))
-        cli_die(1, "%s: write failed (disk full?)", run->o.run.local.log_path);
-}
-
 /* Each step: its log row (or the pipeline's), then the progress display. */
 static void on_step(void *ctx, const RunStepRecord *rec)
 {
     Run *run = ctx;
-    if (rec->pipe && run->pipe_logs)
-        pipe_logs_write(run->pipe_logs, rec->pipe);
-    if (!rec->pipelined && run->log)
-        log_row(run, rec);
+    if (run->logs)
+        run_logs_write(run->logs, rec);
     char extra[48];
     if (run->o.run.cfg.loss_scale.mode == LOSS_SCALE_NONE)
         snprintf(extra, sizeof extra, "lr %.1e", rec->lr);
@@ -152,8 +108,8 @@ static void report(Run *run, double start)
                progress_format_rate((double)t.tokens / t.seconds, rate, sizeof rate), t.steps,
                t.K, t.B, t.T);
     run_report(run->train);
-    pipe_logs_close(run->pipe_logs);
-    run->pipe_logs = NULL;
+    run_logs_close(run->logs);
+    run->logs = NULL;
 }
 
 static void describe(const Run *run)
@@ -168,9 +124,6 @@ static void describe(const Run *run)
 static void finish_outputs(Run *run)
 {
     const RunLocal *l = &run->o.run.local;
-    char err[512];
-    if (run->log && !tsv_close(run->log, err, sizeof err))
-        cli_die(1, "%s", err);
     if (l->log_path)
         printf("log: %s\n", l->log_path);
     if (l->plot_path) {
@@ -206,21 +159,14 @@ int main(int argc, char **argv)
     static char agreed[OPTIONS_AGREED_MAX];
     size_t agreed_len = options_agreed_text(&run.o, run.tr->step, agreed, sizeof agreed);
     run.ranks = run_ranks_start(&s->kept, &s->local, run.tr, agreed, agreed_len);
-    if (run_ranks_stages(run.ranks) > 0 && run_ranks_is_root())
-        run.pipe_logs = pipe_logs_open(&run.o, run_ranks_stages(run.ranks));
     /* The snapshot keeps --accum K and the ranks N apart (options_snapshot_meta). */
     s->ranks = run_ranks_data_count(&s->local.parallel);
     options_check_products(&run.o);     /* --seq is known now, and accum under ddp */
     run.train = run_train_new(s, run.tr, run.ds, run.ranks);
     describe(&run);
 
-    /* a pipeline writes its own (pipe_logs) */
-    if (s->local.log_path && run_ranks_is_root() && !run_parallel_pipeline(&s->local.parallel)) {
-        char err[512];
-        run.log = tsv_open(s->local.log_path, LOG_COLUMNS, err, sizeof err);
-        if (!run.log)
-            cli_die(1, "%s", err);
-    }
+    if (run_ranks_is_root())
+        run.logs = run_logs_open(&s->local, run_ranks_stages(run.ranks));
     run_train_begin(run.train);
 
     long first = run.tr->step;

@@ -1,7 +1,7 @@
 #ifndef TAPEGRAD_TRAIN_GPT_H
 #define TAPEGRAD_TRAIN_GPT_H
 /* What the files of train_gpt share: the options (settings.c, flags.c, precision.c), the
- * settings the ranks compare (agree.c), the pipeline's logs (pipeline.c); the run itself is
+ * settings the ranks compare (agree.c), the pipeline's flags (pipeline.c); the run itself is
  * run/'s (run/run.h, run/ranks.h, run/train.h), called from main (train_gpt.c). */
 #include <stdbool.h>
 
@@ -75,14 +75,9 @@ void   options_first_difference(const char *mine, const char *theirs, int rank, 
 
 /* pipeline.c: the checks of the pipeline flags (after every flag is read: they set accum to the
  * micro-batch count), and again once a snapshot's settings are in (its accumulation is the
- * micro-batch count). Then rank 0's --log and --pipe-events, written from each step's record
- * (run/ranks.h); closing them prints the events' path. */
+ * micro-batch count). */
 void pipeline_check_options(Options *o);
 void pipeline_check_loaded(Options *o, const char *path);
-typedef struct PipeLogs PipeLogs;
-PipeLogs *pipe_logs_open(const Options *o, int stages);
-void      pipe_logs_write(PipeLogs *l, const RunPipeStep *rec);
-void      pipe_logs_close(PipeLogs *l);
 
 /* precision.c: the value of --precision, --loss-scale or --fp8-scaling (custom settings of the
  * table), and each as it would be typed, from o->run.cfg (how a snapshot's is compared). */

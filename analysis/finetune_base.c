@@ -1,11 +1,14 @@
-/* The base of a fine-tuning study and its headline numbers (finetune_base.h). */
+/* The base of a fine-tuning study, its runs, its table's rows and its headline numbers
+ * (finetune_base.h). */
 #include "analysis/finetune_base.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <sys/stat.h>
 
 #include "autograd/kernels.h"
 #include "autograd/parallel.h"
+#include "nn/gpt_lora.h"
 #include "nn/gpt_snapshot.h"
 #include "optim/schedule.h"
 
@@ -68,6 +71,67 @@ bool finetune_base_covers(const char *path, const Task *old, const Task *task, G
         return false;
     }
     return true;
+}
+
+int finetune_runs_order(const FinetuneRuns *r, FinetuneMethod *method, int *rank)
+{
+    int n = 0;
+    for (int i = -1; i <= r->n_ranks; i++) {
+        FinetuneMethod m = i < 0 ? FINETUNE_FULL : i < r->n_ranks ? FINETUNE_LORA : FINETUNE_QLORA;
+        if (r->methods & (1u << m)) {
+            method[n] = m;
+            rank[n++] = i < 0 ? 0 : i < r->n_ranks ? r->ranks[i] : r->qlora_rank;
+        }
+    }
+    return n;
+}
+
+bool finetune_runs_fit(const FinetuneRuns *r, const FinetuneConfig *c, const GptConfig *m,
+                       char *err, size_t errlen)
+{
+    LoraConfig lc = { .rank = r->qlora_rank, .alpha = (float)c->alpha, .targets = c->targets };
+    for (int i = 0; i < r->n_ranks; i++)
+        lc.rank = r->ranks[i] > lc.rank ? r->ranks[i] : lc.rank;
+    bool adapters = r->methods & ((1u << FINETUNE_LORA) | (1u << FINETUNE_QLORA));
+    return !adapters || lora_config_check(&lc, m, err, errlen);
+}
+
+const char *const FINETUNE_COLUMNS[] = {
+    "run", "method", "rank", "params", "trainable", "trainable_pct", "peak_param", "peak_grad",
+    "peak_optim", "peak_act", "peak_temp", "frozen_bytes", "frozen_ratio", "ms_per_step",
+    "final_loss", "acc_new", "acc_old", "loss_old", "acc_old_off", NULL,
+};
+
+/* A number, or an empty cell where it does not apply (NAN). */
+static void tsv_num_or_empty(TsvWriter *w, double v)
+{
+    if (isnan(v))
+        tsv_str(w, "");
+    else
+        tsv_num(w, v);
+}
+
+bool finetune_write_row(TsvWriter *w, const FinetuneResult *r)
+{
+    char run[32];
+    tsv_str(w, finetune_run_name(r->method, r->rank, run, sizeof run));
+    tsv_str(w, finetune_method_name(r->method));
+    tsv_int(w, r->rank);
+    tsv_int(w, (long long)r->params);
+    tsv_int(w, (long long)r->trainable);
+    tsv_num(w, 100.0 * (double)r->trainable / (double)r->params);
+    bool base = r->method == FINETUNE_BASE;
+    for (int k = 0; k < MEM_NCAT; k++)
+        tsv_num_or_empty(w, base ? NAN : (double)r->peak[k]);
+    tsv_num_or_empty(w, base ? NAN : (double)r->frozen_bytes);
+    tsv_num_or_empty(w, base ? NAN : (double)r->frozen_bytes / (double)r->base_fp32_bytes);
+    tsv_num_or_empty(w, r->ms_per_step);
+    tsv_num_or_empty(w, r->final_loss);
+    tsv_num(w, r->acc_new);
+    tsv_num(w, r->acc_old);
+    tsv_num(w, r->loss_old);
+    tsv_num_or_empty(w, r->acc_old_off);
+    return tsv_end_row(w);
 }
 
 FinetuneSummary finetune_summary(const FinetuneResult *res, int n)

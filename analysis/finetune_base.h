@@ -9,11 +9,13 @@
  * in different orders and train different bases from the same seed; in the fast mode so is the
  * thread count, which decides how the library splits its sums. The portable mode trains the
  * same base on every count. In: the settings and the tasks; out: a snapshot file (nn/
- * gpt_snapshot.h), and a check that a base fits the tasks. */
+ * gpt_snapshot.h), and a check that a base fits the tasks; the study's runs in their order, a
+ * check that their adapters fit the base, its table's rows as TSV and its headline numbers. */
 #include <stdbool.h>
 #include <stddef.h>
 
 #include "analysis/finetune.h"
+#include "autograd/tsv.h"
 
 /* A base pretrained by the study: its task's name, its shape and its pretraining. */
 typedef struct {
@@ -39,6 +41,33 @@ bool        finetune_base_make(const FinetuneBaseSpec *s, const GptConfig *cfg, 
  * "PATH: V = .., T = .. does not fit tasks OLD and NEW (V .., rows of .. and ..)". */
 bool        finetune_base_covers(const char *path, const Task *old, const Task *task,
                                  GptConfig *m, char *err, size_t errlen);
+
+/* The study's runs: which methods (bit m set: FinetuneMethod m; none: the base only), LoRA's
+ * ranks and QLoRA's. */
+enum { FINETUNE_MAX_RANKS = 8, FINETUNE_MAX_RUNS = FINETUNE_MAX_RANKS + 2 };
+typedef struct {
+    unsigned methods;
+    int      ranks[FINETUNE_MAX_RANKS], n_ranks;
+    int      qlora_rank;
+} FinetuneRuns;
+
+/* The runs asked for, in the study's order: full fine-tuning, LoRA at each rank as given,
+ * QLoRA; into method[] and rank[] (room for FINETUNE_MAX_RUNS; rank 0 for full fine-tuning).
+ * Returns their count. */
+int         finetune_runs_order(const FinetuneRuns *r, FinetuneMethod *method, int *rank);
+/* Whether the adapters fit a base of shape m (lora_config_check) at the largest rank of them
+ * all, QLoRA's included, with c's alpha and targets: true when neither LoRA nor QLoRA is asked
+ * for. False with the check's message in err. */
+bool        finetune_runs_fit(const FinetuneRuns *r, const FinetuneConfig *c, const GptConfig *m,
+                              char *err, size_t errlen);
+
+/* The study's table as TSV (lora_finetune --log, the data of its figure): the columns
+ * (NULL-terminated), and one result's row, named by finetune_run_name ("base" for the base). A
+ * cell that does not apply is left empty, which gnuplot and spreadsheets read as missing: the
+ * base's bytes, the base's step time and training loss, the old task without the adapter but
+ * for LoRA and QLoRA. False once a write has failed. */
+extern const char *const FINETUNE_COLUMNS[];
+bool        finetune_write_row(TsvWriter *w, const FinetuneResult *r);
 
 /* The study's headline numbers from its rows: LoRA at r = 8 against full fine-tuning, and the
  * QLoRA base against the same base in fp32. */

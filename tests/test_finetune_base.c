@@ -1,9 +1,10 @@
 /* analysis/finetune_base.h: the cached base's name (every setting that decides its weights, the
  * kernel mode, the thread count in the fast mode), the base's shape for two tasks, a base file
- * that covers the tasks or not (with the message), and the study's headline numbers from rows
- * made up by hand. */
+ * that covers the tasks or not (with the message), the runs' order and whether their adapters
+ * fit, and the study's table rows and headline numbers from rows made up by hand. */
 #include "tests/test_helpers.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include "analysis/finetune_base.h"
 #include "autograd/kernels.h"
 #include "autograd/parallel.h"
+#include "nn/gpt_lora.h"
 #include "nn/gpt_snapshot.h"
 
 static const FinetuneBaseSpec SPEC = {
@@ -108,12 +110,99 @@ static void test_summary(void **state)
     assert_false(finetune_summary(rows, 3).qlora);
 }
 
+/* The runs in the study's order, whatever the order of --methods; none of them for none. */
+static void test_runs_order(void **state)
+{
+    (void)state;
+    FinetuneRuns r = { .methods = 7, .ranks = { 16, 2 }, .n_ranks = 2, .qlora_rank = 4 };
+    FinetuneMethod method[FINETUNE_MAX_RUNS];
+    int rank[FINETUNE_MAX_RUNS];
+    assert_int_equal(finetune_runs_order(&r, method, rank), 4);
+    FinetuneMethod want[] = { FINETUNE_FULL, FINETUNE_LORA, FINETUNE_LORA, FINETUNE_QLORA };
+    int want_rank[] = { 0, 16, 2, 4 };
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(method[i], want[i]);
+        assert_int_equal(rank[i], want_rank[i]);
+    }
+    r.methods = 1u << FINETUNE_QLORA;
+    assert_int_equal(finetune_runs_order(&r, method, rank), 1);
+    assert_int_equal(method[0], FINETUNE_QLORA);
+    assert_int_equal(rank[0], 4);
+    r.methods = 0;
+    assert_int_equal(finetune_runs_order(&r, method, rank), 0);
+}
+
+/* The largest rank decides, QLoRA's too; full fine-tuning alone checks no adapter. */
+static void test_runs_fit(void **state)
+{
+    (void)state;
+    GptConfig m = { .vocab_size = TASK_VOCAB, .max_seq = 12, .n_layer = 1, .n_head = 2,
+                    .n_embd = 32, .tied = true };
+    FinetuneConfig c = { .alpha = 16, .targets = LORA_TARGET_Q | LORA_TARGET_V };
+    FinetuneRuns r = { .methods = 1u << FINETUNE_LORA, .ranks = { 1, 32 }, .n_ranks = 2,
+                       .qlora_rank = 8 };
+    char err[160] = "";
+    assert_true(finetune_runs_fit(&r, &c, &m, err, sizeof err));
+    r.ranks[1] = 33;
+    assert_false(finetune_runs_fit(&r, &c, &m, err, sizeof err));
+    assert_non_null(strstr(err, "LoRA rank 33 is not in 1..32"));
+    r.ranks[1] = 2, r.qlora_rank = 34;
+    assert_false(finetune_runs_fit(&r, &c, &m, err, sizeof err));
+    assert_non_null(strstr(err, "LoRA rank 34"));
+    r.methods = 1u << FINETUNE_FULL;
+    assert_true(finetune_runs_fit(&r, &c, &m, err, sizeof err));
+}
+
+static char *read_all(const char *path)
+{
+    static char buf[4096];
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* The base's row leaves the bytes, the step time and the loss empty; a QLoRA row has every
+ * cell, the shares computed. */
+static void test_write_row(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/test_finetune_rows.XXXXXX", err[512];
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    TsvWriter *w = tsv_open(path, FINETUNE_COLUMNS, err, sizeof err);
+    assert_non_null(w);
+    FinetuneResult base = { .method = FINETUNE_BASE, .params = 1000, .trainable = 0,
+                            .ms_per_step = NAN, .final_loss = NAN, .acc_new = 0.25,
+                            .acc_old = 1, .loss_old = 0.5, .acc_old_off = NAN };
+    FinetuneResult q = { .method = FINETUNE_QLORA, .rank = 8, .params = 1000, .trainable = 40,
+                         .peak = { 10, 20, 30, 40, 50 }, .frozen_bytes = 300,
+                         .base_fp32_bytes = 1200, .ms_per_step = 1.5, .final_loss = 2,
+                         .acc_new = 0.5, .acc_old = 0.75, .loss_old = 1.25, .acc_old_off = 1 };
+    assert_true(finetune_write_row(w, &base));
+    assert_true(finetune_write_row(w, &q));
+    assert_true(tsv_close(w, err, sizeof err));
+    const char *text = read_all(path);
+    const char *rows = strchr(text, '\n') + 1;
+    assert_true(strncmp(text, "run\tmethod\trank\tparams\t", 22) == 0);
+    assert_string_equal(rows, "base\tbase\t0\t1000\t0\t0\t\t\t\t\t\t\t\t\t\t0.25\t1\t0.5\t\n"
+                        "qlora r=8\tqlora\t8\t1000\t40\t4\t10\t20\t30\t40\t50\t300\t0.25\t1.5\t"
+                        "2\t0.5\t0.75\t1.25\t1\n");
+    remove(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cache_path),
         cmocka_unit_test(test_config_and_cover),
         cmocka_unit_test(test_summary),
+        cmocka_unit_test(test_runs_order),
+        cmocka_unit_test(test_runs_fit),
+        cmocka_unit_test(test_write_row),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -118,6 +118,33 @@ int cli_choice(const char *flag, const char *s, const char *const *choices)
     cli_usage_error("%s: '%s' is not one of: %s", flag, s, list);
 }
 
+int cli_list(const char *flag, const char *list, char items[][CLI_ITEM_LEN], int max)
+{
+    int n = 0;
+    for (const char *p = list;; p++) {
+        size_t len = strcspn(p, ",");
+        if (len == 0 || len >= CLI_ITEM_LEN || n == max)
+            cli_usage_error("%s '%s': give 1 to %d items separated by commas", flag, list, max);
+        memcpy(items[n], p, len);
+        items[n++][len] = '\0';
+        p += len;
+        if (*p == '\0')
+            return n;
+    }
+}
+
+int cli_int_list(const char *flag, const char *list, int *values, int max, long lo, long hi)
+{
+    char (*items)[CLI_ITEM_LEN] = malloc((size_t)max * sizeof *items);
+    if (!items)
+        cli_die(1, "out of memory");
+    int n = cli_list(flag, list, items, max);
+    for (int i = 0; i < n; i++)
+        values[i] = (int)cli_long(flag, items[i], lo, hi);
+    free(items);
+    return n;
+}
+
 bool cli_stdout_is_tty(void) { return isatty(STDOUT_FILENO) != 0; }
 
 const char *cli_folder(const char *flag, const char *s)

@@ -29,6 +29,14 @@ long   cli_product(long max, const char *what, int n, const char *const *flags,
 /* Index of s in the NULL-terminated list choices; a usage error listing them otherwise. */
 int    cli_choice(const char *flag, const char *s, const char *const *choices);
 
+/* A flag's comma-separated list ("1,2,4", "full,lora"): each item copied into items[i] (shorter
+ * than CLI_ITEM_LEN), their count returned, 1 to max. An empty or overlong item, or more than
+ * max, is a usage error naming the flag and the list. cli_int_list reads each item as cli_long
+ * does, in [lo, hi], into values. */
+enum { CLI_ITEM_LEN = 16 };
+int    cli_list(const char *flag, const char *list, char items[][CLI_ITEM_LEN], int max);
+int    cli_int_list(const char *flag, const char *list, int *values, int max, long lo, long hi);
+
 /* A size: a whole number of bytes, or a number with B, KiB, MiB or GiB ("64MiB", "1.5GiB").
  * cli_parse_bytes returns false on anything else; cli_bytes makes that a usage error naming
  * the flag, as it does a value outside [lo, hi]. */

@@ -15,59 +15,36 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "analysis/finetune_base.h"
 #include "autograd/parallel.h"
 #include "examples/common/cli.h"
 #include "examples/common/plot.h"
+#include "examples/common/progress.h"
 #include "examples/common/settings.h"
 #include "examples/common/tsv.h"
-#include "examples/lora_finetune/lora_finetune.h"
-#include "nn/gpt_snapshot.h"
 #include "nn/gpt_lora.h"
+#include "nn/gpt_snapshot.h"
 
-static const char *const COLUMNS[] = {
-    "run", "method", "rank", "params", "trainable", "trainable_pct", "peak_param", "peak_grad",
-    "peak_optim", "peak_act", "peak_temp", "frozen_bytes", "frozen_ratio", "ms_per_step",
-    "final_loss", "acc_new", "acc_old", "loss_old", "acc_old_off", NULL,
-};
-
-enum { ITEM_LEN = 16 };
-
-/* The comma-separated items of a flag's value into items: their count, 1 to max. An empty or
- * overlong item, or more than max, is a usage error naming the flag. */
-static int split_list(const char *flag, const char *list, char items[][ITEM_LEN], int max)
-{
-    int n = 0;
-    for (const char *p = list;; p++) {
-        size_t len = strcspn(p, ",");
-        if (len == 0 || len >= ITEM_LEN || n == max)
-            cli_usage_error("%s '%s': give 1 to %d items separated by commas", flag, list, max);
-        memcpy(items[n], p, len);
-        items[n++][len] = '\0';
-        p += len;
-        if (*p == '\0')
-            return n;
-    }
-}
-
-static int parse_ranks(const char *list, int *ranks)
-{
-    char items[MAX_RANKS][ITEM_LEN];
-    int n = split_list("--ranks", list, items, MAX_RANKS);
-    for (int i = 0; i < n; i++)
-        ranks[i] = (int)cli_long("--ranks", items[i], 1, 4096);
-    return n;
-}
+typedef struct {
+    const char      *task;          /* the fine-tuning task; base.task is the pretraining's */
+    FinetuneBaseSpec base;          /* its pretrain.seed and eval_examples: ft's */
+    FinetuneConfig   ft;
+    FinetuneRuns     runs;
+    int              threads;
+    const char      *base_path;     /* a base to load instead of pretraining, or NULL */
+    const char      *cache_dir;     /* where a pretrained base is kept between runs */
+    const char      *log_path, *plot_path;
+} Options;
 
 static unsigned parse_methods(const char *list)
 {
     static const char *const names[] = { "full", "lora", "qlora", "none", NULL };
-    char items[4][ITEM_LEN];
+    char items[4][CLI_ITEM_LEN];
     unsigned bits = 0;
-    int n = split_list("--methods", list, items, 4);
+    int n = cli_list("--methods", list, items, 4);
     for (int i = 0; i < n; i++) {
         int m = cli_choice("--methods", items[i], names);
         if (m == 3 && n > 1)
@@ -93,11 +70,13 @@ static void set_value(void *opts, int id, const char *flag, const char *arg)
     switch (id) {
     case FLAG_CACHE_DIR: o->cache_dir = cli_folder(flag, arg); break;
     case FLAG_LORA_TARGETS:
-        if (!lora_targets_parse(arg, &o->targets, err, sizeof err))
+        if (!lora_targets_parse(arg, &o->ft.targets, err, sizeof err))
             cli_usage_error("%s: %s", flag, err);
         break;
-    case FLAG_RANKS: o->n_ranks = parse_ranks(arg, o->ranks); break;
-    case FLAG_METHODS: o->methods = parse_methods(arg); break;
+    case FLAG_RANKS:
+        o->runs.n_ranks = cli_int_list(flag, arg, o->runs.ranks, FINETUNE_MAX_RANKS, 1, 4096);
+        break;
+    case FLAG_METHODS: o->runs.methods = parse_methods(arg); break;
     }
 }
 
@@ -108,63 +87,63 @@ static const char *const decay_names[] = { "constant", "cosine", NULL };
 static const Setting SETTINGS[] = {
     { .heading = "Tasks and model:" },
     { .name = "pretrain-task", .id = FLAG_PRETRAIN_TASK, .type = SETTING_STRING,
-      .offset = FIELD(pretrain_task), .choices = task_names, .def = "add", .arg = "NAME",
+      .offset = FIELD(base.task), .choices = task_names, .def = "add", .arg = "NAME",
       .help = "the base's task" },
     { .name = "task", .id = FLAG_TASK, .type = SETTING_STRING, .offset = FIELD(task),
       .choices = task_names, .def = "sub", .arg = "NAME", .help = "the fine-tuning task" },
-    { .name = "layers", .id = FLAG_LAYERS, .type = SETTING_INT, .offset = FIELD(layers),
+    { .name = "layers", .id = FLAG_LAYERS, .type = SETTING_INT, .offset = FIELD(base.layers),
       .lo = 1, .hi = 64, .def = "2", .arg = "N", .help = "the base model's blocks" },
-    { .name = "heads", .id = FLAG_HEADS, .type = SETTING_INT, .offset = FIELD(heads),
+    { .name = "heads", .id = FLAG_HEADS, .type = SETTING_INT, .offset = FIELD(base.heads),
       .lo = 1, .hi = 64, .def = "8", .arg = "N", .help = "the base model's heads" },
-    { .name = "embd", .id = FLAG_EMBD, .type = SETTING_INT, .offset = FIELD(embd),
+    { .name = "embd", .id = FLAG_EMBD, .type = SETTING_INT, .offset = FIELD(base.embd),
       .lo = 1, .hi = 4096, .def = "144", .arg = "N", .help = "the base model's width" },
     { .name = "pretrain-steps", .id = FLAG_PRETRAIN_STEPS, .type = SETTING_LONG,
-      .offset = FIELD(pretrain_steps), .lo = 1, .hi = (double)(1L << 30), .def = "4000",
+      .offset = FIELD(base.pretrain.steps), .lo = 1, .hi = (double)(1L << 30), .def = "4000",
       .arg = "N", .help = "steps of pretraining" },
     { .name = "pretrain-batch", .id = FLAG_PRETRAIN_BATCH, .type = SETTING_INT,
-      .offset = FIELD(pretrain_batch), .lo = 1, .hi = 1 << 16, .def = "64", .arg = "N",
+      .offset = FIELD(base.pretrain.batch), .lo = 1, .hi = 1 << 16, .def = "64", .arg = "N",
       .help = "rows per pretraining step" },
     { .name = "base", .id = FLAG_BASE, .type = SETTING_STRING, .offset = FIELD(base_path),
       .arg = "FILE", .help = "load this base instead of pretraining one" },
     { .name = "cache-dir", .id = FLAG_CACHE_DIR, .type = SETTING_CUSTOM, .set = set_value,
       .def = "build/lora_finetune", .arg = "DIR", .help = "where the pretrained base is kept" },
     { .heading = "Fine-tuning:" },
-    { .name = "steps", .id = FLAG_STEPS, .type = SETTING_LONG, .offset = FIELD(steps),
+    { .name = "steps", .id = FLAG_STEPS, .type = SETTING_LONG, .offset = FIELD(ft.steps),
       .lo = 1, .hi = (double)(1L << 30), .def = "2000", .arg = "N",
       .help = "steps of every fine-tuning run" },
-    { .name = "batch", .id = FLAG_BATCH, .type = SETTING_INT, .offset = FIELD(batch),
+    { .name = "batch", .id = FLAG_BATCH, .type = SETTING_INT, .offset = FIELD(ft.batch),
       .lo = 1, .hi = 1 << 16, .def = "64", .arg = "N", .help = "rows per step" },
     { .name = "lr-pretrain", .id = FLAG_LR_PRETRAIN, .type = SETTING_DOUBLE,
-      .offset = FIELD(lr_pretrain), .lo = 0.0, .hi = 10.0, .def = "1e-3", .arg = "X",
+      .offset = FIELD(base.pretrain.lr), .lo = 0.0, .hi = 10.0, .def = "1e-3", .arg = "X",
       .help = "pretraining's learning rate" },
     { .name = "pretrain-decay", .id = FLAG_PRETRAIN_DECAY, .type = SETTING_CHOICE,
-      .offset = FIELD(pretrain_decay), .choices = decay_names, .def = "cosine", .arg = "NAME",
+      .offset = FIELD(base.pretrain.decay), .choices = decay_names, .def = "cosine", .arg = "NAME",
       .help = "pretraining's decay after the warmup: constant\nor cosine to 0" },
     { .name = "pretrain-eval-every", .id = FLAG_PRETRAIN_EVAL_EVERY, .type = SETTING_LONG,
-      .offset = FIELD(pretrain_eval_every), .lo = 0, .hi = (double)(1L << 30), .def = "0",
+      .offset = FIELD(base.pretrain.eval_every), .lo = 0, .hi = (double)(1L << 30), .def = "0",
       .arg = "N", .help = "every N pretraining steps, print the base's\nvalidation loss "
       "and exact match; 0: off" },
-    { .name = "lr-full", .id = FLAG_LR_FULL, .type = SETTING_DOUBLE, .offset = FIELD(lr_full),
+    { .name = "lr-full", .id = FLAG_LR_FULL, .type = SETTING_DOUBLE, .offset = FIELD(ft.lr_full),
       .lo = 0.0, .hi = 10.0, .def = "5e-4", .arg = "X",
       .help = "full fine-tuning's learning rate" },
-    { .name = "lr-lora", .id = FLAG_LR_LORA, .type = SETTING_DOUBLE, .offset = FIELD(lr_lora),
+    { .name = "lr-lora", .id = FLAG_LR_LORA, .type = SETTING_DOUBLE, .offset = FIELD(ft.lr_lora),
       .lo = 0.0, .hi = 10.0, .def = "1e-2", .arg = "X",
       .help = "LoRA's and QLoRA's learning rate" },
     { .name = "lora-alpha", .id = FLAG_LORA_ALPHA, .type = SETTING_DOUBLE,
-      .offset = FIELD(alpha), .lo = 1e-6, .hi = 1e6, .def = "16", .arg = "X",
+      .offset = FIELD(ft.alpha), .lo = 1e-6, .hi = 1e6, .def = "16", .arg = "X",
       .help = "the adapters' scale is alpha / r" },
     { .name = "lora-targets", .id = FLAG_LORA_TARGETS, .type = SETTING_CUSTOM,
       .set = set_value, .def = "q,v", .arg = "LIST", .help = "among q, k, v, o, mlp" },
     { .name = "ranks", .id = FLAG_RANKS, .type = SETTING_CUSTOM, .set = set_value,
       .def = "1,2,4,8,16", .arg = "LIST", .help = "LoRA ranks" },
     { .name = "qlora-rank", .id = FLAG_QLORA_RANK, .type = SETTING_INT,
-      .offset = FIELD(qlora_rank), .lo = 1, .hi = 4096, .def = "8", .arg = "N",
+      .offset = FIELD(runs.qlora_rank), .lo = 1, .hi = 4096, .def = "8", .arg = "N",
       .help = "rank of the QLoRA run" },
     { .name = "methods", .id = FLAG_METHODS, .type = SETTING_CUSTOM, .set = set_value,
       .def = "full,lora,qlora", .arg = "LIST",
       .help = "among full, lora, qlora; none scores the base only" },
     { .heading = "Run and output:" },
-    { .name = "seed", .id = FLAG_SEED, .type = SETTING_LONG, .offset = FIELD(seed),
+    { .name = "seed", .id = FLAG_SEED, .type = SETTING_LONG, .offset = FIELD(ft.seed),
       .lo = 0, .hi = (double)(1L << 40), .def = "1", .arg = "N", .help = "weights and data" },
     { .name = "threads", .id = FLAG_THREADS, .type = SETTING_INT, .offset = FIELD(threads),
       .lo = 0, .hi = 1024, .def = "1", .arg = "N",
@@ -173,7 +152,7 @@ static const Setting SETTINGS[] = {
     { .name = "kernels", .id = FLAG_KERNELS, .type = SETTING_CUSTOM,
       .set = settings_set_kernels, .arg = "K", .help = SETTINGS_KERNELS_HELP },
     { .name = "eval-examples", .id = FLAG_EVAL_EXAMPLES, .type = SETTING_INT,
-      .offset = FIELD(eval_examples), .lo = 1, .hi = 1 << 20, .def = "1000", .arg = "N",
+      .offset = FIELD(ft.eval_examples), .lo = 1, .hi = 1 << 20, .def = "1000", .arg = "N",
       .help = "validation examples per accuracy" },
     { .name = "log", .id = FLAG_LOG, .type = SETTING_STRING, .offset = FIELD(log_path),
       .arg = "FILE", .help = "the table as TSV" },
@@ -200,11 +179,13 @@ static Options parse(int argc, char **argv)
     Options o = { 0 };
     settings_defaults(SETTINGS, N_SETTINGS, &o);
     settings_parse(SETTINGS, N_SETTINGS, &o, NULL, FLAG_PRETRAIN_TASK, usage, argc, argv);
-    if (strcmp(o.task, o.pretrain_task) == 0)
+    if (strcmp(o.task, o.base.task) == 0)
         cli_usage_error("--task and --pretrain-task are both '%s': fine-tuning needs a new task",
                         o.task);
     if (o.plot_path && !o.log_path)
         cli_usage_error("--plot needs --log (the figure is drawn from that TSV)");
+    o.base.pretrain.seed = o.ft.seed;
+    o.base.pretrain.eval_examples = o.ft.eval_examples;
     return o;
 }
 
@@ -217,15 +198,43 @@ static Task *open_task(const char *name)
     return t;
 }
 
+/* Every loop draws its own progress line: pretraining, then one per run; the pretraining's
+ * scores are printed as they come. */
+static void watch_begin(void *ctx, long steps)
+{
+    progress_start(ctx, 0, steps, steps / 4);
+}
+
+static void watch_step(void *ctx, long step, double loss, long long tokens, const char *label)
+{
+    progress_update(ctx, step, loss, tokens, label);
+}
+
+static void watch_scores(void *ctx, const char *label, long step, double loss, double val_loss,
+                         double exact)
+{
+    (void)ctx;
+    printf("%s step %ld: loss %.4f, validation loss %.4f, exact match %.1f%%\n", label, step,
+           loss, val_loss, 100.0 * exact);
+    fflush(stdout);
+}
+
+static void watch_end(void *ctx)
+{
+    progress_finish(ctx);
+}
+
+static FinetuneWatch watch(Progress *p)
+{
+    return (FinetuneWatch){ .begin = watch_begin, .step = watch_step, .scores = watch_scores,
+                            .end = watch_end, .ctx = p };
+}
+
 /* The adapters of every run requested must fit the base: the largest rank can be too large. */
 static void check_adapters(const GptConfig *m, const Options *o, const char *where)
 {
-    LoraConfig lc = { .rank = o->qlora_rank, .alpha = (float)o->alpha, .targets = o->targets };
-    for (int i = 0; i < o->n_ranks; i++)
-        lc.rank = o->ranks[i] > lc.rank ? o->ranks[i] : lc.rank;
     char err[160];
-    bool adapters = o->methods & ((1u << FINETUNE_LORA) | (1u << FINETUNE_QLORA));
-    if (adapters && !lora_config_check(&lc, m, err, sizeof err))
+    if (!finetune_runs_fit(&o->runs, &o->ft, m, err, sizeof err))
         cli_die(1, "%s: %s", where, err);
 }
 
@@ -236,20 +245,22 @@ static const char *base_file(const Options *o, const Task *old, const Task *task
 {
     if (o->base_path)
         return o->base_path;
-    FinetuneBaseSpec spec = base_spec(o);
-    finetune_base_cache_path(&spec, o->cache_dir, path, len);
+    finetune_base_cache_path(&o->base, o->cache_dir, path, len);
     if (access(path, R_OK) == 0) {
         printf("base: %s (cached; delete it to pretrain again)\n", path);
         return path;
     }
-    GptConfig cfg = finetune_base_config(&spec, old, task);
-    char err[256];
+    GptConfig cfg = finetune_base_config(&o->base, old, task);
+    char err[1024];
     if (!gpt_config_check(&cfg, err, sizeof err))
         cli_usage_error("%s", err);
     check_adapters(&cfg, o, "the base to pretrain");  /* before, not after, the pretraining */
-    printf("pretraining on %s: %ld steps (the base is cached in %s)\n", o->pretrain_task,
-           o->pretrain_steps, o->cache_dir);
-    make_base(&spec, &cfg, old, o->cache_dir, path);
+    printf("pretraining on %s: %ld steps (the base is cached in %s)\n", o->base.task,
+           o->base.pretrain.steps, o->cache_dir);
+    Progress progress;
+    FinetuneWatch w = watch(&progress);
+    if (!finetune_base_make(&o->base, &cfg, old, &w, o->cache_dir, path, err, sizeof err))
+        cli_die(1, "%s", err);
     return path;
 }
 
@@ -263,39 +274,6 @@ static void check_base(const char *path, const Task *old, const Task *task, cons
     check_adapters(&m, o, path);
     char desc[160];
     printf("base model: %s\n", gpt_config_describe(&m, desc, sizeof desc));
-}
-
-/* A number, or an empty cell where it does not apply (gnuplot and spreadsheets read it as
- * missing). */
-static void log_num(TsvWriter *log, double v)
-{
-    if (isnan(v))
-        tsv_str(log, "");
-    else
-        tsv_num(log, v);
-}
-
-static void log_result(TsvWriter *log, const FinetuneResult *r, const char *run)
-{
-    tsv_str(log, run);
-    tsv_str(log, finetune_method_name(r->method));
-    tsv_int(log, r->rank);
-    tsv_int(log, (long long)r->params);
-    tsv_int(log, (long long)r->trainable);
-    tsv_num(log, 100.0 * (double)r->trainable / (double)r->params);
-    bool base = r->method == FINETUNE_BASE;
-    for (int k = 0; k < MEM_NCAT; k++)
-        log_num(log, base ? NAN : (double)r->peak[k]);
-    log_num(log, base ? NAN : (double)r->frozen_bytes);
-    log_num(log, base ? NAN : (double)r->frozen_bytes / (double)r->base_fp32_bytes);
-    log_num(log, r->ms_per_step);
-    log_num(log, r->final_loss);
-    tsv_num(log, r->acc_new);
-    tsv_num(log, r->acc_old);
-    tsv_num(log, r->loss_old);
-    log_num(log, r->acc_old_off);
-    if (!tsv_end_row(log))
-        cli_die(1, "write failed (disk full?)");
 }
 
 static void print_result(const FinetuneResult *r)
@@ -331,51 +309,60 @@ static void print_targets(const FinetuneResult *res, int n)
                s.qlora_frozen, (double)s.qlora_frozen / (double)s.qlora_fp32, s.qlora_fp32);
 }
 
+/* The runs after the base's row in res[1..], each from a fresh copy of the base, and their log
+ * rows: how many. */
+static int run_all(const Options *o, const char *base, const Task *task, const Task *old,
+                   TsvWriter *log, FinetuneResult *res)
+{
+    FinetuneMethod method[FINETUNE_MAX_RUNS];
+    int rank[FINETUNE_MAX_RUNS], n = finetune_runs_order(&o->runs, method, rank);
+    char err[512];
+    for (int i = 0; i < n; i++) {
+        Progress progress;
+        FinetuneWatch w = watch(&progress);
+        if (!finetune_run(base, method[i], rank[i], task, old, &o->ft, &w, &res[i], err,
+                          sizeof err))
+            cli_die(1, "%s", err);
+        if (log && !finetune_write_row(log, &res[i]))
+            cli_die(1, "write failed (disk full?)");
+    }
+    return n;
+}
+
 int main(int argc, char **argv)
 {
     cli_init(argv[0]);
     Options o = parse(argc, argv);
     par_set_threads(o.threads);
-    Task *old = open_task(o.pretrain_task), *task = open_task(o.task);
+    Task *old = open_task(o.base.task), *task = open_task(o.task);
     char cached[1024];
     const char *base = base_file(&o, old, task, cached, sizeof cached);
     check_base(base, old, task, &o);
 
     TsvWriter *log = NULL;
     char err[512];
-    if (o.log_path && !(log = tsv_open(o.log_path, COLUMNS, err, sizeof err)))
+    if (o.log_path && !(log = tsv_open(o.log_path, FINETUNE_COLUMNS, err, sizeof err)))
         cli_die(1, "%s", err);
-    FinetuneResult res[MAX_RANKS + 3];
-    res[0] = base_result(base, task, old, &o);
+    FinetuneResult res[FINETUNE_MAX_RUNS + 1];
+    if (!finetune_base(base, task, old, o.ft.eval_examples, &res[0], err, sizeof err))
+        cli_die(1, "%s", err);
     /* The base's recipe (docs/lora.md, "The base's recipe"): with 4 heads some seeds stay on
      * the plateau where the sum's digits are learned and the carries are not (loss 0.46, about
      * 9% of add), for 3000 steps and more, at lr 1e-3 and at 2e-3; with 8 heads seeds 1-5 leave
      * it by step 1700 of 4000. bench/claims.sh checks 95% over seeds. */
     if (res[0].acc_old < 0.9)
         printf("note: the base solves only %.1f%% of %s, so the forgetting columns say little; "
-               "pretrain longer (--pretrain-steps)\n", 100.0 * res[0].acc_old, o.pretrain_task);
-    int n = 1;
-    if (log)
-        log_result(log, &res[0], "base");
-    for (int i = -1; i <= o.n_ranks; i++) {
-        FinetuneMethod method = i < 0             ? FINETUNE_FULL
-                              : i < o.n_ranks ? FINETUNE_LORA : FINETUNE_QLORA;
-        int rank = i < 0 ? 0 : i < o.n_ranks ? o.ranks[i] : o.qlora_rank;
-        if (!(o.methods & (1u << method)))
-            continue;
-        res[n] = finetune(base, method, rank, task, old, &o);
-        char run[32];
-        if (log)
-            log_result(log, &res[n], finetune_run_name(method, rank, run, sizeof run));
-        n++;
-    }
-    printf("\nfine-tuned on %s, %ld steps each; peak bytes while training\n", o.task, o.steps);
+               "pretrain longer (--pretrain-steps)\n", 100.0 * res[0].acc_old, o.base.task);
+    if (log && !finetune_write_row(log, &res[0]))
+        cli_die(1, "write failed (disk full?)");
+    int n = 1 + run_all(&o, base, task, old, log, res + 1);
+    printf("\nfine-tuned on %s, %ld steps each; peak bytes while training\n", o.task, o.ft.steps);
     char old_loss[32], old_off[32];
-    snprintf(old_loss, sizeof old_loss, "%s loss", o.pretrain_task);
-    snprintf(old_off, sizeof old_off, "%s off", o.pretrain_task);
+    snprintf(old_loss, sizeof old_loss, "%s loss", o.base.task);
+    snprintf(old_off, sizeof old_off, "%s off", o.base.task);
     printf("%-10s %8s %7s %9s %9s %9s %9s %10s %7s %8s %8s %8s %8s\n", "run", "trained",
            "share", "param", "grad", "optim", "act", "frozen", "ms/step", o.task,
-           o.pretrain_task, old_loss, old_off);
+           o.base.task, old_loss, old_off);
     for (int i = 0; i < n; i++)
         print_result(&res[i]);
     print_targets(res, n);

@@ -6,6 +6,7 @@
 #include <math.h>
 
 const char *const MC_PRECISION_NAMES[] = { "fp32", "mixed", NULL };
+const char *const MC_ZERO_STAGE_NAMES[4] = { "baseline", "P_os", "P_os+g", "P_os+g+p" };
 const char *const MC_OPTIMIZER_NAMES[] = { "sgd", "momentum", "adamw", "adam8bit", "adafactor",
                                            NULL };
 
@@ -16,6 +17,11 @@ enum {
 };
 
 double memcalc_states_total(McStates s) { return s.param + s.grad + s.optim; }
+
+McStates memcalc_peaks_states(const McPeaks *p)
+{
+    return (McStates){ p->bytes[MEM_PARAM], p->bytes[MEM_GRAD], p->bytes[MEM_OPTIM] };
+}
 
 /* Optimizer state per parameter, K, for a model of unknown shapes. */
 static double state_per_param(McOptimizer o)

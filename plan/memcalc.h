@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "autograd/checkpoint.h"
 #include "autograd/mem.h"
@@ -51,6 +52,8 @@ double   memcalc_states_total(McStates s);
 McStates memcalc_states_flat(double n, McPrecision p, McOptimizer o);
 /* What one of `ranks` data-parallel ranks holds under ZeRO stage 0 (none) .. 3. */
 McStates memcalc_zero(McStates s, int stage, int ranks);
+/* ZeRO's stages 0 .. 3 by the paper's names: "baseline", "P_os", "P_os+g", "P_os+g+p". */
+extern const char *const MC_ZERO_STAGE_NAMES[4];
 
 /* Our GPT, tensor by tensor in gpt.h's order (a tied head counted once). */
 size_t   memcalc_gpt_params(const GptConfig *cfg);
@@ -118,12 +121,23 @@ typedef struct {
 } McPeaks;
 
 McPeaks memcalc_predict(const GptConfig *cfg, const McRun *run, McOptimizer o);
+/* The model states among a step's peaks (predicted or measured): param, grad and optim. */
+McStates memcalc_peaks_states(const McPeaks *p);
 /* The same step run for real: build the model (seed), the optimizer (with master weights and
  * packed parameters under a policy, as optim/train.c does), then one forward + backward with
  * the strategy on random tokens and one update; the peak of each category during the step above
  * what was in use before the model was built, as autograd/mem measures it (total: the measured
  * peak of the sum). */
 McPeaks memcalc_measure(const GptConfig *cfg, const McRun *run, McOptimizer o, uint64_t seed);
+/* The strategies the calculator's tables compare, in their order: vanilla, sqrt, memory-poor. */
+enum { MC_NTABLE_STRATEGIES = 3 };
+extern const char *const MC_TABLE_STRATEGIES[MC_NTABLE_STRATEGIES];
+/* The figure's TSV (memory_calculator --sweep, docs/figures/memory_strategies.png): for L = 1
+ * .. layers blocks of cfg's shape and MC_TABLE_STRATEGIES, one row "layers strategy
+ * predicted_act measured_act" (bytes, %.0f; measured by memcalc_measure, seed 1, or nan when
+ * not measure) under a header line, written to out. */
+void    memcalc_sweep_write(FILE *out, const GptConfig *cfg, const McRun *run, McOptimizer o,
+                            int layers, bool measure);
 /* Optimizer state bytes of one [rows, cols] tensor (a vector: rows 1), as the optimizer's
  * constructor allocates them; adafactor's scratch for it raises *adafactor_scratch (may be
  * NULL). */

@@ -5,7 +5,9 @@
  * vocabulary, B 32), the slide's count of activations beside ours (every tensor our ops keep,
  * nn/gpt_acts.c) for vanilla, per-block (every:1) and sqrt checkpointing, standard or tiled
  * attention, fp32 or 16-bit (a bf16 policy) activations. In: nothing but the shape; out: bytes,
- * which the program prints beside what the slide and the ZeRO paper cite. */
+ * and the lecture's tables that set them beside what the slide and the ZeRO paper cite. */
+#include <stdio.h>
+
 #include "plan/memcalc.h"
 
 extern const GptConfig MC_GPT2_XL;
@@ -34,5 +36,12 @@ McLectureActs memcalc_lecture_acts(void);
  * weights 4 Psi + AdamW's m 4 Psi + v 4 Psi" with master weights, "AdamW's m 4 Psi + v 4 Psi"
  * without. */
 const char *memcalc_optim_holds(McOptimizer o, bool masters);
+
+/* The lecture's tables as memory_calculator --lecture prints them (docs/lecture.md and
+ * docs/memory.md quote them): GPT-2 1.5B's fp16 weights and model states under mixed-precision
+ * Adam, ZeRO's stages for 7.5e9 parameters on 64 ranks and the other optimizers' states, the
+ * activations (memcalc_lecture_acts) beside what the slide and the ZeRO paper cite, with notes,
+ * and the 6 GB fused gradient buffer. */
+void memcalc_lecture_print(FILE *out);
 
 #endif

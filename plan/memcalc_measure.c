@@ -1,7 +1,9 @@
 /* memcalc_measure: one real training step of our GPT, with autograd/mem's peaks, to hold the
- * formulas of memcalc.c against. */
+ * formulas of memcalc.c against; and the sweep of layers and strategies drawn from both (the
+ * figure's TSV). */
 #include "plan/memcalc.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 #include "autograd/policy.h"
@@ -151,4 +153,25 @@ McPeaks memcalc_measure_lora(const GptConfig *cfg, const McRun *run, McOptimizer
     gpt_lora_free(gl);
     gpt_free(model);
     return p;
+}
+
+const char *const MC_TABLE_STRATEGIES[MC_NTABLE_STRATEGIES] = { "vanilla", "sqrt",
+                                                                 "memory-poor" };
+
+void memcalc_sweep_write(FILE *out, const GptConfig *cfg, const McRun *run, McOptimizer o,
+                         int layers, bool measure)
+{
+    const char *const *names = MC_TABLE_STRATEGIES;
+    fprintf(out, "layers\tstrategy\tpredicted_act\tmeasured_act\n");
+    for (int L = 1; L <= layers; L++) {
+        for (int i = 0; i < MC_NTABLE_STRATEGIES; i++) {
+            GptConfig m = *cfg;
+            m.n_layer = L;
+            McRun r = *run;
+            char err[80];
+            ckpt_parse(names[i], &r.strategy, err, sizeof err);
+            double measured = measure ? memcalc_measure(&m, &r, o, 1).bytes[MEM_ACT] : NAN;
+            fprintf(out, "%d\t%s\t%.0f\t%.0f\n", L, names[i], memcalc_act_peak(&m, &r), measured);
+        }
+    }
 }

@@ -7,6 +7,7 @@
 
 #include <omp.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "optim/adafactor.h"
 #include "optim/adam8bit.h"
@@ -320,6 +321,62 @@ static void test_lecture_activation_table(void **state)
     assert_string_equal(memcalc_optim_holds(MC_SGD, false), "nothing");
 }
 
+/* A printout into a string (at most len - 1 bytes). */
+static const char *captured(FILE *f, char *buf, size_t len)
+{
+    rewind(f);
+    size_t n = fread(buf, 1, len - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* The lecture's tables as --lecture prints them: GPT-2 1.5B's 16 bytes per parameter, ZeRO
+ * stage 3's 7.5e9 x 16 / 64 per rank, the 6 GB fused buffer. */
+static void test_lecture_print(void **state)
+{
+    (void)state;
+    static char text[16384];
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    memcalc_lecture_print(f);
+    captured(f, text, sizeof text);
+    assert_non_null(strstr(text, "  fp16 weights            3.0 GB"));
+    assert_non_null(strstr(text, "  model states           24.0 GB"));
+    assert_non_null(strstr(text, "  P_os+g+p      1.9 GB per rank\n"));
+    assert_non_null(strstr(text, "  baseline    120.0 GB per rank\n"));
+    assert_non_null(strstr(text, "1.5e9 x 4 bytes = 6.0 GB"));
+}
+
+/* The figure's TSV without measuring: a header and one row per layer count and strategy, the
+ * predicted act peak of each, nan where nothing was measured. The model states of a step's
+ * peaks are its first three categories. */
+static void test_sweep_write(void **state)
+{
+    (void)state;
+    GptConfig c = { .vocab_size = 40, .max_seq = 12, .n_layer = 9, .n_head = 4, .n_embd = 128,
+                    .tied = true, .fused_qkv = true };
+    McRun run = { .B = 64, .T = 12, .threads = 1 };
+    static char text[4096];
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    memcalc_sweep_write(f, &c, &run, MC_ADAMW, 2, false);
+    captured(f, text, sizeof text);
+    char want[160];
+    c.n_layer = 2;
+    ckpt_parse("memory-poor", &run.strategy, want, sizeof want);
+    snprintf(want, sizeof want, "2\tmemory-poor\t%.0f\tnan\n", memcalc_act_peak(&c, &run));
+    assert_non_null(strstr(text, want));
+    assert_true(strncmp(text, "layers\tstrategy\tpredicted_act\tmeasured_act\n1\tvanilla\t",
+                        52) == 0);
+    int lines = 0;
+    for (const char *p = text; *p; p++)
+        lines += *p == '\n';
+    assert_int_equal(lines, 1 + 2 * MC_NTABLE_STRATEGIES);
+    McPeaks p = { .bytes = { [MEM_PARAM] = 1, [MEM_GRAD] = 2, [MEM_OPTIM] = 4, [MEM_ACT] = 8 } };
+    assert_true(memcalc_states_total(memcalc_peaks_states(&p)) == 7.0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -332,6 +389,8 @@ int main(void)
         cmocka_unit_test(test_policy_by_hand),
         cmocka_unit_test(test_lecture_activations_measured),
         cmocka_unit_test(test_lecture_activation_table),
+        cmocka_unit_test(test_lecture_print),
+        cmocka_unit_test(test_sweep_write),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,7 +19,6 @@
  *                    peak act bytes (figure.sh draws docs/figures/memory_strategies.png)
  *
  * docs/memory.md explains every formula. */
-#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,8 +26,8 @@
 #include "autograd/parallel.h"
 #include "examples/common/cli.h"
 #include "examples/common/settings.h"
-#include "examples/memory_calculator/fragmentation.h"
 #include "optim/train.h"
+#include "plan/fragmentation.h"
 #include "plan/memcalc_lecture.h"
 
 typedef struct {
@@ -179,8 +178,6 @@ static Options parse(int argc, char **argv)
 
 /* ---- model states ---------------------------------------------------------------------------- */
 
-static const char *const STAGE_NAMES[4] = { "baseline", "P_os", "P_os+g", "P_os+g+p" };
-
 /* One line per stage; decimals 0 for bytes, more for GB. */
 static void print_zero(McStates s, int ranks, double unit, const char *unit_name, int decimals)
 {
@@ -188,78 +185,10 @@ static void print_zero(McStates s, int ranks, double unit, const char *unit_name
            "gradients", "optim", "total", unit_name, ranks);
     for (int stage = 0; stage <= 3; stage++) {
         McStates z = memcalc_zero(s, stage, ranks);
-        printf("  %-10s %14.*f %14.*f %14.*f %14.*f\n", STAGE_NAMES[stage], decimals,
+        printf("  %-10s %14.*f %14.*f %14.*f %14.*f\n", MC_ZERO_STAGE_NAMES[stage], decimals,
                z.param / unit, decimals, z.grad / unit, decimals, z.optim / unit, decimals,
                memcalc_states_total(z) / unit);
     }
-}
-
-static void print_lecture(void)
-{
-    McStates gpt2 = memcalc_states_flat(1.5e9, MC_MIXED, MC_ADAMW);
-    printf("GPT-2 1.5B, mixed-precision Adam (GB = 1e9 bytes):\n");
-    printf("  fp16 weights          %5.1f GB   (2 bytes x 1.5e9)\n", gpt2.param / 1e9);
-    printf("  model states          %5.1f GB   (16 bytes per parameter: weights 2, gradients 2,"
-           " fp32 master 4, m 4, v 4)\n", memcalc_states_total(gpt2) / 1e9);
-    McStates big = memcalc_states_flat(7.5e9, MC_MIXED, MC_ADAMW);
-    printf("\nZeRO, 7.5e9 parameters, 64 data-parallel ranks, mixed-precision Adam (K = 12):\n");
-    for (int stage = 0; stage <= 3; stage++)
-        printf("  %-10s %6.1f GB per rank\n", STAGE_NAMES[stage],
-               memcalc_states_total(memcalc_zero(big, stage, 64)) / 1e9);
-    printf("\nThe same 7.5e9 parameters with the other optimizers (mixed precision, no ZeRO):\n");
-    for (int o = 0; o < MC_NOPTIMIZERS; o++)
-        printf("  %-10s %6.1f GB\n", MC_OPTIMIZER_NAMES[o],
-               memcalc_states_total(memcalc_states_flat(7.5e9, MC_MIXED, (McOptimizer)o)) / 1e9);
-}
-
-static void print_lecture_activations(void)
-{
-    const GptConfig *g = &MC_GPT2_XL;
-    McLectureActs a = memcalc_lecture_acts();
-    char sq[32];
-    snprintf(sq, sizeof sq, "sqrt (every:%d)", a.sqrt_interval);
-    printf("\nActivations, GPT-2 1.5B (L %d, C %d, H %d, T %d, V %d), B %d: peak act, GB:\n",
-           g->n_layer, g->n_embd, g->n_head, g->max_seq, g->vocab_size, MC_GPT2_XL_BATCH);
-    printf("  %-42s %9s %9s   %s\n", "", "fp32", "16-bit", "cited");
-    printf("  %-42s %9.1f %9.1f   ~60 GB   (a)\n", "slide's formula, 12 x C B T L",
-           a.slide[0] / 1e9, a.slide[1] / 1e9);
-    const char *labels[3] = { "vanilla", "per-block (every:1)", sq };
-    for (int i = 0; i < 3; i++)
-        for (int t = 0; t < 2; t++) {
-            char label[64];
-            snprintf(label, sizeof label, "ours, %s, %s", labels[i], t ? "tiled" : "standard");
-            const char *slide = t        ? ""
-                                : i == 0 ? "   ~60 GB   (b)"
-                                : i == 2 ? "   ~8 GB*   (c)"
-                                         : "";
-            printf("  %-42s %9.1f %9.1f%s\n", label, a.ours[i][t][0] / 1e9,
-                   a.ours[i][t][1] / 1e9, slide);
-        }
-    printf("  %-42s %9s %9.1f   ~8 GB*   (d)\n", "slide's formula / sqrt(L)", "",
-           a.slide_sqrt / 1e9);
-    printf("  %-42s %9s %9.1f   ~8 GB*   (e)\n", "slide's count, per-block checkpoints", "",
-           a.slide_per_block / 1e9);
-    printf("  cited: ~60 GB is on the slide (the ZeRO paper's estimate, quoted); * ~8 GB is the\n"
-           "      ZeRO paper's figure with activation checkpointing, not on the slides.\n");
-    printf("  (a) 12 values of C per token and layer (the block's outputs), half precision: no\n"
-           "      attention probabilities, no layernorm statistics, no embedding, no head.\n"
-           "  (b) every tensor our ops keep: 18 C + 4 values per token per block (memcalc.h), the\n"
-           "      attention probabilities P [B, H, T, T] = %.1f GB per block in fp32, the\n"
-           "      embedding (3 N C) and the head (ln_f and the N x V logits, %.1f GB in fp32).\n"
-           "      16-bit: a bf16 policy, recorded tensors packed to 2 bytes; ids, layernorm\n"
-           "      statistics and the logsumexp stay fp32. tiled: L [B, H, T] kept instead of P.\n"
-           "  (c) the ZeRO paper's figure with activation checkpointing; ours keeps one block\n"
-           "      output x_j per run of blocks, records a run again in backward, and keeps the head.\n"
-           "  (d) the slide's count divided by sqrt(L), the saving the ZeRO paper quotes.\n"
-           "  (e) the slide's values with one block input (B T C) kept per layer and one layer's\n"
-           "      12 B T C recorded again at a time.\n",
-           a.probs_fp32 / 1e9, a.logits_fp32 / 1e9);
-    printf("\nTemporary buffers: the gradient all-reduce's fused buffer, one fp32 buffer holding\n"
-           "every gradient, 1.5e9 x 4 bytes = %.1f GB (slide: 6 GB; category temp). Measured\n"
-           "on our model: scripts/mpirun -np 2 build/bin/train_gpt --parallel ddp prints the\n"
-           "bucket buffers one rank holds at once: Psi x 4 bytes for every --bucket-kb\n"
-           "(docs/memory.md).\n",
-           1.5e9 * 4.0 / 1e9);
 }
 
 static void print_flat(const Options *o)
@@ -296,12 +225,11 @@ static void print_activations(const Options *o)
     printf("\nActivations, B %d x T %d (bytes): embedding %.0f, one block %.0f (%.0f of it the "
            "attention probabilities), head %.0f\n", o->run.B, o->run.T, a.embed, a.block,
            4.0 * o->run.B * o->model.n_head * o->run.T * o->run.T, a.head);
-    const char *names[] = { "vanilla", "sqrt", "memory-poor" };
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < MC_NTABLE_STRATEGIES; i++) {
         McRun r = o->run;
         char err[80];
-        ckpt_parse(names[i], &r.strategy, err, sizeof err);
-        printf("  %-12s peak act %12.0f   peak temp %10.0f\n", names[i],
+        ckpt_parse(MC_TABLE_STRATEGIES[i], &r.strategy, err, sizeof err);
+        printf("  %-12s peak act %12.0f   peak temp %10.0f\n", MC_TABLE_STRATEGIES[i],
                memcalc_act_peak(&o->model, &r), memcalc_temp_peak(&o->model, &r, o->optimizer));
     }
 }
@@ -314,13 +242,11 @@ static void print_states_split(const Options *o, const McPeaks *p, const McPeaks
     printf("\nModel states per parameter, %s under %s (Psi = %.0f parameters)\n",
            MC_OPTIMIZER_NAMES[o->optimizer], o->policy.name, psi);
     printf("  %-8s %10s %14s %14s\n", "category", "formula", "predicted", "measured");
-    double sum_p = 0.0, sum_m = 0.0;
-    for (int c = MEM_PARAM; c <= MEM_OPTIM; c++) {
+    for (int c = MEM_PARAM; c <= MEM_OPTIM; c++)
         printf("  %-8s %6.4g Psi %14.0f %14.0f\n", mem_category_name((MemCategory)c),
                p->bytes[c] / psi, p->bytes[c], m->bytes[c]);
-        sum_p += p->bytes[c];
-        sum_m += m->bytes[c];
-    }
+    double sum_p = memcalc_states_total(memcalc_peaks_states(p));
+    double sum_m = memcalc_states_total(memcalc_peaks_states(m));
     printf("  %-8s %6.4g Psi %14.0f %14.0f\n", "total", sum_p / psi, sum_p, sum_m);
     printf("  (optim: %s%s)\n", memcalc_optim_holds(o->optimizer, o->policy.param != DTYPE_F32),
            o->run.offload ? "; on the host with --offload" : "");
@@ -377,23 +303,56 @@ static void print_predicted_measured(const Options *o)
     print_states_split(o, &p, &m);
 }
 
-/* TSV for docs/figures/memory_strategies.png. */
-static void print_sweep(const Options *o)
+static const double MIB = 1024.0 * 1024.0;
+
+static void show(void *ctx, const char *what, const char *name, size_t bytes,
+                 const MemDeviceStats *st)
 {
-    const char *names[] = { "vanilla", "sqrt", "memory-poor" };
-    printf("layers\tstrategy\tpredicted_act\tmeasured_act\n");
-    for (int L = 1; L <= o->sweep; L++) {
-        for (int i = 0; i < 3; i++) {
-            GptConfig m = o->model;
-            m.n_layer = L;
-            McRun r = o->run;
-            char err[80];
-            ckpt_parse(names[i], &r.strategy, err, sizeof err);
-            double measured = o->measure ? memcalc_measure(&m, &r, o->optimizer, 1).bytes[MEM_ACT]
-                                         : NAN;
-            printf("%d\t%s\t%.0f\t%.0f\n", L, names[i], memcalc_act_peak(&m, &r), measured);
-        }
+    (void)ctx;
+    printf("  %-6s %-22s %7.1f MiB   reserved %5.1f  allocated %5.1f  largest free %5.1f\n",
+           what, name, bytes / MIB, st->reserved / MIB, st->allocated / MIB,
+           st->largest_free / MIB);
+}
+
+/* --fragmentation: the script of plan/fragmentation.h played three times (traced on the
+ * caching device allocator; the cache emptied between the steps; the plain allocator under a
+ * budget). */
+static void print_fragmentation(void)
+{
+    printf("Fragmentation: a caching device allocator (autograd/mem.h, mem_device_begin), "
+           "capacity %.0f MiB,\nsegments of at least %.0f MiB, best-fit blocks, freed blocks "
+           "cached, no compaction (MiB):\n", FRAG_CAPACITY / MIB, FRAG_SEGMENT / MIB);
+    FragResult s;
+    FragWatch watch = { .event = show };
+    frag_run_device(false, &watch, &s);
+    if (s.failed) {
+        const MemDeviceStats *st = &s.end;
+        printf("\n  FAILED %s: %s\n", s.failed_name, s.error);
+        printf("  capacity %.1f, reserved %.1f in %d segments, allocated %.1f, largest free "
+               "block %.1f:\n  free on the device %.1f MiB (reserved but free %.1f, never "
+               "reserved %.1f) >= the %.1f MiB asked for\n", st->capacity / MIB,
+               st->reserved / MIB, st->segments, st->allocated / MIB, st->largest_free / MIB,
+               (st->capacity - st->allocated) / MIB, (st->reserved - st->allocated) / MIB,
+               (st->capacity - st->reserved) / MIB, s.failed_bytes / MIB);
+        printf("  after mem_device_empty_cache (%.1f MiB of wholly free segments released): "
+               "%s, reserved %.1f, allocated %.1f\n", s.released_after / MIB,
+               s.retry_served ? "served" : "fails again", s.after_retry.reserved / MIB,
+               s.after_retry.allocated / MIB);
+    } else {
+        printf("  no allocation failed\n");
     }
+
+    FragResult e;
+    frag_run_device(true, NULL, &e);
+    printf("\n  the cache emptied between the steps (%.1f MiB released): %s%s, reserved %.1f, "
+           "allocated %.1f, largest free %.1f\n", e.released_between / MIB,
+           e.failed ? "fails at " : "both steps served", e.failed ? e.failed_name : "",
+           e.end.reserved / MIB, e.end.allocated / MIB, e.end.largest_free / MIB);
+
+    FragResult p;
+    frag_run_plain(&p);
+    printf("\n  plain allocator, budget %.0f MiB on the bytes in use: %s, peak in use %.1f MiB\n",
+           FRAG_CAPACITY / MIB, p.failed ? p.error : "both steps served", p.peak_in_use / MIB);
 }
 
 int main(int argc, char **argv)
@@ -404,14 +363,13 @@ int main(int argc, char **argv)
     o.run.threads = par_threads();
     o.run.policy = &o.policy;
     if (o.fragmentation) {
-        fragmentation_demo();
+        print_fragmentation();
     } else if (o.lecture) {
-        print_lecture();
-        print_lecture_activations();
+        memcalc_lecture_print(stdout);
     } else if (o.params > 0.0) {
         print_flat(&o);
     } else if (o.sweep > 0) {
-        print_sweep(&o);
+        memcalc_sweep_write(stdout, &o.model, &o.run, o.optimizer, o.sweep, o.measure);
     } else {
         print_model_states(&o);
         print_activations(&o);

@@ -75,3 +75,39 @@ FitMaxBatch fit_max_batch(const FitCandidate *c, size_t budget, int max_batch)
     r.seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     return r;
 }
+
+const char *const FIT_MAX_BATCH_COLUMNS[] = {
+    "budget", "strategy", "predicted_batch", "predicted_bytes", "measured_batch",
+    "measured_bytes", "measured_eval_batch", "measured_eval_bytes", "trials", "seconds", NULL,
+};
+
+static bool write_row(TsvWriter *t, size_t budget, const char *strategy, const FitMaxBatch *m)
+{
+    tsv_int(t, (long long)budget);
+    tsv_str(t, strategy);
+    tsv_int(t, m->predicted);
+    tsv_num(t, m->predicted_bytes);
+    tsv_int(t, m->measured);
+    tsv_num(t, m->measured_bytes);
+    tsv_int(t, m->measured_eval);
+    tsv_num(t, m->measured_eval_bytes);
+    tsv_int(t, m->trials);
+    tsv_num(t, (double)(long)(m->seconds * 10) / 10);
+    return tsv_end_row(t);
+}
+
+bool fit_max_batch_rows(const FitCandidate *c, size_t budget, int max_batch, TsvWriter *t,
+                        FitMaxBatchFn fn, void *ctx)
+{
+    FitCandidate x = *c;
+    for (int k = 0; k < FIT_NSTRATEGIES; k++) {
+        x.strategy = (CkptStrategy){ FIT_STRATEGIES[k], 0 };
+        FitMaxBatch m = fit_max_batch(&x, budget, max_batch);
+        char name[32];
+        ckpt_name(x.strategy, name, sizeof name);
+        fn(ctx, name, &m);
+        if (t && !write_row(t, budget, name, &m))
+            return false;
+    }
+    return true;
+}

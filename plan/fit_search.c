@@ -21,9 +21,10 @@
 const char *const FIT_PRECISION_NAMES[] = { "fp32", "bf16", NULL };
 const int FIT_LORA_RANKS[FIT_N_LORA_RANKS] = { 64, 32, 16, 8, 4 };
 
-static const CkptKind STRATEGIES[] = { CKPT_VANILLA, CKPT_SQRT, CKPT_MEMORY_POOR };
-static const McOptimizer OPTIMIZERS[] = { MC_ADAMW, MC_ADAM8BIT, MC_ADAFACTOR };
-enum { N_STRATEGIES = 3, N_OPTIMIZERS = 3, HEAD_DIM = 32 };
+const CkptKind FIT_STRATEGIES[FIT_NSTRATEGIES] = { CKPT_VANILLA, CKPT_SQRT, CKPT_MEMORY_POOR };
+const McOptimizer FIT_OPTIMIZERS[FIT_NOPTIMIZERS] = { MC_ADAMW, MC_ADAM8BIT, MC_ADAFACTOR };
+const char *const FIT_OPTIMIZER_NAMES[] = { "adamw", "adam8bit", "adafactor", NULL };
+enum { HEAD_DIM = 32 };
 
 FitSpace fit_space_default(int V, int T, int threads)
 {
@@ -73,22 +74,22 @@ FitCandidate fit_shape(int V, int T, int L, int C, int threads)
 static int add_ways(const FitSpace *s, const FitCandidate *shape, FitCandidate *c)
 {
     int n = 0;
-    for (int k = 0; k < N_STRATEGIES; k++)
+    for (int k = 0; k < FIT_NSTRATEGIES; k++)
         for (int b = 0; b < s->n_batches; b++) {
             int B = s->batches[b];
             /* Only micro-batches that make up the target batch exactly. */
             if (B > s->target_batch || s->target_batch % B != 0)
                 continue;
             for (int p = 0; p < FIT_NPRECISIONS; p++)
-                for (int o = 0; o < N_OPTIMIZERS; o++)
+                for (int o = 0; o < FIT_NOPTIMIZERS; o++)
                     /* LoRA's prediction has no offload: full training only. */
                     for (int off = 0; off <= (int)(s->offload && !shape->lora.rank); off++) {
                         FitCandidate x = *shape;
                         x.B = B;
                         x.accum = s->target_batch / B;
-                        x.strategy = (CkptStrategy){ STRATEGIES[k], 0 };
+                        x.strategy = (CkptStrategy){ FIT_STRATEGIES[k], 0 };
                         x.precision = (FitPrecision)p;
-                        x.optimizer = OPTIMIZERS[o];
+                        x.optimizer = FIT_OPTIMIZERS[o];
                         x.offload = off;
                         fit_predict(&x);
                         c[n++] = x;
@@ -105,7 +106,7 @@ bool fit_lora_rank_useful(int rank, const GptConfig *base)
 /* On a base: full fine-tuning, then each rank (largest first), plain then QLoRA. */
 static int fine_tuning_candidates(const FitSpace *s, FitCandidate **out)
 {
-    int per_way = N_STRATEGIES * s->n_batches * FIT_NPRECISIONS * N_OPTIMIZERS *
+    int per_way = FIT_NSTRATEGIES * s->n_batches * FIT_NPRECISIONS * FIT_NOPTIMIZERS *
                   (1 + (int)s->offload);
     FitCandidate *c = malloc((size_t)(1 + 2 * FIT_N_LORA_RANKS) * per_way * sizeof *c);
     if (!c)
@@ -127,8 +128,8 @@ int fit_candidates(const FitSpace *s, FitCandidate **out)
 {
     if (s->base)
         return fine_tuning_candidates(s, out);
-    int n_max = s->n_layers * s->n_widths * N_STRATEGIES * s->n_batches * FIT_NPRECISIONS *
-                N_OPTIMIZERS * (1 + (int)s->offload);
+    int n_max = s->n_layers * s->n_widths * FIT_NSTRATEGIES * s->n_batches * FIT_NPRECISIONS *
+                FIT_NOPTIMIZERS * (1 + (int)s->offload);
     FitCandidate *c = malloc((size_t)n_max * sizeof *c);
     if (!c)
         return *out = NULL, 0;

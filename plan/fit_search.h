@@ -33,11 +33,18 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "autograd/tsv.h"
 #include "plan/memcalc.h"
 
 /* The precision policies searched: policy_preset names. */
 typedef enum { FIT_FP32, FIT_BF16, FIT_NPRECISIONS } FitPrecision;
 extern const char *const FIT_PRECISION_NAMES[];     /* "fp32", "bf16", NULL */
+/* The strategies and optimizers searched, in the order of preference: vanilla, sqrt,
+ * memory-poor; AdamW, 8-bit Adam, Adafactor (by memcalc's names, which train_gpt's are). */
+enum { FIT_NSTRATEGIES = 3, FIT_NOPTIMIZERS = 3 };
+extern const CkptKind    FIT_STRATEGIES[FIT_NSTRATEGIES];
+extern const McOptimizer FIT_OPTIMIZERS[FIT_NOPTIMIZERS];
+extern const char *const FIT_OPTIMIZER_NAMES[];     /* "adamw", "adam8bit", "adafactor", NULL */
 
 typedef struct {
     GptConfig    model;
@@ -163,6 +170,15 @@ typedef struct {
 } FitMaxBatch;
 FitMaxBatch fit_max_batch(const FitCandidate *c, size_t budget, int max_batch);
 
+/* The exercise's table (plan/fit_max_batch.c): fit_max_batch for each of FIT_STRATEGIES in
+ * turn, each row given to fn as it is done (it may print it) and, with t, written there as a
+ * row of FIT_MAX_BATCH_COLUMNS (fit_largest --exercise max-batch --out). False when a row
+ * could not be written; the rows after it are not measured. */
+extern const char *const FIT_MAX_BATCH_COLUMNS[];
+typedef void (*FitMaxBatchFn)(void *ctx, const char *strategy, const FitMaxBatch *m);
+bool fit_max_batch_rows(const FitCandidate *c, size_t budget, int max_batch, TsvWriter *t,
+                        FitMaxBatchFn fn, void *ctx);
+
 /* The whole search for one goal ------------------------------------------------------------ */
 
 /* What must fit: the memory budget, and min_steps updates in train_seconds. */
@@ -202,5 +218,40 @@ typedef struct {
  * with fit_search_free. */
 FitSearch fit_search(const FitSpace *space, const FitGoal *goal, FILE *log);
 void      fit_search_free(FitSearch *s);
+
+/* The winner trained (plan/fit_winner.c) ---------------------------------------------------- */
+
+/* The validation rows train_gpt evaluates the winner on, once, at the end. */
+enum { FIT_EVAL_EXAMPLES = 256 };
+
+/* The winner's train_gpt arguments after the program's name: "--data", the text, c's own
+ * (fit_each_arg), then "--steps", "--eval-every" 0, "--eval-examples" FIT_EVAL_EXAMPLES,
+ * "--sample", "--mem-budget" (the budget enforced on the whole run) and "--threads". */
+typedef struct {
+    const char *data;
+    long        steps;
+    int         sample, threads;
+    size_t      budget;
+} FitRunArgs;
+void fit_each_run_arg(const FitCandidate *c, const FitRunArgs *a, FitArgFn fn, void *ctx);
+
+/* What the winner's run reported. */
+typedef struct {
+    long   steps;
+    double val_loss;            /* at the end, on FIT_EVAL_EXAMPLES validation rows */
+    double seconds;             /* wall time of the run */
+    size_t peak_step, peak_run; /* train_gpt's memory report: the total's peak over the training
+                                 * steps and over the whole run */
+    char   sample[4096];        /* the prompt and the generated text */
+} FitTrained;
+
+/* The homework's table as a TSV file of one row (fit_largest --out), FIT_TABLE_COLUMNS: the
+ * budget, the winner's setup and its parts, its parameters, the run's peaks, the search's
+ * measured step and the prediction, the eval loss, the updates, the seconds, the sample on one
+ * line (a newline shown as " / "), the method, the LoRA rank and the trained parameters. False
+ * with the message in err. */
+extern const char *const FIT_TABLE_COLUMNS[];
+bool fit_write_table(const char *path, size_t budget, const FitRow *w, const FitTrained *r,
+                     char *err, size_t errlen);
 
 #endif

@@ -62,7 +62,8 @@ instructor_only() {
     # tests, and the page with its winners. The student tree gets its own docs/fit_largest.md
     # (the task, the table to fill, the measurement tools: student_homework below).
     for f in examples/fit_largest/*.c examples/fit_largest/*.h plan/fit_search.c \
-             plan/fit_max_batch.c plan/fit_search.h tests/test_fit_search.c tests/test_fit_largest_cli.c \
+             plan/fit_max_batch.c plan/fit_winner.c plan/fit_search.h tests/test_fit_search.c \
+             tests/test_fit_largest_cli.c \
              docs/fit_largest.md docs/measured/fit_largest*; do
         [ -f "$f" ] && echo "$f"
     done

@@ -261,6 +261,112 @@ static void test_flags(void **state)
                         "--optimizer adam8bit --offload optimizer");
 }
 
+/* The whole file as a string (at most len - 1 bytes). */
+static const char *slurp(const char *path, char *buf, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, len - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static void join_arg(void *ctx, const char *a)
+{
+    char *buf = ctx;
+    if (buf[0])
+        strcat(buf, " ");
+    strcat(buf, a);
+}
+
+/* The winner's run: the text, the candidate's own arguments, then the run's, in order. */
+static void test_run_args(void **state)
+{
+    (void)state;
+    FitCandidate c = fit_shape(65, 32, 2, 64, 1);
+    FitRunArgs a = { .data = "data/x.txt", .steps = 123, .sample = 50, .threads = 2,
+                     .budget = 8388608 };
+    char buf[1024] = "";
+    fit_each_run_arg(&c, &a, join_arg, buf);
+    assert_string_equal(buf, "--data data/x.txt --seq 32 --layers 2 --heads 2 --embd 64 "
+                        "--batch 1 --accum 1 --checkpoint vanilla --precision fp32 --optimizer "
+                        "sgd --steps 123 --eval-every 0 --eval-examples 256 --sample 50 "
+                        "--mem-budget 8388608 --threads 2");
+}
+
+/* The homework's row: the candidate's parts, the run's numbers, the prediction rounded to a
+ * byte, the seconds to a tenth, the sample on one line. */
+static void test_write_table(void **state)
+{
+    (void)state;
+    FitRow w = { .c = fit_shape(65, 32, 2, 64, 1) };
+    w.c.B = 4, w.c.accum = 8, w.c.strategy = (CkptStrategy){ CKPT_SQRT, 0 };
+    w.c.precision = FIT_BF16, w.c.optimizer = MC_ADAM8BIT;
+    w.c.params = 1000, w.c.trainable = 1000, w.c.predicted = 5000.6;
+    w.m.peak[MEM_ALL] = 4500;
+    FitTrained r = { .steps = 7, .val_loss = 1.5, .seconds = 12.34, .peak_step = 4400,
+                     .peak_run = 4600 };
+    snprintf(r.sample, sizeof r.sample, "ab\ncd\te");
+    char path[] = "/tmp/test_fit_table.XXXXXX", err[512], text[2048];
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_true(fit_write_table(path, 8388608, &w, &r, err, sizeof err));
+    assert_string_equal(slurp(path, text, sizeof text),
+        "budget\tsetup\tlayers\tembd\theads\tbatch\taccum\tcheckpoint\tprecision\toptimizer\t"
+        "params\tpeak_step\tpeak_run\tmeasured_step\tpredicted\teval_loss\tsteps\tseconds\t"
+        "sample\tmethod\tlora_rank\ttrainable\n"
+        "8388608\tL2 C64 H2, B 4 x 8, sqrt, bf16, adam8bit\t2\t64\t2\t4\t8\tsqrt\tbf16\t"
+        "adam8bit\t1000\t4400\t4600\t4500\t5001\t1.5\t7\t12.3\tab / cd e\tfrom scratch\t0\t"
+        "1000\n");
+    remove(path);
+    assert_false(fit_write_table("/nonexistent/dir/t.tsv", 1, &w, &r, err, sizeof err));
+    assert_non_null(strstr(err, "/nonexistent/dir/t.tsv"));
+}
+
+/* One row of the exercise per strategy, in order: what fit_max_batch gives for each, to fn and
+ * to the file. */
+static void count_row(void *ctx, const char *strategy, const FitMaxBatch *m)
+{
+    static const char *const order[] = { "vanilla", "sqrt", "memory-poor" };
+    int *n = ctx;
+    assert_string_equal(strategy, order[*n]);
+    printf("%s: predicted B %d, measured B %d\n", strategy, m->predicted, m->measured);
+    assert_true(m->predicted >= 1 && m->measured >= 1);
+    ++*n;
+}
+
+static void test_max_batch_rows(void **state)
+{
+    (void)state;
+    FitCandidate c = fit_shape(16, 8, 2, 64, 1);
+    c.optimizer = MC_ADAMW;
+    fit_predict(&c);
+    size_t budget = (size_t)(c.predicted * 1.3);
+    char path[] = "/tmp/test_fit_rows.XXXXXX", err[512], text[2048], want[256];
+    int fd = mkstemp(path), n = 0;
+    assert_true(fd >= 0);
+    close(fd);
+    TsvWriter *t = tsv_open(path, FIT_MAX_BATCH_COLUMNS, err, sizeof err);
+    assert_non_null(t);
+    assert_true(fit_max_batch_rows(&c, budget, 8, t, count_row, &n));
+    assert_true(tsv_close(t, err, sizeof err));
+    assert_int_equal(n, 3);
+    slurp(path, text, sizeof text);
+    remove(path);
+    /* sqrt's row: the same predicted batch as fit_max_batch_predicted alone */
+    c.strategy = (CkptStrategy){ CKPT_SQRT, 0 };
+    snprintf(want, sizeof want, "\n%zu\tsqrt\t%d\t", budget,
+             fit_max_batch_predicted(&c, budget, 8));
+    assert_non_null(strstr(text, want));
+    assert_non_null(strstr(text, "budget\tstrategy\tpredicted_batch\t"));
+    int lines = 0;
+    for (const char *p = text; *p; p++)
+        lines += *p == '\n';
+    assert_int_equal(lines, 4);
+}
+
 /* Offload as a way (FitSpace.offload, fit_largest --offload): each way comes twice, as it is and
  * then offloaded, the latter predicted lower by exactly the device's optim bytes (AdamW's state
  * and masters), run with train_gpt --offload optimizer; under a budget between the two, a real
@@ -401,6 +507,9 @@ int main(void)
         cmocka_unit_test(test_too_small_budget),
         cmocka_unit_test(test_max_batch_boundary),
         cmocka_unit_test(test_flags),
+        cmocka_unit_test(test_run_args),
+        cmocka_unit_test(test_write_table),
+        cmocka_unit_test(test_max_batch_rows),
         cmocka_unit_test(test_offload_method),
         cmocka_unit_test(test_fine_tuning_preference),
     };

@@ -35,9 +35,6 @@ enum {
 };
 
 static const char *const EXERCISES[] = { "max-batch", NULL };
-/* The optimizers searched, as memcalc names them (train_gpt uses the same names). */
-static const char *const OPTIMIZER_CHOICES[] = { "adamw", "adam8bit", "adafactor", NULL };
-static const McOptimizer OPTIMIZER_VALUES[] = { MC_ADAMW, MC_ADAM8BIT, MC_ADAFACTOR };
 
 static void set_time(void *opts, int id, const char *flag, const char *arg)
 {
@@ -79,7 +76,7 @@ static void set_embd(void *opts, int id, const char *flag, const char *arg)
 static void set_optimizer(void *opts, int id, const char *flag, const char *arg)
 {
     (void)id;
-    ((FitOptions *)opts)->optimizer = OPTIMIZER_VALUES[cli_choice(flag, arg, OPTIMIZER_CHOICES)];
+    ((FitOptions *)opts)->optimizer = FIT_OPTIMIZERS[cli_choice(flag, arg, FIT_OPTIMIZER_NAMES)];
 }
 
 #define FIELD(f) offsetof(FitOptions, f)
@@ -262,10 +259,13 @@ int main(int argc, char **argv)
                 s.smallest_predicted);
     }
     if (!o.no_train) {
-        FitResult r = fit_train(&o, &s);
+        FitTrained r = fit_train(&o, &s);
         fit_print_result(&o, &s, &r, stdout);
+        char err[512];
+        if (o.out && !fit_write_table(o.out, o.budget, &s.rows[s.winner], &r, err, sizeof err))
+            cli_die(1, "--out: %s", err);
         if (o.out)
-            fit_write_tsv(&o, &s, &r);
+            printf("table: %s\n", o.out);
     }
     fit_search_free(&s);
     return 0;

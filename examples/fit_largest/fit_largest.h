@@ -5,7 +5,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "examples/common/train_run.h"
 #include "plan/fit_search.h"
 
 /* The share of --time given to train_gpt's updates: the rest is for its start, the final
@@ -30,24 +29,13 @@ typedef struct {
     bool         exercise_flag_given;
 } FitOptions;
 
-/* What the winner's train_gpt run reports. */
-typedef struct {
-    long       steps;
-    double     val_loss;
-    double     seconds;         /* wall time of the run */
-    RunConsole run;             /* the peaks over the training steps and the whole run, the
-                                 * sample (the prompt and the generated text) */
-    char       command[2048];   /* the train_gpt command line */
-} FitResult;
-
 /* train.c */
-void      fit_print_search(const FitSearch *s, const FitGoal *g, FILE *out);
-FitResult fit_train(const FitOptions *o, const FitSearch *s);
-void      fit_print_result(const FitOptions *o, const FitSearch *s, const FitResult *r,
-                           FILE *out);
-void      fit_write_tsv(const FitOptions *o, const FitSearch *s, const FitResult *r);
+void       fit_print_search(const FitSearch *s, const FitGoal *g, FILE *out);
+FitTrained fit_train(const FitOptions *o, const FitSearch *s);
+void       fit_print_result(const FitOptions *o, const FitSearch *s, const FitTrained *r,
+                            FILE *out);
 
 /* exercise.c */
-int       exercise_max_batch(const FitOptions *o, int V);
+int        exercise_max_batch(const FitOptions *o, int V);
 
 #endif

@@ -2,14 +2,11 @@
  * --mem-budget), and the homework's table. */
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "examples/common/cli.h"
 #include "examples/common/progress.h"
 #include "examples/common/train_run.h"
-#include "examples/common/tsv.h"
 #include "examples/fit_largest/fit_largest.h"
 
 static double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
@@ -54,40 +51,24 @@ static void add_arg(void *spec, const char *arg)
     run_arg(spec, "%s", arg);
 }
 
-FitResult fit_train(const FitOptions *o, const FitSearch *s)
+FitTrained fit_train(const FitOptions *o, const FitSearch *s)
 {
     const FitRow *w = &s->rows[s->winner];
     /* As many updates as the measured update time allows in the training share. */
-    FitResult r = { .val_loss = NAN, .steps = w->steps };
+    FitTrained r = { .val_loss = NAN, .steps = w->steps };
+    FitRunArgs a = { .data = o->data, .steps = r.steps, .sample = o->sample,
+                     .threads = o->threads, .budget = o->budget };
     RunSpec spec = { .argc = 0 };
     run_arg(&spec, "%s", o->train_gpt);
-    run_arg(&spec, "--data");
-    run_arg(&spec, "%s", o->data);
-    fit_each_arg(&w->c, add_arg, &spec);
-    run_arg(&spec, "--steps");
-    run_arg(&spec, "%ld", r.steps);
-    run_arg(&spec, "--eval-every");
-    run_arg(&spec, "0");
-    run_arg(&spec, "--eval-examples");
-    run_arg(&spec, "256");
-    run_arg(&spec, "--sample");
-    run_arg(&spec, "%d", o->sample);
-    run_arg(&spec, "--mem-budget");
-    run_arg(&spec, "%zu", o->budget);
-    run_arg(&spec, "--threads");
-    run_arg(&spec, "%d", o->threads);
+    fit_each_run_arg(&w->c, &a, add_arg, &spec);
     snprintf(spec.log_path, sizeof spec.log_path, "%s/fit_largest.%d.log.tsv", o->work,
              (int)getpid());
     snprintf(spec.out_path, sizeof spec.out_path, "%s/fit_largest.%d.out.txt", o->work,
              (int)getpid());
     run_arg(&spec, "--log");
     run_arg(&spec, "%s", spec.log_path);
-
-    size_t at = 0;
-    for (int i = 0; i < spec.argc && at < sizeof r.command; i++)
-        at += (size_t)snprintf(r.command + at, sizeof r.command - at, "%s%s", i ? " " : "",
-                               spec.argv[i]);
-    printf("\ntraining the winner for %ld updates: %s\n", r.steps, r.command);
+    printf("\ntraining the winner for %ld updates: ", r.steps);
+    run_print_command(stdout, &spec);
     fflush(stdout);
     double t0 = progress_now();
     RunResult res = run_train_gpt(&spec);
@@ -95,29 +76,18 @@ FitResult fit_train(const FitOptions *o, const FitSearch *s)
     if (!res.ok)
         cli_die(1, "train_gpt gave no evaluation; its output is in %s", spec.out_path);
     r.val_loss = res.val_loss;
-    if (!run_read_console(spec.out_path, &r.run))
+    RunConsole con = { 0 };
+    if (!run_read_console(spec.out_path, &con))
         cli_die(1, "cannot read train_gpt's output %s", spec.out_path);
+    r.peak_step = con.peak_step;
+    r.peak_run = con.peak_run;
+    snprintf(r.sample, sizeof r.sample, "%s", con.sample);
     remove(spec.log_path);
     remove(spec.out_path);
     return r;
 }
 
-/* The sample on one line: newlines shown as " / ". */
-static void one_line(const char *text, char *buf, size_t len)
-{
-    size_t j = 0;
-    for (const char *p = text; *p && j + 4 < len; p++) {
-        if (*p == '\n') {
-            memcpy(buf + j, " / ", 3);
-            j += 3;
-        } else {
-            buf[j++] = *p == '\t' ? ' ' : *p;
-        }
-    }
-    buf[j] = '\0';
-}
-
-void fit_print_result(const FitOptions *o, const FitSearch *s, const FitResult *r, FILE *out)
+void fit_print_result(const FitOptions *o, const FitSearch *s, const FitTrained *r, FILE *out)
 {
     const FitRow *w = &s->rows[s->winner];
     char d[128], b[32];
@@ -135,57 +105,13 @@ void fit_print_result(const FitOptions *o, const FitSearch *s, const FitResult *
         fprintf(out, "  parameters         %zu\n", w->c.params);
     fprintf(out, "  peak memory        %zu bytes (%.2f MiB) over the training steps, %zu "
             "(%.2f MiB) over the run; one step measured %.0f, predicted %.0f (%.2f MiB)\n",
-            r->run.peak_step, mib((double)r->run.peak_step), r->run.peak_run, mib((double)r->run.peak_run),
+            r->peak_step, mib((double)r->peak_step), r->peak_run, mib((double)r->peak_run),
             w->m.peak[MEM_ALL], w->c.predicted, mib(w->c.predicted));
-    fprintf(out, "  eval loss          %.4f (validation, 256 rows, after %ld updates)\n",
-            r->val_loss, r->steps);
+    fprintf(out, "  eval loss          %.4f (validation, %d rows, after %ld updates)\n",
+            r->val_loss, FIT_EVAL_EXAMPLES, r->steps);
     fprintf(out, "  batch size         %d rows = %d x %d accumulated, of %d tokens\n",
             w->c.B * w->c.accum, w->c.B, w->c.accum, w->c.T);
     fprintf(out, "  time               %.1f s (train_gpt's whole run)\n", r->seconds);
     fprintf(out, "  sample             (the first 32 characters are the prompt)\n----\n%s\n"
-            "----\n", r->run.sample);
-}
-
-void fit_write_tsv(const FitOptions *o, const FitSearch *s, const FitResult *r)
-{
-    static const char *const cols[] = {
-        "budget", "setup", "layers", "embd", "heads", "batch", "accum", "checkpoint",
-        "precision", "optimizer", "params", "peak_step", "peak_run", "measured_step",
-        "predicted", "eval_loss", "steps", "seconds", "sample", "method", "lora_rank",
-        "trainable", NULL,
-    };
-    char err[512];
-    TsvWriter *t = tsv_open(o->out, cols, err, sizeof err);
-    if (!t)
-        cli_die(1, "--out: %s", err);
-    const FitRow *w = &s->rows[s->winner];
-    char d[128], ck[32];
-    static char line[sizeof r->run.sample * 3];
-    tsv_int(t, (long long)o->budget);
-    tsv_str(t, fit_describe(&w->c, d, sizeof d));
-    tsv_int(t, w->c.model.n_layer);
-    tsv_int(t, w->c.model.n_embd);
-    tsv_int(t, w->c.model.n_head);
-    tsv_int(t, w->c.B);
-    tsv_int(t, w->c.accum);
-    tsv_str(t, ckpt_name(w->c.strategy, ck, sizeof ck));
-    tsv_str(t, FIT_PRECISION_NAMES[w->c.precision]);
-    tsv_str(t, MC_OPTIMIZER_NAMES[w->c.optimizer]);
-    tsv_int(t, (long long)w->c.params);
-    tsv_int(t, (long long)r->run.peak_step);
-    tsv_int(t, (long long)r->run.peak_run);
-    tsv_num(t, w->m.peak[MEM_ALL]);
-    tsv_num(t, round(w->c.predicted));
-    tsv_num(t, r->val_loss);
-    tsv_int(t, r->steps);
-    tsv_num(t, round(r->seconds * 10) / 10);
-    one_line(r->run.sample, line, sizeof line);
-    tsv_str(t, line);
-    char m[32];
-    tsv_str(t, fit_method(&w->c, m, sizeof m));
-    tsv_int(t, w->c.lora.rank);
-    tsv_int(t, (long long)w->c.trainable);
-    if (!tsv_end_row(t) || !tsv_close(t, err, sizeof err))
-        cli_die(1, "--out: %s", err);
-    printf("table: %s\n", o->out);
+            "----\n", r->sample);
 }

@@ -162,17 +162,16 @@ void run_lora_merge_snapshot(LoraConfig *lora, RunLocal *local, const SnapshotRe
         return;
     }
     *lora = lc;
-    const char *base = snapshot_meta(r, "lora.base"), *hash = snapshot_meta(r, "lora.base_fnv1a");
-    if (!base || !hash)
-        run_fail(1, "%s: missing metadata '%s' (was it saved by train_gpt?)", path,
-                base ? "lora.base_fnv1a" : "lora.base");
-    local->load_base_path = *base ? base : NULL;
-    char now[32];
-    snprintf(now, sizeof now, "%016llx",
-             (unsigned long long)run_lora_base_hash(local->load_base_path));
-    if (strcmp(now, hash) != 0)
-        run_fail(1, "%s: the base %s is not the file the run began with (FNV-1a %s, recorded "
-                "%s): the adapters would resume on other weights", path, base, now, hash);
+    RunRecord rec = { .lora = true };       /* the record's lora.* rows (run/run.h) */
+    if (!schema_read(&RUN_RECORD_SCHEMA, NULL, schema_reader_value, r, path, &rec, &err))
+        run_fail(1, "%s", err.message);
+    local->load_base_path = rec.lora_base && *rec.lora_base ? rec.lora_base : NULL;
+    uint64_t now = run_lora_base_hash(local->load_base_path);
+    if (now != rec.lora_base_fnv1a)
+        run_fail(1, "%s: the base %s is not the file the run began with (FNV-1a %016llx, "
+                 "recorded %016llx): the adapters would resume on other weights", path,
+                 rec.lora_base, (unsigned long long)now,
+                 (unsigned long long)rec.lora_base_fnv1a);
 }
 
 Trainer *run_lora_resume(const TrainerConfig *saved, const LoraConfig *lora, uint64_t seed,

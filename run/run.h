@@ -11,6 +11,7 @@
  * what is this run's alone (threads, outputs, the ranks' layout; never in a snapshot). */
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "autograd/snapshot.h"
 #include "data/dataset.h"
@@ -55,6 +56,18 @@ typedef struct {
     RunParallel parallel;
 } RunLocal;
 
+/* What a snapshot records of the run that saved it, beside its settings: a resumed run compares
+ * these with its own and never takes them as settings (RUN_RECORD_SCHEMA: the keys run.ranks,
+ * lora.base, lora.base_fnv1a). */
+typedef struct {
+    int         ranks;           /* data-parallel ranks (RunSettings.ranks; one before the key):
+                                  * another count resumes regrouped (run_ranks_regroup) */
+    bool        lora;            /* not a key: a LoRA run, which has the two below */
+    const char *lora_base;       /* the base file it began with; "": the seed's random base */
+    uint64_t    lora_base_fnv1a; /* that file's hash (run_lora_base_hash), 16 hex digits: a
+                                  * resumed run refuses a base replaced since */
+} RunRecord;
+
 /* Their schemas (autograd/schema.h; rows in run/settings.c). RUN_KEPT_SCHEMA's rows are the
  * keys a training snapshot keeps for RunKept: DATA_SCHEMA's under data., train.step (the
  * trainer's counter, which the library writes), schedule.batch, schedule.accum, run.seq (text
@@ -62,7 +75,7 @@ typedef struct {
  * a program writes the others (by_program: train_gpt's settings table). RUN_LOCAL_SCHEMA's and
  * RUN_PARALLEL_SCHEMA's (parallel.) are all run-only: no snapshot holds them, they give the
  * flags that set them their range. The defaults are train_gpt's demo. */
-extern const Schema RUN_KEPT_SCHEMA, RUN_LOCAL_SCHEMA, RUN_PARALLEL_SCHEMA;
+extern const Schema RUN_KEPT_SCHEMA, RUN_LOCAL_SCHEMA, RUN_PARALLEL_SCHEMA, RUN_RECORD_SCHEMA;
 RunKept  run_kept_default(void);
 RunLocal run_local_default(void);
 

@@ -70,6 +70,55 @@ const Schema RUN_KEPT_SCHEMA = { .name = "RunKept", .rows = RUN_KEPT_ROWS,
                                  .n = sizeof RUN_KEPT_ROWS / sizeof RUN_KEPT_ROWS[0],
                                  .by_program = true };
 
+/* The saving run's record ---------------------------------------------------------------------- */
+
+static bool is_lora(const void *s) { return ((const RunRecord *)s)->lora; }
+
+static void format_hash(const void *field, char *buf, size_t len)
+{
+    snprintf(buf, len, "%016llx", (unsigned long long)*(const uint64_t *)field);
+}
+
+static bool parse_hash(const char *text, void *field, char *why, size_t len)
+{
+    uint64_t h = 0;
+    size_t n = 0;
+    for (; text[n]; n++) {
+        char c = text[n];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0 || n == 16)
+            break;
+        h = h << 4 | (uint64_t)d;
+    }
+    if (n != 16 || text[n]) {
+        snprintf(why, len, "not 16 hexadecimal digits (0-9, a-f)");
+        return false;
+    }
+    *(uint64_t *)field = h;
+    return true;
+}
+
+#define REC(f) offsetof(RunRecord, f)
+/* Written by the program (train_gpt's options_snapshot_meta), read where each is compared:
+ * run.ranks by the merge of --accum (run_ranks_regroup), the base by run_lora_merge_snapshot. */
+static const SchemaRow RUN_RECORD_ROWS[] = {
+    { .key = "run.ranks", .type = SCHEMA_INT, .offset = REC(ranks), .lo = 1, .hi = 1 << 20,
+      .message = SCHEMA_MSG_COUNT, .def = "1", .before = "1", .kept = true,
+      .agrees = "schedule.accum",
+      .help = "the data-parallel ranks of the run that saved it (a record: compared, not taken)" },
+    { .key = "lora.base", .type = SCHEMA_STRING, .offset = REC(lora_base), .kept = true,
+      .applies = is_lora,
+      .help = "a LoRA run's base file, \"\": the seed's random base (a record)" },
+    { .key = "lora.base_fnv1a", .type = SCHEMA_CUSTOM, .offset = REC(lora_base_fnv1a),
+      .size = sizeof(uint64_t), .format = format_hash, .parse = parse_hash,
+      .def = "0000000000000000", .kept = true, .applies = is_lora, .agrees = "lora.base",
+      .help = "that file's FNV-1a hash: a base replaced since is refused (a record)" },
+};
+#undef REC
+const Schema RUN_RECORD_SCHEMA = { .name = "RunRecord", .rows = RUN_RECORD_ROWS,
+                                   .n = sizeof RUN_RECORD_ROWS / sizeof RUN_RECORD_ROWS[0],
+                                   .by_program = true };
+
 /* This run's alone ---------------------------------------------------------------------------- */
 
 static const char *wire_name(int i)

@@ -117,6 +117,8 @@ static void test_defaults_are_the_structs(void **state)
     RunLocal rl = run_local_default();
     check_defaults(&RUN_LOCAL_SCHEMA, &rl, sizeof rl);
     check_defaults(&RUN_PARALLEL_SCHEMA, &rl.parallel, sizeof rl.parallel);
+    RunRecord rr = { .ranks = 1 };      /* one process, no LoRA base */
+    check_defaults(&RUN_RECORD_SCHEMA, &rr, sizeof rr);
 }
 
 /* s written under prefix and read back into a struct that starts as blank: the same kept rows. */
@@ -188,14 +190,21 @@ static void test_round_trip(void **state)
     round_trip(&DATA_SCHEMA, "data", &text, &d2);
     assert_null(d2.task);
     /* RunKept: its data under data. (a SUB row), its own keys as a training snapshot has them */
-    RunKept k = { .data = text, .steps = 77, .batch = 5, .accum = 3,
+    RunKept k = { .data = text, .steps = 77, .batch = 5, .accum = 3, .seq = 48,
                   .attention = RUN_ATTENTION_TILED }, k2 = run_kept_default();
     round_trip(&RUN_KEPT_SCHEMA, NULL, &k, &k2);
+    assert_int_equal(k2.seq, 48);
     assert_int_equal(k2.steps, 77);
     assert_int_equal(k2.batch, 5);
     assert_int_equal(k2.accum, 3);
     assert_int_equal(k2.attention, RUN_ATTENTION_TILED);
     assert_null(k2.data.task);
+    /* RunRecord: the lora.* rows only for a LoRA run; the hash all 64 bits */
+    RunRecord r = { .ranks = 3, .lora = true, .lora_base = "base.st",
+                    .lora_base_fnv1a = 0xfedcba9876543210u }, r2 = { .lora = true };
+    round_trip(&RUN_RECORD_SCHEMA, NULL, &r, &r2);
+    assert_int_equal(r2.ranks, 3);     /* the base's text: compared before the reader closed */
+    assert_true(r2.lora_base_fnv1a == 0xfedcba9876543210u);
 }
 
 /* One kept row given text in a file: refused with "PATH: metadata ...needle...". */
@@ -295,6 +304,16 @@ static void test_refusals_name_key_and_range(void **state)
             "metadata 'data.task_size' = 40 is out of range [1, 32]");
     refused(&RUN_KEPT_SCHEMA, NULL, &k, sizeof k, "train.step", "1000000001",
             "metadata 'train.step' = 1000000001 is out of range [0, 1000000000]");
+    /* the record's hash: 16 lowercase hexadecimal digits, neither fewer nor more */
+    RunRecord rec = { .ranks = 1, .lora = true, .lora_base = "" };
+    refused(&RUN_RECORD_SCHEMA, NULL, &rec, sizeof rec, "lora.base_fnv1a", "a4e89991",
+            "metadata 'lora.base_fnv1a' is 'a4e89991', not 16 hexadecimal digits");
+    refused(&RUN_RECORD_SCHEMA, NULL, &rec, sizeof rec, "lora.base_fnv1a", "A4E8999190DCF722",
+            "not 16 hexadecimal digits");
+    refused(&RUN_RECORD_SCHEMA, NULL, &rec, sizeof rec, "lora.base_fnv1a", "a4e8999190dcf7220",
+            "not 16 hexadecimal digits");
+    refused(&RUN_RECORD_SCHEMA, NULL, &rec, sizeof rec, "run.ranks", "0",
+            "metadata 'run.ranks' is 0, not in 1..1048576");
 }
 
 /* A run-only row's value as a flag would give it, refused with needle in the sentence. */
@@ -533,6 +552,9 @@ static const struct {
       "none (run-only); `parallel.*` is RunParallel's rows, below" },
     { &RUN_PARALLEL_SCHEMA, "`RUN_PARALLEL_SCHEMA`, run/run.h (rows in run/settings.c): "
       "--parallel and its companions, in no snapshot", "none (run-only)" },
+    { &RUN_RECORD_SCHEMA, "`RUN_RECORD_SCHEMA`, run/run.h (rows in run/settings.c): what a "
+      "snapshot records of the run that saved it, written by the program (train_gpt); a "
+      "resumed run compares it with its own and does not take it", "as listed" },
 };
 
 static void print_range(FILE *f, const SchemaRow *r)

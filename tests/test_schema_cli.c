@@ -9,7 +9,11 @@
  * other tests that start MPI programs do: OpenMPI keeps memory until exit. */
 #include "tests/test_helpers.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include <cjson/cJSON.h>
 
 #include "autograd/schema.h"
 #include "data/dataset.h"
@@ -38,7 +42,7 @@ static const struct {
 } LIBRARY[] = {
     { &GPT_SCHEMA, "model." }, { &LORA_SCHEMA, "lora." }, { &TRAINER_SCHEMA, "" },
     { &TRAINER_COUNTER_SCHEMA, "" }, { &SCHED_SCHEMA, "" }, { &DATA_SCHEMA, "data." },
-    { &RUN_KEPT_SCHEMA, "" },
+    { &RUN_KEPT_SCHEMA, "" }, { &RUN_RECORD_SCHEMA, "" },
 };
 /* The schemas with run-only rows, which a flag names without a snapshot key: RunLocal's and
  * RunParallel's every row, TrainerConfig's checkpointing and offload. */
@@ -249,11 +253,94 @@ static void test_train_gpt_names_are_the_schemas(void **state)
     }
 }
 
+/* The metadata of a safetensors file (its JSON header's __metadata__), parsed. */
+static cJSON *file_metadata(const char *path, cJSON **header)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    unsigned char len8[8];
+    assert_int_equal(fread(len8, 1, 8, f), 8);
+    size_t n = 0;
+    for (int i = 7; i >= 0; i--)
+        n = n << 8 | len8[i];
+    char *json = malloc(n + 1);
+    assert_non_null(json);
+    assert_int_equal(fread(json, 1, n, f), n);
+    json[n] = '\0';
+    fclose(f);
+    *header = cJSON_Parse(json);
+    free(json);
+    assert_non_null(*header);
+    cJSON *meta = cJSON_GetObjectItemCaseSensitive(*header, "__metadata__");
+    assert_non_null(meta);
+    return meta;
+}
+
+/* Every key of the file is a kept row of a schema (LIBRARY: the library's and the run's, its
+ * record's among them) or one of the words beside them (the format tag, the data RNG's state);
+ * each of want must be there. */
+static void check_file_keys(const char *path, const char *const *want)
+{
+    cJSON *header, *meta = file_metadata(path, &header), *item;
+    int keys = 0;
+    cJSON_ArrayForEach(item, meta) {
+        const char *key = item->string;
+        const Schema *in;
+        keys++;
+        if (strcmp(key, "format") == 0 || strncmp(key, "train.data_rng.", 15) == 0)
+            continue;
+        const SchemaRow *r = library_row(key, NULL, &in);
+        if (!r || !r->kept) {
+            print_error("%s: '%s' is no kept row of a schema\n", path, key);
+            fail();
+        }
+    }
+    for (int i = 0; want[i]; i++)
+        if (!cJSON_GetObjectItemCaseSensitive(meta, want[i])) {
+            print_error("%s lacks '%s'\n", path, want[i]);
+            fail();
+        }
+    print_message("%s: %d keys, each a schema's\n", path, keys);
+    assert_true(keys > 40);
+    cJSON_Delete(header);
+}
+
+/* The keys train_gpt writes come from schemas, none by hand: a task run's, and a text LoRA
+ * run's on a base of longer rows (run.seq, and the record's run.ranks, lora.base and its hash). */
+static void test_train_gpt_keys_are_schema_rows(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/test_schema_cli.XXXXXX", cmd[4096], out[1 << 14];
+    assert_non_null(mkdtemp(dir));
+    const char *small = "--layers 1 --embd 16 --heads 2 --steps 2 --eval-every 0 "
+                        "--eval-examples 16 --separate-qkv";
+    const char *text = "--data " TAPEGRAD_SOURCE_DIR "/data/tinyshakespeare.txt";
+    snprintf(cmd, sizeof cmd, "cd %s && B=$(cd %s && pwd)/bin/train_gpt && "
+             "$B %s --save task.st && $B %s %s --seq 32 --save base.st && "
+             "$B %s --seq 16 --load-base base.st --lora 2 --steps 2 --eval-every 0 "
+             "--eval-examples 16 --save lora.st 2>&1", dir, TAPEGRAD_BUILD_DIR, small, small,
+             text, text);
+    if (test_run_shell(cmd, out, sizeof out) != 0) {
+        print_error("%s\n%s\n", cmd, out);
+        fail();
+    }
+    char path[256];
+    snprintf(path, sizeof path, "%s/task.st", dir);
+    check_file_keys(path, (const char *const[]){ "data.kind", "data.task", "run.ranks",
+                                                  "schedule.batch", NULL });
+    snprintf(path, sizeof path, "%s/lora.st", dir);
+    check_file_keys(path, (const char *const[]){ "data.path", "run.seq", "run.ranks",
+                                                  "lora.base", "lora.base_fnv1a", NULL });
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_program_flags_are_the_schemas),
         cmocka_unit_test(test_train_gpt_names_are_the_schemas),
+        cmocka_unit_test(test_train_gpt_keys_are_schema_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -284,6 +284,9 @@ static void test_wrong_program_metadata(void **state)
           "'precision.param' = fp32 contradicts 'precision.policy' = fp8" },
         { "loss_scale.scale", "\"2147483648\"",
           "'loss_scale.scale' = 2147483648 contradicts 'loss_scale.mode' = none" },
+        /* the saving run's record (RUN_RECORD_SCHEMA) */
+        { "run.ranks", "\"0\"", "'run.ranks' is 0, not in 1..1048576" },
+        { "run.ranks", "\"two\"", "'run.ranks' is 'two', not an unsigned 64-bit integer" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         edit_meta(good, bad, cases[i].key, cases[i].value);
@@ -390,6 +393,12 @@ static void test_lora_resume(void **state)
     expect_refused(1, args, "is not the file the run began with");
     snprintf(args, sizeof args, "--load %s --steps 6 --lora 2", half);
     expect_refused(2, args, "--load takes the LoRA settings and the base from the snapshot");
+    /* the record's hash is read through its schema row, with its check */
+    char bad[512];
+    in_dir(bad, sizeof bad, "bad_hash.safetensors");
+    edit_meta(half, bad, "lora.base_fnv1a", "\"a4e89991\"");
+    snprintf(args, sizeof args, "--load %s --steps 6", bad);
+    expect_refused(1, args, "'lora.base_fnv1a' is 'a4e89991', not 16 hexadecimal digits");
 }
 
 /* Issue 18: --attention tiled was not in the snapshot, so a resume without the flag went on

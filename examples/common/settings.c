@@ -357,6 +357,25 @@ void settings_meta_put(SettingsMeta *m, const char *key, const char *value)
     m->n++;
 }
 
+static bool put_row(const SchemaRow *r, const char *key, const void *s, void *m)
+{
+    (void)key;      /* a temporary; the row's own is the whole key in a flat schema */
+    char value[SETTINGS_META_VALUE];
+    if (r->kept && (!r->applies || r->applies(s))) {
+        schema_format(r, s, value, sizeof value);
+        settings_meta_put(m, r->key, value);
+    }
+    return true;
+}
+
+void settings_meta_put_schema(SettingsMeta *m, const Schema *sc, const void *s)
+{
+    for (int i = 0; i < sc->n; i++)     /* the program's own mistake, found at its first save */
+        if (sc->rows[i].type == SCHEMA_SUB)
+            cli_die(1, "settings_meta_put_schema: %s is not flat", sc->name);
+    schema_each(sc, NULL, s, put_row, m);
+}
+
 void settings_write(const Setting *t, int n, const void *opts, SettingsMeta *m)
 {
     char value[SETTINGS_META_VALUE];

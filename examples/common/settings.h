@@ -138,6 +138,9 @@ typedef struct {
 void settings_write(const Setting *t, int n, const void *opts, SettingsMeta *m);
 /* One pair of the program's own. */
 void settings_meta_put(SettingsMeta *m, const char *key, const char *value);
+/* Every kept row of a flat schema (no SUB rows: its keys are whole) that applies to s, in
+ * table order, as a snapshot keeps it (a record a program writes: run/run.h's RunRecord). */
+void settings_meta_put_schema(SettingsMeta *m, const Schema *sc, const void *s);
 
 /* The merge rule for one kept row: saved (a snapshot's value, text) is read with the flag's
  * checks (exit 1 naming path and key otherwise), compared with the flag when given (a usage

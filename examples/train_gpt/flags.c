@@ -175,21 +175,18 @@ static void merge_data_kind(Options *o, const SettingsSaved *saved)
     }
 }
 
-/* The saving run's rank count (run.ranks; one process before the key) against this run's: the
- * --accum to run with on another count (run_ranks_regroup), 0 on the same. run.ranks is read
- * here, not through a schema: it is no row of RUN_KEPT_SCHEMA, which holds what a resumed run
- * takes from its snapshot, while the rank count is the saving run's record (RunSettings.ranks,
- * known once that run started), which a resumed run compares with its own and does not take. */
+/* The saving run's rank count (its record's run.ranks: RUN_RECORD_SCHEMA, which a resumed run
+ * compares with its own and does not take) against this run's: the --accum to run with on
+ * another count (run_ranks_regroup), 0 on the same. */
 static int merge_ranks(Options *o, const SettingsSaved *saved)
 {
-    const char *text = settings_saved_value(saved, "run.ranks", "1");
-    char *end;
-    long n = strtol(text, &end, 10);
-    if (end == text || *end || n < 1 || n > 1 << 20)
-        cli_die(1, "%s: metadata 'run.ranks' is '%s', not a rank count", saved->path, text);
+    RunRecord rec = { 0 };
+    SnapshotError err;
+    if (!read_row(&RUN_RECORD_SCHEMA, NULL, "run.ranks", saved, &rec, &err))
+        cli_die(1, "%s", err.message);
+    long n = rec.ranks;
     int mine = run_ranks_data_count(&o->run.local.parallel);
     RunKept kept = o->run.kept;
-    SnapshotError err;
     if (n == mine || !read_row(&RUN_KEPT_SCHEMA, NULL, "schedule.accum", saved, &kept, &err))
         return 0;       /* the same ranks, or a bad accum the merge names */
     /* a pipeline's --micro-batches is its --accum (pipeline_check_options) */
@@ -240,15 +237,10 @@ void options_snapshot_meta(const Options *o, SettingsMeta *m)
     m->n = 0;
     settings_meta_put(m, "data.kind", o->run.kept.data.path ? "text" : "task");
     settings_write(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, o, m);
-    char ranks[16];
-    snprintf(ranks, sizeof ranks, "%d", o->run.ranks);
-    settings_meta_put(m, "run.ranks", ranks);
-    if (o->run.lora.rank > 0) {     /* the base a resumed LoRA run reads again (lora.c) */
-        char hash[32];
-        snprintf(hash, sizeof hash, "%016llx",
-                 (unsigned long long)run_lora_base_hash(o->run.local.load_base_path));
-        const char *base = o->run.local.load_base_path;
-        settings_meta_put(m, "lora.base", base ? base : "");
-        settings_meta_put(m, "lora.base_fnv1a", hash);
-    }
+    /* the base a resumed LoRA run reads again (run/lora.c) */
+    RunRecord rec = { .ranks = o->run.ranks, .lora = o->run.lora.rank > 0,
+                      .lora_base = o->run.local.load_base_path };
+    if (rec.lora)
+        rec.lora_base_fnv1a = run_lora_base_hash(rec.lora_base);
+    settings_meta_put_schema(m, &RUN_RECORD_SCHEMA, &rec);
 }

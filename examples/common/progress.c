@@ -2,6 +2,7 @@
 
 #include <stdarg.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "examples/common/cli.h"
@@ -13,6 +14,15 @@ double progress_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+double progress_cpu_seconds(void)
+{
+    struct rusage self, children;
+    getrusage(RUSAGE_SELF, &self);
+    getrusage(RUSAGE_CHILDREN, &children);
+    return (double)self.ru_utime.tv_sec + 1e-6 * (double)self.ru_utime.tv_usec +
+           (double)children.ru_utime.tv_sec + 1e-6 * (double)children.ru_utime.tv_usec;
 }
 
 const char *progress_format_duration(double seconds, char *buf, size_t len)

@@ -43,5 +43,8 @@ const char *progress_format_duration(double seconds, char *buf, size_t len);
 const char *progress_format_rate(double per_s, char *buf, size_t len);
 /* Monotonic seconds. */
 double progress_now(void);
+/* The user CPU seconds of this process and of its children that have been waited for (a study
+ * shared over forked processes): beside the wall clock, what a run cost. */
+double progress_cpu_seconds(void);
 
 #endif

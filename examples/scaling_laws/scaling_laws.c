@@ -3,38 +3,41 @@
  *
  * The study's runs (sizes x budgets, a constant-rate trunk per size and seed with a cooldown
  * branched at every D, a few cosine references: analysis/scaling_sweep.h), then its analysis
- * (analysis/scaling_study.h, printed by analyse.c). This file: the flags, the runs' lines.
+ * (analysis/scaling_study.h) and its files (analysis/scaling_tables.h). This file: the flags,
+ * the runs' lines, the report of the fits and the figure.
  *
  * Output, in --out DIR: see --help; --from-results FILE refits from a saved scaling_study.tsv
  * without training. */
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
-#include <sys/resource.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "analysis/scaling_sweep.h"
+#include "analysis/scaling_tables.h"
 #include "data/dataset.h"
 #include "data/text.h"
 #include "examples/common/cli.h"
+#include "examples/common/plot.h"
 #include "examples/common/progress.h"
 #include "examples/common/scaling_rows.h"
 #include "examples/common/settings.h"
 #include "examples/common/tsv.h"
-#include "examples/scaling_laws/scaling_laws.h"
 
 enum { MAX_POINTS = 2048 };
 
 typedef struct {
     const char *data, *out, *from_results;
-    ScalingSweepConfig study;
-    AnalyseOptions analyse;
+    ScalingSweepConfig study;   /* study.train.seed: the first seed, and the resampling's */
+    int         bootstrap;      /* resamples for the intervals */
 } Options;
 
 static void set_seed(void *opts, int id, const char *flag, const char *arg)
 {
     (void)id;
-    Options *o = opts;      /* the first seed of the runs, and the resampling's */
-    o->study.train.seed = o->analyse.seed = (uint64_t)cli_long(flag, arg, 0, 1L << 40);
+    ((Options *)opts)->study.train.seed = (uint64_t)cli_long(flag, arg, 0, 1L << 40);
 }
 
 enum { FLAG_QUICK = 256, FLAG_DATA, FLAG_OUT, FLAG_FROM, FLAG_MIN_STEPS, FLAG_MAX_EPOCHS,
@@ -94,7 +97,7 @@ static const Setting SETTINGS[] = {
       .offset = FIELD(study.train.eval_windows), .lo = 0, .hi = 1 << 30, .arg = "N",
       .help = "validation windows of T characters (0: all;\ndefault 512, --quick 256)" },
     { .name = "bootstrap", .id = FLAG_BOOT, .type = SETTING_INT,
-      .offset = FIELD(analyse.bootstrap), .lo = 0, .hi = 100000, .arg = "N",
+      .offset = FIELD(bootstrap), .lo = 0, .hi = 100000, .arg = "N",
       .help = "resamples for the 5-95% intervals (default 200,\n--quick 50)" },
     { .name = "seed", .id = FLAG_SEED, .type = SETTING_CUSTOM, .set = set_seed, .def = "1",
       .arg = "N", .help = "the first seed (weights and data), and the resampling's" },
@@ -125,16 +128,15 @@ static Options parse(int argc, char **argv)
 {
     Options o = { .study.train = scaling_train_defaults() };
     o.study.train.eval_windows = -1;    /* not given: decided by --quick below */
-    o.analyse.bootstrap = -1;
+    o.bootstrap = -1;
     settings_defaults(SETTINGS, N_SETTINGS, &o);
     settings_parse(SETTINGS, N_SETTINGS, &o, NULL, FLAG_QUICK, usage, argc, argv);
     if (o.study.train.eval_windows < 0)
         o.study.train.eval_windows = o.study.quick ? 256 : 512;
-    if (o.analyse.bootstrap < 0)
-        o.analyse.bootstrap = o.study.quick ? 50 : 200;
+    if (o.bootstrap < 0)
+        o.bootstrap = o.study.quick ? 50 : 200;
     if (o.study.min_tpp >= o.study.max_tpp)
         cli_die(2, "--min-tpp %g must be below --max-tpp %g", o.study.min_tpp, o.study.max_tpp);
-    o.analyse.out = o.out;
     return o;
 }
 
@@ -199,16 +201,195 @@ static int run_study(const Options *o, ScalingPoint *pts)
     tsv_close_or_die(log);
     char buf[32];
     double secs = progress_now() - start;
-    struct rusage self, children;
-    getrusage(RUSAGE_SELF, &self);
-    getrusage(RUSAGE_CHILDREN, &children);
-    double cpu = (double)self.ru_utime.tv_sec + 1e-6 * (double)self.ru_utime.tv_usec +
-                 (double)children.ru_utime.tv_sec + 1e-6 * (double)children.ru_utime.tv_usec;
     printf("study done: %d points in %s of wall clock, %.0f s of CPU (%d processes); wrote "
-           "%s/scaling_study.tsv\n", n, progress_format_duration(secs, buf, sizeof buf), cpu,
-           o->study.jobs, o->out);
+           "%s/scaling_study.tsv\n", n, progress_format_duration(secs, buf, sizeof buf),
+           progress_cpu_seconds(), o->study.jobs, o->out);
     dataset_free(ds);
     return n;
+}
+
+static void print_profiles(const char *title, const ScalingProfile *prof, int nb, bool bars)
+{
+    printf("%s\n", title);
+    printf("  %9s %9s %9s %9s %10s %9s %9s %9s %8s\n", "C (6ND)", "N_opt", bars ? "5%" : "",
+           bars ? "95%" : "", "D_opt chr", "D/N chr", "D/N BPE", "loss_opt", "");
+    for (int b = 0; b < nb; b++) {
+        const ScalingProfile *p = &prof[b];
+        if (!p->ok) {
+            printf("  %9.3g  no valley (the losses fall or rise throughout)\n", p->budget);
+            continue;
+        }
+        double D = p->budget / (6 * p->N_opt);
+        printf("  %9.3g %9.4g %9.4g %9.4g %10.4g %9.4g %9.4g %9.4f %s\n", p->budget, p->N_opt,
+               bars ? p->N_lo : NAN, bars ? p->N_hi : NAN, D, D / p->N_opt,
+               D / p->N_opt / SCALING_CHARS_PER_BPE, p->loss_opt,
+               p->inside ? "" : "outside");
+    }
+}
+
+static void print_approach2(const ScalingStudy *s)
+{
+    print_profiles("\nChinchilla approach 2 (N every parameter, cooldown branches): a parabola "
+                   "in log N per budget; the vertex's 5-95% over the seeds", s->prof, s->nb, true);
+    printf("  N_opt = %.4g C^%.3f (5-95%% %.3f to %.3f), D_opt = %.4g C^%.3f   (Chinchilla: "
+           "a = 0.49, b = 0.51; Kaplan: a = 0.73)\n", s->a2.coef, s->a2.a, s->i2.a_lo,
+           s->i2.a_hi, s->a2.b_coef, s->a2.b);
+}
+
+static void print_approach3(const ScalingStudy *s)
+{
+    const ChinLaw *law = &s->f3.law;
+    printf("\nChinchilla approach 3 (the same %d points): L = E + A / N^alpha + B / D^beta, "
+           "Huber on log L, %d starts (%.1f s), %d resamples (%.1f s)\n", s->n_points,
+           s->f3.starts, s->fit_seconds, s->i3.good, s->bootstrap_seconds);
+    printf("  E %.4g  A %.4g  B %.4g  alpha %.4f  beta %.4f   (paper: 1.69, 406.4, 410.7, "
+           "0.34, 0.28)\n", law->E, law->A, law->B, law->alpha, law->beta);
+    printf("  N_opt ~ C^%.3f (5-95%% %.3f to %.3f), D_opt ~ C^%.3f   (paper: a = 0.46)\n",
+           s->a3, s->i3.a_lo, s->i3.a_hi, 1 - s->a3);
+    printf("  D/N at the optimum:");
+    for (int b = 0; b < s->nb; b++)
+        printf(" %.3g: %.4g", s->budgets[b], s->tpp3_at[b]);
+    printf(" characters\n");
+}
+
+static void print_kaplan(const ScalingStudy *s)
+{
+    if (s->kaplan_fitted) {
+        print_profiles("\nKaplan-style approach 2 on the same trunks (N non-embedding, no "
+                       "cooldown: the trunk evaluated at D = C / 6N)", s->kprof, s->nkb, false);
+        printf("  N_opt = %.4g C^%.3f, D_opt = %.4g C^%.3f\n", s->k2.coef, s->k2.a,
+               s->k2.b_coef, s->k2.b);
+    }
+    printf("\nwhich choice moves the exponent (approach 3, %s):\n",
+           "the small grid of starts and the full fit's end point");
+    printf("  %-12s %-34s %8s %12s\n", "N counted", "schedule", "a", "D/N at Cmax");
+    static const char *const count[] = { "all", "non-emb", "all", "non-emb" };
+    static const char *const sched[] = { "matched (cooldown branch)", "matched (cooldown branch)",
+                                         "longer than the run (trunk)",
+                                         "longer than the run (trunk)" };
+    for (int r = 0; r < SCALING_CHOICES; r++)
+        printf("  %-12s %-34s %8.3f %12.4g%s\n", count[r], sched[r], s->choice_a[r],
+               s->choice_tpp[r], r == SCALING_CHOICE_CHINCHILLA ? "   (Chinchilla's choices)"
+               : r == SCALING_CHOICE_KAPLAN ? "   (Kaplan's choices)" : "");
+}
+
+static void print_cosine(const ScalingStudy *s)
+{
+    printf("\ncooldown branches against fixed-length cosine runs (mean over seeds; spread: the "
+           "larger of the two seed ranges)\n");
+    printf("  %4s %4s %9s %6s %9s %9s %9s %9s %9s %s\n", "L", "C", "budget", "seeds", "cosine",
+           "branch", "constant", "diff", "spread", "");
+    for (int i = 0; i < s->n_cosine; i++) {
+        const ScalingCosineRow *r = &s->cosine[i];
+        printf("  %4d %4d %9.3g %6d %9.4f %9.4f %9.4f %+9.4f %9.4f %s\n", r->layers, r->width,
+               r->budget, r->seeds, r->cosine, r->branch, r->constant, r->diff, r->spread,
+               r->agree ? "within the seeds' spread" : "outside the seeds' spread");
+    }
+    if (s->n_cosine)
+        printf("  %d of %d compared points agree within the seeds' spread\n", s->n_agree,
+               s->n_cosine);
+    else
+        printf("  (no cosine references in these results)\n");
+}
+
+static void print_compute(const ScalingStudy *s, double seconds)
+{
+    const ScalingCompute *c = &s->compute;
+    printf("\ncompute: the trunks and branches trained %.4g characters (%.4g FLOP as 6ND, %.4g "
+           "counted by the tape); a separate cosine run for each cooldown point would train "
+           "%.4g (%.4g FLOP as 6ND): %.1f%% saved. The cosine references added %.4g FLOP as "
+           "6ND (%.4g counted); the trunks' steps past their last cooldown point, for Kaplan's "
+           "points alone, %.4g.", c->trained, c->trained_6nd, c->counted, c->separate,
+           c->separate_6nd, c->saved_percent, c->cosine_6nd, c->cosine_counted, c->kaplan_6nd);
+    if (seconds > 0)
+        printf(" The study took %.0f s (%.1f min) of wall clock.", seconds, seconds / 60);
+    printf("\n");
+    printf("\ncounted training FLOP per token against 6N (one row a size):\n");
+    printf("  %4s %4s %9s %9s %14s %10s %10s\n", "L", "C", "N_all", "N_nonemb", "counted/token",
+           "/ 6N_all", "/ 6N_nonemb");
+    for (int i = 0; i < s->n_flop; i++) {
+        const ScalingFlopRow *r = &s->flop[i];
+        printf("  %4d %4d %9.0f %9.0f %14.4g %10.3f %10.3f\n", r->layers, r->width, r->N_all,
+               r->N_nonemb, r->per_token, r->per_token / (6 * r->N_all),
+               r->per_token / (6 * r->N_nonemb));
+    }
+}
+
+static void print_agreement(const ScalingStudy *s)
+{
+    printf("\nat the largest budget, C = %.3g: D/N %.4g characters (approach 2), %.4g "
+           "(approach 3): about %.3g and %.3g BPE tokens per parameter at %.0f characters a "
+           "token (assumed)\n", s->C_max, s->tpp2, s->tpp3, s->tpp2 / SCALING_CHARS_PER_BPE,
+           s->tpp3 / SCALING_CHARS_PER_BPE, SCALING_CHARS_PER_BPE);
+    printf("agreement: D/N ratio %.2f (%s 1.5), |a2 - a3| = %.3f (%s 0.1); Kaplan-style a = "
+           "%.3f (approach 2), %.3f (approach 3)\n", s->tpp_ratio,
+           s->tpp_ratio <= 1.5 ? "within" : "beyond", s->a_difference,
+           s->a_difference <= 0.1 ? "within" : "beyond", s->k2.a,
+           s->choice_a[SCALING_CHOICE_KAPLAN]);
+    printf("intervals (5-95%%): D/N approach2 %.4g to %.4g, approach3 %.4g to %.4g; a approach2 "
+           "%.3f to %.3f, approach3 %.3f to %.3f\n", s->i2.tpp_lo, s->i2.tpp_hi, s->i3.tpp_lo,
+           s->i3.tpp_hi, s->i2.a_lo, s->i2.a_hi, s->i3.a_lo, s->i3.a_hi);
+}
+
+/* Writes the figure's tables (analysis/scaling_tables.h) into out and draws OUT/scaling_laws.png
+ * from them (scaling_laws.gp). */
+static void draw_figure(const char *out, const ScalingPoint *pts, int n, const ScalingStudy *s)
+{
+    char err[800];
+    if (!scaling_tables_write(out, pts, n, s, err, sizeof err))
+        cli_die(1, "%s", err);
+    char bl[512] = "";
+    for (int b = 0; b < s->nb; b++)
+        snprintf(bl + strlen(bl), sizeof bl - strlen(bl), "%s%.3g", b ? " " : "", s->budgets[b]);
+    char path[SCALING_TABLES + 1][1024], nbs[16], a2s[32], a3s[32], k2s[32];
+    for (int i = 0; i <= SCALING_TABLES; i++)
+        snprintf(path[i], sizeof path[i], "%s/%s", out,
+                 i < SCALING_TABLES ? SCALING_TABLE_FILES[i] : "scaling_laws.png");
+    snprintf(nbs, sizeof nbs, "%d", s->nb);
+    snprintf(a2s, sizeof a2s, "%.3f", s->a2.a);
+    snprintf(a3s, sizeof a3s, "%.3f", s->a3);
+    snprintf(k2s, sizeof k2s, "%.3f", s->k2.a);
+    const char *names[] = { "points", "isoflop", "optimal", "kaplan", "lines", "output", "nb",
+                            "budgets", "a2", "a3", "k2" };
+    const char *values[] = { path[0], path[1], path[2], path[3], path[4], path[5], nbs, bl,
+                             a2s, a3s, k2s };
+    if (plot_run_vars(TAPEGRAD_SOURCE_DIR "/examples/scaling_laws/scaling_laws.gp", names,
+                      values, 11, "output") == PLOT_OK)
+        printf("wrote %s\n", path[5]);
+}
+
+/* Analyses the points, prints it all and the summary line, writes OUT/scaling_fit.tsv and the
+ * figure's files; seconds: the study's wall clock (0: not known, a refit). False (with a
+ * message on stderr) when there are too few points to fit. */
+static bool analyse(const ScalingPoint *pts, int n, const Options *o, double seconds)
+{
+    TsvWriter *fit = tsv_open_in(o->out, "scaling_fit.tsv", SCALING_QUANTITY_COLUMNS);
+    ScalingStudy *s = malloc(sizeof *s);
+    if (!s)
+        cli_die(1, "out of memory");
+    ScalingStudyStatus status = scaling_study_analyse(pts, n, o->bootstrap, o->study.train.seed,
+                                                      seconds, s);
+    if (status == SCALING_STUDY_TOO_FEW)
+        fprintf(stderr, "scaling_laws: %d cooldown points over %d budgets: too few to fit\n",
+                s->n_points, s->nb);
+    else
+        print_approach2(s);
+    if (status == SCALING_STUDY_NO_FIT)
+        fprintf(stderr, "scaling_laws: approach 3 found no finite fit\n");
+    scaling_tables_write_quantities(fit, s);
+    tsv_close_or_die(fit);
+    if (status == SCALING_STUDY_OK) {
+        print_approach3(s);
+        print_kaplan(s);
+        print_cosine(s);
+        print_compute(s, seconds);
+        print_agreement(s);
+        draw_figure(o->out, pts, n, s);
+        printf("summary: D/N approach2 %.4g approach3 %.4g; a approach2 %.3f approach3 %.3f\n",
+               s->tpp2, s->tpp3, s->a2.a, s->a3);
+    }
+    free(s);
+    return status == SCALING_STUDY_OK;
 }
 
 int main(int argc, char **argv)
@@ -222,7 +403,7 @@ int main(int argc, char **argv)
     }
     static ScalingPoint pts[MAX_POINTS];
     int n;
-    double start = progress_now();
+    double start = progress_now(), seconds = 0;
     if (o.from_results) {
         char err[512];
         if (!scaling_points_read(o.from_results, pts, MAX_POINTS, &n, err, sizeof err))
@@ -230,7 +411,7 @@ int main(int argc, char **argv)
         printf("read %d points from %s\n", n, o.from_results);
     } else {
         n = run_study(&o, pts);
-        o.analyse.seconds = progress_now() - start;
+        seconds = progress_now() - start;
     }
-    return scaling_analyse(pts, n, &o.analyse) ? 0 : 1;
+    return analyse(pts, n, &o, seconds) ? 0 : 1;
 }

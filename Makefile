@@ -13,8 +13,9 @@
 #
 # Layout: sources in precision/ autograd/ nn/ optim/ form libtapegrad.a; dist/ (training on
 # many ranks, the only MPI code) forms libdist.a; run/ (a GPT training run assembled from its
-# settings, on top of everything else) forms librun.a; the rooms data/ plan/ analysis/ (training
-# data, the memory model and fit search, measurements over runs) form librooms.a;
+# settings, on top of everything else) forms librun.a; the rooms data/ plan/ analysis/ cli/
+# (training data, the memory model and fit search, measurements over runs, command lines from
+# settings tables) form librooms.a;
 # examples/common/ (the programs' plumbing) forms libexamples.a; every
 # folder examples/NAME/ is one program build/bin/NAME; every tests/test_*.c is one test binary;
 # every bench/*.c is one benchmark. A program, test or benchmark links MPI (and libdist.a) only
@@ -74,7 +75,7 @@ MPI_LIBS := $(shell pkg-config --libs ompi-c 2>/dev/null)
 LDFLAGS  += -fopenmp $(filter -fsanitize%,$(OPT))
 
 LIB_SRC  := $(wildcard precision/*.c autograd/*.c nn/*.c optim/*.c)
-ROOM_SRC := $(wildcard data/*.c plan/*.c analysis/*.c)
+ROOM_SRC := $(wildcard data/*.c plan/*.c analysis/*.c cli/*.c)
 EX_SRC   := $(wildcard examples/common/*.c)
 PROGS    := $(filter-out common,$(notdir $(patsubst %/,%,$(dir $(wildcard examples/*/*.c)))))
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))

@@ -94,7 +94,7 @@ typedef struct Schema {
     const char      *name;      /* the struct's: "GptConfig" */
     const SchemaRow *rows;
     int              n;
-    /* Its kept rows are written by a program (examples/common/settings.h's settings_write, in
+    /* Its kept rows are written by a program (cli/settings.h's settings_write, in
      * the order of the program's table), not by a library's snapshot code: SchedConfig's, which
      * a trainer does not hold. */
     bool             by_program;

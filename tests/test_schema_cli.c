@@ -28,7 +28,7 @@
 #define TAPEGRAD_BUILD_DIR "build"
 #endif
 
-/* The programs whose flags come from a settings table (examples/common/settings.h). */
+/* The programs whose flags come from a settings table (cli/settings.h). */
 static const char *const PROGRAMS[] = {
     "attention_memory", "backprop_strategies", "data_parallel", "fit_largest", "lora_finetune",
     "loss_scaling", "lr_scaling", "memory_calculator", "memory_savers", "number_formats",

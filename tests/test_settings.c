@@ -1,4 +1,4 @@
-/* examples/common/settings.h on a small table: defaults, parsing a command line, the keys
+/* cli/settings.h on a small table: defaults, parsing a command line, the keys
  * written and read back, and the merge rule's cases that do not exit. The cases that exit (a
  * bad value, a disagreeing flag, a key out of range) are train_gpt's, in
  * test_train_gpt_cli.c. */
@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "examples/common/settings.h"
+#include "cli/settings.h"
 
 typedef struct {
     int         layers;

@@ -1,4 +1,4 @@
-/* The programs whose flags come from a settings table (examples/common/settings.h), run as a
+/* The programs whose flags come from a settings table (cli/settings.h), run as a
  * user runs them: a bad value is refused before any work with one message naming the flag and
  * exit status 2, --help lists every flag with its default, and the command lines of the docs
  * still work. train_gpt has its own, test_train_gpt_cli.c. The programs are built beside this

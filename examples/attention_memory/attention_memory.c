@@ -19,7 +19,7 @@
 #include "examples/attention_memory/attention_measure.h"
 #include "examples/common/cli.h"
 #include "examples/common/plot.h"
-#include "examples/common/settings.h"
+#include "cli/settings.h"
 #include "examples/common/tsv.h"
 
 typedef struct {

@@ -27,7 +27,7 @@
 #include "autograd/parallel.h"
 #include "examples/common/cli.h"
 #include "examples/common/plot.h"
-#include "examples/common/settings.h"
+#include "cli/settings.h"
 #include "examples/common/tsv.h"
 
 enum { MAX_LIST = 64, NAME_LEN = CKPT_ROW_NAME };

@@ -21,7 +21,7 @@
 #include "dist/ddp.h"
 #include "dist/zero.h"
 #include "examples/common/cli.h"
-#include "examples/common/settings.h"
+#include "cli/settings.h"
 #include "examples/common/tsv.h"
 #include "plan/memcalc.h"
 

@@ -21,7 +21,7 @@
 #include "autograd/parallel.h"
 #include "data/dataset.h"
 #include "examples/common/cli.h"
-#include "examples/common/settings.h"
+#include "cli/settings.h"
 #include "examples/common/train_run.h"
 #include "examples/fit_largest/fit_largest.h"
 #include "nn/gpt_snapshot.h"

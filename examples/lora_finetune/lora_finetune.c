@@ -23,7 +23,7 @@
 #include "examples/common/cli.h"
 #include "examples/common/plot.h"
 #include "examples/common/progress.h"
-#include "examples/common/settings.h"
+#include "cli/settings.h"
 #include "examples/common/tsv.h"
 #include "nn/gpt_lora.h"
 #include "nn/gpt_snapshot.h"

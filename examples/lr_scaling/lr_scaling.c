@@ -22,7 +22,7 @@
 #include "analysis/lr_grid.h"
 #include "analysis/seed_stats.h"
 #include "examples/common/cli.h"
-#include "examples/common/settings.h"
+#include "cli/settings.h"
 #include "examples/common/train_run.h"
 #include "examples/common/tsv.h"
 

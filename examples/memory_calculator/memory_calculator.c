@@ -25,7 +25,7 @@
 
 #include "autograd/parallel.h"
 #include "examples/common/cli.h"
-#include "examples/common/settings.h"
+#include "cli/settings.h"
 #include "optim/train.h"
 #include "plan/fragmentation.h"
 #include "plan/memcalc_lecture.h"

@@ -31,7 +31,7 @@
 #include "examples/common/cli.h"
 #include "examples/common/plot.h"
 #include "examples/common/quality_logs.h"
-#include "examples/common/settings.h"
+#include "cli/settings.h"
 #include "examples/common/train_run.h"
 
 /* The configurations, fp32 first: the file stem, the flags beyond the shared ones, the target.

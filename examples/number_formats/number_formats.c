@@ -8,7 +8,7 @@
  *                                               data behind the figure)
  * Tables are TSV with a header line. */
 #include "examples/common/cli.h"
-#include "examples/common/settings.h"
+#include "cli/settings.h"
 #include "precision/format.h"
 #include "precision/quant.h"
 

@@ -23,7 +23,7 @@
 #include "examples/common/plot.h"
 #include "examples/common/progress.h"
 #include "examples/common/scaling_rows.h"
-#include "examples/common/settings.h"
+#include "cli/settings.h"
 #include "examples/common/tsv.h"
 
 enum { MAX_POINTS = 2048 };

@@ -10,7 +10,7 @@
 
 #include "autograd/ops.h"
 #include "examples/common/cli.h"
-#include "examples/common/settings.h"
+#include "cli/settings.h"
 
 static void print_values(const char *label, const float *v, size_t n)
 {

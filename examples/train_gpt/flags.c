@@ -8,7 +8,7 @@
 
 #include "autograd/snapshot.h"
 #include "examples/common/cli.h"
-#include "examples/common/settings.h"
+#include "cli/settings.h"
 #include "examples/train_gpt/train_gpt.h"
 #include "optim/schedule.h"
 #include "optim/snapshot_keys.h"

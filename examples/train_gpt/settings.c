@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "examples/common/cli.h"
-#include "examples/common/settings.h"
+#include "cli/settings.h"
 #include "examples/train_gpt/train_gpt.h"
 #include "nn/gpt_lora.h"
 #include "optim/adam8bit.h"

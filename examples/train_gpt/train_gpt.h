@@ -6,7 +6,7 @@
 #include <stdbool.h>
 
 #include "autograd/snapshot.h"
-#include "examples/common/settings.h"
+#include "cli/settings.h"
 #include "run/ranks.h"
 #include "run/run.h"
 

@@ -19,7 +19,7 @@
 #include "examples/common/cli.h"
 #include "examples/common/plot.h"
 #include "examples/common/progress.h"
-#include "examples/common/settings.h"
+#include "cli/settings.h"
 #include "examples/common/tsv.h"
 #include "optim/sgd.h"
 

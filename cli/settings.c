@@ -1,4 +1,4 @@
-#include "examples/common/settings.h"
+#include "cli/settings.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "autograd/kernels.h"
-#include "examples/common/cli.h"
+#include "cli/cli.h"
 
 enum { HELP_COLUMN = 22, HELP_WIDTH = 100, MAX_SETTINGS = 128 };
 

@@ -243,9 +243,9 @@ $(BUILD)/tests/test_schema_cli: $(BINS)
 $(BUILD)/obj/tests/test_schema_cli.o: CFLAGS += -DTAPEGRAD_BUILD_DIR='"$(CURDIR)/$(BUILD)"'
 
 # The fuzz corpora's replay (tests/fuzz/): the train_load harness includes train_gpt.c, so the
-# test links train_gpt's other files and MPI, and turns exit() into a jump back to the harness.
-FUZZ_TG_OBJ := $(call OBJ,$(filter-out examples/train_gpt/train_gpt.c,$(wildcard examples/train_gpt/*.c)))
-$(BUILD)/tests/test_fuzz_replay: $(FUZZ_TG_OBJ) $(RUNLIB) $(DISTLIB)
+# test links run/ (the options among it) and MPI, and turns exit() into a jump back to the
+# harness.
+$(BUILD)/tests/test_fuzz_replay: $(RUNLIB) $(DISTLIB)
 $(BUILD)/tests/test_fuzz_replay: LINK_MPI = $(RUN_LINK)
 $(BUILD)/tests/test_fuzz_replay: LDFLAGS += -Wl,--wrap=exit
 
@@ -255,10 +255,10 @@ $(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(EXLIB) $(ROOMLIB) $(LIB
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -fsanitize=fuzzer $(filter %.o,$^) $(EXLIB) $(ROOMLIB) $(LINK_MPI) $(LIB) $(LDLIBS) -o $@
 $(BUILD)/obj/tests/fuzz/%.o: CFLAGS += -DTAPEGRAD_LIBFUZZER
-$(BUILD)/fuzz/fuzz_train_load: $(FUZZ_TG_OBJ) $(RUNLIB) $(DISTLIB)
+$(BUILD)/fuzz/fuzz_train_load: $(RUNLIB) $(DISTLIB)
 $(BUILD)/fuzz/fuzz_train_load: LINK_MPI = $(RUN_LINK)
 $(BUILD)/fuzz/fuzz_train_load: LDFLAGS += -Wl,--wrap=exit
-$(BUILD)/fuzz/fuzz_settings_agree: $(FUZZ_TG_OBJ) $(RUNLIB) $(DISTLIB)
+$(BUILD)/fuzz/fuzz_settings_agree: $(RUNLIB) $(DISTLIB)
 $(BUILD)/fuzz/fuzz_settings_agree: LINK_MPI = $(RUN_LINK)
 $(BUILD)/fuzz/fuzz_settings_agree: LDFLAGS += -Wl,--wrap=exit
 

@@ -52,7 +52,7 @@ static void test_products_of_flags(void **state)
                    "--batch 65536 x --accum 16384 x --seq 4 = 4294967296 tokens per step");
 }
 
-/* What a flag needs to be given (its row's needs, examples/train_gpt/settings.c): without it,
+/* What a flag needs to be given (its row's needs, run/options_table.c): without it,
  * one message naming the flag and exit 2; the needs that look at nothing a snapshot or a base
  * holds are checked before either file is opened. A --scale-* factor is checked with the
  * others as the dynamic mode will (the row's check). */

@@ -12,10 +12,9 @@
  * per update before clipping; the log's loss_scale column is the scale a step used and
  * skipped is 1 when an inf or NaN gradient skipped its update (docs/mixed_precision.md).
  *
- * Files: settings.c (every flag: one table), flags.c (the command line and a snapshot's
- * settings, from that table, and the checks of flags together), precision.c (--precision and
- * --loss-scale: their values), pipeline.c (the pipeline's flags), agree.c (the
- * settings the ranks compare), loss.gp (the figure). */
+ * Its flags are the run's (run/options.h: one table, run/options_table.c, with every check of
+ * the flags alone and together, the merge with --load's snapshot and what the ranks agree on);
+ * loss.gp draws the figure. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>        /* and for tests/fuzz/fuzz_train_load.c, which includes this file */
@@ -26,21 +25,35 @@
 #include "examples/common/plot.h"
 #include "examples/common/progress.h"
 #include "examples/common/wait_policy.h"
-#include "examples/train_gpt/train_gpt.h"
+#include "run/options.h"
 #include "run/ranks.h"
 #include "run/train.h"
 
 typedef struct {
-    Options    o;
-    Dataset   *ds;
-    Trainer   *tr;
-    RunRanks  *ranks;                /* --parallel ddp, zero1-3, pipeline:S, else NULL */
-    RunTrain  *train;
-    RunLogs   *logs;                 /* --log (a pipeline's, and --pipe-events), rank 0's */
-    Progress   progress;
-    SnapshotReader *loaded;          /* --load's file: open to the end, since the options
-                                      * point into its metadata (the task, the data path) */
+    RunOptions      o;
+    Dataset        *ds;
+    Trainer        *tr;
+    RunRanks       *ranks;          /* --parallel ddp, zero1-3, pipeline:S, else NULL */
+    RunTrain       *train;
+    RunLogs        *logs;           /* --log (a pipeline's, and --pipe-events), rank 0's */
+    Progress        progress;
+    SnapshotReader *loaded;         /* --load's file: open to the end, since the options
+                                     * point into its metadata (the task, the data path) */
 } Run;
+
+static void usage(void)
+{
+    printf("Usage: train_gpt [OPTION]...\n"
+           "Train a small GPT on a built-in task or a text file; print the loss, the validation\n"
+           "loss and exact-match accuracy, the speed and the memory used per category.\n\n");
+    settings_usage(RUN_OPTIONS_TABLE, RUN_OPTIONS_N);
+}
+
+/* The command line (the fuzz harnesses parse theirs the same way). */
+static RunOptions parse(int argc, char **argv)
+{
+    return run_options_parse(argc, argv, usage);
+}
 
 /* --load, first half: the snapshot's settings merged into the options (a flag that disagrees
  * ends the run with a message), the data opened and the model checked against both. The
@@ -49,7 +62,7 @@ static TrainerConfig load_settings(Run *run)
 {
     RunSettings *s = &run->o.run;
     TrainerConfig saved = run_snapshot_settings(s->local.load_path, &run->loaded);
-    options_merge_snapshot(&run->o, &saved, run->loaded, s->local.load_path);
+    run_options_merge_snapshot(&run->o, &saved, run->loaded, s->local.load_path);
     run->ds = run_open_data(&s->kept.data, &s->kept.seq);
     run_check_fit(s->kept.seq, run->ds, &saved.model);
     run_check_model_size(&saved.model);
@@ -135,7 +148,7 @@ static void finish_outputs(Run *run)
     }
     if (l->save_path) {
         static SettingsMeta meta;
-        options_snapshot_meta(&run->o, &meta);
+        run_options_snapshot_meta(&run->o, &meta);
         run_save(run->tr, l->save_path, meta.keys, meta.values, meta.n);
     }
     if (l->save_adapter_path)
@@ -147,7 +160,7 @@ int main(int argc, char **argv)
     cli_init(argv[0]);
     run_ranks_begin(&argc, &argv);
     double start = progress_now();
-    Run run = { .o = options_parse(argc, argv) };
+    Run run = { .o = parse(argc, argv) };
     RunSettings *s = &run.o.run;
     run_ranks_parsed();
     par_set_threads(s->local.threads);
@@ -156,12 +169,12 @@ int main(int argc, char **argv)
     if (s->local.mem_budget)
         mem_set_budget(MEM_ALL, s->local.mem_budget);
     run.tr = make_trainer(&run);
-    static char agreed[OPTIONS_AGREED_MAX];
-    size_t agreed_len = options_agreed_text(&run.o, run.tr->step, agreed, sizeof agreed);
+    static char agreed[RUN_OPTIONS_AGREED_MAX];
+    size_t agreed_len = run_options_agreed_text(&run.o, run.tr->step, agreed, sizeof agreed);
     run.ranks = run_ranks_start(&s->kept, &s->local, run.tr, agreed, agreed_len);
-    /* The snapshot keeps --accum K and the ranks N apart (options_snapshot_meta). */
+    /* The snapshot keeps --accum K and the ranks N apart (run_options_snapshot_meta). */
     s->ranks = run_ranks_data_count(&s->local.parallel);
-    options_check_products(&run.o);     /* --seq is known now, and accum under ddp */
+    run_options_check_products(&run.o);     /* --seq is known now, and accum under ddp */
     run.train = run_train_new(s, run.tr, run.ds, run.ranks);
     describe(&run);
 
@@ -177,7 +190,7 @@ int main(int argc, char **argv)
     report(&run, start);
     if (run_ranks_is_root())
         finish_outputs(&run);
-    long sample_seed = options_given(&run.o, FLAG_SAMPLE_SEED) ? s->local.sample_seed
+    long sample_seed = run_options_given(&run.o, RUN_FLAG_SAMPLE_SEED) ? s->local.sample_seed
                                                               : (long)s->cfg.seed;
     run_print_samples(run.tr, run.ds, s->local.sample, s->local.temperature,
                       (uint64_t)sample_seed);

@@ -1,7 +1,7 @@
 /* Fuzz harness: the settings two ranks of a --parallel run compare before their first collective
- * (examples/train_gpt/agree.c, compared by ranks.c): two train_gpt command lines from
- * arbitrary bytes, each parsed as train_gpt parses its own (options_parse, with every check of
- * the settings table), each written as the agreed text, the two compared.
+ * (run/options_agree.c, compared by run/ranks.c): two train_gpt command lines from arbitrary
+ * bytes, each parsed as train_gpt parses its own (run_options_parse, with every check of the
+ * settings table), each written as the agreed text, the two compared.
  *
  * Input: the bytes up to the first '|' are rank 0's arguments, the rest rank 1's; arguments are
  * split at spaces, tabs and newlines (at most 48 each). A command line train_gpt refuses ends in
@@ -25,10 +25,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "examples/train_gpt/train_gpt.h"
+#include "run/options.h"
 #include "tests/fuzz/fuzz_exit.h"
 
-enum { MAX_ARGS = 48, AGREE_TEXT = OPTIONS_AGREED_MAX };
+enum { MAX_ARGS = 48, AGREE_TEXT = RUN_OPTIONS_AGREED_MAX };
 
 /* argv from text (modified in place): "train_gpt" then the words. */
 static int split_args(char *text, char **argv)
@@ -51,16 +51,16 @@ static bool agreed(char *line, char *buf, long step)
     for (int i = 1; i < argc; i++)
         if (strncmp(argv[i], "-h", 2) == 0 || strncmp(argv[i], "--h", 3) == 0)
             return false;
-    static Options o;
+    static RunOptions o;
     optind = 0;
     if (setjmp(fuzz_exit_jump) != 0)
         return false;
     fuzz_exit_armed = 1;
-    o = options_parse(argc, argv);
+    o = run_options_parse(argc, argv, NULL);     /* --help is left out above */
     fuzz_exit_armed = 0;
-    size_t n = options_agreed_text(&o, step, buf, AGREE_TEXT);
+    size_t n = run_options_agreed_text(&o, step, buf, AGREE_TEXT);
     static char again[AGREE_TEXT];
-    size_t m = options_agreed_text(&o, step, again, AGREE_TEXT);
+    size_t m = run_options_agreed_text(&o, step, again, AGREE_TEXT);
     if (n != m || memcmp(buf, again, n) != 0 || n == 0 || buf[n - 1] != '\n')
         abort();
     return true;
@@ -70,8 +70,8 @@ static void check_difference(const char *a, const char *b)
 {
     char why[2048], back[2048];
     bool differ = strcmp(a, b) != 0;
-    options_first_difference(a, b, 1, why, sizeof why);
-    options_first_difference(b, a, 1, back, sizeof back);
+    run_ranks_first_difference(a, b, 1, why, sizeof why);
+    run_ranks_first_difference(b, a, 1, back, sizeof back);
     bool said = strcmp(why, "the settings differ") != 0;
     if (differ != said || differ != (strcmp(back, "the settings differ") != 0))
         abort();

@@ -1,6 +1,6 @@
 /* Fuzz harness: the whole of train_gpt's --load on arbitrary bytes, as a user's run does it:
  * the options parsed (`train_gpt --load FILE --threads 1`), the snapshot opened, its metadata
- * checked and merged into the options (the flags' own range checks, examples/train_gpt/flags.c),
+ * checked and merged into the options (the flags' own range checks, run/options.c),
  * the data opened, the model checked, then the trainer built and its tensors restored
  * (load_settings and load_trainer in train_gpt.c, which this file includes to reach them).
  *
@@ -53,7 +53,7 @@ int fuzz_train_load_one(const uint8_t *data, size_t size)
     fuzz_exit_status = 0;
     if (setjmp(fuzz_exit_jump) == 0) {
         fuzz_exit_armed = 1;
-        fuzz_run.o = options_parse(argc, argv);
+        fuzz_run.o = parse(argc, argv);
         TrainerConfig saved = load_settings(&fuzz_run);
         if (gpt_config_n_params(&saved.model) <= FUZZ_MAX_PARAMS)
             fuzz_run.tr = load_trainer(&fuzz_run, &saved);

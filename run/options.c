@@ -1,5 +1,5 @@
-/* train_gpt's command line: parsing and agreeing with a snapshot given by --load, both from the
- * settings table (settings.c), and the checks of flags together. */
+/* A run's command line (run/options.h): parsing and agreeing with a snapshot given by --load,
+ * both from the settings table (run/options_table.c), and the checks of flags together. */
 #include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -7,15 +7,15 @@
 #include <string.h>
 
 #include "autograd/snapshot.h"
-#include "examples/common/cli.h"
+#include "cli/cli.h"
 #include "cli/settings.h"
-#include "examples/train_gpt/train_gpt.h"
 #include "optim/schedule.h"
 #include "optim/snapshot_keys.h"
+#include "run/options.h"
 
-bool options_given(const Options *o, Flag f) { return o->given[f - FLAG_TASK]; }
+bool run_options_given(const RunOptions *o, RunFlag f) { return o->given[f - RUN_FLAG_TASK]; }
 
-static void check_schedule(const Options *o)
+static void check_schedule(const RunOptions *o)
 {
     SchedConfig c = run_schedule(&o->run.sched, &o->run.kept, o->run.ranks);
     long W = c.warmup == SCHED_WARMUP_NONE ? 0 : c.warmup_steps;
@@ -32,7 +32,7 @@ static void check_schedule(const Options *o)
 /* Products of flags, checked before any is formed: the rows a step draws, and its tokens once
  * --seq is known (a task's row length is known only once the data is open: train_gpt checks
  * again then). Every count of rows or tokens is an int. */
-void options_check_products(const Options *o)
+void run_options_check_products(const RunOptions *o)
 {
     /* under ddp and ZeRO every rank draws the global batch: the ranks count too */
     long ranks = o->run.ranks > 1 ? o->run.ranks : 1;
@@ -46,12 +46,12 @@ void options_check_products(const Options *o)
 }
 
 /* Combinations no single value shows wrong: first what each flag needs (the table's needs,
- * settings.c), then the rest. */
-static void check_combinations(const Options *o)
+ * run/options_table.c), then the rest. */
+static void check_combinations(const RunOptions *o)
 {
-    settings_check_needs(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, o, o->given, FLAG_TASK,
+    settings_check_needs(RUN_OPTIONS_TABLE, RUN_OPTIONS_N, o, o->given, RUN_FLAG_TASK,
                          false);
-    options_check_products(o);
+    run_options_check_products(o);
     const DataConfig *data = &o->run.kept.data;
     if (data->msd_first && data->task && strcmp(data->task, "add") != 0 &&
         strcmp(data->task, "sub") != 0)
@@ -60,7 +60,7 @@ static void check_combinations(const Options *o)
     if (o->run.cfg.model.n_embd % o->run.cfg.model.n_head != 0)
         cli_usage_error("--embd %d is not a multiple of --heads %d: each head gets C/H "
                         "channels", o->run.cfg.model.n_embd, o->run.cfg.model.n_head);
-    precision_check_options(o);
+    run_options_check_precision(o);
     run_ranks_check(&o->run.local, &o->run.cfg, &o->run.lora);
     /* Files written must not be one another or an input; --save over --load is fine (the
      * snapshot is replaced atomically, once the run is done). */
@@ -77,10 +77,10 @@ static void check_combinations(const Options *o)
 
 /* Adapters on q, k or v need separate projections: a fresh model gets them without being asked
  * (the two layouts compute the same function); a base must have been trained with them. */
-void lora_check_options(Options *o)
+static void check_lora(RunOptions *o)
 {
     /* Which flags need --lora, or are the snapshot's with --load or the base's with
-     * --load-base: the rows' needs (settings.c). */
+     * --load-base: the rows' needs (run/options_table.c). */
     if (o->run.local.save_adapter_path && o->run.local.load_base_path &&
         strcmp(o->run.local.save_adapter_path, o->run.local.load_base_path) == 0)
         cli_usage_error("--save-adapter and --load-base name the same file '%s'",
@@ -91,32 +91,69 @@ void lora_check_options(Options *o)
 }
 
 /* run/'s failures look like the program's own: a usage error or a plain one. */
-void options_on_failure(int code, const char *message)
+static void on_failure(int code, const char *message)
 {
     if (code == 2)
         cli_usage_error("%s", message);
     cli_die(code, "%s", message);
 }
 
-Options options_parse(int argc, char **argv)
+/* --parallel pipeline:S: its flags checked after every flag is read (they set accum to the
+ * micro-batch count; the pipeline is run/ranks_pipeline.c's, its logs run/logs.c's). */
+static void check_pipeline(RunOptions *o)
 {
-    run_on_failure(options_on_failure);
-    Options o = { .run.cfg = trainer_config_default(), .run.ranks = 1,   /* what no flag sets */
-                  .run.local.parallel.dist.plan = { .kind = DIST_RUN_NONE, .sched = PIPE_GPIPE,
-                                                    .replicas = 1 } };
-    settings_defaults(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, &o);
-    settings_parse(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, &o, o.given, FLAG_TASK, options_usage,
-                   argc, argv);
+    if (!run_parallel_pipeline(&o->run.local.parallel))    /* the pipeline flags need it */
+        return;
+    if (run_options_given(o, RUN_FLAG_ACCUM))
+        cli_usage_error("--parallel pipeline accumulates its --micro-batches; leave --accum out");
+    if (o->run.lora.rank > 0 || o->run.local.load_base_path)
+        cli_usage_error("--parallel pipeline: --lora, --qlora and --load-base are not built (the "
+                        "adapters and their base would be cut over the stages)");
+    if (o->run.local.plot_path)
+        cli_usage_error("--parallel pipeline draws no --plot (see examples/pipeline_parallel)");
+    if (o->run.local.parallel.dist.micro_batches < 1)
+        o->run.local.parallel.dist.micro_batches = 1;
+    /* the schedule's effective batch is batch x m */
+    o->run.kept.accum = o->run.local.parallel.dist.micro_batches;
+}
+
+/* --load: the snapshot's accumulation (merged into accum) is the pipeline's micro-batch count, so
+ * that it goes on with the same batches; a --micro-batches that differs is refused, as --accum
+ * would be. A LoRA run's snapshot is refused like --lora. */
+static void check_pipeline_loaded(RunOptions *o, const char *path)
+{
+    if (!run_parallel_pipeline(&o->run.local.parallel))
+        return;
+    if (o->run.lora.rank > 0)
+        cli_usage_error("--parallel pipeline: --load %s is a LoRA run's snapshot; LoRA is not "
+                        "built under a pipeline", path);
+    int *m = &o->run.local.parallel.dist.micro_batches;
+    if (run_options_given(o, RUN_FLAG_MICRO_BATCHES) && *m != o->run.kept.accum)
+        cli_usage_error("--micro-batches %d does not match the snapshot %s, which accumulates %d "
+                        "micro-batches a step (leave --micro-batches out to continue it)",
+                        o->run.local.parallel.dist.micro_batches, path, o->run.kept.accum);
+    o->run.local.parallel.dist.micro_batches = o->run.kept.accum;
+}
+
+RunOptions run_options_parse(int argc, char **argv, void (*usage)(void))
+{
+    run_on_failure(on_failure);
+    RunOptions o = { .run.cfg = trainer_config_default(), .run.ranks = 1,  /* what no flag sets */
+                     .run.local.parallel.dist.plan = { .kind = DIST_RUN_NONE, .sched = PIPE_GPIPE,
+                                                       .replicas = 1 } };
+    settings_defaults(RUN_OPTIONS_TABLE, RUN_OPTIONS_N, &o);
+    settings_parse(RUN_OPTIONS_TABLE, RUN_OPTIONS_N, &o, o.given, RUN_FLAG_TASK, usage, argc,
+                   argv);
     if (o.run.kept.data.path)
         o.run.kept.data.task = NULL;
     o.run.cfg.sgd.weight_decay = o.run.cfg.adafactor.weight_decay = o.run.cfg.adamw.weight_decay;
-    o.run.cfg.policy = precision_policy(&o);
-    settings_check_needs(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, &o, o.given, FLAG_TASK, true);
-    lora_check_options(&o);
-    pipeline_check_options(&o);
+    o.run.cfg.policy = run_options_policy(&o);
+    settings_check_needs(RUN_OPTIONS_TABLE, RUN_OPTIONS_N, &o, o.given, RUN_FLAG_TASK, true);
+    check_lora(&o);
+    check_pipeline(&o);
     /* A short run (--steps 20 to try things) still gets a decay: the default warmup shrinks to
      * a tenth of the steps. An explicit --warmup is taken as given. */
-    if (!options_given(&o, FLAG_WARMUP) && !o.run.local.load_path &&
+    if (!run_options_given(&o, RUN_FLAG_WARMUP) && !o.run.local.load_path &&
         o.run.sched.warmup_steps > o.run.kept.steps / 10)
         o.run.sched.warmup_steps = o.run.kept.steps / 10;
     if (!o.run.local.load_path)
@@ -146,7 +183,7 @@ static bool read_row(const Schema *sc, const char *prefix, const char *key,
 }
 
 /* A task or a text (DATA_SCHEMA's data.kind): the flags of the other kind are refused by name. */
-static void merge_data_kind(Options *o, const SettingsSaved *saved)
+static void merge_data_kind(RunOptions *o, const SettingsSaved *saved)
 {
     settings_saved_value(saved, "data.kind", NULL);     /* missing: names the program */
     DataConfig theirs = data_config_default();
@@ -154,13 +191,13 @@ static void merge_data_kind(Options *o, const SettingsSaved *saved)
     if (!read_row(&DATA_SCHEMA, "data", "kind", saved, &theirs, &err))
         cli_die(1, "%s", err.message);
     bool text = theirs.path != NULL;
-    if (text && options_given(o, FLAG_TASK))
+    if (text && run_options_given(o, RUN_FLAG_TASK))
         cli_usage_error("--task %s does not match the snapshot %s, which has text data",
                         o->run.kept.data.task,
                         saved->path);
-    if (text && (options_given(o, FLAG_TASK_SIZE) || o->run.kept.data.msd_first))
+    if (text && (run_options_given(o, RUN_FLAG_TASK_SIZE) || o->run.kept.data.msd_first))
         cli_usage_error("--%s applies to a task; the snapshot %s was trained on text",
-                        options_given(o, FLAG_TASK_SIZE) ? "task-size" : "msd-first",
+                        run_options_given(o, RUN_FLAG_TASK_SIZE) ? "task-size" : "msd-first",
                         saved->path);
     if (!text && o->run.kept.data.path)
         cli_usage_error("--data %s does not match the snapshot %s, which has a task",
@@ -178,7 +215,7 @@ static void merge_data_kind(Options *o, const SettingsSaved *saved)
 /* The saving run's rank count (its record's run.ranks: RUN_RECORD_SCHEMA, which a resumed run
  * compares with its own and does not take) against this run's: the --accum to run with on
  * another count (run_ranks_regroup), 0 on the same. */
-static int merge_ranks(Options *o, const SettingsSaved *saved)
+static int merge_ranks(RunOptions *o, const SettingsSaved *saved)
 {
     RunRecord rec = { 0 };
     SnapshotError err;
@@ -189,12 +226,12 @@ static int merge_ranks(Options *o, const SettingsSaved *saved)
     RunKept kept = o->run.kept;
     if (n == mine || !read_row(&RUN_KEPT_SCHEMA, NULL, "schedule.accum", saved, &kept, &err))
         return 0;       /* the same ranks, or a bad accum the merge names */
-    /* a pipeline's --micro-batches is its --accum (pipeline_check_options) */
+    /* a pipeline's --micro-batches is its --accum (check_pipeline) */
     bool pipe = run_parallel_pipeline(&o->run.local.parallel) != NULL;
-    bool given = options_given(o, FLAG_ACCUM) || (pipe && options_given(o, FLAG_MICRO_BATCHES));
+    bool given = run_options_given(o, RUN_FLAG_ACCUM) || (pipe && run_options_given(o, RUN_FLAG_MICRO_BATCHES));
     int want = run_ranks_regroup(saved->path, n, kept.accum, mine, given ? o->run.kept.accum : 0,
                                  pipe ? "--micro-batches" : "--accum");
-    o->given[FLAG_ACCUM - FLAG_TASK] = false;      /* the snapshot's K merges, then ours */
+    o->given[RUN_FLAG_ACCUM - RUN_FLAG_TASK] = false;      /* the snapshot's K merges, then ours */
     return want;
 }
 
@@ -202,41 +239,41 @@ static int merge_ranks(Options *o, const SettingsSaved *saved)
  * they would be typed, formatted from the config the library read (saved). Then the config is
  * the snapshot's, but for its run-only settings (TrainerLocal: checkpointing, offload, which
  * no snapshot keeps), which stay the flags'. */
-void options_merge_snapshot(Options *o, const TrainerConfig *saved, const SnapshotReader *r,
+void run_options_merge_snapshot(RunOptions *o, const TrainerConfig *saved, const SnapshotReader *r,
                             const char *path)
 {
     SnapshotKeyView v;
     snapshot_keys_migrate(&v, r, path);
-    Options theirs = *o;
+    RunOptions theirs = *o;
     theirs.run.cfg = *saved;
     theirs.fp8_scaling = saved->policy.fp8_scaling;
     theirs.fp8_window = saved->policy.fp8_window;
     SettingsSaved snapshot = { .path = path, .maker = "train_gpt", .value = migrated_value,
                                .source = &v, .theirs = &theirs };
     merge_data_kind(o, &snapshot);
-    bool accum_given = options_given(o, FLAG_ACCUM);
+    bool accum_given = run_options_given(o, RUN_FLAG_ACCUM);
     int accum = merge_ranks(o, &snapshot);
-    settings_merge_all(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, o, o->given, FLAG_TASK,
+    settings_merge_all(RUN_OPTIONS_TABLE, RUN_OPTIONS_N, o, o->given, RUN_FLAG_TASK,
                        &snapshot);
     if (accum) {
         o->run.kept.accum = accum;
-        o->given[FLAG_ACCUM - FLAG_TASK] = accum_given;
+        o->given[RUN_FLAG_ACCUM - RUN_FLAG_TASK] = accum_given;
     }
     TrainerLocal local = o->run.cfg.local;
     o->run.cfg = *saved;
     o->run.cfg.local = local;
     run_lora_merge_snapshot(&o->run.lora, &o->run.local, r, path, &saved->model);
-    pipeline_check_loaded(o, path);
+    check_pipeline_loaded(o, path);
     check_combinations(o);
 }
 
 /* From options into a snapshot ------------------------------------------------------------- */
 
-void options_snapshot_meta(const Options *o, SettingsMeta *m)
+void run_options_snapshot_meta(const RunOptions *o, SettingsMeta *m)
 {
     m->n = 0;
     settings_meta_put(m, "data.kind", o->run.kept.data.path ? "text" : "task");
-    settings_write(TRAIN_GPT_SETTINGS, TRAIN_GPT_N_SETTINGS, o, m);
+    settings_write(RUN_OPTIONS_TABLE, RUN_OPTIONS_N, o, m);
     /* the base a resumed LoRA run reads again (run/lora.c) */
     RunRecord rec = { .ranks = o->run.ranks, .lora = o->run.lora.rank > 0,
                       .lora_base = o->run.local.load_base_path };

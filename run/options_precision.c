@@ -1,8 +1,8 @@
-/* train_gpt's mixed precision (autograd/policy.h, optim/loss_scale.h; docs/mixed_precision.md):
- * the flags --precision, --fp8-scaling and --loss-scale, read and formatted for the settings
- * table (which merges them with a snapshot; the dynamic scaler's --scale-* factors, named after
- * GradScaler's arguments, are plain rows there), the combinations not built, and the lines of
- * the run header and the report.
+/* A run's mixed precision flags (autograd/policy.h, optim/loss_scale.h; docs/mixed_precision.md):
+ * --precision, --fp8-scaling and --loss-scale, read and formatted for the settings table
+ * (which merges them with a snapshot; the dynamic scaler's --scale-* factors, named after
+ * GradScaler's arguments, are plain rows there) and the combination not built (the header's
+ * and the report's lines are run/precision.c's).
  *
  *     train_gpt --precision fp16 --loss-scale dynamic --scale-growth-interval 200 --log fp16.tsv
  *     train_gpt --precision fp8 --fp8-scaling delayed:16
@@ -12,11 +12,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "examples/common/cli.h"
-#include "examples/train_gpt/train_gpt.h"
+#include "cli/cli.h"
+#include "run/options.h"
 
 /* "current", "delayed" or "delayed:W"; a window of 0 stands for the preset's. */
-static void set_fp8_scaling(Options *o, const char *flag, const char *arg)
+static void set_fp8_scaling(RunOptions *o, const char *flag, const char *arg)
 {
     o->fp8_window = 0;
     o->fp8_scaling = POLICY_FP8_CURRENT;
@@ -30,19 +30,19 @@ static void set_fp8_scaling(Options *o, const char *flag, const char *arg)
         o->fp8_window = (int)cli_long(flag, arg + 8, 1, POLICY_FP8_MAX_WINDOW);
 }
 
-void precision_set_option(void *opts, int f, const char *flag, const char *arg)
+void run_options_set_precision(void *opts, int f, const char *flag, const char *arg)
 {
-    Options *o = opts;
+    RunOptions *o = opts;
     char err[200];
     PrecisionPolicy p;
     LossScaleConfig c;
     switch (f) {
-    case FLAG_PRECISION:
+    case RUN_FLAG_PRECISION:
         if (!policy_preset(arg, &p))
             cli_usage_error("%s '%s': expected one of %s", flag, arg, policy_preset_names());
-        o->run.cfg.policy = p;      /* --fp8-scaling's settings follow (precision_policy) */
+        o->run.cfg.policy = p;      /* --fp8-scaling's settings follow (run_options_policy) */
         break;
-    case FLAG_LOSS_SCALE:
+    case RUN_FLAG_LOSS_SCALE:
         if (!loss_scale_parse(arg, &c, err, sizeof err))
             cli_usage_error("%s: %s", flag, err);
         /* The factors are the --scale-* flags', given before or after this one. */
@@ -54,7 +54,7 @@ void precision_set_option(void *opts, int f, const char *flag, const char *arg)
     }
 }
 
-PrecisionPolicy precision_policy(const Options *o)
+PrecisionPolicy run_options_policy(const RunOptions *o)
 {
     PrecisionPolicy p = o->run.cfg.policy;      /* the --precision preset */
     /* Only activations stored in fp8 have delayed scales (a gradient's is always its own
@@ -78,20 +78,20 @@ static const char *fp8_scaling_format(const PrecisionPolicy *p, char *buf, size_
 
 /* As the flag would be typed (from o->run.cfg, and the --fp8-scaling fields on its preset): how a
  * snapshot's value is compared with a flag's. */
-void precision_format_option(const void *opts, int f, char *buf, size_t len)
+void run_options_format_precision(const void *opts, int f, char *buf, size_t len)
 {
-    const Options *o = opts;
-    PrecisionPolicy p = precision_policy(o);
-    if (f == FLAG_PRECISION)
+    const RunOptions *o = opts;
+    PrecisionPolicy p = run_options_policy(o);
+    if (f == RUN_FLAG_PRECISION)
         snprintf(buf, len, "%s", o->run.cfg.policy.name);
-    else if (f == FLAG_LOSS_SCALE)
+    else if (f == RUN_FLAG_LOSS_SCALE)
         loss_scale_format(&o->run.cfg.loss_scale, buf, len);
     else
         fp8_scaling_format(&p, buf, len);
 }
 
 /* What the trainer refuses under a policy, said in flag names. */
-void precision_check_options(const Options *o)
+void run_options_check_precision(const RunOptions *o)
 {
     if (o->run.cfg.local.checkpoint.kind != CKPT_VANILLA && policy_delays_fp8(&o->run.cfg.policy))
         cli_usage_error("--checkpoint with --fp8-scaling delayed is not built: the amax history "

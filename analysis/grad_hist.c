@@ -2,6 +2,8 @@
 
 #include <math.h>
 
+#include "autograd/tsv.h"
+
 int grad_hist_exponent(float x)
 {
     /* frexpf: x = m 2^e with 0.5 <= |m| < 1, exact for subnormals too, so 2^(e-1) <= |x|. */
@@ -39,6 +41,37 @@ void grad_hist_range(const GradHist *h, int *lo, int *hi)
             *lo = e < *lo ? e : *lo;
             *hi = e;
         }
+}
+
+static const char *const HIST_COLUMNS[] = {
+    "kind", "log2_bin", "count", "fraction", "count_scaled", "log2_scale", NULL,
+};
+
+bool grad_hist_write(const char *path, const GradHist *h, int shift, char *err, size_t errlen)
+{
+    TsvWriter *w = tsv_open(path, HIST_COLUMNS, err, errlen);
+    if (!w)
+        return false;
+    int lo, hi;
+    grad_hist_range(h, &lo, &hi);
+    double total = (double)h->total;
+    tsv_str(w, "zero");
+    tsv_num(w, NAN);
+    tsv_int(w, h->zeros);
+    tsv_num(w, h->zeros / total);
+    tsv_int(w, h->zeros);
+    tsv_int(w, shift);
+    tsv_end_row(w);
+    for (int e = lo; e <= hi + shift; e++) {
+        tsv_str(w, "bin");
+        tsv_int(w, e);
+        tsv_int(w, grad_hist_count(h, e));
+        tsv_num(w, grad_hist_count(h, e) / total);
+        tsv_int(w, grad_hist_count(h, e - shift));
+        tsv_int(w, shift);
+        tsv_end_row(w);
+    }
+    return tsv_close(w, err, errlen);
 }
 
 GradRounding grad_rounding(const float *g, size_t n, Format f, float scale)

@@ -9,6 +9,7 @@
  * Scaling the loss by S multiplies every gradient of the backward pass by S (backward is linear
  * in its seed), which moves the histogram S's exponent bins to the right: values that were
  * below half the format's smallest subnormal, and rounded to zero, land where it can hold them. */
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "precision/format.h"
@@ -31,6 +32,14 @@ long long grad_hist_count(const GradHist *h, int e);
 /* The smallest and the largest nonempty bin in *lo, *hi; with every bin empty, lo is
  * GRAD_HIST_MAX_EXP and hi GRAD_HIST_MIN_EXP (an empty range). */
 void      grad_hist_range(const GradHist *h, int *lo, int *hi);
+
+/* The histogram as a TSV at path (autograd/tsv.h: whole or not at all; false with a message in
+ * err): a row for the exact zeros (kind "zero"), then one per bin (kind "bin", log2_bin e)
+ * from the smallest nonempty bin to `shift` bins past the largest, with its count and share of
+ * every value, count_scaled the count of bin e - shift (the histogram of the values times
+ * 2^shift: a loss scale's outline) and log2_scale shift on every row. */
+bool      grad_hist_write(const char *path, const GradHist *h, int shift, char *err,
+                          size_t errlen);
 
 /* What rounding g * scale to format f (nearest-even, as the tape rounds gradients) does to n
  * values: how many were finite and nonzero, how many of those become 0 (underflow) and how

@@ -1,5 +1,6 @@
 /* The gradient probe (analysis/grad_probe.h): an fp32 run to probe_step, one batch's activation
- * gradients kept, and the same batch again under the fp16 policy at each scale asked for. */
+ * gradients kept, and the same batch again under the fp16 policy at each scale asked for; the
+ * underflow file of those measurements. */
 #include "analysis/grad_probe.h"
 
 #include <math.h>
@@ -7,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/tsv.h"
 #include "optim/schedule.h"
 
 static TrainerConfig trainer_config(const GradProbeConfig *c, const Dataset *ds)
@@ -198,4 +200,33 @@ bool grad_probe_measure(GradProbe *p, float scale, const char *rule, GradProbeRe
     tape_free(tape);
     gpt_zero_grad(p->tr->model);
     return ok;
+}
+
+static const char *const UNDERFLOW_COLUMNS[] = {
+    "scale_rule", "scale", "log2_scale", "values", "nonzero", "rounded_zero", "rounded_fraction",
+    "rounded_overflow", "pass_zero", "pass_fraction", "pass_nonfinite", NULL,
+};
+
+bool grad_probe_write_underflow(const char *path, const GradProbe *p, const GradProbeResult *r,
+                                int n, char *err, size_t errlen)
+{
+    TsvWriter *w = tsv_open(path, UNDERFLOW_COLUMNS, err, errlen);
+    if (!w)
+        return false;
+    for (int i = 0; i < n; i++) {
+        double nonzero = (double)r[i].rounded.nonzero;
+        tsv_str(w, r[i].rule);
+        tsv_num(w, r[i].scale);
+        tsv_int(w, grad_hist_exponent(r[i].scale));
+        tsv_int(w, (long long)p->n_grads);
+        tsv_int(w, r[i].rounded.nonzero);
+        tsv_int(w, r[i].rounded.underflow);
+        tsv_num(w, r[i].rounded.underflow / nonzero);
+        tsv_int(w, r[i].rounded.overflow);
+        tsv_int(w, r[i].pass_zero);
+        tsv_num(w, r[i].pass_zero / nonzero);
+        tsv_int(w, r[i].pass_nonfinite);
+        tsv_end_row(w);
+    }
+    return tsv_close(w, err, errlen);
 }

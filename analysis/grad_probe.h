@@ -12,7 +12,9 @@
  *            the tape rounds every gradient to fp16 as it goes (autograd/tape.c), compared
  *            with the fp32 pass value by value. Rounding errors compound there (a gradient
  *            is made from rounded gradients), so the two need not agree exactly.
- * The library prints nothing; the fp32 steps reach a program through a watch. */
+ * The library prints nothing; the fp32 steps reach a program through a watch. The
+ * measurements' result file is grad_probe_write_underflow's (the histogram's is
+ * grad_hist_write's). */
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -78,5 +80,14 @@ void       grad_probe_free(GradProbe *p);
  * a message in err if the fp16 tape does not record what the fp32 one did. */
 bool       grad_probe_measure(GradProbe *p, float scale, const char *rule, GradProbeResult *r,
                               char *err, size_t errlen);
+
+/* What fp16 does at each loss scale measured (r[0..n-1]) as a TSV at path (autograd/tsv.h:
+ * whole or not at all; false with a message in err): a row per scale with its rule, the value
+ * and its exponent, the probe's count of values, and the nonzero ones that become 0 or
+ * overflow when rounded, and that become 0 or non-finite in the fp16 backward pass, counts and
+ * shares of the nonzero values. */
+bool       grad_probe_write_underflow(const char *path, const GradProbe *p,
+                                      const GradProbeResult *r, int n, char *err,
+                                      size_t errlen);
 
 #endif

@@ -1,5 +1,5 @@
 /* Runs at several precisions against fp32 (analysis/precision_runs.h): a run's log summed up,
- * and the runs over seeds. */
+ * the runs over seeds, and their result files. */
 #include "analysis/precision_runs.h"
 
 #include <math.h>
@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "analysis/grad_hist.h"
+#include "autograd/tsv.h"
 
 const PrecisionRunConfig PRECISION_RUNS[PRECISION_RUNS_N] = {
     { "fp32", "fp32", "fp32", "none", false },
@@ -146,4 +147,161 @@ PrecisionOverSeeds precision_runs_over_seeds(const PrecisionRunSummary *sum, int
     v.within = seed_within(v.ratio, n, PRECISION_RUNS_WITHIN);
     v.early_within = seed_within(v.early_ratio, n, PRECISION_RUNS_WITHIN);
     return v;
+}
+
+/* ---- the result files --------------------------------------------------------------------- */
+
+static const char *const CURVE_COLUMNS[] = {
+    "run", "step", "loss", "loss_mean20", "loss_mean20_vs_fp32", "val_loss", "val_loss_vs_fp32",
+    "val_acc", "loss_scale", NULL,
+};
+
+/* One run's rows; ref is fp32's log, for the relative differences. */
+static void write_curve(TsvWriter *w, const PrecisionRunConfig *c, const PrecisionRunLog *col,
+                        const PrecisionRunLog *ref, long steps)
+{
+    for (long s = 1; s <= steps; s++) {
+        if (isnan(col->loss[s]) || !precision_run_curve_row(col, s, steps))
+            continue;
+        double mean = precision_run_mean(col->loss, s);
+        tsv_str(w, c->name);
+        tsv_int(w, s);
+        tsv_float(w, (float)col->loss[s]);
+        tsv_float(w, (float)mean);
+        tsv_float(w, (float)(mean / precision_run_mean(ref->loss, s) - 1.0));
+        tsv_float(w, (float)col->val_loss[s]);
+        tsv_float(w, (float)(col->val_loss[s] / ref->val_loss[s] - 1.0));
+        tsv_float(w, (float)col->val_acc[s]);
+        tsv_num(w, col->scale[s]);
+        tsv_end_row(w);
+    }
+}
+
+bool precision_runs_write_curves(const char *path, const PrecisionRunLog *col, long steps,
+                                 char *err, size_t errlen)
+{
+    TsvWriter *w = tsv_open(path, CURVE_COLUMNS, err, errlen);
+    if (!w)
+        return false;
+    for (int i = 0; i < PRECISION_RUNS_N; i++)
+        write_curve(w, &PRECISION_RUNS[i], &col[i], &col[0], steps);
+    return tsv_close(w, err, errlen);
+}
+
+static const char *const TABLE_COLUMNS[] = {
+    "run", "precision", "loss_scale", "steps", "diverged", "val_loss", "val_acc",
+    "rel_diff_val_loss", "compare_step", "compare_val_loss", "rel_diff_compare", "skipped",
+    "final_scale", "median_scale", "peak_act_bytes", "peak_act_vs_fp32", NULL,
+};
+
+static double rel(double x, double ref) { return (x - ref) / ref; }
+
+/* The cells that name run i: as the table says it, and train_gpt's two flags. */
+static void run_cells(TsvWriter *w, int i)
+{
+    tsv_str(w, PRECISION_RUNS[i].name);
+    tsv_str(w, PRECISION_RUNS[i].precision);
+    tsv_str(w, PRECISION_RUNS[i].loss_scale);
+}
+
+bool precision_runs_write_table(const char *path, const PrecisionRunSummary *s, long steps,
+                                long compare_step, char *err, size_t errlen)
+{
+    TsvWriter *w = tsv_open(path, TABLE_COLUMNS, err, errlen);
+    if (!w)
+        return false;
+    for (int i = 0; i < PRECISION_RUNS_N; i++) {
+        run_cells(w, i);
+        tsv_int(w, steps);
+        tsv_int(w, s[i].diverged);
+        tsv_num(w, s[i].val_loss);
+        tsv_num(w, s[i].val_acc);
+        tsv_num(w, rel(s[i].val_loss, s[0].val_loss));
+        tsv_int(w, compare_step);
+        tsv_num(w, s[i].compare_loss);
+        tsv_num(w, rel(s[i].compare_loss, s[0].compare_loss));
+        tsv_num(w, s[i].skipped);
+        tsv_num(w, s[i].final_scale);
+        tsv_num(w, s[i].median_scale);
+        tsv_num(w, s[i].peak_act);
+        tsv_num(w, s[i].peak_act / s[0].peak_act);
+        tsv_end_row(w);
+    }
+    return tsv_close(w, err, errlen);
+}
+
+static const char *const SEED_COLUMNS[] = {
+    "run", "seed", "threads", "diverged", "val_loss", "val_acc", "val_loss_vs_fp32",
+    "compare_step", "compare_val_loss", "compare_vs_fp32", NULL,
+};
+
+bool precision_runs_write_seeds(const char *path, const PrecisionRunSummary *sum,
+                                const PrecisionOverSeeds *v, const long *seeds, int n_seeds,
+                                int threads, long compare_step, char *err, size_t errlen)
+{
+    TsvWriter *w = tsv_open(path, SEED_COLUMNS, err, errlen);
+    if (!w)
+        return false;
+    for (int i = 0; i < PRECISION_RUNS_N; i++)
+        for (int k = 0; k < n_seeds; k++) {
+            const PrecisionRunSummary *s = &sum[k * PRECISION_RUNS_N + i];
+            tsv_str(w, PRECISION_RUNS[i].name);
+            tsv_int(w, seeds[k]);
+            tsv_int(w, precision_runs_threads(i, threads));
+            tsv_int(w, s->diverged);
+            tsv_num(w, v[i].loss[k]);
+            tsv_num(w, s->ok ? s->val_acc : NAN);
+            tsv_num(w, v[i].ratio[k]);
+            tsv_int(w, compare_step);
+            tsv_num(w, v[i].early[k]);
+            tsv_num(w, v[i].early_ratio[k]);
+            tsv_end_row(w);
+        }
+    return tsv_close(w, err, errlen);
+}
+
+/* Per quantity (final, early): the losses' geometric mean, then the ratios' statistics. */
+static const char *const OVER_SEEDS_COLUMNS[] = {
+    "run", "precision", "loss_scale", "threads", "seeds", "solved", "exact_match_mean",
+    "n", "val_loss_geomean", "ratio_geomean", "ratio_ci_lo", "ratio_ci_hi", "ratio_log_sd",
+    "ratio_median", "ratio_min", "ratio_max", "within_2pct",
+    "compare_step", "compare_n", "compare_val_loss_geomean", "compare_ratio_geomean",
+    "compare_ratio_ci_lo", "compare_ratio_ci_hi", "compare_ratio_log_sd",
+    "compare_ratio_median", "compare_ratio_min", "compare_ratio_max", "compare_within_2pct",
+    NULL,
+};
+
+static void write_stats(TsvWriter *w, const SeedStats *loss, const SeedStats *r, int within)
+{
+    tsv_int(w, loss->n);
+    tsv_num(w, loss->geomean);
+    tsv_num(w, r->geomean);
+    tsv_num(w, r->ci_lo);
+    tsv_num(w, r->ci_hi);
+    tsv_num(w, r->log_sd);
+    tsv_num(w, r->median);
+    tsv_num(w, r->min);
+    tsv_num(w, r->max);
+    tsv_int(w, within);
+}
+
+bool precision_runs_write_over_seeds(const char *path, const PrecisionOverSeeds *v,
+                                     int n_seeds, int threads, long compare_step, char *err,
+                                     size_t errlen)
+{
+    TsvWriter *w = tsv_open(path, OVER_SEEDS_COLUMNS, err, errlen);
+    if (!w)
+        return false;
+    for (int i = 0; i < PRECISION_RUNS_N; i++) {
+        run_cells(w, i);
+        tsv_int(w, precision_runs_threads(i, threads));
+        tsv_int(w, n_seeds);
+        tsv_int(w, v[i].solved);
+        tsv_num(w, v[i].acc_mean);
+        write_stats(w, &v[i].loss_st, &v[i].ratio_st, v[i].within);
+        tsv_int(w, compare_step);
+        write_stats(w, &v[i].early_st, &v[i].early_ratio_st, v[i].early_within);
+        tsv_end_row(w);
+    }
+    return tsv_close(w, err, errlen);
 }

@@ -16,8 +16,11 @@
  * its ratio (about 1e3, or 1e-3 when it is fp32 that stays) is in every statistic; the median
  * and the range are the ones it cannot drag. A run that diverged has no loss and is left out.
  *
- * Pure arithmetic on arrays: reading the logs, and running the runs, is the caller's. */
+ * Arithmetic on arrays, and the result files of its rows (autograd/tsv.h: the curves, the
+ * table, every seed's runs and the runs over the seeds); reading the logs, and running the
+ * runs, is the caller's. */
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "analysis/seed_stats.h"
 
@@ -99,5 +102,33 @@ typedef struct {
 /* sum[k * n_runs + i] is run i with seed k, run 0 the reference; run i over the n_seeds. */
 PrecisionOverSeeds precision_runs_over_seeds(const PrecisionRunSummary *sum, int n_runs,
                                              int n_seeds, int i);
+
+/* The result files, each a TSV written whole or not at all at path (autograd/tsv.h); false
+ * with a message in err when it cannot be. Run i is PRECISION_RUNS[i], run 0 the reference.
+ *
+ * The curves: a row per run and step its curve keeps (precision_run_curve_row; col[i] is run
+ * i's log): the training loss, its running mean and the validation loss, each mean and loss
+ * relative to fp32's at the same step (x / fp32 - 1), exact match and loss scale. Floats: the
+ * log's losses are floats, and a figure needs no more digits. */
+bool   precision_runs_write_curves(const char *path, const PrecisionRunLog *col, long steps,
+                                   char *err, size_t errlen);
+/* The table: a row per run of `steps` steps (summary[i] is run i's): its final validation
+ * loss and exact match, the loss at compare_step, the relative differences (x - fp32) / fp32,
+ * skipped steps, scales and the peak act bytes over fp32's. */
+bool   precision_runs_write_table(const char *path, const PrecisionRunSummary *summary,
+                                  long steps, long compare_step, char *err, size_t errlen);
+/* Every seed's runs: a row per run and seed, runs first (sum[k * PRECISION_RUNS_N + i] is run
+ * i with seeds[k], v[i] run i over the seeds, each run on precision_runs_threads(i, threads)):
+ * final loss and its ratio to fp32's, exact match (NAN unless the run finished), and the same
+ * at compare_step. */
+bool   precision_runs_write_seeds(const char *path, const PrecisionRunSummary *sum,
+                                  const PrecisionOverSeeds *v, const long *seeds, int n_seeds,
+                                  int threads, long compare_step, char *err, size_t errlen);
+/* The runs over the seeds: a row per run: seeds solved, mean exact match, then for the final
+ * loss and the one at compare_step the geometric mean of the losses and the ratios'
+ * statistics (SeedStats) with the count within 2% of 1. */
+bool   precision_runs_write_over_seeds(const char *path, const PrecisionOverSeeds *v,
+                                       int n_seeds, int threads, long compare_step, char *err,
+                                       size_t errlen);
 
 #endif

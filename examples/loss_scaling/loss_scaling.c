@@ -2,38 +2,42 @@
  * "Mixed Precision Training", figure 3), then what it means for training.
  *
  * Part 1 (analysis/grad_probe.h): the activation gradients of one batch of train_gpt's default
- * model part-way through fp32 training, as a histogram of log2 |g| with fp16's smallest
- * subnormal (2^-24), smallest normal (2^-14) and largest value (65504) marked; the share of
- * nonzero gradients that fp16 turns into 0 without scaling and with a loss scale S, S chosen as
- * the paper does (the largest power of two that does not overflow the largest gradient),
+ * model part-way through fp32 training, as a histogram of log2 |g| against fp16's range; the
+ * share of nonzero gradients that fp16 turns into 0 without scaling and with a loss scale S:
+ * the paper's (the largest power of two that does not overflow the largest gradient),
  * GradScaler's initial 2^16, and the dynamic scaler's median over its run of part 2.
  *
- * Part 2 (runs.c): train_gpt --precision fp32, bf16, fp16 without loss scaling, fp16 with
- * dynamic loss scaling, fp8: same seed, same steps, and a control (fp32 on another thread
- * count); training and validation loss per step, the dynamic scale over time, and a table of
- * the final numbers against fp32.
+ * Part 2 (analysis/precision_runs.h, run by examples/common/precision_train.h): train_gpt at
+ * fp32, bf16, fp16 without and with dynamic loss scaling and fp8, same seed and steps, and a
+ * control (fp32 on another thread count): the loss curves, the dynamic scale, and a table.
  *
- * With --seeds (seeds.c, analysis/precision_runs.h): part 2 once per seed, and every run's final
- * validation loss over fp32's of the same seed summed up over the seeds, for the formats and
- * the control alike: the final loss of this task moves by more than the formats move it, so
- * only many seeds can say whether a format is within 2% of fp32.
+ * With --seeds: part 2 once per seed, and every run's final validation loss over fp32's of the
+ * same seed summed up over the seeds: the final loss of this task moves by more than the
+ * formats move it, so only many seeds can say whether a format is within 2% of fp32 (read the
+ * t interval with the control's beside it: a run left on the plateau is not what it assumes).
  *
- * Output in --out DIR: loss_scaling_hist.tsv, loss_scaling_underflow.tsv (part 1),
- * loss_scaling_curves.tsv, loss_scaling_table.tsv, runs/ and commands.txt (part 2); a summary
- * and the table in markdown on stdout. figure.sh draws docs/figures/loss_scaling_hist.png and
- * loss_scaling_curves.png from them (histogram.gp, curves.gp). docs/mixed_precision.md
- * discusses the numbers. */
+ * Output in --out DIR: loss_scaling_{hist,underflow}.tsv (part 1), loss_scaling_{curves,table}
+ * .tsv, runs/ and commands.txt (part 2), loss_scaling_seeds{,_summary}.tsv and seed_S/
+ * (--seeds); markdown on stdout. figure.sh draws docs/mixed_precision.md's figures. */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "autograd/parallel.h"
 #include "examples/common/cli.h"
-#include "examples/common/settings.h"
+#include "examples/common/precision_train.h"
+#include "cli/settings.h"
 #include "examples/common/train_run.h"
-#include "examples/loss_scaling/loss_scaling.h"
+
+typedef struct {
+    bool           probe_only, runs_only;  /* the flags */
+    bool           probe, curves;          /* the two parts; both by default */
+    PrecisionTrain run;                    /* part 2's runs, in --out */
+    long           probe_step;             /* fp32 steps before the gradients are measured */
+    long           seeds[SEED_MAX];        /* --seeds: part 2 for each (n_seeds 0: --seed) */
+    int            n_seeds;
+} Options;
 
 enum { FLAG_PROBE_ONLY = 256, FLAG_RUNS_ONLY, FLAG_OUT, FLAG_TRAIN_GPT, FLAG_STEPS,
        FLAG_PROBE_STEP, FLAG_EVAL_EVERY, FLAG_EVAL_EXAMPLES, FLAG_COMPARE_STEP, FLAG_SEED,
@@ -42,7 +46,7 @@ enum { FLAG_PROBE_ONLY = 256, FLAG_RUNS_ONLY, FLAG_OUT, FLAG_TRAIN_GPT, FLAG_STE
 static void set_out(void *opts, int id, const char *flag, const char *arg)
 {
     (void)id;
-    ((Options *)opts)->out = cli_folder(flag, arg);
+    ((Options *)opts)->run.dir = cli_folder(flag, arg);
 }
 
 static void set_seeds(void *opts, int id, const char *flag, const char *arg)
@@ -68,26 +72,26 @@ static const Setting SETTINGS[] = {
       .def = "loss_scaling_out", .arg = "DIR",
       .help = "where the TSV files and the runs' logs go" },
     { .name = "train-gpt", .id = FLAG_TRAIN_GPT, .type = SETTING_STRING,
-      .offset = FIELD(train_gpt), .arg = "PATH",
+      .offset = FIELD(run.train_gpt), .arg = "PATH",
       .help = "the train_gpt program (default: next to this one)" },
-    { .name = "steps", .id = FLAG_STEPS, .type = SETTING_LONG, .offset = FIELD(steps),
+    { .name = "steps", .id = FLAG_STEPS, .type = SETTING_LONG, .offset = FIELD(run.steps),
       .lo = 20, .hi = 1000000, .def = "2000", .arg = "N",
       .help = "steps of every run, as train_gpt's default" },
     { .name = "probe-step", .id = FLAG_PROBE_STEP, .type = SETTING_LONG,
       .offset = FIELD(probe_step), .lo = 0, .hi = 1000000, .def = "300", .arg = "N",
       .help = "fp32 steps before the gradients are measured" },
     { .name = "eval-every", .id = FLAG_EVAL_EVERY, .type = SETTING_LONG,
-      .offset = FIELD(eval_every), .lo = 1, .hi = 1000000, .def = "100", .arg = "N",
+      .offset = FIELD(run.eval_every), .lo = 1, .hi = 1000000, .def = "100", .arg = "N",
       .help = "validation every N steps" },
     { .name = "eval-examples", .id = FLAG_EVAL_EXAMPLES, .type = SETTING_INT,
-      .offset = FIELD(eval_examples), .lo = 1, .hi = 1 << 20, .def = "1000", .arg = "N",
+      .offset = FIELD(run.eval_examples), .lo = 1, .hi = 1 << 20, .def = "1000", .arg = "N",
       .help = "validation rows per evaluation" },
     { .name = "compare-step", .id = FLAG_COMPARE_STEP, .type = SETTING_LONG,
-      .offset = FIELD(compare_step), .lo = 1, .hi = 1000000, .def = "200", .arg = "N",
+      .offset = FIELD(run.compare_step), .lo = 1, .hi = 1000000, .def = "200", .arg = "N",
       .help = "also compare the validation losses at this step, where\n"
               "the loss is still large and the runs have not yet\n"
               "parted (a multiple of --eval-every)" },
-    { .name = "seed", .id = FLAG_SEED, .type = SETTING_LONG, .offset = FIELD(seed),
+    { .name = "seed", .id = FLAG_SEED, .type = SETTING_LONG, .offset = FIELD(run.seed),
       .lo = 0, .hi = (double)(1L << 40), .def = "1", .arg = "N",
       .help = "weights and data of every run" },
     { .name = "seeds", .id = FLAG_SEEDS, .type = SETTING_CUSTOM, .set = set_seeds,
@@ -97,17 +101,17 @@ static const Setting SETTINGS[] = {
               "over fp32's of the same seed, summed up over the seeds\n"
               "(loss_scaling_seeds*.tsv); no part 1" },
     { .name = "from-logs", .id = FLAG_FROM_LOGS, .type = SETTING_SWITCH,
-      .offset = FIELD(from_logs),
+      .offset = FIELD(run.from_logs),
       .help = "start no run: read the logs an earlier run with the same\n"
               "options left in --out (to redo the tables)" },
-    { .name = "threads", .id = FLAG_THREADS, .type = SETTING_INT, .offset = FIELD(threads),
+    { .name = "threads", .id = FLAG_THREADS, .type = SETTING_INT, .offset = FIELD(run.threads),
       .lo = 0, .hi = 1024, .def = "1", .arg = "N",
       .help = "threads per run and for part 1 (the results depend on\n"
               "the thread count, and one is reproducible); the control\n"
               "runs on 2 (on 1 if N is not 1)" },
     { .name = "kernels", .id = FLAG_KERNELS, .type = SETTING_CUSTOM,
       .set = settings_set_kernels, .arg = "K", .help = SETTINGS_KERNELS_HELP },
-    { .name = "jobs", .id = FLAG_JOBS, .type = SETTING_INT, .offset = FIELD(jobs),
+    { .name = "jobs", .id = FLAG_JOBS, .type = SETTING_INT, .offset = FIELD(run.jobs),
       .lo = 1, .hi = PRECISION_RUNS_N, .def = "1", .arg = "N",
       .help = "runs at once; results do not depend on it" },
     { .heading = "  -h, --help          this text" },
@@ -141,120 +145,17 @@ static Options parse(int argc, char **argv)
         cli_usage_error("--seeds repeats part 2; --probe-only leaves it out");
     if (o.n_seeds > 0)
         o.probe = false;        /* part 1 is one seed's figure */
-    if (o.probe && o.probe_step >= o.steps)
+    if (o.probe && o.probe_step >= o.run.steps)
         cli_usage_error("--probe-step %ld must come before the end of the run (--steps %ld)",
-                        o.probe_step, o.steps);
-    if (o.compare_step % o.eval_every != 0 || o.compare_step > o.steps)
+                        o.probe_step, o.run.steps);
+    if (o.run.compare_step % o.run.eval_every != 0 || o.run.compare_step > o.run.steps)
         cli_usage_error("--compare-step %ld must be an evaluation step: a multiple of "
-                        "--eval-every %ld, at most --steps %ld", o.compare_step, o.eval_every,
-                        o.steps);
+                        "--eval-every %ld, at most --steps %ld", o.run.compare_step,
+                        o.run.eval_every, o.run.steps);
     return o;
 }
 
 /* ---- part 1 ------------------------------------------------------------------------------- */
-
-static void probe_step(void *ctx, long step, long steps, double loss)
-{
-    (void)ctx;
-    fprintf(stderr, "probe: fp32 step %ld/%ld, loss %.4f\n", step, steps, loss);
-}
-
-/* The probe of the fp32 run these options make, its steps reported on stderr. */
-static GradProbe *probe_new(const Options *o)
-{
-    GradProbeConfig c = grad_probe_defaults(o->steps, o->probe_step, o->seed);
-    GradProbeWatch watch = { .step = probe_step };
-    char err[512];
-    GradProbe *p = grad_probe_new(&c, &watch, err, sizeof err);
-    if (!p)
-        cli_die(1, "%s", err);
-    return p;
-}
-
-static GradProbeResult probe_measure(GradProbe *p, float scale, const char *rule)
-{
-    GradProbeResult r;
-    char err[512];
-    if (!grad_probe_measure(p, scale, rule, &r, err, sizeof err))
-        cli_die(1, "%s", err);
-    return r;
-}
-
-static const char *const HIST_COLUMNS[] = {
-    "kind", "log2_bin", "count", "fraction", "count_scaled", "log2_scale", NULL,
-};
-
-/* One row per bin between the smallest and the largest nonempty one (and as far right as the
- * scaled histogram reaches), plus a row for the exact zeros. count_scaled is the histogram the
- * gradients have when the loss is scaled by 2^shift; log2_scale is shift, on every row (for the
- * figure's labels). */
-static void write_hist(const Options *o, const GradProbe *p, int shift)
-{
-    TsvWriter *w = tsv_open_in(o->out, "loss_scaling_hist.tsv", HIST_COLUMNS);
-    int lo, hi;
-    grad_hist_range(&p->hist, &lo, &hi);
-    double total = (double)p->hist.total;
-    tsv_str(w, "zero");
-    tsv_num(w, NAN);
-    tsv_int(w, p->hist.zeros);
-    tsv_num(w, p->hist.zeros / total);
-    tsv_int(w, p->hist.zeros);
-    tsv_int(w, shift);
-    tsv_end_row(w);
-    for (int e = lo; e <= hi + shift; e++) {
-        tsv_str(w, "bin");
-        tsv_int(w, e);
-        tsv_int(w, grad_hist_count(&p->hist, e));
-        tsv_num(w, grad_hist_count(&p->hist, e) / total);
-        tsv_int(w, grad_hist_count(&p->hist, e - shift));
-        tsv_int(w, shift);
-        tsv_end_row(w);
-    }
-    tsv_close_or_die(w);
-}
-
-static const char *const UNDERFLOW_COLUMNS[] = {
-    "scale_rule", "scale", "log2_scale", "values", "nonzero", "rounded_zero", "rounded_fraction",
-    "rounded_overflow", "pass_zero", "pass_fraction", "pass_nonfinite", NULL,
-};
-
-static void write_underflow(const Options *o, const GradProbe *p, const GradProbeResult *r,
-                            int n)
-{
-    TsvWriter *w = tsv_open_in(o->out, "loss_scaling_underflow.tsv", UNDERFLOW_COLUMNS);
-    for (int i = 0; i < n; i++) {
-        double nonzero = (double)r[i].rounded.nonzero;
-        tsv_str(w, r[i].rule);
-        tsv_num(w, r[i].scale);
-        tsv_int(w, grad_hist_exponent(r[i].scale));
-        tsv_int(w, (long long)p->n_grads);
-        tsv_int(w, r[i].rounded.nonzero);
-        tsv_int(w, r[i].rounded.underflow);
-        tsv_num(w, r[i].rounded.underflow / nonzero);
-        tsv_int(w, r[i].rounded.overflow);
-        tsv_int(w, r[i].pass_zero);
-        tsv_num(w, r[i].pass_zero / nonzero);
-        tsv_int(w, r[i].pass_nonfinite);
-        tsv_end_row(w);
-    }
-    tsv_close_or_die(w);
-}
-
-/* The fp32 run's training loss at step `step`, from its log (NAN without one). The log has a
- * row per step from 1, so its first `step` rows end with that step. */
-static double logged_loss(const Options *o, long step)
-{
-    char log[700];
-    snprintf(log, sizeof log, "%s/runs/%s.tsv", o->out, PRECISION_RUNS[0].file);
-    double *xs = malloc((size_t)step * sizeof *xs), *ys = malloc((size_t)step * sizeof *ys);
-    if (!xs || !ys)
-        cli_die(1, "out of memory");
-    int k = run_read_columns(log, "step", "loss", xs, ys, (int)step);
-    double v = k > 0 && xs[k - 1] == (double)step ? ys[k - 1] : NAN;
-    free(xs);
-    free(ys);
-    return v;
-}
 
 static void print_probe(const Options *o, const GradProbe *p, const GradProbeResult *r, int n)
 {
@@ -263,7 +164,7 @@ static void print_probe(const Options *o, const GradProbe *p, const GradProbeRes
     grad_hist_range(h, &lo, &hi);
     printf("activation gradients of one batch after %ld fp32 steps (batch loss %.6f): %zu "
            "values in %d tensors\n", o->probe_step, p->loss, p->n_grads, p->n_tensors);
-    double logged = o->curves ? logged_loss(o, o->probe_step + 1) : NAN;
+    double logged = o->curves ? precision_train_logged_loss(&o->run, 0, o->probe_step + 1) : NAN;
     if (!isnan(logged))
         printf("  the fp32 train_gpt run's loss at step %ld (the same weights, batch and thread "
                "count): %.6f\n", o->probe_step + 1, logged);
@@ -284,49 +185,189 @@ static void print_probe(const Options *o, const GradProbe *p, const GradProbeRes
     }
 }
 
-/* ---- main --------------------------------------------------------------------------------- */
+/* ---- part 2 ------------------------------------------------------------------------------- */
+
+static double rel(double x, double ref) { return (x - ref) / ref; }
+
+static void print_table(const PrecisionTrain *t, const PrecisionRunSummary *s)
+{
+    printf("\ntrain_gpt on the add task, %ld steps, seed %ld, %d thread%s per run (the fp32 "
+           "control: %d); validation loss and exact match (teacher-forced) at the last "
+           "evaluation, and the validation loss at step %ld; relative differences against "
+           "fp32\n\n", t->steps, t->seed, t->threads, t->threads == 1 ? "" : "s",
+           precision_runs_threads(PRECISION_RUNS_N - 1, t->threads), t->compare_step);
+    printf("| run | val loss | vs fp32 | exact match | val loss @%ld | vs fp32 | skipped | "
+           "final scale | peak act bytes | vs fp32 |\n", t->compare_step);
+    printf("|---|---|---|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < PRECISION_RUNS_N; i++) {
+        if (!s[i].ok) {
+            printf("| %s | %s | | | | | | | | |\n", PRECISION_RUNS[i].name,
+                   s[i].diverged ? "diverged" : "failed");
+            continue;
+        }
+        printf("| %s | %.4g | %+.1f%% | %.1f%% | %.4g | %+.1f%% | %.0f | %g | %.0f | %.3f |\n",
+               PRECISION_RUNS[i].name, s[i].val_loss, 100.0 * rel(s[i].val_loss, s[0].val_loss),
+               100.0 * s[i].val_acc, s[i].compare_loss,
+               100.0 * rel(s[i].compare_loss, s[0].compare_loss), s[i].skipped,
+               s[i].final_scale, s[i].peak_act, s[i].peak_act / s[0].peak_act);
+    }
+}
+
+/* Part 2 in t->dir: the runs, their curves and table written, and the validation loss of
+ * every run at every evaluation printed: where the curves part, and by how much. */
+static void runs_all(const PrecisionTrain *t, PrecisionRunSummary *summary)
+{
+    PrecisionRunLog col[PRECISION_RUNS_N];
+    precision_train_runs(t, col, summary);
+    precision_train_write_curves(t, "loss_scaling_curves.tsv", col);
+    printf("\nvalidation loss at every evaluation\n\n| step |");
+    for (int i = 0; i < PRECISION_RUNS_N; i++)
+        printf(" %s |", PRECISION_RUNS[i].name);
+    printf("\n|---|");
+    for (int i = 0; i < PRECISION_RUNS_N; i++)
+        printf("---|");
+    printf("\n");
+    for (long s = t->eval_every; s <= t->steps; s += t->eval_every) {
+        printf("| %ld |", s);
+        for (int i = 0; i < PRECISION_RUNS_N; i++)
+            printf(" %.4g |", col[i].val_loss[s]);
+        printf("\n");
+    }
+    for (int i = 0; i < PRECISION_RUNS_N; i++)
+        precision_run_log_free(&col[i]);
+    precision_train_write_table(t, "loss_scaling_table.tsv", summary);
+}
+
+/* ---- over the seeds ----------------------------------------------------------------------- */
+
+static void print_per_seed(const Options *o, const PrecisionRunSummary *sum)
+{
+    printf("\n## every seed\n\nfinal validation loss (exact match), %ld steps, %d thread%s per "
+           "run (the fp32 control: %d)\n\n| run |", o->run.steps, o->run.threads,
+           o->run.threads == 1 ? "" : "s",
+           precision_runs_threads(PRECISION_RUNS_N - 1, o->run.threads));
+    for (int k = 0; k < o->n_seeds; k++)
+        printf(" seed %ld |", o->seeds[k]);
+    printf("\n|---|");
+    for (int k = 0; k < o->n_seeds; k++)
+        printf("---|");
+    for (int i = 0; i < PRECISION_RUNS_N; i++) {
+        printf("\n| %s |", PRECISION_RUNS[i].name);
+        for (int k = 0; k < o->n_seeds; k++) {
+            const PrecisionRunSummary *s = &sum[k * PRECISION_RUNS_N + i];
+            if (s->ok)
+                printf(" %.3g (%.0f%%) |", s->val_loss, 100.0 * s->val_acc);
+            else
+                printf(" %s |", s->diverged ? "diverged" : "failed");
+        }
+    }
+    printf("\n");
+}
+
+/* "geo. mean [lo, hi] | median | min..max | within" of one set of ratios. */
+static void print_ratios(int digits, const SeedStats *r, int within)
+{
+    printf(" %.*g [%.*g, %.*g] | %.*g | %.*g..%.*g | %d of %d |", digits, r->geomean, digits,
+           r->ci_lo, digits, r->ci_hi, digits, r->median, digits, r->min, digits, r->max,
+           within, r->n);
+}
+
+static void print_over_seeds(const Options *o, const PrecisionOverSeeds *v)
+{
+    printf("\n## over the seeds\n\nratio: a run's validation loss over fp32's of the same "
+           "seed; geometric mean of the ratios with its 95%% interval (Student's t on the log "
+           "ratios), median, min..max, and the seeds within 2%% (|ratio - 1| <= 0.02); solved: "
+           "final exact match >= %.0f%%. Every seed is in (a run left on the plateau too); a "
+           "diverged run is left out of its row's counts.\n\n", 100.0 * PRECISION_RUNS_SOLVED);
+    printf("| run | solved | final val loss (geo. mean) | vs fp32: geo. mean [95%%] | median "
+           "| min..max | within 2%% | at step %ld: vs fp32 [95%%] | median | min..max | "
+           "within 2%% |\n|---|---|---|---|---|---|---|---|---|---|---|\n", o->run.compare_step);
+    for (int i = 0; i < PRECISION_RUNS_N; i++) {
+        printf("| %s | %d of %d | %.3g |", PRECISION_RUNS[i].name, v[i].solved, o->n_seeds,
+               v[i].loss_st.geomean);
+        if (i == 0) {
+            printf(" (reference) | | | | (reference: geo. mean %.4g) | | | |\n",
+                   v[i].early_st.geomean);
+            continue;
+        }
+        /* the early ratios are near 1: more digits */
+        print_ratios(3, &v[i].ratio_st, v[i].within);
+        print_ratios(5, &v[i].early_ratio_st, v[i].early_within);
+        printf("\n");
+    }
+}
+
+/* Part 2 once per seed, in --out/seed_S (the files of a single-seed run), then the runs over
+ * the seeds, written and printed. */
+static void seeds_all(const Options *o)
+{
+    PrecisionRunSummary *sum = malloc((size_t)o->n_seeds * PRECISION_RUNS_N * sizeof *sum);
+    PrecisionOverSeeds v[PRECISION_RUNS_N];
+    if (!sum)
+        cli_die(1, "out of memory");
+    run_make_dir(o->run.dir);
+    for (int k = 0; k < o->n_seeds; k++) {
+        char dir[600];
+        PrecisionTrain one = precision_train_seed(&o->run, o->seeds[k], dir, sizeof dir);
+        fprintf(stderr, "seed %ld (%d of %d)\n", one.seed, k + 1, o->n_seeds);
+        printf("\n# seed %ld\n", one.seed);
+        runs_all(&one, &sum[k * PRECISION_RUNS_N]);
+        print_table(&one, &sum[k * PRECISION_RUNS_N]);
+    }
+    for (int i = 0; i < PRECISION_RUNS_N; i++)
+        v[i] = precision_runs_over_seeds(sum, PRECISION_RUNS_N, o->n_seeds, i);
+    precision_train_write_seeds(&o->run, "loss_scaling_seeds.tsv", o->seeds, o->n_seeds, sum, v);
+    precision_train_write_over_seeds(&o->run, "loss_scaling_seeds_summary.tsv", o->n_seeds, v);
+    print_per_seed(o, sum);
+    print_over_seeds(o, v);
+    free(sum);
+}
 
 int main(int argc, char **argv)
 {
     cli_init(argv[0]);
     Options o = parse(argc, argv);
-    if (!o.train_gpt)
-        o.train_gpt = run_find_train_gpt(argv[0]);
+    if (!o.run.train_gpt)
+        o.run.train_gpt = run_find_train_gpt(argv[0]);
     if (o.n_seeds > 0) {
-        seeds_run_all(&o);
-        printf("\nTSV files in %s\n", o.out);
+        seeds_all(&o);
+        printf("\nTSV files in %s\n", o.run.dir);
         return 0;
     }
-    run_make_dir(o.out);
-    par_set_threads(o.threads);
+    run_make_dir(o.run.dir);
+    par_set_threads(o.run.threads);
 
     GradProbe *probe = NULL;
     GradProbeResult results[4];
     int n_results = 0;
     float max_scale = 1.0f;
     if (o.probe) {
-        probe = probe_new(&o);
+        probe = precision_train_probe(&o.run, o.probe_step);
         max_scale = grad_max_pow2_scale(FMT_FP16, probe->amax);
-        results[n_results++] = probe_measure(probe, 1.0f, "none");
-        results[n_results++] = probe_measure(probe, 65536.0f, "GradScaler's initial 2^16");
-        results[n_results++] = probe_measure(probe, max_scale,
-                                             "largest 2^k not overflowing the largest gradient");
+        results[n_results++] = precision_train_measure(probe, 1.0f, "none");
+        results[n_results++] = precision_train_measure(probe, 65536.0f,
+                                                       "GradScaler's initial 2^16");
+        results[n_results++] = precision_train_measure(
+            probe, max_scale, "largest 2^k not overflowing the largest gradient");
     }
     PrecisionRunSummary summary[PRECISION_RUNS_N];
     if (o.curves)
-        runs_all(&o, summary);
+        runs_all(&o.run, summary);
     if (o.probe) {
         float dyn = o.curves ? precision_runs_dynamic_scale(summary) : NAN;
         if (isfinite(dyn))
-            results[n_results++] = probe_measure(probe, dyn, "median of the dynamic scaler");
+            results[n_results++] = precision_train_measure(probe, dyn,
+                                                          "median of the dynamic scaler");
         /* The outline in the figure: the paper's rule (row 3 of the underflow table). */
-        write_hist(&o, probe, grad_hist_exponent(max_scale));
-        write_underflow(&o, probe, results, n_results);
+        precision_train_write_hist(o.run.dir, "loss_scaling_hist.tsv", probe,
+                                  grad_hist_exponent(max_scale));
+        precision_train_write_underflow(o.run.dir, "loss_scaling_underflow.tsv", probe,
+                                       results, n_results);
         print_probe(&o, probe, results, n_results);
         grad_probe_free(probe);
     }
     if (o.curves)
-        runs_print_table(&o, summary);
-    printf("\nTSV files in %s\n", o.out);
+        print_table(&o.run, summary);
+    printf("\nTSV files in %s\n", o.run.dir);
     return 0;
 }

@@ -99,6 +99,7 @@ static void set_from_flag(const Setting *s, void *opts, const char *flag, const 
     case SETTING_STRING:     /* one of the choices when there are */
         *(const char **)f = names ? names[cli_choice(flag, text, names)] : text;
         break;
+    case SETTING_FOLDER: *(const char **)f = cli_folder(flag, text); break;
     case SETTING_CUSTOM: s->set(opts, s->id, flag, text); break;
     }
 }
@@ -168,6 +169,11 @@ static void set_from_key(const Setting *s, void *opts, const char *text, const c
             *(const char **)f = names ? names[i] : text;
         break;
     }
+    case SETTING_FOLDER:
+        if (!*text)
+            cli_die(1, "%s: metadata '%s' is empty, not a folder's name", path, key);
+        *(const char **)f = text;
+        break;
     case SETTING_CUSTOM: {
         char flag[64];
         snprintf(flag, sizeof flag, "--%s", s->name);
@@ -333,7 +339,7 @@ void settings_format(const Setting *s, const void *opts, char *buf, size_t len)
         snprintf(buf, len, "%s", choices(s, names)[*(const int *)f]);
         break;
     }
-    case SETTING_STRING: {
+    case SETTING_STRING: case SETTING_FOLDER: {
         const char *v = *(const char *const *)f;
         snprintf(buf, len, "%s", v ? v : "");
         break;

@@ -31,6 +31,8 @@ typedef enum {
     SETTING_SWITCH,     /* bool field; the flag takes no value: given means true */
     SETTING_CHOICE,     /* int-sized enum field: the index of the value in choices */
     SETTING_STRING,     /* const char * field: the value itself (a path, a name) */
+    SETTING_FOLDER,     /* const char * field: a folder's name, refused when empty (cli_folder:
+                         * files would go into /); a program's --out DIR or --work DIR */
     SETTING_CUSTOM,     /* set() reads the value into the field(s); offset unused */
 } SettingType;
 

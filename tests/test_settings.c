@@ -170,6 +170,34 @@ static void test_custom_without_value(void **state)
     assert_int_equal(a.layers, 3);
 }
 
+/* A folder (--out DIR): its default and a flag set the field, a snapshot's key is read back
+ * into it, and it is written as given. An empty name is refused (exit 2), which
+ * test_settings_cli checks through the programs (lr_scaling --out ''). */
+typedef struct {
+    const char *out;
+} Folders;
+
+static void test_folder(void **state)
+{
+    (void)state;
+    static const Setting t[] = {
+        { .name = "out", .id = F_NAME, .type = SETTING_FOLDER, .offset = offsetof(Folders, out),
+          .def = "runs", .arg = "DIR", .help = "where the files go", .key = "run.out" },
+    };
+    Folders f = { NULL };
+    settings_defaults(t, 1, &f);
+    assert_string_equal(f.out, "runs");
+    char *args[] = { "prog", "--out", "/tmp/x y", NULL };
+    optind = 0;
+    settings_parse(t, 1, &f, NULL, F_LAYERS, no_usage, 3, args);
+    assert_string_equal(f.out, "/tmp/x y");
+    char buf[64];
+    settings_format(&t[0], &f, buf, sizeof buf);
+    assert_string_equal(buf, "/tmp/x y");
+    settings_merge(&t[0], &f, false, "saved", "a.safetensors");
+    assert_string_equal(f.out, "saved");
+}
+
 /* A need is checked only for a flag given, only in its phase (early or not), and a row's check
  * sees the value the flag has just set. The refusals (an exit) are train_gpt's. */
 static int lr_checks;
@@ -304,6 +332,7 @@ int main(void)
         cmocka_unit_test(test_write),
         cmocka_unit_test(test_merge),
         cmocka_unit_test(test_custom_without_value),
+        cmocka_unit_test(test_folder),
         cmocka_unit_test(test_needs_and_check),
         cmocka_unit_test(test_merge_all),
     };

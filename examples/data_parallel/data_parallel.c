@@ -65,12 +65,6 @@ static void set_modes(void *opts, int id, const char *flag, const char *list)
         cli_usage_error("%s '%s': expected a list of ddp, zero1, zero2, zero3", flag, list);
 }
 
-static void set_out(void *opts, int id, const char *flag, const char *arg)
-{
-    (void)id;
-    ((Options *)opts)->out = cli_folder(flag, arg);
-}
-
 enum { FLAG_STEPS = 256, FLAG_LAYERS, FLAG_EMBD, FLAG_HEADS, FLAG_SEQ, FLAG_BATCH,
        FLAG_PRECISION, FLAG_MODES, FLAG_BUCKET_KB, FLAG_GRAD_WIRE, FLAG_OUT };
 
@@ -101,7 +95,7 @@ static const Setting SETTINGS[] = {
       .offset = FIELD(grad_wire), .choices = WIRES, .def = "auto", .arg = "W",
       .help = "what the gradients travel as: fp32, bf16, e5m2 (with a\nscale per message);"
               " auto: bf16 under --precision bf16" },
-    { .name = "out", .id = FLAG_OUT, .type = SETTING_CUSTOM, .set = set_out, .arg = "DIR",
+    { .name = "out", .id = FLAG_OUT, .type = SETTING_FOLDER, .offset = FIELD(out), .arg = "DIR",
       .help = "write DIR/data_parallel.tsv (rank 0)" },
     { .heading = "  -h, --help          this text" },
 };

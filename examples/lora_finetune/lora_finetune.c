@@ -62,13 +62,12 @@ enum {
     FLAG_KERNELS, FLAG_EVAL_EXAMPLES, FLAG_LOG, FLAG_PLOT,
 };
 
-/* The values that are more than a number or a name: a folder, lists. */
+/* The values that are more than a number or a name: lists. */
 static void set_value(void *opts, int id, const char *flag, const char *arg)
 {
     Options *o = opts;
     char err[256];
     switch (id) {
-    case FLAG_CACHE_DIR: o->cache_dir = cli_folder(flag, arg); break;
     case FLAG_LORA_TARGETS:
         if (!lora_targets_parse(arg, &o->ft.targets, err, sizeof err))
             cli_usage_error("%s: %s", flag, err);
@@ -105,8 +104,9 @@ static const Setting SETTINGS[] = {
       .help = "rows per pretraining step" },
     { .name = "base", .id = FLAG_BASE, .type = SETTING_STRING, .offset = FIELD(base_path),
       .arg = "FILE", .help = "load this base instead of pretraining one" },
-    { .name = "cache-dir", .id = FLAG_CACHE_DIR, .type = SETTING_CUSTOM, .set = set_value,
-      .def = "build/lora_finetune", .arg = "DIR", .help = "where the pretrained base is kept" },
+    { .name = "cache-dir", .id = FLAG_CACHE_DIR, .type = SETTING_FOLDER,
+      .offset = FIELD(cache_dir), .def = "build/lora_finetune", .arg = "DIR",
+      .help = "where the pretrained base is kept" },
     { .heading = "Fine-tuning:" },
     { .name = "steps", .id = FLAG_STEPS, .type = SETTING_LONG, .offset = FIELD(ft.steps),
       .lo = 1, .hi = (double)(1L << 30), .def = "2000", .arg = "N",

@@ -41,12 +41,6 @@ enum { FLAG_SCHEDULES = 256, FLAG_FULL, FLAG_OUT, FLAG_TRAIN_GPT, FLAG_SEEDS, FL
        FLAG_LR_ADAMW, FLAG_WARMUP_EPOCHS, FLAG_CLIP, FLAG_EVAL_EXAMPLES, FLAG_THREADS, FLAG_KERNELS,
        FLAG_JOBS };
 
-static void set_out(void *opts, int id, const char *flag, const char *arg)
-{
-    (void)id;
-    ((Options *)opts)->out = cli_folder(flag, arg);
-}
-
 #define FIELD(f) offsetof(Options, f)
 static const Setting SETTINGS[] = {
     { .name = "schedules", .id = FLAG_SCHEDULES, .type = SETTING_SWITCH,
@@ -57,7 +51,7 @@ static const Setting SETTINGS[] = {
               "warmup none and gradual, sgd and adamw, 3 seeds (long: see\n"
               "docs/batch_and_lr.md); the default is k in 1 32, gradual\n"
               "warmup, 1 seed (a few minutes)" },
-    { .name = "out", .id = FLAG_OUT, .type = SETTING_CUSTOM, .set = set_out,
+    { .name = "out", .id = FLAG_OUT, .type = SETTING_FOLDER, .offset = FIELD(out),
       .def = "lr_scaling_out", .arg = "DIR", .help = "where the logs and TSV files go" },
     { .name = "train-gpt", .id = FLAG_TRAIN_GPT, .type = SETTING_STRING,
       .offset = FIELD(train_gpt), .arg = "PATH",

@@ -520,3 +520,39 @@ void fit_search_free(FitSearch *s)
     s->rows = NULL;
     s->n = 0;
 }
+
+static double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
+
+void fit_search_print(const FitSearch *s, const FitGoal *g, FILE *out)
+{
+    fprintf(out, "\n%d candidates listed, %d shapes predicted to fit (the preferred way to "
+            "train each), %d measured\n", s->n_candidates, s->n, s->measured);
+    fprintf(out, "%-4s %-50s %9s %9s %9s %9s %9s %7s  %s\n", "rank", "setup", "params",
+            "pred MiB", "meas MiB", "meas-pred", "update s", "updates", "verdict");
+    /* Every row up to the last one measured, and three more for context. */
+    int last = 0;
+    for (int i = 0; i < s->n; i++)
+        if (s->rows[i].measured)
+            last = i;
+    for (int i = 0; i < s->n && i <= last + 3; i++) {
+        const FitRow *r = &s->rows[i];
+        char d[128], meas[32] = "-", diff[32] = "-", upd[32] = "-", steps[32] = "-";
+        if (r->measured && r->m.fits) {
+            snprintf(meas, sizeof meas, "%.2f", mib(r->m.peak[MEM_ALL]));
+            snprintf(diff, sizeof diff, "%+.0f", r->m.peak[MEM_ALL] - r->c.predicted);
+        }
+        if (r->update_seconds > 0) {
+            snprintf(upd, sizeof upd, "%.3f", r->update_seconds);
+            snprintf(steps, sizeof steps, "%ld", r->steps);
+        }
+        fprintf(out, "%-4d %-50s %9zu %9.2f %9s %9s %9s %7s  %s\n", i + 1,
+                fit_describe(&r->c, d, sizeof d), r->c.params, mib(r->c.predicted), meas, diff,
+                upd, steps, r->verdict);
+        if (r->measured && !r->m.fits)
+            fprintf(out, "     %s\n", r->m.error);
+    }
+    fprintf(out, "(pred: the memory calculator's total, the sum of the category peaks; meas: the "
+            "peak of the trainer built and run for two updates under the budget of %zu bytes, "
+            "meas-pred in bytes; updates: in %.0fs at the measured update time, or at the "
+            "fastest FLOP rate measured)\n", g->budget, g->train_seconds);
+}

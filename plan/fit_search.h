@@ -218,6 +218,11 @@ typedef struct {
  * with fit_search_free. */
 FitSearch fit_search(const FitSpace *space, const FitGoal *goal, FILE *log);
 void      fit_search_free(FitSearch *s);
+/* The search's table as fit_largest prints it: how many were listed, kept and measured, then
+ * every row up to the last one measured and three more (rank, setup, parameters, predicted and
+ * measured MiB, their difference in bytes, update seconds, updates, verdict; a measured row
+ * that did not fit followed by its error), then what the columns mean. */
+void      fit_search_print(const FitSearch *s, const FitGoal *goal, FILE *out);
 
 /* The winner trained (plan/fit_winner.c) ---------------------------------------------------- */
 
@@ -253,5 +258,11 @@ typedef struct {
 extern const char *const FIT_TABLE_COLUMNS[];
 bool fit_write_table(const char *path, size_t budget, const FitRow *w, const FitTrained *r,
                      char *err, size_t errlen);
+/* The same table as fit_largest prints it, a line a field (the setup, the base and method when
+ * fine-tuned, the parameters, the peaks beside the search's step and the prediction, the eval
+ * loss, the batch, the run's seconds, the sample between two rules), under the budget and the
+ * --time (seconds) it was trained for. */
+void fit_trained_print(const FitTrained *r, const FitRow *w, size_t budget, double seconds,
+                       FILE *out);
 
 #endif

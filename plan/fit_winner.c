@@ -1,7 +1,7 @@
 /* The winner's training run (declared in fit_search.h): the train_gpt arguments beyond the
- * candidate's own, and the homework's table as one TSV row from what the run reported. In: the
- * winner's row of the search, the run's numbers (FitTrained); out: arguments, one at a time,
- * and the file. fit_largest starts the run and prints the table. */
+ * candidate's own, and the homework's table from what the run reported, as one TSV row and as
+ * fit_largest prints it. In: the winner's row of the search, the run's numbers (FitTrained);
+ * out: arguments, one at a time, the file and the printed table. fit_largest starts the run. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -89,4 +89,35 @@ bool fit_write_table(const char *path, size_t budget, const FitRow *w, const Fit
     table_row(t, budget, w, r);
     (void)tsv_end_row(t);       /* a failed write is tsv_close's message */
     return tsv_close(t, err, errlen);
+}
+
+static double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
+
+void fit_trained_print(const FitTrained *r, const FitRow *w, size_t budget, double seconds,
+                       FILE *out)
+{
+    char d[128], b[32];
+    fprintf(out, "\nthe homework's table (budget %s, time %gs):\n",
+            mem_format_bytes(budget, b, sizeof b), seconds);
+    fprintf(out, "  setup              %s\n", fit_describe(&w->c, d, sizeof d));
+    if (w->c.base)
+        fprintf(out, "  base               %s (fine-tuned: %s)\n", w->c.base,
+                fit_method(&w->c, b, sizeof b));
+    if (w->c.lora.rank > 0)
+        fprintf(out, "  parameters         %zu, of which %zu trained (%.2f%%: the adapters)\n",
+                w->c.params, w->c.trainable, 100.0 * (double)w->c.trainable /
+                (double)w->c.params);
+    else
+        fprintf(out, "  parameters         %zu\n", w->c.params);
+    fprintf(out, "  peak memory        %zu bytes (%.2f MiB) over the training steps, %zu "
+            "(%.2f MiB) over the run; one step measured %.0f, predicted %.0f (%.2f MiB)\n",
+            r->peak_step, mib((double)r->peak_step), r->peak_run, mib((double)r->peak_run),
+            w->m.peak[MEM_ALL], w->c.predicted, mib(w->c.predicted));
+    fprintf(out, "  eval loss          %.4f (validation, %d rows, after %ld updates)\n",
+            r->val_loss, FIT_EVAL_EXAMPLES, r->steps);
+    fprintf(out, "  batch size         %d rows = %d x %d accumulated, of %d tokens\n",
+            w->c.B * w->c.accum, w->c.B, w->c.accum, w->c.T);
+    fprintf(out, "  time               %.1f s (train_gpt's whole run)\n", r->seconds);
+    fprintf(out, "  sample             (the first 32 characters are the prompt)\n----\n%s\n"
+            "----\n", r->sample);
 }

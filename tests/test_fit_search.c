@@ -2,7 +2,8 @@
  * milliseconds: the filter keeps exactly the candidates predicted within the budget, one per
  * shape, the preferred way first, largest first; a measured trial fits at the bisected batch and
  * not one row above it; a budget too small for anything fails with the allocator's message; and
- * the size and time flags parse exactly. */
+ * the size and time flags parse exactly; the search's and the homework's tables print as
+ * fit_largest shows them. */
 #include "tests/test_helpers.h"
 
 #include <stdio.h>
@@ -325,6 +326,68 @@ static void test_write_table(void **state)
     assert_non_null(strstr(err, "/nonexistent/dir/t.tsv"));
 }
 
+/* The search's table as fit_largest prints it: the rows up to the last one measured and three
+ * more, a measured row's MiB and its difference from the prediction in bytes, "-" where
+ * nothing was measured, the error under a row that did not fit, the budget in the legend. */
+static void test_search_print(void **state)
+{
+    (void)state;
+    FitRow rows[6];
+    for (int i = 0; i < 6; i++) {
+        rows[i] = (FitRow){ .c = fit_shape(65, 32, 2, 64, 1), .verdict = "not measured" };
+        rows[i].c.predicted = 3 * 1048576.0;
+    }
+    rows[0].measured = true, rows[0].verdict = "over budget (measured)";
+    snprintf(rows[0].m.error, sizeof rows[0].m.error, "over by 12 bytes");
+    rows[1].measured = rows[1].m.fits = true, rows[1].verdict = "winner";
+    rows[1].m.peak[MEM_ALL] = 2.5 * 1048576, rows[1].update_seconds = 0.0125;
+    rows[1].steps = 480;
+    FitSearch s = { .n_candidates = 99, .n = 6, .rows = rows, .winner = 1, .measured = 2 };
+    FitGoal g = { .budget = 4194304, .train_seconds = 6 };
+    char text[4096];
+    FILE *f = fmemopen(text, sizeof text, "w");
+    assert_non_null(f);
+    fit_search_print(&s, &g, f);
+    fclose(f);
+    assert_non_null(strstr(text, "\n99 candidates listed, 6 shapes predicted to fit"));
+    assert_non_null(strstr(text, "\n     over by 12 bytes\n2    L2 C64 H2"));
+    assert_non_null(strstr(text, "      3.00      2.50   -524288     0.013     480  winner\n"));
+    assert_non_null(strstr(text, "\n5    L2 C64 H2"));    /* the last measured (2) and 3 more */
+    assert_null(strstr(text, "\n6    L2 C64 H2"));
+    assert_non_null(strstr(text, "      3.00         -         -         -       -  not "));
+    assert_non_null(strstr(text, "under the budget of 4194304 bytes, meas-pred in bytes; "
+                                 "updates: in 6s at"));
+}
+
+/* The homework's table as printed: the adapters' share of the parameters, the peaks in bytes
+ * and MiB, the batch as B x accum, the seconds to a tenth, the sample between rules. */
+static void test_trained_print(void **state)
+{
+    (void)state;
+    FitRow w = { .c = fit_shape(65, 32, 2, 64, 1) };
+    w.c.B = 4, w.c.accum = 8, w.c.params = 1000, w.c.trainable = 125;
+    w.c.lora.rank = 4, w.c.base = "b.safetensors", w.c.predicted = 2 * 1048576.0;
+    w.m.peak[MEM_ALL] = 1500000;
+    FitTrained r = { .steps = 7, .val_loss = 1.23456, .seconds = 12.34,
+                     .peak_step = 3 * 1048576, .peak_run = 1572864 };
+    snprintf(r.sample, sizeof r.sample, "ab\ncd");
+    char text[4096];
+    FILE *f = fmemopen(text, sizeof text, "w");
+    assert_non_null(f);
+    fit_trained_print(&r, &w, 8388608, 120, f);
+    fclose(f);
+    assert_non_null(strstr(text, "\nthe homework's table (budget 8.0 MiB, time 120s):\n"));
+    assert_non_null(strstr(text, "  base               b.safetensors (fine-tuned: LoRA"));
+    assert_non_null(strstr(text, "  parameters         1000, of which 125 trained (12.50%: "));
+    assert_non_null(strstr(text, "  peak memory        3145728 bytes (3.00 MiB) over the "
+                                 "training steps, 1572864 (1.50 MiB) over the run; one step "
+                                 "measured 1500000, predicted 2097152 (2.00 MiB)\n"));
+    assert_non_null(strstr(text, "  eval loss          1.2346 (validation, 256 rows, after 7 "));
+    assert_non_null(strstr(text, "  batch size         32 rows = 4 x 8 accumulated, of 32 "));
+    assert_non_null(strstr(text, "  time               12.3 s"));
+    assert_non_null(strstr(text, "prompt)\n----\nab\ncd\n----\n"));
+}
+
 /* One row of the exercise per strategy, in order: what fit_max_batch gives for each, to fn and
  * to the file. */
 static void count_row(void *ctx, const char *strategy, const FitMaxBatch *m)
@@ -509,6 +572,8 @@ int main(void)
         cmocka_unit_test(test_flags),
         cmocka_unit_test(test_run_args),
         cmocka_unit_test(test_write_table),
+        cmocka_unit_test(test_search_print),
+        cmocka_unit_test(test_trained_print),
         cmocka_unit_test(test_max_batch_rows),
         cmocka_unit_test(test_offload_method),
         cmocka_unit_test(test_fine_tuning_preference),

@@ -1,7 +1,7 @@
 #ifndef TAPEGRAD_FIT_LARGEST_H
 #define TAPEGRAD_FIT_LARGEST_H
-/* fit_largest's parts: the options (fit_largest.c), training and reporting the winner
- * (train.c), and the max-batch exercise (exercise.c). */
+/* fit_largest's parts: the options, the search and the winner's run (fit_largest.c), and the
+ * max-batch exercise (exercise.c). */
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -28,12 +28,6 @@ typedef struct {
     McOptimizer  optimizer;
     bool         exercise_flag_given;
 } FitOptions;
-
-/* train.c */
-void       fit_print_search(const FitSearch *s, const FitGoal *g, FILE *out);
-FitTrained fit_train(const FitOptions *o, const FitSearch *s);
-void       fit_print_result(const FitOptions *o, const FitSearch *s, const FitTrained *r,
-                            FILE *out);
 
 /* exercise.c */
 int        exercise_max_batch(const FitOptions *o, int V);

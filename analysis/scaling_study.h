@@ -17,9 +17,11 @@
  *     counted against 6N;
  *   - every number as a named quantity, in the order of the study's scaling_fit.tsv;
  *   - the rows of the figure's tables (pairs, optimal points, fitted lines).
- * It prints, writes and draws nothing. */
+ * It writes and draws nothing; its approach-2, approach-3 and Kaplan tables print into a FILE
+ * the program gives (analysis/scaling_study_print.c). */
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "analysis/scaling_branch.h"
 #include "analysis/scaling_fit.h"
@@ -130,6 +132,15 @@ ScalingStudyStatus scaling_study_analyse(const ScalingPoint *pts, int n, int boo
 
 /* D/N of a profile's vertex (NAN without one). */
 double scaling_profile_tpp(const ScalingProfile *p);
+
+/* The study's tables as scaling_laws prints them (analysis/scaling_study_print.c), each after
+ * a blank line: approach 2's vertex per budget (N with its 5-95%, D, D/N in characters and BPE
+ * tokens, the loss; "no valley" or "outside" where so) and its power laws; approach 3's E, A,
+ * B, alpha, beta, its exponent with the 5-95% and D/N at each budget; Kaplan-style approach 2
+ * (when fitted) and approach 3's exponent and D/N under each of Kaplan's choices. */
+void scaling_study_print_approach2(const ScalingStudy *s, FILE *out);
+void scaling_study_print_approach3(const ScalingStudy *s, FILE *out);
+void scaling_study_print_kaplan(const ScalingStudy *s, FILE *out);
 
 /* The figure's tables: their columns (NULL-terminated) and one row's values. */
 extern const char *const SCALING_PAIR_COLUMNS[];       /* 8 */

@@ -2,7 +2,8 @@
  * the pairs of the cooldown points, the vertices with a valley only, no Kaplan-style vertices
  * without its line, each parabola at 41 sizes from n_min / 1.3 to 1.3 n_max, the lines at 41
  * budgets from half the smallest to twice the largest, the quantities, and a folder that does
- * not exist refused with the file's name. */
+ * not exist refused with the file's name; the printed tables of approaches 2 and 3 and Kaplan's
+ * choices (analysis/scaling_study_print.c). */
 #include "tests/test_helpers.h"
 
 #include <math.h>
@@ -135,6 +136,52 @@ static void test_quantities_and_refusal(void **state)
     assert_non_null(strstr(err, "scaling_points.tsv"));
 }
 
+/* The text a print function writes for the study. */
+static const char *printed(void (*print)(const ScalingStudy *, FILE *), char *buf, size_t len)
+{
+    FILE *f = fmemopen(buf, len, "w");
+    assert_non_null(f);
+    print(&study, f);
+    fclose(f);
+    return buf;
+}
+
+/* Approach 2: a row a budget, the vertex's N with its 5-95%, D = C / 6N, D/N in characters and
+ * in BPE tokens (4 characters), or "no valley"; then the power laws. Approach 3: the law and
+ * D/N at each budget. Kaplan's: no profile table without its fit, the four choices in order. */
+static void test_print(void **state)
+{
+    (void)state;
+    char text[4096];
+    printed(scaling_study_print_approach2, text, sizeof text);
+    assert_non_null(strstr(text, "\n      1e+09      3000      2500      3500  5.556e+04 "
+                                 "    18.52      4.63    2.0000 \n"));
+    assert_non_null(strstr(text, "\n      1e+10  no valley (the losses fall or rise "
+                                 "throughout)\n"));
+    assert_non_null(strstr(text, "  N_opt = 0.5 C^0.500 (5-95% 0.000 to 0.000), D_opt = "
+                                 "0.3333 C^0.500   (Chinchilla"));
+    study.prof[0].inside = false;
+    printed(scaling_study_print_approach2, text, sizeof text);
+    study.prof[0].inside = true;
+    assert_non_null(strstr(text, "    2.0000 outside\n"));
+
+    study.a3 = 0.4375, study.tpp3_at[0] = 12.5, study.tpp3_at[1] = 40;
+    printed(scaling_study_print_approach3, text, sizeof text);
+    assert_non_null(strstr(text, "  E 1.2  A 60  B 300  alpha 0.4500  beta 0.3500   (paper"));
+    assert_non_null(strstr(text, "  N_opt ~ C^0.438 (5-95% 0.000 to 0.000), D_opt ~ C^0.562 "));
+    assert_non_null(strstr(text, "  D/N at the optimum: 1e+09: 12.5 1e+10: 40 characters\n"));
+
+    study.choice_a[SCALING_CHOICE_KAPLAN] = 0.75, study.choice_tpp[SCALING_CHOICE_KAPLAN] = 3;
+    printed(scaling_study_print_kaplan, text, sizeof text);
+    assert_null(strstr(text, "Kaplan-style approach 2"));
+    const char *kaplan = strstr(text, "  non-emb      longer than the run (trunk)           0.750 "
+                                      "           3   (Kaplan's choices)\n");
+    assert_non_null(kaplan);
+    assert_non_null(strstr(text, "  all          matched (cooldown branch)             0.000 "
+                                 "           0   (Chinchilla's choices)\n"));
+    assert_string_equal(kaplan + strcspn(kaplan, "\n") + 1, "");    /* the last row */
+}
+
 static int teardown(void **state)
 {
     (void)state;
@@ -154,6 +201,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tables),
         cmocka_unit_test(test_quantities_and_refusal),
+        cmocka_unit_test(test_print),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

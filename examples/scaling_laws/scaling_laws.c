@@ -3,12 +3,12 @@
  *
  * The study's runs (sizes x budgets, a constant-rate trunk per size and seed with a cooldown
  * branched at every D, a few cosine references: analysis/scaling_sweep.h), then its analysis
- * (analysis/scaling_study.h) and its files (analysis/scaling_tables.h). This file: the flags,
- * the runs' lines, the report of the fits and the figure.
+ * (analysis/scaling_study.h, which prints the tables of approaches 2 and 3 and Kaplan's) and its
+ * files (analysis/scaling_tables.h). This file: the flags, the runs' lines, the rest of the
+ * report (the cosine check, the compute, the agreement, the summary) and the figure.
  *
  * Output, in --out DIR: see --help; --from-results FILE refits from a saved scaling_study.tsv
  * without training. */
-#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -208,71 +208,6 @@ static int run_study(const Options *o, ScalingPoint *pts)
     return n;
 }
 
-static void print_profiles(const char *title, const ScalingProfile *prof, int nb, bool bars)
-{
-    printf("%s\n", title);
-    printf("  %9s %9s %9s %9s %10s %9s %9s %9s %8s\n", "C (6ND)", "N_opt", bars ? "5%" : "",
-           bars ? "95%" : "", "D_opt chr", "D/N chr", "D/N BPE", "loss_opt", "");
-    for (int b = 0; b < nb; b++) {
-        const ScalingProfile *p = &prof[b];
-        if (!p->ok) {
-            printf("  %9.3g  no valley (the losses fall or rise throughout)\n", p->budget);
-            continue;
-        }
-        double D = p->budget / (6 * p->N_opt);
-        printf("  %9.3g %9.4g %9.4g %9.4g %10.4g %9.4g %9.4g %9.4f %s\n", p->budget, p->N_opt,
-               bars ? p->N_lo : NAN, bars ? p->N_hi : NAN, D, D / p->N_opt,
-               D / p->N_opt / SCALING_CHARS_PER_BPE, p->loss_opt,
-               p->inside ? "" : "outside");
-    }
-}
-
-static void print_approach2(const ScalingStudy *s)
-{
-    print_profiles("\nChinchilla approach 2 (N every parameter, cooldown branches): a parabola "
-                   "in log N per budget; the vertex's 5-95% over the seeds", s->prof, s->nb, true);
-    printf("  N_opt = %.4g C^%.3f (5-95%% %.3f to %.3f), D_opt = %.4g C^%.3f   (Chinchilla: "
-           "a = 0.49, b = 0.51; Kaplan: a = 0.73)\n", s->a2.coef, s->a2.a, s->i2.a_lo,
-           s->i2.a_hi, s->a2.b_coef, s->a2.b);
-}
-
-static void print_approach3(const ScalingStudy *s)
-{
-    const ChinLaw *law = &s->f3.law;
-    printf("\nChinchilla approach 3 (the same %d points): L = E + A / N^alpha + B / D^beta, "
-           "Huber on log L, %d starts (%.1f s), %d resamples (%.1f s)\n", s->n_points,
-           s->f3.starts, s->fit_seconds, s->i3.good, s->bootstrap_seconds);
-    printf("  E %.4g  A %.4g  B %.4g  alpha %.4f  beta %.4f   (paper: 1.69, 406.4, 410.7, "
-           "0.34, 0.28)\n", law->E, law->A, law->B, law->alpha, law->beta);
-    printf("  N_opt ~ C^%.3f (5-95%% %.3f to %.3f), D_opt ~ C^%.3f   (paper: a = 0.46)\n",
-           s->a3, s->i3.a_lo, s->i3.a_hi, 1 - s->a3);
-    printf("  D/N at the optimum:");
-    for (int b = 0; b < s->nb; b++)
-        printf(" %.3g: %.4g", s->budgets[b], s->tpp3_at[b]);
-    printf(" characters\n");
-}
-
-static void print_kaplan(const ScalingStudy *s)
-{
-    if (s->kaplan_fitted) {
-        print_profiles("\nKaplan-style approach 2 on the same trunks (N non-embedding, no "
-                       "cooldown: the trunk evaluated at D = C / 6N)", s->kprof, s->nkb, false);
-        printf("  N_opt = %.4g C^%.3f, D_opt = %.4g C^%.3f\n", s->k2.coef, s->k2.a,
-               s->k2.b_coef, s->k2.b);
-    }
-    printf("\nwhich choice moves the exponent (approach 3, %s):\n",
-           "the small grid of starts and the full fit's end point");
-    printf("  %-12s %-34s %8s %12s\n", "N counted", "schedule", "a", "D/N at Cmax");
-    static const char *const count[] = { "all", "non-emb", "all", "non-emb" };
-    static const char *const sched[] = { "matched (cooldown branch)", "matched (cooldown branch)",
-                                         "longer than the run (trunk)",
-                                         "longer than the run (trunk)" };
-    for (int r = 0; r < SCALING_CHOICES; r++)
-        printf("  %-12s %-34s %8.3f %12.4g%s\n", count[r], sched[r], s->choice_a[r],
-               s->choice_tpp[r], r == SCALING_CHOICE_CHINCHILLA ? "   (Chinchilla's choices)"
-               : r == SCALING_CHOICE_KAPLAN ? "   (Kaplan's choices)" : "");
-}
-
 static void print_cosine(const ScalingStudy *s)
 {
     printf("\ncooldown branches against fixed-length cosine runs (mean over seeds; spread: the "
@@ -373,14 +308,14 @@ static bool analyse(const ScalingPoint *pts, int n, const Options *o, double sec
         fprintf(stderr, "scaling_laws: %d cooldown points over %d budgets: too few to fit\n",
                 s->n_points, s->nb);
     else
-        print_approach2(s);
+        scaling_study_print_approach2(s, stdout);
     if (status == SCALING_STUDY_NO_FIT)
         fprintf(stderr, "scaling_laws: approach 3 found no finite fit\n");
     scaling_tables_write_quantities(fit, s);
     tsv_close_or_die(fit);
     if (status == SCALING_STUDY_OK) {
-        print_approach3(s);
-        print_kaplan(s);
+        scaling_study_print_approach3(s, stdout);
+        scaling_study_print_kaplan(s, stdout);
         print_cosine(s);
         print_compute(s, seconds);
         print_agreement(s);

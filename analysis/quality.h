@@ -2,8 +2,8 @@
 #define TAPEGRAD_QUALITY_H
 /* What a training setting costs in quality: the final validation loss of several training
  * configurations over the same seeds, each set against a reference configuration's (row 0).
- * This is the statistics; reading train_gpt's logs into a table and writing it out are the
- * programs' (examples/common/quality_logs.h). A run that did not finish ("missing") or
+ * This is the statistics; reading train_gpt's logs into a table and writing it out are
+ * quality_logs.h's. A run that did not finish ("missing") or
  * diverged is left out of every statistic.
  *
  * Per configuration: the arithmetic mean of the final losses over the seeds that finished, the

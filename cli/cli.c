@@ -37,6 +37,12 @@ void cli_usage_error(const char *fmt, ...)
     exit(2);
 }
 
+void cli_check(bool ok, const char *err)
+{
+    if (!ok)
+        cli_die(1, "%s", err);
+}
+
 long cli_long(const char *flag, const char *s, long lo, long hi)
 {
     char *end;

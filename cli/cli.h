@@ -13,6 +13,9 @@ const char *cli_program(void);
 _Noreturn void cli_die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Usage errors: "PROGRAM: message" then "Try 'PROGRAM --help'.", exit 2. */
 _Noreturn void cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A library call that returns false with its message in err (a room's writer, a probe):
+ * unless ok, "PROGRAM: err" and exit 1. */
+void   cli_check(bool ok, const char *err);
 
 /* Parse the whole string as a number in [lo, hi]; anything else is a usage error naming flag. */
 long   cli_long(const char *flag, const char *s, long lo, long hi);

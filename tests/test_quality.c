@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "analysis/quality.h"
-#include "examples/common/quality_logs.h"
+#include "analysis/quality_logs.h"
 
 static void check_near(const char *what, double got, double want, double tol)
 {

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "analysis/train_log.h"
 #include "autograd/outfile.h"
 #include "examples/common/cli.h"
 #include "examples/common/train_run.h"
@@ -35,119 +36,21 @@ void run_arg(RunSpec *r, const char *fmt, ...)
     r->argv[++r->argc] = NULL;
 }
 
-/* The column index of name in a tab-separated header line, or -1. */
-static int column_index(char *header, const char *name)
-{
-    header[strcspn(header, "\r\n")] = '\0';
-    int i = 0;
-    for (char *save = NULL, *tok = strtok_r(header, "\t", &save); tok;
-         tok = strtok_r(NULL, "\t", &save), i++)
-        if (strcmp(tok, name) == 0)
-            return i;
-    return -1;
-}
-
-/* Cell i of a row as a number; NAN when empty or not a number. Cells may be empty, so the line
- * is walked tab by tab (strtok would merge empty cells). */
-static double cell(const char *line, int i)
-{
-    const char *p = line;
-    for (int k = 0; k < i && p; k++) {
-        p = strchr(p, '\t');
-        if (p)
-            p++;
-    }
-    if (!p || *p == '\t' || *p == '\n' || *p == '\0')
-        return NAN;
-    char *end;
-    double v = strtod(p, &end);
-    return end == p ? NAN : v;
-}
-
-/* Calls fn for every row of the log with the cells of columns x and y (NAN when empty). */
-typedef void (*RowFn)(double x, double y, void *ctx);
-
-static void each_row(const char *log_path, const char *x, const char *y, RowFn fn, void *ctx)
-{
-    FILE *f = fopen(log_path, "r");
-    if (!f)
-        return;
-    char *line = NULL, *copy = NULL;
-    size_t cap = 0;
-    int ix = -1, iy = -1;
-    if (getline(&line, &cap, f) > 0 && (copy = strdup(line)) != NULL) {
-        ix = column_index(copy, x);
-        strcpy(copy, line);
-        iy = column_index(copy, y);
-    }
-    while (ix >= 0 && iy >= 0 && getline(&line, &cap, f) > 0)
-        fn(cell(line, ix), cell(line, iy), ctx);
-    free(copy);
-    free(line);
-    fclose(f);
-}
-
-typedef struct {
-    double *xs, *ys;
-    int     n, max;
-} Columns;
-
-static void keep_pair(double x, double y, void *ctx)
-{
-    Columns *c = ctx;
-    if (!isnan(x) && !isnan(y) && c->n < c->max) {
-        c->xs[c->n] = x;
-        c->ys[c->n] = y;
-        c->n++;
-    }
-}
-
 int run_read_columns(const char *log_path, const char *x, const char *y, double *xs, double *ys,
                      int max)
 {
-    Columns c = { xs, ys, 0, max };
-    each_row(log_path, x, y, keep_pair, &c);
-    return c.n;
-}
-
-static void keep_last(double x, double y, void *ctx)
-{
-    (void)x;
-    if (!isnan(y))
-        *(double *)ctx = y;
+    return train_log_columns(log_path, x, y, xs, ys, max);
 }
 
 void run_read_by_step(const char *log_path, const char *name, long steps, double *v)
 {
-    double *xs = malloc((size_t)steps * sizeof *xs), *ys = malloc((size_t)steps * sizeof *ys);
-    if (!xs || !ys)
+    if (!train_log_by_step(log_path, name, steps, v))
         cli_die(1, "out of memory");
-    int n = run_read_columns(log_path, "step", name, xs, ys, (int)steps);
-    for (int i = 0; i < n; i++)
-        if (xs[i] >= 1 && xs[i] <= steps)
-            v[(long)xs[i]] = ys[i];
-    free(xs);
-    free(ys);
 }
 
 double run_last_value(const char *log_path, const char *column)
 {
-    double v = NAN;
-    each_row(log_path, "step", column, keep_last, &v);
-    return v;
-}
-
-static bool file_mentions(const char *path, const char *word)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return false;
-    char buf[1024];
-    bool found = false;
-    while (!found && fgets(buf, sizeof buf, f))
-        found = strstr(buf, word) != NULL;
-    fclose(f);
-    return found;
+    return train_log_last(log_path, column);
 }
 
 pid_t run_start(const RunSpec *r)
@@ -178,7 +81,7 @@ RunResult run_wait(const RunSpec *r, pid_t pid)
     bool exited_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
         cli_die(1, "cannot run %s (build it first, or give --train-gpt)", r->argv[0]);
-    res.diverged = !exited_ok && file_mentions(r->out_path, "diverged");
+    res.diverged = !exited_ok && train_log_mentions(r->out_path, "diverged");
     if (!exited_ok && !res.diverged)
         cli_die(1, "%s failed; its output is in %s", r->argv[0], r->out_path);
     if (exited_ok) {
@@ -306,7 +209,7 @@ bool run_result_from_files(const RunSpec *r, long steps, RunResult *res)
     *res = (RunResult){ .val_loss = run_last_value(r->log_path, "val_loss"),
                         .val_acc = run_last_value(r->log_path, "val_acc") };
     res->ok = !isnan(res->val_loss) && run_last_value(r->log_path, "step") == (double)steps;
-    res->diverged = !res->ok && file_mentions(r->out_path, "diverged");
+    res->diverged = !res->ok && train_log_mentions(r->out_path, "diverged");
     return res->ok || res->diverged;
 }
 

@@ -68,6 +68,9 @@ bool      run_result_from_files(const RunSpec *r, long steps, RunResult *res);
 /* mkdir, or exit with a message; a folder that exists already is fine. */
 void      run_make_dir(const char *dir);
 
+/* A log read back: analysis/train_log.h's readers (train_log_by_step, _columns, _last), for
+ * the programs that read their runs' logs themselves; run_read_by_step ends the program when
+ * out of memory. */
 /* A log's column `name` by step into v[step] for step 1..steps (cells the log lacks are left
  * as they were). */
 void      run_read_by_step(const char *log_path, const char *name, long steps, double *v);

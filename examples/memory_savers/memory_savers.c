@@ -28,10 +28,10 @@
 #include <sys/types.h>
 
 #include "analysis/quality.h"
+#include "analysis/quality_logs.h"
+#include "cli/settings.h"
 #include "examples/common/cli.h"
 #include "examples/common/plot.h"
-#include "examples/common/quality_logs.h"
-#include "cli/settings.h"
 #include "examples/common/train_run.h"
 
 /* The configurations, fp32 first: the file stem, the flags beyond the shared ones, the target.
@@ -190,13 +190,6 @@ static void build_run(const Options *o, const QualityConfig *c, long seed, RunSp
         run_arg(r, "%s", w);
 }
 
-static void print_command(FILE *f, const RunSpec *r)
-{
-    for (int i = 0; i < r->argc; i++)
-        fprintf(f, "%s%s", i ? " " : "", r->argv[i]);
-    fputc('\n', f);
-}
-
 /* Every run not already finished in --out, --jobs at a time (each waited for in the order
  * started: the runs are of about one length). */
 static void run_all(const Options *o)
@@ -216,7 +209,7 @@ static void run_all(const Options *o)
             int j = k * N_CONFIGS + i;
             double loss;
             build_run(o, &CONFIGS[i], o->seeds[k], &spec[j]);
-            print_command(commands, &spec[j]);
+            run_print_command(commands, &spec[j]);
             if (quality_read_final(o->out, CONFIGS[i].name, o->seeds[k], o->steps, &loss) ==
                 QUALITY_RUN_OK)
                 fprintf(stderr, "kept: %s (finished, val loss %.4f)\n", spec[j].log_path, loss);
@@ -283,6 +276,54 @@ static void draw(const Options *o, const char *curves, const char *png)
         fprintf(stderr, "figure: %s\n", png);
 }
 
+/* The table: mean +- sd, the ratio, the target and the verdict, the seeds' losses, and the
+ * missing runs. */
+static void print_table(const QualityTable *t)
+{
+    printf("| config | final val loss, mean ± sd (n) | ratio to %s | paired ratio [95%%] | "
+           "target | met |", t->cfg[0].name);
+    for (int k = 0; k < t->n_seeds; k++)
+        printf(" seed %ld |", t->seeds[k]);
+    printf("\n|---|---|---|---|---|---|");
+    for (int k = 0; k < t->n_seeds; k++)
+        printf("---|");
+    printf("\n");
+    for (int i = 0; i < t->n_configs; i++) {
+        const QualityRow *r = &t->row[i];
+        char target[64];
+        printf("| %s | %.4f ± %.4f (%d) | %.4f | ", t->cfg[i].name, r->mean, r->sd, r->n,
+               r->ratio);
+        if (i == 0)
+            printf("|");
+        else
+            printf("%.4f [%.4f, %.4f] |", r->paired.geomean, r->paired.ci_lo, r->paired.ci_hi);
+        printf(" %s | %s |", quality_target_text(t, i, target, sizeof target),
+               quality_met_text(r->met));
+        for (int k = 0; k < t->n_seeds; k++) {
+            if (r->status[k] == QUALITY_RUN_OK)
+                printf(" %.4f |", r->final[k]);
+            else
+                printf(" %s |", quality_status_word(r->status[k]));
+        }
+        printf("\n");
+    }
+    const QualityRow *ref = &t->row[0];
+    printf("\n%s over %d seeds: mean %.4f, sd %.4f (%.2f%% of the mean), range %.4f..%.4f; "
+           "\"noise\" = 2 sqrt(2/n) sd / mean = %.2f%%\n", t->cfg[0].name, ref->n, ref->mean,
+           ref->sd, 100.0 * ref->sd / ref->mean, ref->min, ref->max, 100.0 * t->noise);
+    int missing = 0;
+    for (int i = 0; i < t->n_configs; i++)
+        for (int k = 0; k < t->n_seeds; k++)
+            if (t->row[i].status[k] != QUALITY_RUN_OK) {
+                printf("%s %s.s%ld", missing++ ? "," : "not in the table:", t->cfg[i].name,
+                       t->seeds[k]);
+                if (t->row[i].status[k] == QUALITY_RUN_DIVERGED)
+                    printf(" (diverged)");
+            }
+    if (missing)
+        printf("\n");
+}
+
 int main(int argc, char **argv)
 {
     cli_init(argv[0]);
@@ -301,14 +342,13 @@ int main(int argc, char **argv)
     snprintf(table, sizeof table, "%s/memory_savers_table.tsv", o.out);
     snprintf(curves, sizeof curves, "%s/memory_savers_curves.tsv", o.out);
     snprintf(png, sizeof png, "%s/memory_savers_curves.png", o.out);
-    if (!quality_write_table(&t, table, err, sizeof err) ||
-        !quality_write_curves(&t, logs, curves, err, sizeof err))
-        cli_die(1, "%s", err);
+    cli_check(quality_write_table(&t, table, err, sizeof err), err);
+    cli_check(quality_write_curves(&t, logs, curves, err, sizeof err), err);
     draw(&o, curves, png);
     printf("final validation loss at step %ld, from the logs in %s (mean ± sample sd over the "
            "finished seeds; ratio: mean / fp32's mean; paired: each seed / fp32's same seed)"
            "\n\n", o.steps, logs);
-    quality_print(&t);
+    print_table(&t);
     fprintf(stderr, "wrote %s and %s\n", table, curves);
     return 0;
 }

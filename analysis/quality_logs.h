@@ -1,6 +1,8 @@
 #ifndef TAPEGRAD_QUALITY_LOGS_H
 #define TAPEGRAD_QUALITY_LOGS_H
-/* A quality table (analysis/quality.h) from train_gpt's logs, and the table written out.
+/* A quality table (quality.h) from a folder of train_gpt's logs (train_log.h), and its result
+ * files: the table and the validation curves as TSV (autograd/tsv.h), for memory_savers and
+ * any program or script that compares configurations over seeds the same way.
  *
  * The logs follow one naming convention, DIR/NAME.sSEED.tsv (train_gpt --log) with the run's
  * console output in DIR/NAME.sSEED.out, so that a folder of runs made by hand or by a script
@@ -28,8 +30,8 @@ void   quality_collect(QualityTable *t, const char *dir);
 /* The table as TSV, one row per configuration: config, flags, then the final loss of each
  * seed (column "seed_S"; "missing" or "diverged" instead of a number), n, mean, sd, min, max,
  * ratio, the paired ratios' geometric mean and interval, target (text: "reference", "1%",
- * "noise (0.31%)", "none"), tolerance, met ("yes", "no", or empty). Written to PATH.tmp, then
- * renamed. False with a message in err. */
+ * "noise (0.31%)", "none"), tolerance, met ("yes", "no", or empty). Written whole or not at
+ * all (autograd/tsv.h); false with a message in err. */
 bool   quality_write_table(const QualityTable *t, const char *path, char *err, size_t errlen);
 
 /* The validation curves as TSV, one row per configuration and evaluated step: config, step,
@@ -39,8 +41,11 @@ bool   quality_write_table(const QualityTable *t, const char *path, char *err, s
 bool   quality_write_curves(const QualityTable *t, const char *dir, const char *path,
                             char *err, size_t errlen);
 
-/* The table in markdown on stdout: mean +- sd, the ratio, the target and the verdict, the
- * seeds' losses, and the missing runs. */
-void   quality_print(const QualityTable *t);
+/* The words the table uses, for a program that prints it: a run not OK ("diverged",
+ * "missing"), configuration i's target ("reference" for row 0, "1%", "noise (0.31%)", "none";
+ * in buf) and a verdict ("yes", "no", "" without a target). */
+const char *quality_status_word(QualityRunStatus s);
+const char *quality_target_text(const QualityTable *t, int i, char *buf, size_t len);
+const char *quality_met_text(int met);
 
 #endif

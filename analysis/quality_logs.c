@@ -1,50 +1,17 @@
 /* Quality tables from train_gpt's logs, and the tables written out (quality_logs.h). */
-#include "examples/common/quality_logs.h"
+#include "analysis/quality_logs.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
-#include "examples/common/train_run.h"
-#include "examples/common/tsv.h"
+#include "analysis/train_log.h"
+#include "autograd/tsv.h"
 
 void quality_path(char *buf, size_t len, const char *dir, const char *name, long seed,
                   const char *ext)
 {
     snprintf(buf, len, "%s/%s.s%ld%s", dir, name, seed, ext);
-}
-
-static bool mentions(const char *path, const char *word)
-{
-    FILE *f = fopen(path, "r");
-    char line[1024];
-    bool found = false;
-    while (f && !found && fgets(line, sizeof line, f))
-        found = strstr(line, word) != NULL;
-    if (f)
-        fclose(f);
-    return found;
-}
-
-/* The value of column y at the row whose step is `step`; NAN if there is none. */
-static double value_at(const char *log, const char *y, long step)
-{
-    double x, v = NAN;
-    /* the last rows are the likeliest: read them all, keep the match */
-    int cap = 1 << 16;
-    double *xs = malloc((size_t)cap * sizeof *xs), *ys = malloc((size_t)cap * sizeof *ys);
-    if (xs && ys) {
-        int n = run_read_columns(log, "step", y, xs, ys, cap);
-        for (int i = 0; i < n; i++) {
-            x = xs[i];
-            if (x == (double)step)
-                v = ys[i];
-        }
-    }
-    free(xs);
-    free(ys);
-    return v;
 }
 
 QualityRunStatus quality_read_final(const char *dir, const char *name, long seed, long steps,
@@ -54,11 +21,11 @@ QualityRunStatus quality_read_final(const char *dir, const char *name, long seed
     quality_path(log, sizeof log, dir, name, seed, ".tsv");
     quality_path(out, sizeof out, dir, name, seed, ".out");
     *loss = NAN;
-    if (run_last_value(log, "step") == (double)steps)
-        *loss = value_at(log, "val_loss", steps);
+    if (train_log_last(log, "step") == (double)steps)
+        *loss = train_log_at(log, "val_loss", steps);
     if (!isnan(*loss))
         return QUALITY_RUN_OK;
-    return mentions(out, "diverged") ? QUALITY_RUN_DIVERGED : QUALITY_RUN_MISSING;
+    return train_log_mentions(out, "diverged") ? QUALITY_RUN_DIVERGED : QUALITY_RUN_MISSING;
 }
 
 void quality_collect(QualityTable *t, const char *dir)
@@ -72,13 +39,12 @@ void quality_collect(QualityTable *t, const char *dir)
 
 /* ---- output ------------------------------------------------------------------------------- */
 
-static const char *status_word(QualityRunStatus s)
+const char *quality_status_word(QualityRunStatus s)
 {
     return s == QUALITY_RUN_DIVERGED ? "diverged" : "missing";
 }
 
-/* "reference", "1%", "noise (0.31%)" or "none". */
-static const char *target_text(const QualityTable *t, int i, char *buf, size_t len)
+const char *quality_target_text(const QualityTable *t, int i, char *buf, size_t len)
 {
     const QualityConfig *c = &t->cfg[i];
     if (i == 0)
@@ -92,7 +58,7 @@ static const char *target_text(const QualityTable *t, int i, char *buf, size_t l
     return buf;
 }
 
-static const char *met_text(int met) { return met < 0 ? "" : met ? "yes" : "no"; }
+const char *quality_met_text(int met) { return met < 0 ? "" : met ? "yes" : "no"; }
 
 bool quality_write_table(const QualityTable *t, const char *path, char *err, size_t errlen)
 {
@@ -126,7 +92,7 @@ bool quality_write_table(const QualityTable *t, const char *path, char *err, siz
             if (r->status[k] == QUALITY_RUN_OK)
                 tsv_num(w, r->final[k]);
             else
-                tsv_str(w, status_word(r->status[k]));
+                tsv_str(w, quality_status_word(r->status[k]));
         }
         tsv_int(w, r->n);
         tsv_num(w, r->mean);
@@ -137,9 +103,9 @@ bool quality_write_table(const QualityTable *t, const char *path, char *err, siz
         tsv_num(w, r->paired.geomean);
         tsv_num(w, r->paired.ci_lo);
         tsv_num(w, r->paired.ci_hi);
-        tsv_str(w, target_text(t, i, target, sizeof target));
+        tsv_str(w, quality_target_text(t, i, target, sizeof target));
         tsv_num(w, r->tol);
-        tsv_str(w, met_text(r->met));
+        tsv_str(w, quality_met_text(r->met));
         tsv_end_row(w);
     }
     return tsv_close(w, err, errlen);
@@ -189,7 +155,7 @@ static int read_val(const QualityTable *t, int i, int k, const char *dir, double
 {
     char log[1024];
     quality_path(log, sizeof log, dir, t->cfg[i].name, t->seeds[k], ".tsv");
-    return run_read_columns(log, "step", "val_loss", xs, ys, CURVE_MAX_POINTS);
+    return train_log_columns(log, "step", "val_loss", xs, ys, CURVE_MAX_POINTS);
 }
 
 static double lookup(const double *xs, const double *ys, int n, double x)
@@ -260,51 +226,4 @@ bool quality_write_curves(const QualityTable *t, const char *dir, const char *pa
     free(c);
     free(buf);
     return tsv_close(w, err, errlen);
-}
-
-/* ---- markdown ----------------------------------------------------------------------------- */
-
-void quality_print(const QualityTable *t)
-{
-    printf("| config | final val loss, mean ± sd (n) | ratio to %s | paired ratio [95%%] | "
-           "target | met |", t->cfg[0].name);
-    for (int k = 0; k < t->n_seeds; k++)
-        printf(" seed %ld |", t->seeds[k]);
-    printf("\n|---|---|---|---|---|---|");
-    for (int k = 0; k < t->n_seeds; k++)
-        printf("---|");
-    printf("\n");
-    for (int i = 0; i < t->n_configs; i++) {
-        const QualityRow *r = &t->row[i];
-        char target[64];
-        printf("| %s | %.4f ± %.4f (%d) | %.4f | ", t->cfg[i].name, r->mean, r->sd, r->n,
-               r->ratio);
-        if (i == 0)
-            printf("|");
-        else
-            printf("%.4f [%.4f, %.4f] |", r->paired.geomean, r->paired.ci_lo, r->paired.ci_hi);
-        printf(" %s | %s |", target_text(t, i, target, sizeof target), met_text(r->met));
-        for (int k = 0; k < t->n_seeds; k++) {
-            if (r->status[k] == QUALITY_RUN_OK)
-                printf(" %.4f |", r->final[k]);
-            else
-                printf(" %s |", status_word(r->status[k]));
-        }
-        printf("\n");
-    }
-    const QualityRow *ref = &t->row[0];
-    printf("\n%s over %d seeds: mean %.4f, sd %.4f (%.2f%% of the mean), range %.4f..%.4f; "
-           "\"noise\" = 2 sqrt(2/n) sd / mean = %.2f%%\n", t->cfg[0].name, ref->n, ref->mean,
-           ref->sd, 100.0 * ref->sd / ref->mean, ref->min, ref->max, 100.0 * t->noise);
-    int missing = 0;
-    for (int i = 0; i < t->n_configs; i++)
-        for (int k = 0; k < t->n_seeds; k++)
-            if (t->row[i].status[k] != QUALITY_RUN_OK) {
-                printf("%s %s.s%ld", missing++ ? "," : "not in the table:", t->cfg[i].name,
-                       t->seeds[k]);
-                if (t->row[i].status[k] == QUALITY_RUN_DIVERGED)
-                    printf(" (diverged)");
-            }
-    if (missing)
-        printf("\n");
 }

@@ -3,10 +3,14 @@
 #include "analysis/precision_runs.h"
 
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "analysis/grad_hist.h"
+#include "analysis/grad_probe.h"
+#include "analysis/train_log.h"
 #include "autograd/tsv.h"
 
 const PrecisionRunConfig PRECISION_RUNS[PRECISION_RUNS_N] = {
@@ -23,6 +27,82 @@ int precision_runs_threads(int i, int threads)
     if (!PRECISION_RUNS[i].control)
         return threads;
     return threads == 1 ? 2 : 1;
+}
+
+/* ---- the runs as train_gpt commands, their logs read back --------------------------------- */
+
+void precision_run_path(const PrecisionRunsSetup *s, int i, const char *ext, char *buf,
+                        size_t len)
+{
+    snprintf(buf, len, "%s/runs/%s.%s", s->dir, PRECISION_RUNS[i].file, ext);
+}
+
+static void arg(PrecisionRunCommand *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void arg(PrecisionRunCommand *c, const char *fmt, ...)
+{
+    if (c->n == PRECISION_RUN_MAX_ARGS) {
+        fprintf(stderr, "precision_run_command: more than %d arguments\n",
+                PRECISION_RUN_MAX_ARGS);
+        abort();
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->arg[c->n++], PRECISION_RUN_ARG_LEN, fmt, ap);
+    va_end(ap);
+}
+
+void precision_run_command(const PrecisionRunsSetup *s, int i, PrecisionRunCommand *c)
+{
+    const PrecisionRunConfig *r = &PRECISION_RUNS[i];
+    GradProbeConfig p = grad_probe_defaults(s->steps, 0, s->seed);
+    char log[PRECISION_RUN_ARG_LEN];
+    precision_run_path(s, i, "tsv", log, sizeof log);
+    c->n = 0;
+    arg(c, "%s", s->train_gpt);
+    arg(c, "--precision=%s", r->precision);
+    arg(c, "--loss-scale=%s", r->loss_scale);
+    arg(c, "--steps=%ld", s->steps);
+    arg(c, "--seed=%ld", s->seed);
+    arg(c, "--task=add");
+    arg(c, "--batch=%d", p.batch);
+    arg(c, "--layers=%d", p.layers);
+    arg(c, "--heads=%d", p.heads);
+    arg(c, "--embd=%d", p.embd);
+    arg(c, "--lr=%g", p.lr);
+    arg(c, "--warmup=%ld", p.warmup);
+    arg(c, "--warmup-type=gradual");
+    arg(c, "--decay=cosine");
+    arg(c, "--beta2=%g", p.beta2);
+    arg(c, "--weight-decay=%g", p.weight_decay);
+    arg(c, "--clip=%g", p.clip);
+    arg(c, "--eval-every=%ld", s->eval_every);
+    arg(c, "--eval-examples=%d", s->eval_examples);
+    arg(c, "--threads=%d", precision_runs_threads(i, s->threads));
+    arg(c, "--log=%s", log);
+}
+
+double precision_run_logged_loss(const PrecisionRunsSetup *s, int i, long step)
+{
+    char log[PRECISION_RUN_ARG_LEN];
+    precision_run_path(s, i, "tsv", log, sizeof log);
+    return train_log_at(log, "loss", step);
+}
+
+bool precision_run_log_read(const char *path, long steps, PrecisionRunLog *log)
+{
+    if (!precision_run_log_alloc(log, steps))
+        return false;
+    bool ok = train_log_by_step(path, "loss", steps, log->loss) &&
+              train_log_by_step(path, "val_loss", steps, log->val_loss) &&
+              train_log_by_step(path, "val_acc", steps, log->val_acc) &&
+              train_log_by_step(path, "loss_scale", steps, log->scale) &&
+              train_log_by_step(path, "skipped", steps, log->skipped) &&
+              train_log_by_step(path, "peak_act", steps, log->peak_act);
+    if (!ok)
+        precision_run_log_free(log);
+    return ok;
 }
 
 bool precision_run_log_alloc(PrecisionRunLog *log, long steps)

@@ -16,9 +16,9 @@
  * its ratio (about 1e3, or 1e-3 when it is fp32 that stays) is in every statistic; the median
  * and the range are the ones it cannot drag. A run that diverged has no loss and is left out.
  *
- * Arithmetic on arrays, and the result files of its rows (autograd/tsv.h: the curves, the
- * table, every seed's runs and the runs over the seeds); reading the logs, and running the
- * runs, is the caller's. */
+ * Arithmetic on arrays; the runs as train_gpt command lines and their logs read back
+ * (train_log.h); the result files of its rows (autograd/tsv.h: the curves, the table, every
+ * seed's runs and the runs over the seeds). Starting the runs is the caller's. */
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -48,6 +48,35 @@ extern const PrecisionRunConfig PRECISION_RUNS[PRECISION_RUNS_N];
  * (2, or 1 when threads is not 1). */
 int    precision_runs_threads(int i, int threads);
 
+/* What the runs are: every one is train_gpt on the add task with the gradient probe's model
+ * and schedule (grad_probe_defaults) written out as flags, so that the runs and the probe stay
+ * one model even if train_gpt's defaults move. */
+typedef struct {
+    const char *train_gpt;            /* the program */
+    const char *dir;                  /* run i's files: DIR/runs/FILE.tsv (log) and .out */
+    long        steps, seed;          /* of every run */
+    long        eval_every;           /* train_gpt --eval-every */
+    long        compare_step;         /* the early comparison's step (an evaluation's) */
+    int         eval_examples;        /* train_gpt --eval-examples */
+    int         threads;              /* per run (the control's: precision_runs_threads) */
+} PrecisionRunsSetup;
+
+/* A train_gpt command line: arg[0] the program, then its flags. */
+enum { PRECISION_RUN_MAX_ARGS = 24, PRECISION_RUN_ARG_LEN = 600 };
+typedef struct {
+    char arg[PRECISION_RUN_MAX_ARGS][PRECISION_RUN_ARG_LEN];
+    int  n;
+} PrecisionRunCommand;
+
+/* Run i's file in s->dir: ext "tsv" its log, "out" its console output. */
+void   precision_run_path(const PrecisionRunsSetup *s, int i, const char *ext, char *buf,
+                          size_t len);
+/* Run i's train_gpt command: its precision and loss scale, the probe's model and schedule,
+ * s's steps, seed, evaluation and threads, and --log=its log. */
+void   precision_run_command(const PrecisionRunsSetup *s, int i, PrecisionRunCommand *c);
+/* Run i's training loss at `step`, from its log in s->dir (NAN without one). */
+double precision_run_logged_loss(const PrecisionRunsSetup *s, int i, long step);
+
 /* A run's log by step: v[step] for step 1..steps (v[0] unused), NAN where a cell is empty. */
 typedef struct {
     double *loss, *val_loss, *val_acc, *scale, *skipped, *peak_act;
@@ -67,6 +96,9 @@ typedef struct {
 /* The columns of a run of `steps` steps, all NAN, in one buffer; NULL without memory. */
 bool   precision_run_log_alloc(PrecisionRunLog *log, long steps);
 void   precision_run_log_free(PrecisionRunLog *log);
+/* The log at path (a train_gpt log: loss, val_loss, val_acc, loss_scale, skipped, peak_act)
+ * into log, allocated as precision_run_log_alloc does; false without memory. */
+bool   precision_run_log_read(const char *path, long steps, PrecisionRunLog *log);
 
 /* The mean of the last PRECISION_RUNS_SMOOTH training losses up to step s (fewer at the start;
  * NAN where there are none). */

@@ -1,5 +1,6 @@
 /* train_gpt's logs read back by the rooms (analysis/train_log.h) on a log written by hand, and
- * the words of a quality table (analysis/quality_logs.h). */
+ * what the rooms make of them: a precision run's command line and log (analysis/
+ * precision_runs.h), the words of a quality table (analysis/quality_logs.h). */
 #include "tests/test_helpers.h"
 
 #include <math.h>
@@ -7,6 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "analysis/grad_probe.h"
+#include "analysis/precision_runs.h"
 #include "analysis/quality_logs.h"
 #include "analysis/train_log.h"
 
@@ -79,6 +82,66 @@ static void test_read_back(void **state)
     assert_int_equal(train_log_columns("/nonexistent/run.tsv", "step", "loss", xs, ys, 8), 0);
 }
 
+static const PrecisionRunsSetup SETUP = {
+    .train_gpt = "/bin/train_gpt", .dir = NULL, .steps = 40, .seed = 3, .eval_every = 10,
+    .compare_step = 20, .eval_examples = 50, .threads = 1,
+};
+
+static void test_precision_command(void **state)
+{
+    (void)state;
+    PrecisionRunsSetup s = SETUP;
+    s.dir = "D";
+    static PrecisionRunCommand c;
+    precision_run_command(&s, 3, &c);          /* fp16 with dynamic loss scaling */
+    GradProbeConfig p = grad_probe_defaults(40, 0, 3);
+    char batch[32], lr[32];
+    snprintf(batch, sizeof batch, "--batch=%d", p.batch);
+    snprintf(lr, sizeof lr, "--lr=%g", p.lr);
+    assert_int_equal(c.n, 21);
+    assert_string_equal(c.arg[0], "/bin/train_gpt");
+    assert_string_equal(c.arg[1], "--precision=fp16");
+    assert_string_equal(c.arg[2], "--loss-scale=dynamic");
+    assert_string_equal(c.arg[3], "--steps=40");
+    assert_string_equal(c.arg[4], "--seed=3");
+    assert_string_equal(c.arg[5], "--task=add");
+    assert_string_equal(c.arg[6], batch);
+    assert_string_equal(c.arg[10], lr);
+    assert_string_equal(c.arg[17], "--eval-every=10");
+    assert_string_equal(c.arg[18], "--eval-examples=50");
+    assert_string_equal(c.arg[19], "--threads=1");
+    assert_string_equal(c.arg[20], "--log=D/runs/fp16_dynamic.tsv");
+    precision_run_command(&s, PRECISION_RUNS_N - 1, &c);     /* the control: 2 threads */
+    assert_string_equal(c.arg[1], "--precision=fp32");
+    assert_string_equal(c.arg[19], "--threads=2");
+    assert_string_equal(c.arg[20], "--log=D/runs/fp32_control.tsv");
+    s.threads = 4;
+    precision_run_command(&s, PRECISION_RUNS_N - 1, &c);     /* ... or 1 */
+    assert_string_equal(c.arg[19], "--threads=1");
+    char out[64];
+    precision_run_path(&s, 1, "out", out, sizeof out);
+    assert_string_equal(out, "D/runs/bf16.out");
+}
+
+static void test_precision_log(void **state)
+{
+    (void)state;
+    PrecisionRunsSetup s = SETUP;
+    s.dir = dir;
+    char log[128];
+    precision_run_path(&s, 2, "tsv", log, sizeof log);        /* fp16 without scaling */
+    PrecisionRunLog col;
+    assert_true(precision_run_log_read(log, 4, &col));
+    assert_true(col.loss[1] == 4.5 && isnan(col.loss[3]) && col.loss[4] == 3.0);
+    assert_true(isnan(col.loss[0]) && isnan(col.val_loss[1]) && col.val_loss[4] == 2.5);
+    assert_true(col.val_acc[2] == 0.25 && col.scale[3] == 32768.0 && col.skipped[2] == 1.0);
+    assert_true(col.peak_act[2] == 1200.0 && col.peak_act[4] == 900.0);
+    precision_run_log_free(&col);
+    assert_true(precision_run_logged_loss(&s, 2, 2) == 4.0);
+    assert_true(isnan(precision_run_logged_loss(&s, 2, 5)));
+    assert_true(isnan(precision_run_logged_loss(&s, 0, 1)));   /* fp32 has no log here */
+}
+
 static void test_quality_words(void **state)
 {
     (void)state;
@@ -107,6 +170,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_read_back),
+        cmocka_unit_test(test_precision_command),
+        cmocka_unit_test(test_precision_log),
         cmocka_unit_test(test_quality_words),
     };
     return cmocka_run_group_tests(tests, make_dir, remove_dir);

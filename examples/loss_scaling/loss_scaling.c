@@ -7,8 +7,8 @@
  * the paper's (the largest power of two that does not overflow the largest gradient),
  * GradScaler's initial 2^16, and the dynamic scaler's median over its run of part 2.
  *
- * Part 2 (analysis/precision_runs.h, run by examples/common/precision_train.h): train_gpt at
- * fp32, bf16, fp16 without and with dynamic loss scaling and fp8, same seed and steps, and a
+ * Part 2 (analysis/precision_runs.h; each run a train_gpt subprocess, train_run.h): train_gpt
+ * at fp32, bf16, fp16 without and with dynamic loss scaling and fp8, same seed and steps, and a
  * control (fp32 on another thread count): the loss curves, the dynamic scale, and a table.
  *
  * With --seeds: part 2 once per seed, and every run's final validation loss over fp32's of the
@@ -23,31 +23,29 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "analysis/grad_probe.h"
+#include "analysis/precision_runs.h"
 #include "autograd/parallel.h"
-#include "examples/common/cli.h"
-#include "examples/common/precision_train.h"
 #include "cli/settings.h"
+#include "examples/common/cli.h"
 #include "examples/common/train_run.h"
 
 typedef struct {
-    bool           probe_only, runs_only;  /* the flags */
-    bool           probe, curves;          /* the two parts; both by default */
-    PrecisionTrain run;                    /* part 2's runs, in --out */
-    long           probe_step;             /* fp32 steps before the gradients are measured */
-    long           seeds[SEED_MAX];        /* --seeds: part 2 for each (n_seeds 0: --seed) */
-    int            n_seeds;
+    bool        probe_only, runs_only;  /* the flags */
+    bool        probe, curves;          /* the two parts; both by default */
+    PrecisionRunsSetup run;             /* part 2's runs, in --out */
+    int         jobs;                   /* runs at once */
+    bool        from_logs;              /* start no run: read back what earlier ones left */
+    long        probe_step;             /* fp32 steps before the gradients are measured */
+    long        seeds[SEED_MAX];        /* --seeds: part 2 for each (n_seeds 0: --seed) */
+    int         n_seeds;
 } Options;
 
 enum { FLAG_PROBE_ONLY = 256, FLAG_RUNS_ONLY, FLAG_OUT, FLAG_TRAIN_GPT, FLAG_STEPS,
        FLAG_PROBE_STEP, FLAG_EVAL_EVERY, FLAG_EVAL_EXAMPLES, FLAG_COMPARE_STEP, FLAG_SEED,
        FLAG_SEEDS, FLAG_FROM_LOGS, FLAG_THREADS, FLAG_KERNELS, FLAG_JOBS };
-
-static void set_out(void *opts, int id, const char *flag, const char *arg)
-{
-    (void)id;
-    ((Options *)opts)->run.dir = cli_folder(flag, arg);
-}
 
 static void set_seeds(void *opts, int id, const char *flag, const char *arg)
 {
@@ -68,7 +66,7 @@ static const Setting SETTINGS[] = {
       .offset = FIELD(probe_only), .help = "part 1 only (no train_gpt runs)" },
     { .name = "runs-only", .id = FLAG_RUNS_ONLY, .type = SETTING_SWITCH,
       .offset = FIELD(runs_only), .help = "part 2 only" },
-    { .name = "out", .id = FLAG_OUT, .type = SETTING_CUSTOM, .set = set_out,
+    { .name = "out", .id = FLAG_OUT, .type = SETTING_FOLDER, .offset = FIELD(run.dir),
       .def = "loss_scaling_out", .arg = "DIR",
       .help = "where the TSV files and the runs' logs go" },
     { .name = "train-gpt", .id = FLAG_TRAIN_GPT, .type = SETTING_STRING,
@@ -101,7 +99,7 @@ static const Setting SETTINGS[] = {
               "over fp32's of the same seed, summed up over the seeds\n"
               "(loss_scaling_seeds*.tsv); no part 1" },
     { .name = "from-logs", .id = FLAG_FROM_LOGS, .type = SETTING_SWITCH,
-      .offset = FIELD(run.from_logs),
+      .offset = FIELD(from_logs),
       .help = "start no run: read the logs an earlier run with the same\n"
               "options left in --out (to redo the tables)" },
     { .name = "threads", .id = FLAG_THREADS, .type = SETTING_INT, .offset = FIELD(run.threads),
@@ -111,7 +109,7 @@ static const Setting SETTINGS[] = {
               "runs on 2 (on 1 if N is not 1)" },
     { .name = "kernels", .id = FLAG_KERNELS, .type = SETTING_CUSTOM,
       .set = settings_set_kernels, .arg = "K", .help = SETTINGS_KERNELS_HELP },
-    { .name = "jobs", .id = FLAG_JOBS, .type = SETTING_INT, .offset = FIELD(run.jobs),
+    { .name = "jobs", .id = FLAG_JOBS, .type = SETTING_INT, .offset = FIELD(jobs),
       .lo = 1, .hi = PRECISION_RUNS_N, .def = "1", .arg = "N",
       .help = "runs at once; results do not depend on it" },
     { .heading = "  -h, --help          this text" },
@@ -155,6 +153,14 @@ static Options parse(int argc, char **argv)
     return o;
 }
 
+/* DIR/NAME, in a buffer the next call overwrites: where a result file goes. */
+static const char *in_dir(const char *dir, const char *name)
+{
+    static char path[700];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return path;
+}
+
 /* ---- part 1 ------------------------------------------------------------------------------- */
 
 static void print_probe(const Options *o, const GradProbe *p, const GradProbeResult *r, int n)
@@ -164,7 +170,7 @@ static void print_probe(const Options *o, const GradProbe *p, const GradProbeRes
     grad_hist_range(h, &lo, &hi);
     printf("activation gradients of one batch after %ld fp32 steps (batch loss %.6f): %zu "
            "values in %d tensors\n", o->probe_step, p->loss, p->n_grads, p->n_tensors);
-    double logged = o->curves ? precision_train_logged_loss(&o->run, 0, o->probe_step + 1) : NAN;
+    double logged = o->curves ? precision_run_logged_loss(&o->run, 0, o->probe_step + 1) : NAN;
     if (!isnan(logged))
         printf("  the fp32 train_gpt run's loss at step %ld (the same weights, batch and thread "
                "count): %.6f\n", o->probe_step + 1, logged);
@@ -189,7 +195,7 @@ static void print_probe(const Options *o, const GradProbe *p, const GradProbeRes
 
 static double rel(double x, double ref) { return (x - ref) / ref; }
 
-static void print_table(const PrecisionTrain *t, const PrecisionRunSummary *s)
+static void print_table(const PrecisionRunsSetup *t, const PrecisionRunSummary *s)
 {
     printf("\ntrain_gpt on the add task, %ld steps, seed %ld, %d thread%s per run (the fp32 "
            "control: %d); validation loss and exact match (teacher-forced) at the last "
@@ -213,13 +219,60 @@ static void print_table(const PrecisionTrain *t, const PrecisionRunSummary *s)
     }
 }
 
+/* Part 2's runs in t->dir, --jobs at a time (their commands in commands.txt before any starts:
+ * a run killed later still leaves the list), or with --from-logs read back from what runs of
+ * the same commands left there; col[i] is run i's log, summary[i] what it says in the end. */
+static void train_runs(const Options *o, const PrecisionRunsSetup *t, PrecisionRunLog *col,
+                       PrecisionRunSummary *summary)
+{
+    static RunSpec spec[PRECISION_RUNS_N];
+    static PrecisionRunCommand cmd;
+    RunResult res[PRECISION_RUNS_N];
+    const char *labels[PRECISION_RUNS_N];
+    char commands[700];
+    for (int i = 0; i < PRECISION_RUNS_N; i++) {
+        memset(&spec[i], 0, sizeof spec[i]);
+        precision_run_command(t, i, &cmd);
+        for (int j = 0; j < cmd.n; j++)
+            run_arg(&spec[i], "%s", cmd.arg[j]);
+        precision_run_path(t, i, "tsv", spec[i].log_path, sizeof spec[i].log_path);
+        precision_run_path(t, i, "out", spec[i].out_path, sizeof spec[i].out_path);
+        labels[i] = PRECISION_RUNS[i].name;
+    }
+    snprintf(commands, sizeof commands, "%s/commands.txt", t->dir);
+    int match = o->from_logs ? run_commands_match(commands, spec, PRECISION_RUNS_N) : 1;
+    if (match < 0)
+        cli_die(1, "--from-logs: no %s (run once without --from-logs)", commands);
+    if (!match)
+        cli_die(1, "--from-logs: %s lists other commands than these options make (another "
+                "--steps, --seed, --threads or --train-gpt?)", commands);
+    for (int i = 0; o->from_logs && i < PRECISION_RUNS_N; i++)
+        if (!run_result_from_files(&spec[i], t->steps, &res[i]))
+            cli_die(1, "--from-logs: %s is not a finished run of %ld steps", spec[i].log_path,
+                    t->steps);
+    if (!o->from_logs) {
+        run_make_dir(in_dir(t->dir, "runs"));
+        run_commands_write(commands, spec, PRECISION_RUNS_N);
+        run_jobs(spec, res, PRECISION_RUNS_N, o->jobs, labels);
+    }
+    for (int i = 0; i < PRECISION_RUNS_N; i++)
+        if (!precision_run_log_read(spec[i].log_path, t->steps, &col[i]) ||
+            !precision_run_summarize(res[i].ok, res[i].diverged, res[i].val_loss,
+                                     res[i].val_acc, &col[i], t->steps, t->compare_step,
+                                     &summary[i]))
+            cli_die(1, "out of memory");
+}
+
 /* Part 2 in t->dir: the runs, their curves and table written, and the validation loss of
  * every run at every evaluation printed: where the curves part, and by how much. */
-static void runs_all(const PrecisionTrain *t, PrecisionRunSummary *summary)
+static void runs_all(const Options *o, const PrecisionRunsSetup *t,
+                     PrecisionRunSummary *summary)
 {
     PrecisionRunLog col[PRECISION_RUNS_N];
-    precision_train_runs(t, col, summary);
-    precision_train_write_curves(t, "loss_scaling_curves.tsv", col);
+    char err[800];
+    train_runs(o, t, col, summary);
+    cli_check(precision_runs_write_curves(in_dir(t->dir, "loss_scaling_curves.tsv"), col,
+                                          t->steps, err, sizeof err), err);
     printf("\nvalidation loss at every evaluation\n\n| step |");
     for (int i = 0; i < PRECISION_RUNS_N; i++)
         printf(" %s |", PRECISION_RUNS[i].name);
@@ -235,7 +288,8 @@ static void runs_all(const PrecisionTrain *t, PrecisionRunSummary *summary)
     }
     for (int i = 0; i < PRECISION_RUNS_N; i++)
         precision_run_log_free(&col[i]);
-    precision_train_write_table(t, "loss_scaling_table.tsv", summary);
+    cli_check(precision_runs_write_table(in_dir(t->dir, "loss_scaling_table.tsv"), summary,
+                                         t->steps, t->compare_step, err, sizeof err), err);
 }
 
 /* ---- over the seeds ----------------------------------------------------------------------- */
@@ -303,24 +357,40 @@ static void seeds_all(const Options *o)
 {
     PrecisionRunSummary *sum = malloc((size_t)o->n_seeds * PRECISION_RUNS_N * sizeof *sum);
     PrecisionOverSeeds v[PRECISION_RUNS_N];
+    char err[800];
     if (!sum)
         cli_die(1, "out of memory");
     run_make_dir(o->run.dir);
     for (int k = 0; k < o->n_seeds; k++) {
         char dir[600];
-        PrecisionTrain one = precision_train_seed(&o->run, o->seeds[k], dir, sizeof dir);
+        PrecisionRunsSetup one = o->run;
+        one.seed = o->seeds[k];
+        snprintf(dir, sizeof dir, "%s/seed_%ld", o->run.dir, one.seed);
+        one.dir = dir;
+        run_make_dir(dir);
         fprintf(stderr, "seed %ld (%d of %d)\n", one.seed, k + 1, o->n_seeds);
         printf("\n# seed %ld\n", one.seed);
-        runs_all(&one, &sum[k * PRECISION_RUNS_N]);
+        runs_all(o, &one, &sum[k * PRECISION_RUNS_N]);
         print_table(&one, &sum[k * PRECISION_RUNS_N]);
     }
     for (int i = 0; i < PRECISION_RUNS_N; i++)
         v[i] = precision_runs_over_seeds(sum, PRECISION_RUNS_N, o->n_seeds, i);
-    precision_train_write_seeds(&o->run, "loss_scaling_seeds.tsv", o->seeds, o->n_seeds, sum, v);
-    precision_train_write_over_seeds(&o->run, "loss_scaling_seeds_summary.tsv", o->n_seeds, v);
+    cli_check(precision_runs_write_seeds(in_dir(o->run.dir, "loss_scaling_seeds.tsv"), sum, v,
+                                         o->seeds, o->n_seeds, o->run.threads,
+                                         o->run.compare_step, err, sizeof err), err);
+    cli_check(precision_runs_write_over_seeds(in_dir(o->run.dir,
+                                                     "loss_scaling_seeds_summary.tsv"),
+                                              v, o->n_seeds, o->run.threads,
+                                              o->run.compare_step, err, sizeof err), err);
     print_per_seed(o, sum);
     print_over_seeds(o, v);
     free(sum);
+}
+
+static void show_step(void *ctx, long step, long steps, double loss)
+{
+    (void)ctx;
+    fprintf(stderr, "probe: fp32 step %ld/%ld, loss %.4f\n", step, steps, loss);
 }
 
 int main(int argc, char **argv)
@@ -338,32 +408,36 @@ int main(int argc, char **argv)
     par_set_threads(o.run.threads);
 
     GradProbe *probe = NULL;
-    GradProbeResult results[4];
-    int n_results = 0;
+    GradProbeResult res[4];
+    int n = 0;
     float max_scale = 1.0f;
+    char err[800];
     if (o.probe) {
-        probe = precision_train_probe(&o.run, o.probe_step);
+        GradProbeConfig c = grad_probe_defaults(o.run.steps, o.probe_step, o.run.seed);
+        GradProbeWatch watch = { .step = show_step };
+        probe = grad_probe_new(&c, &watch, err, sizeof err);
+        cli_check(probe != NULL, err);
         max_scale = grad_max_pow2_scale(FMT_FP16, probe->amax);
-        results[n_results++] = precision_train_measure(probe, 1.0f, "none");
-        results[n_results++] = precision_train_measure(probe, 65536.0f,
-                                                       "GradScaler's initial 2^16");
-        results[n_results++] = precision_train_measure(
-            probe, max_scale, "largest 2^k not overflowing the largest gradient");
+        cli_check(grad_probe_measure(probe, 1.0f, "none", &res[n++], err, sizeof err), err);
+        cli_check(grad_probe_measure(probe, 65536.0f, "GradScaler's initial 2^16", &res[n++],
+                                     err, sizeof err), err);
+        cli_check(grad_probe_measure(probe, max_scale, "largest 2^k not overflowing the "
+                                     "largest gradient", &res[n++], err, sizeof err), err);
     }
     PrecisionRunSummary summary[PRECISION_RUNS_N];
     if (o.curves)
-        runs_all(&o.run, summary);
+        runs_all(&o, &o.run, summary);
     if (o.probe) {
         float dyn = o.curves ? precision_runs_dynamic_scale(summary) : NAN;
         if (isfinite(dyn))
-            results[n_results++] = precision_train_measure(probe, dyn,
-                                                          "median of the dynamic scaler");
+            cli_check(grad_probe_measure(probe, dyn, "median of the dynamic scaler", &res[n++],
+                                         err, sizeof err), err);
         /* The outline in the figure: the paper's rule (row 3 of the underflow table). */
-        precision_train_write_hist(o.run.dir, "loss_scaling_hist.tsv", probe,
-                                  grad_hist_exponent(max_scale));
-        precision_train_write_underflow(o.run.dir, "loss_scaling_underflow.tsv", probe,
-                                       results, n_results);
-        print_probe(&o, probe, results, n_results);
+        cli_check(grad_hist_write(in_dir(o.run.dir, "loss_scaling_hist.tsv"), &probe->hist,
+                                  grad_hist_exponent(max_scale), err, sizeof err), err);
+        cli_check(grad_probe_write_underflow(in_dir(o.run.dir, "loss_scaling_underflow.tsv"),
+                                             probe, res, n, err, sizeof err), err);
+        print_probe(&o, probe, res, n);
         grad_probe_free(probe);
     }
     if (o.curves)

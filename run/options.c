@@ -74,7 +74,6 @@ static void check_combinations(const RunOptions *o)
                                 paths[i]);
 }
 
-
 /* Adapters on q, k or v need separate projections: a fresh model gets them without being asked
  * (the two layouts compute the same function); a base must have been trained with them. */
 static void check_lora(RunOptions *o)

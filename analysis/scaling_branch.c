@@ -280,3 +280,24 @@ bool scaling_points_read(const char *path, ScalingPoint *pts, int max, int *n, c
     free(all);
     return ok;
 }
+
+bool scaling_write_point(TsvWriter *w, const ScalingPoint *p)
+{
+    tsv_int(w, p->layers);
+    tsv_int(w, p->width);
+    tsv_int(w, p->heads);
+    tsv_int(w, (long long)p->seed);
+    tsv_num(w, p->N_nonemb);
+    tsv_num(w, p->N_all);
+    tsv_str(w, SCALING_COUNT_NAMES[p->count]);
+    tsv_str(w, SCALING_SCHED_NAMES[p->schedule]);
+    tsv_num(w, p->budget);
+    tsv_int(w, p->steps);
+    tsv_num(w, p->D);
+    tsv_num(w, p->lr);
+    tsv_num(w, p->val_loss);
+    tsv_num(w, p->trained);
+    tsv_num(w, p->flop);
+    tsv_num(w, p->seconds);
+    return tsv_end_row(w);
+}

@@ -90,10 +90,11 @@ ScalingPoint scaling_train_cosine(const Dataset *ds, const ScalingTrainConfig *c
 /* The warmup the branches of a size use when its shortest target is `shortest` steps. */
 long scaling_branch_warmup(const ScalingTrainConfig *cfg, long shortest);
 
-/* The points file: its columns (NULL-terminated; a program writes the rows with its TSV
- * plumbing, count and schedule by name), and reading it back (columns by name; false with the
- * file, line and column in err when it is malformed). */
+/* The points file: its columns (NULL-terminated), one point's row written into a writer opened
+ * with them (count and schedule by name; false when the write failed), and reading it back
+ * (columns by name; false with the file, line and column in err when it is malformed). */
 extern const char *const SCALING_POINT_COLUMNS[];
+bool scaling_write_point(TsvWriter *w, const ScalingPoint *p);
 bool scaling_points_read(const char *path, ScalingPoint *pts, int max, int *n, char *err,
                          size_t errlen);
 

@@ -158,3 +158,20 @@ bool scaling_read_results(const char *path, ScalingRun *runs, int max, int *n, c
     free(all);
     return ok;
 }
+
+bool scaling_write_row(TsvWriter *w, const ScalingRun *r)
+{
+    tsv_int(w, r->layers);
+    tsv_int(w, r->width);
+    tsv_int(w, r->heads);
+    tsv_num(w, r->N);
+    tsv_num(w, r->D);
+    tsv_num(w, r->C);
+    tsv_num(w, r->budget);
+    tsv_int(w, r->steps);
+    tsv_num(w, r->lr);
+    tsv_num(w, r->val_loss);
+    tsv_num(w, r->seconds);
+    tsv_num(w, r->flop);
+    return tsv_end_row(w);
+}

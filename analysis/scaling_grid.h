@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "autograd/tsv.h"
 #include "data/dataset.h"
 #include "nn/gpt.h"
 #include "optim/train.h"
@@ -83,9 +84,10 @@ ScalingRun scaling_train_one(const Dataset *ds, const ScalingTrainConfig *cfg, i
  * loss (analysis/eval.h). */
 double scaling_validation_loss(Trainer *tr, const Dataset *ds, int n);
 
-/* The columns of the results file, in order (NULL-terminated); a row is written by the
- * programs' TSV plumbing (scaling_write_row, examples/common/scaling_rows.h). */
+/* The columns of the results file, in order (NULL-terminated), and one run's row written into
+ * a writer opened with them (false when the write failed, autograd/tsv.h). */
 extern const char *const SCALING_COLUMNS[];
+bool   scaling_write_row(TsvWriter *w, const ScalingRun *run);
 /* Reads a results file: up to max rows into runs, the count in *n. Columns are found by name,
  * so extra columns are ignored. False with a message (the file, the line, the column) in err
  * when the file cannot be read, a column is missing or a cell is not a number. */

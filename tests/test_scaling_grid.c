@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 
 #include "analysis/scaling_grid.h"
-#include "examples/common/scaling_rows.h"
+#include "examples/common/tsv.h"
 
 static void test_non_embedding_count(void **state)
 {

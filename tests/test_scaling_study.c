@@ -15,7 +15,7 @@
 
 #include "analysis/scaling_study.h"
 #include "analysis/scaling_sweep.h"
-#include "examples/common/scaling_rows.h"
+#include "examples/common/tsv.h"
 
 static const ChinLaw LAW = { .E = 1.2, .A = 60.0, .B = 300.0, .alpha = 0.45, .beta = 0.35 };
 static const double BUDGETS[4] = { 1e9, 3e9, 1e10, 3e10 };

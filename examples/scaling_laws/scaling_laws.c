@@ -22,7 +22,6 @@
 #include "examples/common/cli.h"
 #include "examples/common/plot.h"
 #include "examples/common/progress.h"
-#include "examples/common/scaling_rows.h"
 #include "cli/settings.h"
 #include "examples/common/tsv.h"
 
@@ -177,6 +176,14 @@ static void print_plan(const ScalingSweep *sw)
 }
 
 /* Trains the study into pts, writes OUT/scaling_study.tsv; returns the number of points. */
+/* Each run's steps on the progress line (a plain line every half run). */
+static void watch_begin(void *ctx, long steps) { progress_start(ctx, 0, steps, steps / 2); }
+static void watch_end(void *ctx) { progress_finish(ctx); }
+static void watch_step(void *ctx, long step, double loss, long long tokens, const char *label)
+{
+    progress_update(ctx, step, loss, tokens, label);
+}
+
 static int run_study(const Options *o, ScalingPoint *pts)
 {
     char err[512], desc[256];
@@ -188,7 +195,8 @@ static int run_study(const Options *o, ScalingPoint *pts)
     scaling_sweep_plan(&o->study, dataset_vocab_size(ds), (double)text_train_len(ds->text), &sw);
     print_plan(&sw);
     Progress prog = { .out = stdout };
-    ScalingWatch steps = scaling_watch_progress(&prog);
+    ScalingWatch steps = { .begin = watch_begin, .step = watch_step, .end = watch_end,
+                           .ctx = &prog };
     ScalingSweepWatch watch = { .watch = &steps, .done = item_done };
     double start = progress_now();
     int n = scaling_sweep_run(ds, &sw, o->out, &watch, pts, MAX_POINTS, err, sizeof err);

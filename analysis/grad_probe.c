@@ -1,6 +1,6 @@
 /* The gradient probe (analysis/grad_probe.h): an fp32 run to probe_step, one batch's activation
  * gradients kept, and the same batch again under the fp16 policy at each scale asked for; the
- * underflow file of those measurements. */
+ * underflow file of those measurements and their printed table. */
 #include "analysis/grad_probe.h"
 
 #include <math.h>
@@ -229,4 +229,26 @@ bool grad_probe_write_underflow(const char *path, const GradProbe *p, const Grad
         tsv_end_row(w);
     }
     return tsv_close(w, err, errlen);
+}
+
+void grad_probe_print(const GradProbe *p, const GradProbeResult *r, int n, FILE *out)
+{
+    const GradHist *h = &p->hist;
+    int lo, hi;
+    grad_hist_range(h, &lo, &hi);
+    fprintf(out, "  exactly zero %lld (%.2f%%), largest |g| %.4g (bin 2^%d), smallest nonzero "
+            "in bin 2^%d\n", h->zeros, 100.0 * h->zeros / h->total, (double)p->amax,
+            grad_hist_exponent(p->amax), lo);
+    fprintf(out, "  fp16: smallest subnormal 2^-24 = %.3g, smallest normal 2^-14 = %.3g, "
+            "largest 65504; below 2^-25 a value rounds to 0\n\n", 0x1p-24, 0x1p-14);
+    fprintf(out, "| loss scale | chosen as | nonzero gradients | become 0 in fp16 (rounded) | "
+            "become 0 in an fp16 backward pass | overflow (rounded / pass) |\n");
+    fprintf(out, "|---|---|---|---|---|---|\n");
+    for (int i = 0; i < n; i++) {
+        double nz = (double)r[i].rounded.nonzero;
+        fprintf(out, "| 2^%d | %s | %lld | %lld (%.3f%%) | %lld (%.3f%%) | %lld / %lld |\n",
+                grad_hist_exponent(r[i].scale), r[i].rule, r[i].rounded.nonzero,
+                r[i].rounded.underflow, 100.0 * r[i].rounded.underflow / nz, r[i].pass_zero,
+                100.0 * r[i].pass_zero / nz, r[i].rounded.overflow, r[i].pass_nonfinite);
+    }
 }

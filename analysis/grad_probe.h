@@ -12,11 +12,12 @@
  *            the tape rounds every gradient to fp16 as it goes (autograd/tape.c), compared
  *            with the fp32 pass value by value. Rounding errors compound there (a gradient
  *            is made from rounded gradients), so the two need not agree exactly.
- * The library prints nothing; the fp32 steps reach a program through a watch. The
- * measurements' result file is grad_probe_write_underflow's (the histogram's is
- * grad_hist_write's). */
+ * The fp32 steps reach a program through a watch. The measurements' result file is
+ * grad_probe_write_underflow's (the histogram's is grad_hist_write's), their markdown table
+ * grad_probe_print's, into the FILE the program gives. */
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "analysis/grad_hist.h"
 #include "data/dataset.h"
@@ -89,5 +90,10 @@ bool       grad_probe_measure(GradProbe *p, float scale, const char *rule, GradP
 bool       grad_probe_write_underflow(const char *path, const GradProbe *p,
                                       const GradProbeResult *r, int n, char *err,
                                       size_t errlen);
+/* The same measurements as loss_scaling prints them, into out: the probe's zeros, its largest
+ * |g| and smallest nonzero bin, fp16's range, then a markdown row per loss scale: its exponent
+ * and rule, the nonzero values, how many become 0 rounded and in the fp16 pass (with their
+ * share of the nonzero ones) and how many overflow each way. */
+void       grad_probe_print(const GradProbe *p, const GradProbeResult *r, int n, FILE *out);
 
 #endif

@@ -18,9 +18,11 @@
  *
  * Arithmetic on arrays; the runs as train_gpt command lines and their logs read back
  * (train_log.h); the result files of its rows (autograd/tsv.h: the curves, the table, every
- * seed's runs and the runs over the seeds). Starting the runs is the caller's. */
+ * seed's runs and the runs over the seeds) and their printed tables (precision_runs_print.c).
+ * Starting the runs is the caller's. */
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "analysis/seed_stats.h"
 
@@ -162,5 +164,27 @@ bool   precision_runs_write_seeds(const char *path, const PrecisionRunSummary *s
 bool   precision_runs_write_over_seeds(const char *path, const PrecisionOverSeeds *v,
                                        int n_seeds, int threads, long compare_step, char *err,
                                        size_t errlen);
+
+/* The same rows as loss_scaling prints them, as markdown into out (precision_runs_print.c);
+ * run i is PRECISION_RUNS[i], run 0 the reference. The headings around them are the program's.
+ *
+ * The table of one set of runs (t: their steps, seed, threads and compare_step): a caption,
+ * then a row per run: final validation loss and its difference from fp32's in percent, exact
+ * match, the loss at compare_step and its difference, skipped steps, the final scale and the
+ * peak act bytes with their ratio to fp32's; a run that did not finish says diverged or failed. */
+void   precision_runs_print_table(const PrecisionRunsSetup *t, const PrecisionRunSummary *s,
+                                  FILE *out);
+/* The validation loss of every run (col[i] run i's log) at every eval_every-th step to steps. */
+void   precision_runs_print_evals(const PrecisionRunLog *col, long steps, long eval_every,
+                                  FILE *out);
+/* Every seed's final validation loss and exact match: a row per run, a column per seed
+ * (sum[k * PRECISION_RUNS_N + i] is run i with seeds[k]). */
+void   precision_runs_print_seeds(const PrecisionRunSummary *sum, const long *seeds, int n_seeds,
+                                  long steps, int threads, FILE *out);
+/* The runs over the seeds: its legend, then a row per run: seeds solved, the geometric mean of
+ * the final losses, the ratios' geometric mean with its 95% interval, median, range and count
+ * within 2% (3 digits), the same at compare_step (5 digits; fp32's row: its geometric mean). */
+void   precision_runs_print_over_seeds(const PrecisionOverSeeds *v, int n_seeds,
+                                       long compare_step, FILE *out);
 
 #endif

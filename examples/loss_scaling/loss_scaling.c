@@ -18,7 +18,8 @@
  *
  * Output in --out DIR: loss_scaling_{hist,underflow}.tsv (part 1), loss_scaling_{curves,table}
  * .tsv, runs/ and commands.txt (part 2), loss_scaling_seeds{,_summary}.tsv and seed_S/
- * (--seeds); markdown on stdout. figure.sh draws docs/mixed_precision.md's figures. */
+ * (--seeds); markdown on stdout, its tables printed by the rooms that compute their rows
+ * (grad_probe_print, precision_runs_print_*). figure.sh draws docs/mixed_precision.md's figures. */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -163,61 +164,19 @@ static const char *in_dir(const char *dir, const char *name)
 
 /* ---- part 1 ------------------------------------------------------------------------------- */
 
+/* The probe's lines: the batch, the fp32 run's logged loss on it, then its table. */
 static void print_probe(const Options *o, const GradProbe *p, const GradProbeResult *r, int n)
 {
-    const GradHist *h = &p->hist;
-    int lo, hi;
-    grad_hist_range(h, &lo, &hi);
     printf("activation gradients of one batch after %ld fp32 steps (batch loss %.6f): %zu "
            "values in %d tensors\n", o->probe_step, p->loss, p->n_grads, p->n_tensors);
     double logged = o->curves ? precision_run_logged_loss(&o->run, 0, o->probe_step + 1) : NAN;
     if (!isnan(logged))
         printf("  the fp32 train_gpt run's loss at step %ld (the same weights, batch and thread "
                "count): %.6f\n", o->probe_step + 1, logged);
-    printf("  exactly zero %lld (%.2f%%), largest |g| %.4g (bin 2^%d), smallest nonzero in "
-           "bin 2^%d\n", h->zeros, 100.0 * h->zeros / h->total, (double)p->amax,
-           grad_hist_exponent(p->amax), lo);
-    printf("  fp16: smallest subnormal 2^-24 = %.3g, smallest normal 2^-14 = %.3g, largest "
-           "65504; below 2^-25 a value rounds to 0\n\n", 0x1p-24, 0x1p-14);
-    printf("| loss scale | chosen as | nonzero gradients | become 0 in fp16 (rounded) | "
-           "become 0 in an fp16 backward pass | overflow (rounded / pass) |\n");
-    printf("|---|---|---|---|---|---|\n");
-    for (int i = 0; i < n; i++) {
-        double nz = (double)r[i].rounded.nonzero;
-        printf("| 2^%d | %s | %lld | %lld (%.3f%%) | %lld (%.3f%%) | %lld / %lld |\n",
-               grad_hist_exponent(r[i].scale), r[i].rule, r[i].rounded.nonzero,
-               r[i].rounded.underflow, 100.0 * r[i].rounded.underflow / nz, r[i].pass_zero,
-               100.0 * r[i].pass_zero / nz, r[i].rounded.overflow, r[i].pass_nonfinite);
-    }
+    grad_probe_print(p, r, n, stdout);
 }
 
 /* ---- part 2 ------------------------------------------------------------------------------- */
-
-static double rel(double x, double ref) { return (x - ref) / ref; }
-
-static void print_table(const PrecisionRunsSetup *t, const PrecisionRunSummary *s)
-{
-    printf("\ntrain_gpt on the add task, %ld steps, seed %ld, %d thread%s per run (the fp32 "
-           "control: %d); validation loss and exact match (teacher-forced) at the last "
-           "evaluation, and the validation loss at step %ld; relative differences against "
-           "fp32\n\n", t->steps, t->seed, t->threads, t->threads == 1 ? "" : "s",
-           precision_runs_threads(PRECISION_RUNS_N - 1, t->threads), t->compare_step);
-    printf("| run | val loss | vs fp32 | exact match | val loss @%ld | vs fp32 | skipped | "
-           "final scale | peak act bytes | vs fp32 |\n", t->compare_step);
-    printf("|---|---|---|---|---|---|---|---|---|---|\n");
-    for (int i = 0; i < PRECISION_RUNS_N; i++) {
-        if (!s[i].ok) {
-            printf("| %s | %s | | | | | | | | |\n", PRECISION_RUNS[i].name,
-                   s[i].diverged ? "diverged" : "failed");
-            continue;
-        }
-        printf("| %s | %.4g | %+.1f%% | %.1f%% | %.4g | %+.1f%% | %.0f | %g | %.0f | %.3f |\n",
-               PRECISION_RUNS[i].name, s[i].val_loss, 100.0 * rel(s[i].val_loss, s[0].val_loss),
-               100.0 * s[i].val_acc, s[i].compare_loss,
-               100.0 * rel(s[i].compare_loss, s[0].compare_loss), s[i].skipped,
-               s[i].final_scale, s[i].peak_act, s[i].peak_act / s[0].peak_act);
-    }
-}
 
 /* Part 2's runs in t->dir, --jobs at a time (their commands in commands.txt before any starts:
  * a run killed later still leaves the list), or with --from-logs read back from what runs of
@@ -273,19 +232,7 @@ static void runs_all(const Options *o, const PrecisionRunsSetup *t,
     train_runs(o, t, col, summary);
     cli_check(precision_runs_write_curves(in_dir(t->dir, "loss_scaling_curves.tsv"), col,
                                           t->steps, err, sizeof err), err);
-    printf("\nvalidation loss at every evaluation\n\n| step |");
-    for (int i = 0; i < PRECISION_RUNS_N; i++)
-        printf(" %s |", PRECISION_RUNS[i].name);
-    printf("\n|---|");
-    for (int i = 0; i < PRECISION_RUNS_N; i++)
-        printf("---|");
-    printf("\n");
-    for (long s = t->eval_every; s <= t->steps; s += t->eval_every) {
-        printf("| %ld |", s);
-        for (int i = 0; i < PRECISION_RUNS_N; i++)
-            printf(" %.4g |", col[i].val_loss[s]);
-        printf("\n");
-    }
+    precision_runs_print_evals(col, t->steps, t->eval_every, stdout);
     for (int i = 0; i < PRECISION_RUNS_N; i++)
         precision_run_log_free(&col[i]);
     cli_check(precision_runs_write_table(in_dir(t->dir, "loss_scaling_table.tsv"), summary,
@@ -293,63 +240,6 @@ static void runs_all(const Options *o, const PrecisionRunsSetup *t,
 }
 
 /* ---- over the seeds ----------------------------------------------------------------------- */
-
-static void print_per_seed(const Options *o, const PrecisionRunSummary *sum)
-{
-    printf("\n## every seed\n\nfinal validation loss (exact match), %ld steps, %d thread%s per "
-           "run (the fp32 control: %d)\n\n| run |", o->run.steps, o->run.threads,
-           o->run.threads == 1 ? "" : "s",
-           precision_runs_threads(PRECISION_RUNS_N - 1, o->run.threads));
-    for (int k = 0; k < o->n_seeds; k++)
-        printf(" seed %ld |", o->seeds[k]);
-    printf("\n|---|");
-    for (int k = 0; k < o->n_seeds; k++)
-        printf("---|");
-    for (int i = 0; i < PRECISION_RUNS_N; i++) {
-        printf("\n| %s |", PRECISION_RUNS[i].name);
-        for (int k = 0; k < o->n_seeds; k++) {
-            const PrecisionRunSummary *s = &sum[k * PRECISION_RUNS_N + i];
-            if (s->ok)
-                printf(" %.3g (%.0f%%) |", s->val_loss, 100.0 * s->val_acc);
-            else
-                printf(" %s |", s->diverged ? "diverged" : "failed");
-        }
-    }
-    printf("\n");
-}
-
-/* "geo. mean [lo, hi] | median | min..max | within" of one set of ratios. */
-static void print_ratios(int digits, const SeedStats *r, int within)
-{
-    printf(" %.*g [%.*g, %.*g] | %.*g | %.*g..%.*g | %d of %d |", digits, r->geomean, digits,
-           r->ci_lo, digits, r->ci_hi, digits, r->median, digits, r->min, digits, r->max,
-           within, r->n);
-}
-
-static void print_over_seeds(const Options *o, const PrecisionOverSeeds *v)
-{
-    printf("\n## over the seeds\n\nratio: a run's validation loss over fp32's of the same "
-           "seed; geometric mean of the ratios with its 95%% interval (Student's t on the log "
-           "ratios), median, min..max, and the seeds within 2%% (|ratio - 1| <= 0.02); solved: "
-           "final exact match >= %.0f%%. Every seed is in (a run left on the plateau too); a "
-           "diverged run is left out of its row's counts.\n\n", 100.0 * PRECISION_RUNS_SOLVED);
-    printf("| run | solved | final val loss (geo. mean) | vs fp32: geo. mean [95%%] | median "
-           "| min..max | within 2%% | at step %ld: vs fp32 [95%%] | median | min..max | "
-           "within 2%% |\n|---|---|---|---|---|---|---|---|---|---|---|\n", o->run.compare_step);
-    for (int i = 0; i < PRECISION_RUNS_N; i++) {
-        printf("| %s | %d of %d | %.3g |", PRECISION_RUNS[i].name, v[i].solved, o->n_seeds,
-               v[i].loss_st.geomean);
-        if (i == 0) {
-            printf(" (reference) | | | | (reference: geo. mean %.4g) | | | |\n",
-                   v[i].early_st.geomean);
-            continue;
-        }
-        /* the early ratios are near 1: more digits */
-        print_ratios(3, &v[i].ratio_st, v[i].within);
-        print_ratios(5, &v[i].early_ratio_st, v[i].early_within);
-        printf("\n");
-    }
-}
 
 /* Part 2 once per seed, in --out/seed_S (the files of a single-seed run), then the runs over
  * the seeds, written and printed. */
@@ -371,7 +261,7 @@ static void seeds_all(const Options *o)
         fprintf(stderr, "seed %ld (%d of %d)\n", one.seed, k + 1, o->n_seeds);
         printf("\n# seed %ld\n", one.seed);
         runs_all(o, &one, &sum[k * PRECISION_RUNS_N]);
-        print_table(&one, &sum[k * PRECISION_RUNS_N]);
+        precision_runs_print_table(&one, &sum[k * PRECISION_RUNS_N], stdout);
     }
     for (int i = 0; i < PRECISION_RUNS_N; i++)
         v[i] = precision_runs_over_seeds(sum, PRECISION_RUNS_N, o->n_seeds, i);
@@ -382,8 +272,10 @@ static void seeds_all(const Options *o)
                                                      "loss_scaling_seeds_summary.tsv"),
                                               v, o->n_seeds, o->run.threads,
                                               o->run.compare_step, err, sizeof err), err);
-    print_per_seed(o, sum);
-    print_over_seeds(o, v);
+    printf("\n## every seed\n\n");
+    precision_runs_print_seeds(sum, o->seeds, o->n_seeds, o->run.steps, o->run.threads, stdout);
+    printf("\n## over the seeds\n\n");
+    precision_runs_print_over_seeds(v, o->n_seeds, o->run.compare_step, stdout);
     free(sum);
 }
 
@@ -441,7 +333,7 @@ int main(int argc, char **argv)
         grad_probe_free(probe);
     }
     if (o.curves)
-        print_table(&o.run, summary);
+        precision_runs_print_table(&o.run, summary, stdout);
     printf("\nTSV files in %s\n", o.run.dir);
     return 0;
 }

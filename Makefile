@@ -159,30 +159,44 @@ grade:
 	@GEMM=$(GEMM) sh scripts/deps.sh grade
 	@sh scripts/grade.sh --student $(STUDENT) --timeout $(TIMEOUT) $(if $(PARTS),--parts $(PARTS))
 
-$(LIB): $(call OBJ,$(LIB_SRC))
+$(LIB): $(call OBJ,$(LIB_SRC)) $(BUILD)/lib/libtapegrad.members
 	@mkdir -p $(dir $@)
 	@rm -f $@
-	$(AR) rcs $@ $^
+	$(AR) rcs $@ $(filter %.o,$^)
 
-$(EXLIB): $(call OBJ,$(EX_SRC))
+$(EXLIB): $(call OBJ,$(EX_SRC)) $(BUILD)/lib/libexamples.members
 	@mkdir -p $(dir $@)
 	@rm -f $@
-	$(AR) rcs $@ $^
+	$(AR) rcs $@ $(filter %.o,$^)
 
-$(DISTLIB): $(call OBJ,$(DIST_SRC))
+$(DISTLIB): $(call OBJ,$(DIST_SRC)) $(BUILD)/lib/libdist.members
 	@mkdir -p $(dir $@)
 	@rm -f $@
-	$(AR) rcs $@ $^
+	$(AR) rcs $@ $(filter %.o,$^)
 
-$(RUNLIB): $(call OBJ,$(RUN_SRC))
+$(RUNLIB): $(call OBJ,$(RUN_SRC)) $(BUILD)/lib/librun.members
 	@mkdir -p $(dir $@)
 	@rm -f $@
-	$(AR) rcs $@ $^
+	$(AR) rcs $@ $(filter %.o,$^)
 
-$(ROOMLIB): $(call OBJ,$(ROOM_SRC))
+$(ROOMLIB): $(call OBJ,$(ROOM_SRC)) $(BUILD)/lib/librooms.members
 	@mkdir -p $(dir $@)
 	@rm -f $@
-	$(AR) rcs $@ $^
+	$(AR) rcs $@ $(filter %.o,$^)
+
+# Each archive's list of sources, rewritten only when it changes: a source removed (or added)
+# rebuilds the archive even when no object is newer, so that a removed file's old object does
+# not stay in it and clash at link time with the code that replaced it.
+$(BUILD)/lib/%.members: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(MEMBERS_$*)' | cmp -s - $@ || echo '$(MEMBERS_$*)' > $@
+MEMBERS_libtapegrad := $(LIB_SRC)
+MEMBERS_libexamples := $(EX_SRC)
+MEMBERS_libdist     := $(DIST_SRC)
+MEMBERS_librun      := $(RUN_SRC)
+MEMBERS_librooms    := $(ROOM_SRC)
+FORCE:
+.PHONY: FORCE
 
 # The binaries that use dist/ or run/: librun.a and libdist.a before the other libraries, and
 # MPI's library (librooms.a again after librun.a, which calls into the rooms).

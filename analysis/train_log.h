@@ -4,7 +4,7 @@
  * a row per step, a cell left empty where the step has no value, such as val_loss between
  * evaluations), and its console output searched. For the rooms that turn a folder of runs into
  * a table (precision_runs.h, quality_logs.h) and the programs that start the runs
- * (examples/common/train_run.h).
+ * (examples/common/jobs.h).
  *
  * Lenient on purpose: a log still being written or cut short reads as far as it goes, and a
  * missing file or column reads as no rows (NAN where one value is asked for), so a caller can

@@ -16,7 +16,7 @@
 #include "autograd/tsv.h"
 #include "run/train.h"
 
-/* Readers find columns by name (examples/train_gpt/loss.gp, examples/common's train_run), so
+/* Readers find columns by name (examples/train_gpt/loss.gp, examples/common/jobs.h), so
  * new ones go before the peak_* group that closes a row. */
 static const char *const STEP_COLUMNS[] = {
     "step", "loss", "lr", "grad_norm", "tokens_per_s", "ms", "val_loss", "val_acc",

@@ -1,6 +1,6 @@
 /* What examples/loss_scaling measures with: gradient histograms in powers of two, what fp16
  * rounding does to gradients with and without a scale, the paper's choice of a static scale
- * (analysis/grad_hist.h), and reading train_gpt's logs (examples/common/train_run.h).
+ * (analysis/grad_hist.h), and reading train_gpt's logs (examples/common/jobs.h).
  * Expected values come from the formats' definitions (fp16: smallest subnormal 2^-24, largest
  * finite 65504; e4m3: 448), not from the code under test. */
 #include "tests/test_helpers.h"
@@ -10,7 +10,7 @@
 #include <stdio.h>
 
 #include "analysis/grad_hist.h"
-#include "examples/common/train_run.h"
+#include "examples/common/jobs.h"
 
 static void test_exponent(void **state)
 {
@@ -120,17 +120,17 @@ static void test_run_log(void **state)
           "3\t1.5\t\t32768\n", f);
     fclose(f);
     double x[4], y[4];
-    assert_int_equal(run_read_columns(path, "step", "val_loss", x, y, 4), 1);
+    assert_int_equal(job_read_columns(path, "step", "val_loss", x, y, 4), 1);
     assert_true(x[0] == 2.0 && y[0] == 1.75);
-    assert_int_equal(run_read_columns(path, "step", "loss", x, y, 2), 2);   /* max rows */
+    assert_int_equal(job_read_columns(path, "step", "loss", x, y, 2), 2);   /* max rows */
     assert_true(y[1] == 2.0);
-    assert_true(run_last_value(path, "loss") == 1.5);
-    assert_true(run_last_value(path, "val_loss") == 1.75);
-    assert_true(run_last_value(path, "loss_scale") == 32768.0);
-    assert_true(isnan(run_last_value(path, "skipped")));
+    assert_true(job_last_value(path, "loss") == 1.5);
+    assert_true(job_last_value(path, "val_loss") == 1.75);
+    assert_true(job_last_value(path, "loss_scale") == 32768.0);
+    assert_true(isnan(job_last_value(path, "skipped")));
     remove(path);
-    assert_true(isnan(run_last_value(path, "loss")));
-    assert_int_equal(run_read_columns(path, "step", "loss", x, y, 4), 0);
+    assert_true(isnan(job_last_value(path, "loss")));
+    assert_int_equal(job_read_columns(path, "step", "loss", x, y, 4), 0);
 }
 
 static void test_hist_range(void **state)
@@ -162,48 +162,48 @@ static void write_file(char *path, const char *text)
 static void test_run_files(void **state)
 {
     (void)state;
-    RunSpec r = { 0 };
+    JobSpec r = { 0 };
     char log[] = "/tmp/test_loss_scaling_XXXXXX", out[] = "/tmp/test_loss_scaling_XXXXXX";
     write_file(log, "step\tloss\tval_loss\tval_acc\n1\t2\t\t\n2\t1\t0.5\t0.25\n");
     write_file(out, "step 2\ntraining diverged at step 3\n");
     snprintf(r.log_path, sizeof r.log_path, "%s", log);
     snprintf(r.out_path, sizeof r.out_path, "%s", out);
-    RunResult res;
-    assert_true(run_result_from_files(&r, 2, &res));
+    JobResult res;
+    assert_true(job_result_from_files(&r, 2, &res));
     assert_true(res.ok && !res.diverged && res.val_loss == 0.5 && res.val_acc == 0.25);
-    assert_true(run_result_from_files(&r, 3, &res));       /* short of 3 steps: its output */
+    assert_true(job_result_from_files(&r, 3, &res));       /* short of 3 steps: its output */
     assert_true(!res.ok && res.diverged);
     remove(out);
-    assert_false(run_result_from_files(&r, 3, &res));      /* neither finished nor diverged */
+    assert_false(job_result_from_files(&r, 3, &res));      /* neither finished nor diverged */
     double v[4] = { -1, -1, -1, -1 };
-    run_read_by_step(log, "val_loss", 3, v);
+    job_read_by_step(log, "val_loss", 3, v);
     assert_true(v[0] == -1 && v[1] == -1 && v[2] == 0.5 && v[3] == -1);
     remove(log);
 
-    static RunSpec two[2];
+    static JobSpec two[2];
     for (int i = 0; i < 2; i++) {
-        run_arg(&two[i], "train_gpt");
-        run_arg(&two[i], "--seed=%d", 7 + i);
+        job_arg(&two[i], "train_gpt");
+        job_arg(&two[i], "--seed=%d", 7 + i);
     }
     char cmds[] = "/tmp/test_loss_scaling_XXXXXX";
     write_file(cmds, "");
-    run_commands_write(cmds, two, 1);
-    assert_int_equal(run_commands_match(cmds, two, 1), 1);
-    assert_int_equal(run_commands_match(cmds, two + 1, 1), 0);  /* another seed */
-    assert_int_equal(run_commands_match(cmds, two, 2), 0);      /* a line short */
-    run_commands_write(cmds, two, 2);
-    assert_int_equal(run_commands_match(cmds, two, 2), 1);
-    assert_int_equal(run_commands_match(cmds, two, 1), 0);      /* a line longer */
+    jobs_commands_write(cmds, two, 1);
+    assert_int_equal(jobs_commands_match(cmds, two, 1), 1);
+    assert_int_equal(jobs_commands_match(cmds, two + 1, 1), 0);  /* another seed */
+    assert_int_equal(jobs_commands_match(cmds, two, 2), 0);      /* a line short */
+    jobs_commands_write(cmds, two, 2);
+    assert_int_equal(jobs_commands_match(cmds, two, 2), 1);
+    assert_int_equal(jobs_commands_match(cmds, two, 1), 0);      /* a line longer */
     remove(cmds);
-    assert_int_equal(run_commands_match(cmds, two, 1), -1);
+    assert_int_equal(jobs_commands_match(cmds, two, 1), -1);
 }
 
 static void test_find_train_gpt(void **state)
 {
     (void)state;
-    assert_string_equal(run_find_train_gpt("/a/b/loss_scaling"), "/a/b/train_gpt");
-    assert_string_equal(run_find_train_gpt("build/bin/lr_scaling"), "build/bin/train_gpt");
-    assert_string_equal(run_find_train_gpt("loss_scaling"), "./train_gpt");
+    assert_string_equal(job_find_train_gpt("/a/b/loss_scaling"), "/a/b/train_gpt");
+    assert_string_equal(job_find_train_gpt("build/bin/lr_scaling"), "build/bin/train_gpt");
+    assert_string_equal(job_find_train_gpt("loss_scaling"), "./train_gpt");
 }
 
 int main(void)

@@ -17,10 +17,10 @@
 typedef struct {
     int  status;        /* the exit status, or -1 for a signal or a timeout */
     char out[16384];    /* stdout and stderr together */
-} RunResult;
+} JobResult;
 
 /* train_gpt ARGS (a shell fragment) on one thread, stopped after `seconds`. */
-static void run(RunResult *r, int seconds, const char *args)
+static void run(JobResult *r, int seconds, const char *args)
 {
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 timeout -s KILL %d %s/bin/train_gpt --threads 1 "
@@ -31,7 +31,7 @@ static void run(RunResult *r, int seconds, const char *args)
 /* The run must exit with status `code` (1 or 2, never a crash), print needle, and run no step. */
 static void expect_refused(int code, const char *args, const char *needle)
 {
-    RunResult *r = malloc(sizeof *r);
+    JobResult *r = malloc(sizeof *r);
     run(r, 120, args);
     if (r->status != code || !strstr(r->out, needle) || strstr(r->out, "step 1")) {
         print_error("train_gpt %s\nexpected status %d and \"%s\", got status %d:\n%s\n", args,
@@ -154,7 +154,7 @@ static void poison_first_value(const char *src, const char *dst, float v)
 /* train_gpt with args, which must succeed (its output shown otherwise). */
 static void run_ok(const char *args)
 {
-    RunResult *r = malloc(sizeof *r);
+    JobResult *r = malloc(sizeof *r);
     run(r, 300, args);
     if (r->status != 0) {
         print_error("train_gpt %s failed:\n%s\n", args, r->out);
@@ -200,7 +200,7 @@ static void test_special_outputs_refused(void **state)
     unlink(fifo);
     /* a log that cannot be written to the end: 1 KiB at most (ulimit -f, with SIGXFSZ ignored
      * so that the write fails instead of killing the run) */
-    RunResult *r = malloc(sizeof *r);
+    JobResult *r = malloc(sizeof *r);
     snprintf(args, sizeof args, "trap '' XFSZ; ulimit -f 1; OMP_NUM_THREADS=1 timeout -s KILL "
              "120 %s/bin/train_gpt --threads 1 --steps 40 --eval-every 0 --eval-examples 8 "
              "--log %s/log.tsv 2>&1", TAPEGRAD_BUILD_DIR, sub);
@@ -508,7 +508,7 @@ static void test_final_fraction_kept(void **state)
     double want = 0.25e-3 + (1e-3 - 0.25e-3) * (0.5 * (1.0 + cos(pi * 0.75)));
     assert_true(fabs(lr - want) <= 1e-15);
     assert_true(fabs(lr - 1e-3 * (0.25 + 0.75 * 0.14644660940672624)) <= 1e-15);
-    RunResult *r = malloc(sizeof *r);
+    JobResult *r = malloc(sizeof *r);
     snprintf(args, sizeof args, "--eval-every 0 --eval-examples 16 --load %s --steps 4", snap);
     run(r, 300, args);
     assert_int_equal(r->status, 0);
@@ -529,7 +529,7 @@ static void test_old_snapshot_loads(void **state)
     in_dir(log, sizeof log, "fixture.tsv");
     snprintf(args, sizeof args, "--load %s --steps 7 --eval-every 0 --eval-examples 16 --log %s",
              fixture, log);
-    RunResult *r = malloc(sizeof *r);
+    JobResult *r = malloc(sizeof *r);
     run(r, 300, args);
     print_message("%s", r->out);
     assert_int_equal(r->status, 0);
@@ -600,7 +600,7 @@ static void test_parallel_counts_every_rank(void **state)
     const char *small = "--steps 3 --layers 1 --embd 16 --heads 2 --batch 2 --seq 12 "
                         "--eval-every 0 --eval-examples 8";
     const char *ratio = "products / estimate = ", *counted = "compute          ";
-    RunResult *one = malloc(sizeof *one), *r = malloc(sizeof *r);
+    JobResult *one = malloc(sizeof *one), *r = malloc(sizeof *r);
     char args[1024];
     snprintf(args, sizeof args, "%s --accum 2", small);
     run(one, 300, args);
@@ -628,7 +628,7 @@ static void test_parallel_counts_every_rank(void **state)
 }
 
 /* `scripts/mpirun -np N train_gpt --threads 1 ARGS` into r (status, output). */
-static void run_ranks(RunResult *r, int n, const char *args)
+static void run_ranks(JobResult *r, int n, const char *args)
 {
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "ASAN_OPTIONS=detect_leaks=0 OMP_NUM_THREADS=1 timeout -s KILL 300 "
@@ -637,7 +637,7 @@ static void run_ranks(RunResult *r, int n, const char *args)
     r->status = test_run_shell(cmd, r->out, sizeof r->out);
 }
 
-static void run_ranks_ok(RunResult *r, int n, const char *args)
+static void run_ranks_ok(JobResult *r, int n, const char *args)
 {
     run_ranks(r, n, args);
     if (r->status != 0) {
@@ -661,7 +661,7 @@ static void test_parallel_accum_resume(void **state)
     const char *common = "--layers 1 --embd 16 --heads 2 --batch 4 --eval-every 0 "
                          "--eval-examples 8 --decay constant --warmup 0";
     static const char *const modes[] = { "ddp", "zero1", "zero2", "zero3" };
-    RunResult *r = malloc(sizeof *r);
+    JobResult *r = malloc(sizeof *r);
     char args[2048], straight[512], second[512], half[512], a[8192], b[8192];
     in_dir(straight, sizeof straight, "par_straight.tsv");
     in_dir(second, sizeof second, "par_second.tsv");
@@ -723,7 +723,7 @@ static void test_pipeline_save_load_eval(void **state)
         skip();
     const char *common = "--layers 2 --embd 16 --heads 2 --batch 4 --eval-examples 8 "
                          "--decay constant --warmup 0 --untied";
-    RunResult *r = malloc(sizeof *r);
+    JobResult *r = malloc(sizeof *r);
     char args[2048], one[512], straight[512], second[512], half[512], single[512];
     char a[8192], b[8192];
     in_dir(one, sizeof one, "pipe_one.tsv");

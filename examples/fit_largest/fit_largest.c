@@ -23,7 +23,7 @@
 #include "examples/common/cli.h"
 #include "cli/settings.h"
 #include "examples/common/progress.h"
-#include "examples/common/train_run.h"
+#include "examples/common/jobs.h"
 #include "examples/fit_largest/fit_largest.h"
 #include "nn/gpt_snapshot.h"
 
@@ -202,7 +202,7 @@ static FitOptions parse(int argc, char **argv)
         cli_usage_error("--layers, --embd, --precision, --optimizer and --max-batch apply to "
                         "--exercise max-batch (the search tries them all)");
     if (!o.train_gpt)
-        o.train_gpt = run_find_train_gpt(argv[0]);
+        o.train_gpt = job_find_train_gpt(argv[0]);
     if (o.base)
         read_base(&o, given[OPT_SEQ - OPT_BUDGET]);
     return o;
@@ -223,7 +223,7 @@ static int data_vocab(const FitOptions *o)
 /* One argument of the winner's run. */
 static void add_arg(void *spec, const char *arg)
 {
-    run_arg(spec, "%s", arg);
+    job_arg(spec, "%s", arg);
 }
 
 /* The winner trained by train_gpt as a subprocess, under --mem-budget. */
@@ -234,26 +234,26 @@ static FitTrained fit_train(const FitOptions *o, const FitSearch *s)
     FitTrained r = { .val_loss = NAN, .steps = w->steps };
     FitRunArgs a = { .data = o->data, .steps = r.steps, .sample = o->sample,
                      .threads = o->threads, .budget = o->budget };
-    RunSpec spec = { .argc = 0 };
-    run_arg(&spec, "%s", o->train_gpt);
+    JobSpec spec = { .argc = 0 };
+    job_arg(&spec, "%s", o->train_gpt);
     fit_each_run_arg(&w->c, &a, add_arg, &spec);
     snprintf(spec.log_path, sizeof spec.log_path, "%s/fit_largest.%d.log.tsv", o->work,
              (int)getpid());
     snprintf(spec.out_path, sizeof spec.out_path, "%s/fit_largest.%d.out.txt", o->work,
              (int)getpid());
-    run_arg(&spec, "--log");
-    run_arg(&spec, "%s", spec.log_path);
+    job_arg(&spec, "--log");
+    job_arg(&spec, "%s", spec.log_path);
     printf("\ntraining the winner for %ld updates: ", r.steps);
-    run_print_command(stdout, &spec);
+    job_print_command(stdout, &spec);
     fflush(stdout);
     double t0 = progress_now();
-    RunResult res = run_train_gpt(&spec);
+    JobResult res = job_run(&spec);
     r.seconds = progress_now() - t0;
     if (!res.ok)
         cli_die(1, "train_gpt gave no evaluation; its output is in %s", spec.out_path);
     r.val_loss = res.val_loss;
-    RunConsole con = { 0 };
-    if (!run_read_console(spec.out_path, &con))
+    JobConsole con = { 0 };
+    if (!job_read_console(spec.out_path, &con))
         cli_die(1, "cannot read train_gpt's output %s", spec.out_path);
     r.peak_step = con.peak_step;
     r.peak_run = con.peak_run;

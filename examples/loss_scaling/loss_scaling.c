@@ -7,7 +7,7 @@
  * the paper's (the largest power of two that does not overflow the largest gradient),
  * GradScaler's initial 2^16, and the dynamic scaler's median over its run of part 2.
  *
- * Part 2 (analysis/precision_runs.h; each run a train_gpt subprocess, train_run.h): train_gpt
+ * Part 2 (analysis/precision_runs.h; each run a train_gpt subprocess, examples/common/jobs.h): train_gpt
  * at fp32, bf16, fp16 without and with dynamic loss scaling and fp8, same seed and steps, and a
  * control (fp32 on another thread count): the loss curves, the dynamic scale, and a table.
  *
@@ -31,7 +31,7 @@
 #include "autograd/parallel.h"
 #include "cli/settings.h"
 #include "examples/common/cli.h"
-#include "examples/common/train_run.h"
+#include "examples/common/jobs.h"
 
 typedef struct {
     bool        probe_only, runs_only;  /* the flags */
@@ -184,35 +184,35 @@ static void print_probe(const Options *o, const GradProbe *p, const GradProbeRes
 static void train_runs(const Options *o, const PrecisionRunsSetup *t, PrecisionRunLog *col,
                        PrecisionRunSummary *summary)
 {
-    static RunSpec spec[PRECISION_RUNS_N];
+    static JobSpec spec[PRECISION_RUNS_N];
     static PrecisionRunCommand cmd;
-    RunResult res[PRECISION_RUNS_N];
+    JobResult res[PRECISION_RUNS_N];
     const char *labels[PRECISION_RUNS_N];
     char commands[700];
     for (int i = 0; i < PRECISION_RUNS_N; i++) {
         memset(&spec[i], 0, sizeof spec[i]);
         precision_run_command(t, i, &cmd);
         for (int j = 0; j < cmd.n; j++)
-            run_arg(&spec[i], "%s", cmd.arg[j]);
+            job_arg(&spec[i], "%s", cmd.arg[j]);
         precision_run_path(t, i, "tsv", spec[i].log_path, sizeof spec[i].log_path);
         precision_run_path(t, i, "out", spec[i].out_path, sizeof spec[i].out_path);
         labels[i] = PRECISION_RUNS[i].name;
     }
     snprintf(commands, sizeof commands, "%s/commands.txt", t->dir);
-    int match = o->from_logs ? run_commands_match(commands, spec, PRECISION_RUNS_N) : 1;
+    int match = o->from_logs ? jobs_commands_match(commands, spec, PRECISION_RUNS_N) : 1;
     if (match < 0)
         cli_die(1, "--from-logs: no %s (run once without --from-logs)", commands);
     if (!match)
         cli_die(1, "--from-logs: %s lists other commands than these options make (another "
                 "--steps, --seed, --threads or --train-gpt?)", commands);
     for (int i = 0; o->from_logs && i < PRECISION_RUNS_N; i++)
-        if (!run_result_from_files(&spec[i], t->steps, &res[i]))
+        if (!job_result_from_files(&spec[i], t->steps, &res[i]))
             cli_die(1, "--from-logs: %s is not a finished run of %ld steps", spec[i].log_path,
                     t->steps);
     if (!o->from_logs) {
-        run_make_dir(in_dir(t->dir, "runs"));
-        run_commands_write(commands, spec, PRECISION_RUNS_N);
-        run_jobs(spec, res, PRECISION_RUNS_N, o->jobs, labels);
+        job_make_dir(in_dir(t->dir, "runs"));
+        jobs_commands_write(commands, spec, PRECISION_RUNS_N);
+        jobs_run(spec, res, PRECISION_RUNS_N, o->jobs, labels);
     }
     for (int i = 0; i < PRECISION_RUNS_N; i++)
         if (!precision_run_log_read(spec[i].log_path, t->steps, &col[i]) ||
@@ -250,14 +250,14 @@ static void seeds_all(const Options *o)
     char err[800];
     if (!sum)
         cli_die(1, "out of memory");
-    run_make_dir(o->run.dir);
+    job_make_dir(o->run.dir);
     for (int k = 0; k < o->n_seeds; k++) {
         char dir[600];
         PrecisionRunsSetup one = o->run;
         one.seed = o->seeds[k];
         snprintf(dir, sizeof dir, "%s/seed_%ld", o->run.dir, one.seed);
         one.dir = dir;
-        run_make_dir(dir);
+        job_make_dir(dir);
         fprintf(stderr, "seed %ld (%d of %d)\n", one.seed, k + 1, o->n_seeds);
         printf("\n# seed %ld\n", one.seed);
         runs_all(o, &one, &sum[k * PRECISION_RUNS_N]);
@@ -290,13 +290,13 @@ int main(int argc, char **argv)
     cli_init(argv[0]);
     Options o = parse(argc, argv);
     if (!o.run.train_gpt)
-        o.run.train_gpt = run_find_train_gpt(argv[0]);
+        o.run.train_gpt = job_find_train_gpt(argv[0]);
     if (o.n_seeds > 0) {
         seeds_all(&o);
         printf("\nTSV files in %s\n", o.run.dir);
         return 0;
     }
-    run_make_dir(o.run.dir);
+    job_make_dir(o.run.dir);
     par_set_threads(o.run.threads);
 
     GradProbe *probe = NULL;

@@ -23,7 +23,7 @@
 #include "analysis/seed_stats.h"
 #include "examples/common/cli.h"
 #include "cli/settings.h"
-#include "examples/common/train_run.h"
+#include "examples/common/jobs.h"
 #include "examples/common/tsv.h"
 
 enum { MAX_SEEDS = 16, MAX_POINTS = 4096 };
@@ -130,7 +130,7 @@ static void run_name(const LrCell *c, int seed, char *buf, size_t len)
 /* The train_gpt command of one run: the default task, cosine decay to 0 at the end, clipping as
  * train_gpt does (without it SGD at the larger rates blows up, warmup or not), no weight decay
  * (so the rule and the warmup alone decide). */
-static void build_run(const Options *o, const LrCell *c, int seed, RunSpec *r)
+static void build_run(const Options *o, const LrCell *c, int seed, JobSpec *r)
 {
     char name[128];
     run_name(c, seed, name, sizeof name);
@@ -140,25 +140,25 @@ static void build_run(const Options *o, const LrCell *c, int seed, RunSpec *r)
     const LrGrid *g = &o->grid;
     int micro = lr_grid_micro(g, c);
     long steps = lr_grid_steps(g, c);
-    run_arg(r, "%s", o->train_gpt);
-    run_arg(r, "--optimizer=%s", c->optimizer);
-    run_arg(r, "--embd=%d", o->embd);
-    run_arg(r, "--batch=%d", micro);
-    run_arg(r, "--accum=%d", lr_grid_batch(g, c) / micro);
-    run_arg(r, "--steps=%ld", steps);
-    run_arg(r, "--lr=%g", lr_grid_base_lr(g, c));
-    run_arg(r, "--base-batch=%d", g->base_batch);
-    run_arg(r, "--lr-rule=%s", SCHED_RULE_NAMES[c->rule]);
-    run_arg(r, "--warmup-type=%s", SCHED_WARMUP_NAMES[c->warmup]);
-    run_arg(r, "--warmup=%ld", lr_grid_warmup_steps(g, c));
-    run_arg(r, "--decay=cosine");
-    run_arg(r, "--clip=%g", o->clip);
-    run_arg(r, "--weight-decay=0");
-    run_arg(r, "--seed=%d", seed);
-    run_arg(r, "--eval-every=%ld", steps / 16 > 0 ? steps / 16 : 1);
-    run_arg(r, "--eval-examples=%d", o->eval_examples);
-    run_arg(r, "--threads=%d", o->threads);
-    run_arg(r, "--log=%s", r->log_path);
+    job_arg(r, "%s", o->train_gpt);
+    job_arg(r, "--optimizer=%s", c->optimizer);
+    job_arg(r, "--embd=%d", o->embd);
+    job_arg(r, "--batch=%d", micro);
+    job_arg(r, "--accum=%d", lr_grid_batch(g, c) / micro);
+    job_arg(r, "--steps=%ld", steps);
+    job_arg(r, "--lr=%g", lr_grid_base_lr(g, c));
+    job_arg(r, "--base-batch=%d", g->base_batch);
+    job_arg(r, "--lr-rule=%s", SCHED_RULE_NAMES[c->rule]);
+    job_arg(r, "--warmup-type=%s", SCHED_WARMUP_NAMES[c->warmup]);
+    job_arg(r, "--warmup=%ld", lr_grid_warmup_steps(g, c));
+    job_arg(r, "--decay=cosine");
+    job_arg(r, "--clip=%g", o->clip);
+    job_arg(r, "--weight-decay=0");
+    job_arg(r, "--seed=%d", seed);
+    job_arg(r, "--eval-every=%ld", steps / 16 > 0 ? steps / 16 : 1);
+    job_arg(r, "--eval-examples=%d", o->eval_examples);
+    job_arg(r, "--threads=%d", o->threads);
+    job_arg(r, "--log=%s", r->log_path);
 }
 
 /* ---- the table -------------------------------------------------------------------------------- */
@@ -173,13 +173,13 @@ static void run_cell(const Options *o, const LrCell *c, TsvWriter *table, FILE *
 {
     double loss[MAX_SEEDS], acc[MAX_SEEDS];
     int diverged = 0;
-    static RunSpec r[MAX_SEEDS];
-    RunResult res[MAX_SEEDS];
+    static JobSpec r[MAX_SEEDS];
+    JobResult res[MAX_SEEDS];
     for (int s = 0; s < o->seeds; s++) {
         build_run(o, c, s + 1, &r[s]);
-        run_print_command(commands, &r[s]);
+        job_print_command(commands, &r[s]);
     }
-    run_jobs(r, res, o->seeds, o->jobs, NULL);
+    jobs_run(r, res, o->seeds, o->jobs, NULL);
     for (int s = 0; s < o->seeds; s++) {
         loss[s] = res[s].ok ? res[s].val_loss : NAN;
         acc[s] = res[s].ok ? res[s].val_acc : NAN;
@@ -231,13 +231,13 @@ static const char *const CURVE_COLUMNS[] = { "optimizer", "curve", "examples", "
 
 /* One run's learning rate at every step and validation loss at every evaluation, against the
  * examples seen (step x batch), as rows of the curves TSV. */
-static void add_curve(TsvWriter *w, const RunSpec *r, const LrCell *c, double batch,
+static void add_curve(TsvWriter *w, const JobSpec *r, const LrCell *c, double batch,
                       const char *label)
 {
     static double steps[MAX_POINTS * 4], values[MAX_POINTS * 4];
     const char *columns[2] = { "lr", "val_loss" };
     for (int which = 0; which < 2; which++) {
-        int n = run_read_columns(r->log_path, "step", columns[which], steps, values,
+        int n = job_read_columns(r->log_path, "step", columns[which], steps, values,
                                  MAX_POINTS * 4);
         for (int i = 0; i < n; i++) {
             tsv_str(w, c->optimizer);
@@ -257,11 +257,11 @@ static void make_curves(const Options *o, const char *optimizer, TsvWriter *w, F
     LrCell cells[LR_GRID_CURVES];
     lr_grid_curve_cells(o->full, optimizer, cells);
     for (int i = 0; i < LR_GRID_CURVES; i++) {
-        static RunSpec r;
+        static JobSpec r;
         build_run(o, &cells[i], 1, &r);
         if (!lr_grid_has(o->full, &cells[i])) {
-            run_print_command(commands, &r);
-            run_train_gpt(&r);
+            job_print_command(commands, &r);
+            job_run(&r);
         }
         add_curve(w, &r, &cells[i], lr_grid_batch(&o->grid, &cells[i]), LR_GRID_CURVE_LABELS[i]);
     }
@@ -314,11 +314,11 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!o.train_gpt)
-        o.train_gpt = run_find_train_gpt(argv[0]);
+        o.train_gpt = job_find_train_gpt(argv[0]);
     char runs[600];
     snprintf(runs, sizeof runs, "%s/runs", o.out);
-    run_make_dir(o.out);
-    run_make_dir(runs);
+    job_make_dir(o.out);
+    job_make_dir(runs);
     char cmd[700];
     snprintf(cmd, sizeof cmd, "%s/commands.txt", o.out);
     FILE *commands = fopen(cmd, "w");

@@ -9,7 +9,7 @@
  * accumulation within the seeds' noise, Adafactor reported without one
  * (analysis/quality.h defines the statistics).
  *
- * Every run is a train_gpt subprocess (examples/common/train_run.h) whose log is
+ * Every run is a train_gpt subprocess (examples/common/jobs.h) whose log is
  * DIR/NAME.sSEED.tsv and console output DIR/NAME.sSEED.out; a run whose log is already
  * finished in DIR is kept, not redone, so an interrupted sweep resumes. --from-logs DIR starts
  * no run and reads whatever a folder of such logs holds (runs made by hand or by a script with
@@ -32,7 +32,7 @@
 #include "cli/settings.h"
 #include "examples/common/cli.h"
 #include "examples/common/plot.h"
-#include "examples/common/train_run.h"
+#include "examples/common/jobs.h"
 
 /* The configurations, fp32 first: the file stem, the flags beyond the shared ones, the target.
  * The batch is the shared --batch 16 except for accumulation, 4 micro-batches of 4. */
@@ -138,7 +138,7 @@ static Options parse(int argc, char **argv)
         o.eval_examples = given[FLAG_EVAL_EXAMPLES - FLAG_OUT] ? o.eval_examples : 200;
     }
     if (!o.train_gpt)
-        o.train_gpt = run_find_train_gpt(argv[0]);
+        o.train_gpt = job_find_train_gpt(argv[0]);
     return o;
 }
 
@@ -165,29 +165,29 @@ static void make_dir(const char *dir)
 
 /* The train_gpt command of one run: the shared flags (run.sh of docs/memory.md's sweep in the
  * same order), then the configuration's own. */
-static void build_run(const Options *o, const QualityConfig *c, long seed, RunSpec *r)
+static void build_run(const Options *o, const QualityConfig *c, long seed, JobSpec *r)
 {
     memset(r, 0, sizeof *r);
     quality_path(r->log_path, sizeof r->log_path, o->out, c->name, seed, ".tsv");
     quality_path(r->out_path, sizeof r->out_path, o->out, c->name, seed, ".out");
-    run_arg(r, "%s", o->train_gpt);
-    run_arg(r, "--data");
-    run_arg(r, "%s", o->data);
-    run_arg(r, "--steps=%ld", o->steps);
-    run_arg(r, "--layers=4");
-    run_arg(r, "--heads=4");
-    run_arg(r, "--embd=128");
-    run_arg(r, "--seq=64");
-    run_arg(r, "--threads=%d", o->threads);
-    run_arg(r, "--eval-every=%ld", o->eval_every);
-    run_arg(r, "--eval-examples=%d", o->eval_examples);
-    run_arg(r, "--batch=16");
-    run_arg(r, "--seed=%ld", seed);
-    run_arg(r, "--log=%s", r->log_path);
-    char flags[RUN_ARG_LEN];
+    job_arg(r, "%s", o->train_gpt);
+    job_arg(r, "--data");
+    job_arg(r, "%s", o->data);
+    job_arg(r, "--steps=%ld", o->steps);
+    job_arg(r, "--layers=4");
+    job_arg(r, "--heads=4");
+    job_arg(r, "--embd=128");
+    job_arg(r, "--seq=64");
+    job_arg(r, "--threads=%d", o->threads);
+    job_arg(r, "--eval-every=%ld", o->eval_every);
+    job_arg(r, "--eval-examples=%d", o->eval_examples);
+    job_arg(r, "--batch=16");
+    job_arg(r, "--seed=%ld", seed);
+    job_arg(r, "--log=%s", r->log_path);
+    char flags[JOB_ARG_LEN];
     snprintf(flags, sizeof flags, "%s", c->flags);
     for (char *save = NULL, *w = strtok_r(flags, " ", &save); w; w = strtok_r(NULL, " ", &save))
-        run_arg(r, "%s", w);
+        job_arg(r, "%s", w);
 }
 
 /* Every run not already finished in --out, --jobs at a time (each waited for in the order
@@ -195,7 +195,7 @@ static void build_run(const Options *o, const QualityConfig *c, long seed, RunSp
 static void run_all(const Options *o)
 {
     int total = o->n_seeds * N_CONFIGS;
-    RunSpec *spec = malloc((size_t)total * sizeof *spec);
+    JobSpec *spec = malloc((size_t)total * sizeof *spec);
     if (!spec)
         cli_die(1, "out of memory");
     char path[700];
@@ -209,7 +209,7 @@ static void run_all(const Options *o)
             int j = k * N_CONFIGS + i;
             double loss;
             build_run(o, &CONFIGS[i], o->seeds[k], &spec[j]);
-            run_print_command(commands, &spec[j]);
+            job_print_command(commands, &spec[j]);
             if (quality_read_final(o->out, CONFIGS[i].name, o->seeds[k], o->steps, &loss) ==
                 QUALITY_RUN_OK)
                 fprintf(stderr, "kept: %s (finished, val loss %.4f)\n", spec[j].log_path, loss);
@@ -221,12 +221,12 @@ static void run_all(const Options *o)
     int started = 0, done = 0;
     while (done < n_todo) {
         while (started < n_todo && started - done < o->jobs) {
-            const RunSpec *r = &spec[todo[started]];
+            const JobSpec *r = &spec[todo[started]];
             fprintf(stderr, "run %d of %d: %s\n", started + 1, n_todo, r->log_path);
-            pid[started] = run_start(r);
+            pid[started] = job_start(r);
             started++;
         }
-        RunResult res = run_wait(&spec[todo[done]], pid[done]);
+        JobResult res = job_wait(&spec[todo[done]], pid[done]);
         if (res.diverged)
             fprintf(stderr, "diverged: %s\n", spec[todo[done]].out_path);
         done++;

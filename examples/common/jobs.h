@@ -1,23 +1,24 @@
-#ifndef TAPEGRAD_TRAIN_RUN_H
-#define TAPEGRAD_TRAIN_RUN_H
-/* One training run of train_gpt as a subprocess, and what its TSV log says. Programs that
- * compare runs (lr_scaling, loss_scaling) start train_gpt rather than a training loop of their
- * own: their tables are then made by exactly the program a student runs by hand, with the
- * flags printed beside them. */
+#ifndef TAPEGRAD_EXAMPLES_JOBS_H
+#define TAPEGRAD_EXAMPLES_JOBS_H
+/* Jobs: training runs of train_gpt as subprocesses, several at once, and what their TSV logs
+ * say. Programs that compare runs (lr_scaling, loss_scaling, memory_savers, fit_largest) start
+ * train_gpt rather than a training loop of their own: their tables are then made by exactly
+ * the program a student runs by hand, with the flags printed beside them. (A run in-process
+ * is run/'s: run/run.h.) */
 #include <stdbool.h>
 #include <stdio.h>
 #include <sys/types.h>
 
-enum { RUN_MAX_ARGS = 48, RUN_ARG_LEN = 600 };
+enum { JOB_MAX_ARGS = 48, JOB_ARG_LEN = 600 };
 
 /* One train_gpt run: its arguments, and where its log and its console output go. */
 typedef struct {
-    char        args[RUN_MAX_ARGS][RUN_ARG_LEN];
-    const char *argv[RUN_MAX_ARGS + 1];     /* NULL-terminated; argv[0] the program */
+    char        args[JOB_MAX_ARGS][JOB_ARG_LEN];
+    const char *argv[JOB_MAX_ARGS + 1];     /* NULL-terminated; argv[0] the program */
     int         argc;
-    char        log_path[RUN_ARG_LEN];
-    char        out_path[RUN_ARG_LEN];
-} RunSpec;
+    char        log_path[JOB_ARG_LEN];
+    char        out_path[JOB_ARG_LEN];
+} JobSpec;
 
 /* What one run reports. */
 typedef struct {
@@ -25,18 +26,18 @@ typedef struct {
     bool   diverged;      /* train_gpt stopped on a non-finite loss */
     double val_loss;      /* at the last evaluation */
     double val_acc;       /* teacher-forced exact match at the last evaluation */
-} RunResult;
+} JobResult;
 
 /* The train_gpt program next to the calling one (argv0's folder): a default for --train-gpt.
  * The string is static, overwritten by the next call. */
-const char *run_find_train_gpt(const char *argv0);
+const char *job_find_train_gpt(const char *argv0);
 /* Appends one argument, formatted. */
-void      run_arg(RunSpec *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void      job_arg(JobSpec *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Runs it, waits, reads the log. */
-RunResult run_train_gpt(const RunSpec *r);
+JobResult job_run(const JobSpec *r);
 /* The same in two halves, so that several runs can go at once. */
-pid_t     run_start(const RunSpec *r);
-RunResult run_wait(const RunSpec *r, pid_t pid);
+pid_t     job_start(const JobSpec *r);
+JobResult job_wait(const JobSpec *r, pid_t pid);
 
 /* What a run's console output (out_path) says beyond its log: the memory report's total peaks
  * (over the training steps, over the whole run: train_gpt's "  total" line) and the sample
@@ -44,40 +45,40 @@ RunResult run_wait(const RunSpec *r, pid_t pid);
 typedef struct {
     size_t peak_step, peak_run;
     char   sample[4096];
-} RunConsole;
+} JobConsole;
 
 /* False when out_path cannot be read. */
-bool      run_read_console(const char *out_path, RunConsole *c);
+bool      job_read_console(const char *out_path, JobConsole *c);
 
 /* Runs spec[0..n-1], `jobs` at a time (a group starts, then every run of it is waited for),
  * res[i] what run i reported. With labels, "run: LABEL" on stderr as run i starts. */
-void      run_jobs(const RunSpec *spec, RunResult *res, int n, int jobs,
+void      jobs_run(const JobSpec *spec, JobResult *res, int n, int jobs,
                   const char *const *labels);
 /* A run's command line, the arguments separated by spaces, and a newline. */
-void      run_print_command(FILE *f, const RunSpec *r);
+void      job_print_command(FILE *f, const JobSpec *r);
 /* The commands of spec[0..n-1] written to path as a whole (autograd/outfile.h: all or
  * nothing), so that a sweep killed later still leaves the list; exits with a message if it
  * cannot. */
-void      run_commands_write(const char *path, const RunSpec *spec, int n);
-/* Whether path lists exactly those commands, as run_commands_write wrote them: 1 yes, 0 it
+void      jobs_commands_write(const char *path, const JobSpec *spec, int n);
+/* Whether path lists exactly those commands, as jobs_commands_write wrote them: 1 yes, 0 it
  * lists others, -1 there is no such file. Whether logs left in a folder are these runs'. */
-int       run_commands_match(const char *path, const RunSpec *spec, int n);
-/* What run_wait said of a run that ended earlier, read from its files: true when its log ends
+int       jobs_commands_match(const char *path, const JobSpec *spec, int n);
+/* What job_wait said of a run that ended earlier, read from its files: true when its log ends
  * at step `steps` with a validation loss (ok) or its output says it diverged. */
-bool      run_result_from_files(const RunSpec *r, long steps, RunResult *res);
+bool      job_result_from_files(const JobSpec *r, long steps, JobResult *res);
 /* mkdir, or exit with a message; a folder that exists already is fine. */
-void      run_make_dir(const char *dir);
+void      job_make_dir(const char *dir);
 
 /* A log read back: analysis/train_log.h's readers (train_log_by_step, _columns, _last), for
- * the programs that read their runs' logs themselves; run_read_by_step ends the program when
+ * the programs that read their runs' logs themselves; job_read_by_step ends the program when
  * out of memory. */
 /* A log's column `name` by step into v[step] for step 1..steps (cells the log lacks are left
  * as they were). */
-void      run_read_by_step(const char *log_path, const char *name, long steps, double *v);
+void      job_read_by_step(const char *log_path, const char *name, long steps, double *v);
 /* A log's columns `x` and `y` where both cells are present, up to max rows; returns the count. */
-int       run_read_columns(const char *log_path, const char *x, const char *y, double *xs,
+int       job_read_columns(const char *log_path, const char *x, const char *y, double *xs,
                            double *ys, int max);
 /* The last non-empty cell of a column (NAN if none, or no such column or file). */
-double    run_last_value(const char *log_path, const char *column);
+double    job_last_value(const char *log_path, const char *column);
 
 #endif

@@ -1,4 +1,4 @@
-/* One train_gpt run as a subprocess, and reading its TSV log (train_run.h). */
+/* One train_gpt run as a subprocess, and reading its TSV log (jobs.h). */
 #include <fcntl.h>
 #include <libgen.h>
 #include <math.h>
@@ -13,47 +13,47 @@
 #include "analysis/train_log.h"
 #include "autograd/outfile.h"
 #include "examples/common/cli.h"
-#include "examples/common/train_run.h"
+#include "examples/common/jobs.h"
 
-const char *run_find_train_gpt(const char *argv0)
+const char *job_find_train_gpt(const char *argv0)
 {
-    static char path[RUN_ARG_LEN];
-    char copy[RUN_ARG_LEN];
+    static char path[JOB_ARG_LEN];
+    char copy[JOB_ARG_LEN];
     snprintf(copy, sizeof copy, "%s", argv0);
     snprintf(path, sizeof path, "%s/train_gpt", dirname(copy));
     return path;
 }
 
-void run_arg(RunSpec *r, const char *fmt, ...)
+void job_arg(JobSpec *r, const char *fmt, ...)
 {
-    if (r->argc == RUN_MAX_ARGS)
+    if (r->argc == JOB_MAX_ARGS)
         cli_die(1, "too many arguments for one train_gpt run");
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(r->args[r->argc], RUN_ARG_LEN, fmt, ap);
+    vsnprintf(r->args[r->argc], JOB_ARG_LEN, fmt, ap);
     va_end(ap);
     r->argv[r->argc] = r->args[r->argc];
     r->argv[++r->argc] = NULL;
 }
 
-int run_read_columns(const char *log_path, const char *x, const char *y, double *xs, double *ys,
+int job_read_columns(const char *log_path, const char *x, const char *y, double *xs, double *ys,
                      int max)
 {
     return train_log_columns(log_path, x, y, xs, ys, max);
 }
 
-void run_read_by_step(const char *log_path, const char *name, long steps, double *v)
+void job_read_by_step(const char *log_path, const char *name, long steps, double *v)
 {
     if (!train_log_by_step(log_path, name, steps, v))
         cli_die(1, "out of memory");
 }
 
-double run_last_value(const char *log_path, const char *column)
+double job_last_value(const char *log_path, const char *column)
 {
     return train_log_last(log_path, column);
 }
 
-pid_t run_start(const RunSpec *r)
+pid_t job_start(const JobSpec *r)
 {
     fflush(stdout);
     pid_t pid = fork();
@@ -73,11 +73,11 @@ pid_t run_start(const RunSpec *r)
     return pid;
 }
 
-RunResult run_wait(const RunSpec *r, pid_t pid)
+JobResult job_wait(const JobSpec *r, pid_t pid)
 {
     int status = 0;
     waitpid(pid, &status, 0);
-    RunResult res = { .val_loss = NAN, .val_acc = NAN };
+    JobResult res = { .val_loss = NAN, .val_acc = NAN };
     bool exited_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
         cli_die(1, "cannot run %s (build it first, or give --train-gpt)", r->argv[0]);
@@ -85,16 +85,16 @@ RunResult run_wait(const RunSpec *r, pid_t pid)
     if (!exited_ok && !res.diverged)
         cli_die(1, "%s failed; its output is in %s", r->argv[0], r->out_path);
     if (exited_ok) {
-        res.val_loss = run_last_value(r->log_path, "val_loss");
-        res.val_acc = run_last_value(r->log_path, "val_acc");
+        res.val_loss = job_last_value(r->log_path, "val_loss");
+        res.val_acc = job_last_value(r->log_path, "val_acc");
         res.ok = !isnan(res.val_loss);
     }
     return res;
 }
 
-RunResult run_train_gpt(const RunSpec *r)
+JobResult job_run(const JobSpec *r)
 {
-    return run_wait(r, run_start(r));
+    return job_wait(r, job_start(r));
 }
 
 /* "  total  <step peak> <text>  <run peak> <text>" in train_gpt's memory report. */
@@ -107,7 +107,7 @@ static bool parse_peaks(const char *line, size_t *step, size_t *run)
            sscanf(line, " total %zu %lf %15s %zu", step, &v1, unit1, run) == 4;
 }
 
-bool run_read_console(const char *out_path, RunConsole *c)
+bool job_read_console(const char *out_path, JobConsole *c)
 {
     FILE *f = fopen(out_path, "r");
     if (!f)
@@ -137,7 +137,7 @@ bool run_read_console(const char *out_path, RunConsole *c)
     return true;
 }
 
-void run_jobs(const RunSpec *spec, RunResult *res, int n, int jobs, const char *const *labels)
+void jobs_run(const JobSpec *spec, JobResult *res, int n, int jobs, const char *const *labels)
 {
     pid_t *pid = malloc((size_t)n * sizeof *pid);
     if (!pid)
@@ -147,22 +147,22 @@ void run_jobs(const RunSpec *spec, RunResult *res, int n, int jobs, const char *
         for (int i = first; i < last; i++) {
             if (labels)
                 fprintf(stderr, "run: %s\n", labels[i]);
-            pid[i] = run_start(&spec[i]);
+            pid[i] = job_start(&spec[i]);
         }
         for (int i = first; i < last; i++)
-            res[i] = run_wait(&spec[i], pid[i]);
+            res[i] = job_wait(&spec[i], pid[i]);
     }
     free(pid);
 }
 
-void run_print_command(FILE *f, const RunSpec *r)
+void job_print_command(FILE *f, const JobSpec *r)
 {
     for (int i = 0; i < r->argc; i++)
         fprintf(f, "%s%s", i ? " " : "", r->argv[i]);
     fputc('\n', f);
 }
 
-void run_commands_write(const char *path, const RunSpec *spec, int n)
+void jobs_commands_write(const char *path, const JobSpec *spec, int n)
 {
     char err[900];
     OutFile out;
@@ -172,12 +172,12 @@ void run_commands_write(const char *path, const RunSpec *spec, int n)
     if (!f)
         cli_die(1, "%s: out of memory", path);
     for (int i = 0; i < n; i++)
-        run_print_command(f, &spec[i]);
+        job_print_command(f, &spec[i]);
     if (!outfile_commit(&out, err, sizeof err))
         cli_die(1, "%s", err);
 }
 
-int run_commands_match(const char *path, const RunSpec *spec, int n)
+int jobs_commands_match(const char *path, const JobSpec *spec, int n)
 {
     char *want = NULL;
     size_t len = 0;
@@ -185,7 +185,7 @@ int run_commands_match(const char *path, const RunSpec *spec, int n)
     if (!m)
         cli_die(1, "out of memory");
     for (int i = 0; i < n; i++)
-        run_print_command(m, &spec[i]);
+        job_print_command(m, &spec[i]);
     fclose(m);
     FILE *f = fopen(path, "r");
     if (!f) {
@@ -204,16 +204,16 @@ int run_commands_match(const char *path, const RunSpec *spec, int n)
     return same;
 }
 
-bool run_result_from_files(const RunSpec *r, long steps, RunResult *res)
+bool job_result_from_files(const JobSpec *r, long steps, JobResult *res)
 {
-    *res = (RunResult){ .val_loss = run_last_value(r->log_path, "val_loss"),
-                        .val_acc = run_last_value(r->log_path, "val_acc") };
-    res->ok = !isnan(res->val_loss) && run_last_value(r->log_path, "step") == (double)steps;
+    *res = (JobResult){ .val_loss = job_last_value(r->log_path, "val_loss"),
+                        .val_acc = job_last_value(r->log_path, "val_acc") };
+    res->ok = !isnan(res->val_loss) && job_last_value(r->log_path, "step") == (double)steps;
     res->diverged = !res->ok && train_log_mentions(r->out_path, "diverged");
     return res->ok || res->diverged;
 }
 
-void run_make_dir(const char *dir)
+void job_make_dir(const char *dir)
 {
     struct stat st;
     if (mkdir(dir, 0755) != 0 && stat(dir, &st) != 0)

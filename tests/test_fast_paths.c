@@ -140,12 +140,12 @@ static void test_linear_misfit_aborts(void **state)
 }
 
 /* Column sums of a [rows, n] matrix with n spanning several column blocks and a ragged last one,
- * added onto existing values: against double sums, and the same bits with 1 and 2 threads. */
-static void test_sum_rows(void **state)
+ * added onto existing values: against double sums, and the same bits with 1 and 2 threads and
+ * as one column summed alone in row order (the blocks are cut by the thread count: 384 and 1152
+ * columns, a GPT's bias widths C and 3C, fall into other blocks on 2 threads than on 1). */
+static void check_sum_rows(int rows, int n)
 {
-    (void)state;
-    const int rows = 1000, n = 600;
-    Rng rng = rng_new(15, 1);
+    Rng rng = rng_new(15, (uint64_t)n);
     float *x = malloc(sizeof(float) * rows * n), *one = malloc(sizeof(float) * n);
     float *two = malloc(sizeof(float) * n);
     for (int i = 0; i < rows * n; i++)
@@ -160,18 +160,31 @@ static void test_sum_rows(void **state)
     }
     for (int j = 0; j < n; j++) {
         double exact = j;
-        for (int r = 0; r < rows; r++)
+        float alone = 0.0f;
+        for (int r = 0; r < rows; r++) {
             exact += x[(size_t)r * n + j];
+            alone += x[(size_t)r * n + j];
+        }
+        assert_true(one[j] == (float)j + alone);
         double err = fabs((double)one[j] - exact);
         worst = err > worst ? err : worst;
     }
-    printf("par_sum_rows: max |float - double| %.3g over %d rows\n", worst, rows);
+    printf("par_sum_rows, %d columns: max |float - double| %.3g over %d rows\n", n, worst, rows);
     /* 1000 terms of size 1: fp32 rounding of the running sum stays far below 1e-3. */
     assert_true(worst < 1e-3);
     assert_memory_equal(one, two, sizeof(float) * n);
     free(x);
     free(one);
     free(two);
+}
+
+static void test_sum_rows(void **state)
+{
+    (void)state;
+    check_sum_rows(1000, 600);
+    check_sum_rows(1000, 384);
+    check_sum_rows(1000, 1152);
+    check_sum_rows(1000, 16);
 }
 
 /* GELU with vtanh against the formula in double with libm's tanh, densely over [-12, 12]. The

@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "analysis/grad_hist.h"
+#include "analysis/train_log.h"
 #include "examples/common/jobs.h"
 
 static void test_exponent(void **state)
@@ -120,17 +121,17 @@ static void test_run_log(void **state)
           "3\t1.5\t\t32768\n", f);
     fclose(f);
     double x[4], y[4];
-    assert_int_equal(job_read_columns(path, "step", "val_loss", x, y, 4), 1);
+    assert_int_equal(train_log_columns(path, "step", "val_loss", x, y, 4), 1);
     assert_true(x[0] == 2.0 && y[0] == 1.75);
-    assert_int_equal(job_read_columns(path, "step", "loss", x, y, 2), 2);   /* max rows */
+    assert_int_equal(train_log_columns(path, "step", "loss", x, y, 2), 2);   /* max rows */
     assert_true(y[1] == 2.0);
-    assert_true(job_last_value(path, "loss") == 1.5);
-    assert_true(job_last_value(path, "val_loss") == 1.75);
-    assert_true(job_last_value(path, "loss_scale") == 32768.0);
-    assert_true(isnan(job_last_value(path, "skipped")));
+    assert_true(train_log_last(path, "loss") == 1.5);
+    assert_true(train_log_last(path, "val_loss") == 1.75);
+    assert_true(train_log_last(path, "loss_scale") == 32768.0);
+    assert_true(isnan(train_log_last(path, "skipped")));
     remove(path);
-    assert_true(isnan(job_last_value(path, "loss")));
-    assert_int_equal(job_read_columns(path, "step", "loss", x, y, 4), 0);
+    assert_true(isnan(train_log_last(path, "loss")));
+    assert_int_equal(train_log_columns(path, "step", "loss", x, y, 4), 0);
 }
 
 static void test_hist_range(void **state)
@@ -176,7 +177,7 @@ static void test_run_files(void **state)
     remove(out);
     assert_false(job_result_from_files(&r, 3, &res));      /* neither finished nor diverged */
     double v[4] = { -1, -1, -1, -1 };
-    job_read_by_step(log, "val_loss", 3, v);
+    assert_true(train_log_by_step(log, "val_loss", 3, v));
     assert_true(v[0] == -1 && v[1] == -1 && v[2] == 0.5 && v[3] == -1);
     remove(log);
 

@@ -36,23 +36,6 @@ void job_arg(JobSpec *r, const char *fmt, ...)
     r->argv[++r->argc] = NULL;
 }
 
-int job_read_columns(const char *log_path, const char *x, const char *y, double *xs, double *ys,
-                     int max)
-{
-    return train_log_columns(log_path, x, y, xs, ys, max);
-}
-
-void job_read_by_step(const char *log_path, const char *name, long steps, double *v)
-{
-    if (!train_log_by_step(log_path, name, steps, v))
-        cli_die(1, "out of memory");
-}
-
-double job_last_value(const char *log_path, const char *column)
-{
-    return train_log_last(log_path, column);
-}
-
 pid_t job_start(const JobSpec *r)
 {
     fflush(stdout);
@@ -85,8 +68,8 @@ JobResult job_wait(const JobSpec *r, pid_t pid)
     if (!exited_ok && !res.diverged)
         cli_die(1, "%s failed; its output is in %s", r->argv[0], r->out_path);
     if (exited_ok) {
-        res.val_loss = job_last_value(r->log_path, "val_loss");
-        res.val_acc = job_last_value(r->log_path, "val_acc");
+        res.val_loss = train_log_last(r->log_path, "val_loss");
+        res.val_acc = train_log_last(r->log_path, "val_acc");
         res.ok = !isnan(res.val_loss);
     }
     return res;
@@ -206,9 +189,9 @@ int jobs_commands_match(const char *path, const JobSpec *spec, int n)
 
 bool job_result_from_files(const JobSpec *r, long steps, JobResult *res)
 {
-    *res = (JobResult){ .val_loss = job_last_value(r->log_path, "val_loss"),
-                        .val_acc = job_last_value(r->log_path, "val_acc") };
-    res->ok = !isnan(res->val_loss) && job_last_value(r->log_path, "step") == (double)steps;
+    *res = (JobResult){ .val_loss = train_log_last(r->log_path, "val_loss"),
+                        .val_acc = train_log_last(r->log_path, "val_acc") };
+    res->ok = !isnan(res->val_loss) && train_log_last(r->log_path, "step") == (double)steps;
     res->diverged = !res->ok && train_log_mentions(r->out_path, "diverged");
     return res->ok || res->diverged;
 }

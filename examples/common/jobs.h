@@ -68,17 +68,6 @@ int       jobs_commands_match(const char *path, const JobSpec *spec, int n);
 bool      job_result_from_files(const JobSpec *r, long steps, JobResult *res);
 /* mkdir, or exit with a message; a folder that exists already is fine. */
 void      job_make_dir(const char *dir);
-
-/* A log read back: analysis/train_log.h's readers (train_log_by_step, _columns, _last), for
- * the programs that read their runs' logs themselves; job_read_by_step ends the program when
- * out of memory. */
-/* A log's column `name` by step into v[step] for step 1..steps (cells the log lacks are left
- * as they were). */
-void      job_read_by_step(const char *log_path, const char *name, long steps, double *v);
-/* A log's columns `x` and `y` where both cells are present, up to max rows; returns the count. */
-int       job_read_columns(const char *log_path, const char *x, const char *y, double *xs,
-                           double *ys, int max);
-/* The last non-empty cell of a column (NAN if none, or no such column or file). */
-double    job_last_value(const char *log_path, const char *column);
+/* A run's log is read back with analysis/train_log.h (train_log_columns, train_log_last, ...). */
 
 #endif

@@ -21,8 +21,9 @@
 
 #include "analysis/lr_grid.h"
 #include "analysis/seed_stats.h"
-#include "examples/common/cli.h"
+#include "analysis/train_log.h"
 #include "cli/settings.h"
+#include "examples/common/cli.h"
 #include "examples/common/jobs.h"
 #include "examples/common/tsv.h"
 
@@ -237,7 +238,7 @@ static void add_curve(TsvWriter *w, const JobSpec *r, const LrCell *c, double ba
     static double steps[MAX_POINTS * 4], values[MAX_POINTS * 4];
     const char *columns[2] = { "lr", "val_loss" };
     for (int which = 0; which < 2; which++) {
-        int n = job_read_columns(r->log_path, "step", columns[which], steps, values,
+        int n = train_log_columns(r->log_path, "step", columns[which], steps, values,
                                  MAX_POINTS * 4);
         for (int i = 0; i < n; i++) {
             tsv_str(w, c->optimizer);

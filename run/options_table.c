@@ -12,9 +12,9 @@
 
 #include "cli/cli.h"
 #include "cli/settings.h"
-#include "run/options.h"
 #include "nn/gpt_lora.h"
 #include "optim/adam8bit.h"
+#include "run/options.h"
 
 static const RunOptions *opt(const void *o) { return o; }
 static bool is_task(const void *o) { return !opt(o)->run.kept.data.path; }

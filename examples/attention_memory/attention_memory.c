@@ -16,10 +16,10 @@
 #include <stdlib.h>
 
 #include "autograd/parallel.h"
+#include "cli/settings.h"
 #include "examples/attention_memory/attention_measure.h"
 #include "examples/common/cli.h"
 #include "examples/common/plot.h"
-#include "cli/settings.h"
 #include "examples/common/tsv.h"
 
 typedef struct {

@@ -25,9 +25,9 @@
 #include "analysis/ckpt_frontier.h"
 #include "autograd/checkpoint.h"
 #include "autograd/parallel.h"
+#include "cli/settings.h"
 #include "examples/common/cli.h"
 #include "examples/common/plot.h"
-#include "cli/settings.h"
 #include "examples/common/tsv.h"
 
 enum { MAX_LIST = 64, NAME_LEN = CKPT_ROW_NAME };

@@ -18,10 +18,10 @@
 #include <sys/stat.h>
 
 #include "autograd/mem.h"
+#include "cli/settings.h"
 #include "dist/ddp.h"
 #include "dist/zero.h"
 #include "examples/common/cli.h"
-#include "cli/settings.h"
 #include "examples/common/tsv.h"
 #include "plan/memcalc.h"
 

@@ -19,11 +19,11 @@
 #include <unistd.h>
 
 #include "autograd/parallel.h"
+#include "cli/settings.h"
 #include "data/dataset.h"
 #include "examples/common/cli.h"
-#include "cli/settings.h"
-#include "examples/common/progress.h"
 #include "examples/common/jobs.h"
+#include "examples/common/progress.h"
 #include "examples/fit_largest/fit_largest.h"
 #include "nn/gpt_snapshot.h"
 

@@ -20,10 +20,10 @@
 
 #include "analysis/finetune_base.h"
 #include "autograd/parallel.h"
+#include "cli/settings.h"
 #include "examples/common/cli.h"
 #include "examples/common/plot.h"
 #include "examples/common/progress.h"
-#include "cli/settings.h"
 #include "examples/common/tsv.h"
 #include "nn/gpt_lora.h"
 #include "nn/gpt_snapshot.h"

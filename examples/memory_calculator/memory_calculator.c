@@ -24,8 +24,8 @@
 #include <stdlib.h>
 
 #include "autograd/parallel.h"
-#include "examples/common/cli.h"
 #include "cli/settings.h"
+#include "examples/common/cli.h"
 #include "optim/train.h"
 #include "plan/fragmentation.h"
 #include "plan/memcalc_lecture.h"

@@ -31,8 +31,8 @@
 #include "analysis/quality_logs.h"
 #include "cli/settings.h"
 #include "examples/common/cli.h"
-#include "examples/common/plot.h"
 #include "examples/common/jobs.h"
+#include "examples/common/plot.h"
 
 /* The configurations, fp32 first: the file stem, the flags beyond the shared ones, the target.
  * The batch is the shared --batch 16 except for accumulation, 4 micro-batches of 4. */

@@ -7,8 +7,8 @@
  *   number_formats --spacing                    gap between neighbours against magnitude (the
  *                                               data behind the figure)
  * Tables are TSV with a header line. */
-#include "examples/common/cli.h"
 #include "cli/settings.h"
+#include "examples/common/cli.h"
 #include "precision/format.h"
 #include "precision/quant.h"
 

@@ -17,12 +17,12 @@
 
 #include "analysis/scaling_sweep.h"
 #include "analysis/scaling_tables.h"
+#include "cli/settings.h"
 #include "data/dataset.h"
 #include "data/text.h"
 #include "examples/common/cli.h"
 #include "examples/common/plot.h"
 #include "examples/common/progress.h"
-#include "cli/settings.h"
 #include "examples/common/tsv.h"
 
 enum { MAX_POINTS = 2048 };

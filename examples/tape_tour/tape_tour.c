@@ -9,8 +9,8 @@
 #include <stdlib.h>
 
 #include "autograd/ops.h"
-#include "examples/common/cli.h"
 #include "cli/settings.h"
+#include "examples/common/cli.h"
 
 static void print_values(const char *label, const float *v, size_t n)
 {

@@ -16,10 +16,10 @@
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
 #include "autograd/rng.h"
+#include "cli/settings.h"
 #include "examples/common/cli.h"
 #include "examples/common/plot.h"
 #include "examples/common/progress.h"
-#include "cli/settings.h"
 #include "examples/common/tsv.h"
 #include "optim/sgd.h"
 

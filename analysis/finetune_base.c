@@ -102,15 +102,6 @@ const char *const FINETUNE_COLUMNS[] = {
     "final_loss", "acc_new", "acc_old", "loss_old", "acc_old_off", NULL,
 };
 
-/* A number, or an empty cell where it does not apply (NAN). */
-static void tsv_num_or_empty(TsvWriter *w, double v)
-{
-    if (isnan(v))
-        tsv_str(w, "");
-    else
-        tsv_num(w, v);
-}
-
 bool finetune_write_row(TsvWriter *w, const FinetuneResult *r)
 {
     char run[32];

@@ -135,6 +135,14 @@ void tsv_num(TsvWriter *w, double v)
     put_cell(w, tsv_format_double(v, buf, sizeof buf));
 }
 
+void tsv_num_or_empty(TsvWriter *w, double v)
+{
+    if (isnan(v))
+        put_cell(w, "");
+    else
+        tsv_num(w, v);
+}
+
 void tsv_float(TsvWriter *w, float v)
 {
     char buf[32];

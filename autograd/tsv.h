@@ -32,6 +32,9 @@ typedef struct TsvWriter TsvWriter;
 TsvWriter  *tsv_open(const char *path, const char *const *columns, char *err, size_t errlen);
 
 void        tsv_num(TsvWriter *w, double v);
+/* A number, or an empty cell for NAN (a value that does not apply, or not measured at that
+ * row): gnuplot and spreadsheets read an empty cell as missing. */
+void        tsv_num_or_empty(TsvWriter *w, double v);
 void        tsv_float(TsvWriter *w, float v);
 void        tsv_int(TsvWriter *w, long long v);
 void        tsv_str(TsvWriter *w, const char *s);

@@ -87,14 +87,6 @@ RunLogs *run_logs_open(const RunLocal *l, int stages)
     return g;
 }
 
-static void cell(TsvWriter *w, double v)
-{
-    if (isnan(v))
-        tsv_str(w, "");
-    else
-        tsv_num(w, v);
-}
-
 static void end_row(TsvWriter *w, const char *path)
 {
     if (!tsv_end_row(w))
@@ -110,8 +102,8 @@ static void write_step(RunLogs *g, const RunStepRecord *rec)
     tsv_num(w, rec->result.grad_norm);
     tsv_num(w, (double)rec->tokens / rec->seconds);
     tsv_num(w, 1000.0 * rec->seconds);
-    cell(w, rec->ev ? rec->ev->loss : NAN);
-    cell(w, rec->ev ? rec->ev->accuracy : NAN);
+    tsv_num_or_empty(w, rec->ev ? rec->ev->loss : NAN);
+    tsv_num_or_empty(w, rec->ev ? rec->ev->accuracy : NAN);
     tsv_num(w, rec->result.loss_scale);
     tsv_int(w, rec->result.skipped);
     tsv_num(w, rec->flop);
@@ -157,8 +149,8 @@ static void write_pipe_step(RunLogs *g, const RunPipeStep *rec)
     tsv_num(w, rec->bubble_replayed);
     tsv_num(w, rec->bubble_schedule);
     tsv_num(w, rec->bubble_formula);
-    cell(w, rec->val_loss);
-    cell(w, rec->val_acc);
+    tsv_num_or_empty(w, rec->val_loss);
+    tsv_num_or_empty(w, rec->val_acc);
     for (int s = 0; s < rec->stages; s++)
         tsv_int(w, (long long)rec->act_peaks[s]);
     end_row(w, g->log_path);

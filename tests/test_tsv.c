@@ -3,6 +3,7 @@
  * via a temporary file; a missing gnuplot or a broken script reported, not fatal). */
 #include "tests/test_helpers.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -116,8 +117,14 @@ static void test_tsv_file(void **state)
     assert_string_equal(slurp(tmp), "step\tloss\tnote\n1\t0.5\ttab here\n");
     assert_string_equal(slurp(path), "an older run\n");
     assert_true(tsv_row(w, (double[]){ 2, 0.25, 1e-3 }));
+    /* a value that does not apply is an empty cell, any other number as tsv_num writes it */
+    tsv_int(w, 3);
+    tsv_num_or_empty(w, NAN);
+    tsv_num_or_empty(w, 0.125);
+    assert_true(tsv_end_row(w));
     assert_true(tsv_close(w, err, sizeof err));
-    assert_string_equal(slurp(path), "step\tloss\tnote\n1\t0.5\ttab here\n2\t0.25\t0.001\n");
+    assert_string_equal(slurp(path), "step\tloss\tnote\n1\t0.5\ttab here\n2\t0.25\t0.001\n"
+                                     "3\t\t0.125\n");
     assert_true(outfile_no_temp_beside(path));
 }
 

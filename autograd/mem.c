@@ -304,6 +304,8 @@ void mem_transfer(void *dst, const void *src, size_t bytes)
         stats.to_device_bytes += bytes;
 }
 
+double mem_mib(double bytes) { return bytes / (1024.0 * 1024.0); }
+
 const char *mem_format_bytes(size_t bytes, char *buf, size_t len)
 {
     static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };

@@ -113,6 +113,8 @@ void        mem_transfer(void *dst, const void *src, size_t bytes);
 const char *mem_category_name(MemCategory cat);    /* "param", ..., "temp", "total" */
 /* A table of current and peak bytes per category. */
 void        mem_report(FILE *out);
+/* Bytes in MiB (2^20 bytes), for tables that print them as a number. */
+double      mem_mib(double bytes);
 /* "12.3 MiB" style text for a byte count, in a caller's buffer. */
 const char *mem_format_bytes(size_t bytes, char *buf, size_t len);
 

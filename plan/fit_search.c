@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "autograd/mem.h"
 #include "autograd/outfile.h"
 #include "autograd/policy.h"
 #include "autograd/rng.h"
@@ -521,8 +522,6 @@ void fit_search_free(FitSearch *s)
     s->n = 0;
 }
 
-static double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
-
 void fit_search_print(const FitSearch *s, const FitGoal *g, FILE *out)
 {
     fprintf(out, "\n%d candidates listed, %d shapes predicted to fit (the preferred way to "
@@ -538,7 +537,7 @@ void fit_search_print(const FitSearch *s, const FitGoal *g, FILE *out)
         const FitRow *r = &s->rows[i];
         char d[128], meas[32] = "-", diff[32] = "-", upd[32] = "-", steps[32] = "-";
         if (r->measured && r->m.fits) {
-            snprintf(meas, sizeof meas, "%.2f", mib(r->m.peak[MEM_ALL]));
+            snprintf(meas, sizeof meas, "%.2f", mem_mib(r->m.peak[MEM_ALL]));
             snprintf(diff, sizeof diff, "%+.0f", r->m.peak[MEM_ALL] - r->c.predicted);
         }
         if (r->update_seconds > 0) {
@@ -546,7 +545,7 @@ void fit_search_print(const FitSearch *s, const FitGoal *g, FILE *out)
             snprintf(steps, sizeof steps, "%ld", r->steps);
         }
         fprintf(out, "%-4d %-50s %9zu %9.2f %9s %9s %9s %7s  %s\n", i + 1,
-                fit_describe(&r->c, d, sizeof d), r->c.params, mib(r->c.predicted), meas, diff,
+                fit_describe(&r->c, d, sizeof d), r->c.params, mem_mib(r->c.predicted), meas, diff,
                 upd, steps, r->verdict);
         if (r->measured && !r->m.fits)
             fprintf(out, "     %s\n", r->m.error);

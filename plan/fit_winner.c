@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "autograd/mem.h"
 #include "plan/fit_search.h"
 
 /* One argument formatted, as fit_each_arg's. */
@@ -91,8 +92,6 @@ bool fit_write_table(const char *path, size_t budget, const FitRow *w, const Fit
     return tsv_close(t, err, errlen);
 }
 
-static double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
-
 void fit_trained_print(const FitTrained *r, const FitRow *w, size_t budget, double seconds,
                        FILE *out)
 {
@@ -111,8 +110,8 @@ void fit_trained_print(const FitTrained *r, const FitRow *w, size_t budget, doub
         fprintf(out, "  parameters         %zu\n", w->c.params);
     fprintf(out, "  peak memory        %zu bytes (%.2f MiB) over the training steps, %zu "
             "(%.2f MiB) over the run; one step measured %.0f, predicted %.0f (%.2f MiB)\n",
-            r->peak_step, mib((double)r->peak_step), r->peak_run, mib((double)r->peak_run),
-            w->m.peak[MEM_ALL], w->c.predicted, mib(w->c.predicted));
+            r->peak_step, mem_mib((double)r->peak_step), r->peak_run, mem_mib((double)r->peak_run),
+            w->m.peak[MEM_ALL], w->c.predicted, mem_mib(w->c.predicted));
     fprintf(out, "  eval loss          %.4f (validation, %d rows, after %ld updates)\n",
             r->val_loss, FIT_EVAL_EXAMPLES, r->steps);
     fprintf(out, "  batch size         %d rows = %d x %d accumulated, of %d tokens\n",

@@ -112,6 +112,8 @@ static void test_format_bytes(void **state)
     assert_string_equal(mem_format_bytes(512, buf, sizeof buf), "512 B");
     assert_string_equal(mem_format_bytes(1536, buf, sizeof buf), "1.5 KiB");
     assert_string_equal(mem_format_bytes(3u << 20, buf, sizeof buf), "3.0 MiB");
+    assert_true(mem_mib(3u << 20) == 3.0);          /* 2^20 bytes, not 10^6 */
+    assert_true(mem_mib(1536.0 * 1024.0) == 1.5);
 }
 
 /* A loop that frees and reallocates the same sizes is served from the cache after its first

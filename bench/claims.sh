@@ -15,9 +15,11 @@
 #                 at <= 2n forward evaluations (at most one extra forward)
 #   ckpt_gpt      bench_checkpoint's GPT (L = 6): sqrt keeps <= 0.6 of vanilla's activation
 #                 bytes at <= 2L block forwards (the seed does not enter: one row per threads)
-#   lr_sgd_linear train_gpt at k = 4 (4x the batch, 4x fewer steps; lr_scaling's cell): SGD with
-#                 the linear rule ends below SGD without a rule (which stays on the plateau)
-#   lr_adam_sqrt  the same cell, AdamW with the sqrt rule: >= 90% exact match
+#   lr_sgd_break  lr_scaling's cells (12 epochs, gradual warmup): SGD at the base batch (k = 1)
+#                 solves >= 90%, and with the linear rule at k = 32 (rate 3.2, 384 steps) ends
+#                 above a validation loss of 1: the rule breaks down, as Goyal et al.'s beyond 8k
+#   lr_adam_sqrt  AdamW with the sqrt rule at k = 4 (4x the batch, 4x fewer steps): >= 90%
+#                 exact match
 #   chinchilla    scaling_laws --quick: every budget's IsoFLOP profile has a minimum, N_opt
 #                 grows with C (approach 2's exponent a > 0) and the tokens per parameter at
 #                 the largest budget are between 20 and 2000 (characters, not BPE tokens:
@@ -25,9 +27,9 @@
 #
 # Usage: sh bench/claims.sh [BUILD]      (from the repository root; `make claims` runs it)
 # Environment: SEEDS (default "1 2 3 4 5"), THREADS ("1 2"), KERNELS ("portable fast"),
-# CLAIMS (any of "lora fp16 ckpt lr chinchilla"). The runs go to BUILD/claims/, the table to
-# BUILD/claims/table.txt as well. Exit status 1 if a row fails. It is a bench, not a test: the
-# whole sweep is long. Measured on a 2-core EPYC shared with other jobs (load average about 8),
+# CLAIMS (any of "lora fp16 ckpt lr chinchilla"), OUT (default BUILD/claims; two sweeps at once
+# need two). The runs go to OUT/, the table to OUT/table.txt as well. Exit status 1 if a row
+# fails. It is a bench, not a test: the whole sweep is long. Measured on a 2-core EPYC shared with other jobs (load average about 8),
 # one run at a time: a LoRA base 7 to 10 minutes (3000 steps, 4 heads; the 4000-step, 8-head
 # base of now took 12 at a load average of 10 to 15; the portable mode trains one base per seed
 # for both thread counts, the fast mode one per seed and count), its two fine-tunes about 6;
@@ -40,7 +42,7 @@ seeds=${SEEDS:-"1 2 3 4 5"}
 thread_counts=${THREADS:-"1 2"}
 kernel_modes=${KERNELS:-"portable fast"}
 claims=${CLAIMS:-"lora fp16 ckpt lr chinchilla"}
-out=$build/claims
+out=${OUT:-$build/claims}
 mkdir -p "$out"
 table=$out/table.txt
 : > "$table"
@@ -129,24 +131,27 @@ claim_ckpt_gpt() {  # threads kernels dir: bench_checkpoint takes one thread per
         "$(verdict 'a <= 0.6 * b && f <= 12' -v a="$sa" -v b="$va" -v f="$sf")"
 }
 
-# One cell of lr_scaling's table (k = 4: batch 64, 2048 steps, warmup 128 steps), as it runs it.
-lr_run() {  # seed threads dir name optimizer lr rule
-    "$build/bin/train_gpt" --optimizer="$5" --embd=64 --batch=64 --accum=1 --steps=2048 \
-        --lr="$6" --base-batch=16 --lr-rule="$7" --warmup-type=gradual --warmup=128 \
-        --decay=cosine --clip=1 --weight-decay=0 --seed="$1" --eval-every=128 \
-        --eval-examples=500 --threads="$2" --log="$3/$4.tsv" > "$3/$4.out" 2>&1
+# One cell of lr_scaling's table, as it runs it (its commands.txt): C = 64, 12 epochs of 16 384
+# examples at batch 16 k (micro-batches of at most 64), warmup half an epoch, cosine to 0.
+lr_run() {  # seed threads dir name optimizer lr rule batch accum steps warmup
+    "$build/bin/train_gpt" --optimizer="$5" --embd=64 --batch="$8" --accum="$9" \
+        --steps="${10}" --lr="$6" --base-batch=16 --lr-rule="$7" --warmup-type=gradual \
+        --warmup="${11}" --decay=cosine --clip=1 --weight-decay=0 --seed="$1" \
+        --eval-every="$((${10} / 16))" --eval-examples=500 --threads="$2" --log="$3/$4.tsv" \
+        > "$3/$4.out" 2>&1
 }
 
 claim_lr() {
-    lr_run "$1" "$2" "$4" sgd_none sgd 0.1 none &&
-        lr_run "$1" "$2" "$4" sgd_linear sgd 0.1 linear &&
-        lr_run "$1" "$2" "$4" adamw_sqrt adamw 0.001 sqrt ||
-        { row lr_sgd_linear "$1" "$2" "$3" "train_gpt failed: $4/*.out" FAIL; return; }
-    none=$(tsv_last "$4/sgd_none.tsv" val_loss)
-    lin=$(tsv_last "$4/sgd_linear.tsv" val_loss)
-    acc=$(tsv_last "$4/adamw_sqrt.tsv" val_acc)
-    row lr_sgd_linear "$1" "$2" "$3" "val loss $(printf %.3g "$lin") (no rule $(printf %.3g "$none"))" \
-        "$(verdict 'l < n' -v l="$lin" -v n="$none")"
+    lr_run "$1" "$2" "$4" sgd_k1 sgd 0.1 none 16 1 12288 512 &&
+        lr_run "$1" "$2" "$4" sgd_k32_linear sgd 0.1 linear 64 8 384 16 &&
+        lr_run "$1" "$2" "$4" adamw_k4_sqrt adamw 0.001 sqrt 64 1 3072 128 ||
+        { row lr_sgd_break "$1" "$2" "$3" "train_gpt failed: $4/*.out" FAIL; return; }
+    base=$(tsv_last "$4/sgd_k1.tsv" val_acc)
+    big=$(tsv_last "$4/sgd_k32_linear.tsv" val_loss)
+    acc=$(tsv_last "$4/adamw_k4_sqrt.tsv" val_acc)
+    row lr_sgd_break "$1" "$2" "$3" \
+        "$(awk -v b="$base" -v l="$big" 'BEGIN { printf "k=32 val loss %.3g (k=1 exact match %.1f%%)", l, 100 * b }')" \
+        "$(verdict 'b >= 0.9 && l > 1' -v b="$base" -v l="$big")"
     row lr_adam_sqrt "$1" "$2" "$3" "$(awk -v a="$acc" 'BEGIN { printf "exact match %.1f%%", 100 * a }')" \
         "$(verdict 'a >= 0.9' -v a="$acc")"
 }

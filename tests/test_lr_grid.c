@@ -1,6 +1,6 @@
 /* The large-batch grid of lr_scaling (analysis/lr_grid.h): which cells the table has and in
  * what order, the curves' cells, and each cell's batch, micro-batch, steps, warmup and peak
- * rate. Expected values are worked out by hand from the defaults lr_scaling passes (8 epochs
+ * rate. Expected values are worked out by hand from the defaults lr_scaling passes (12 epochs
  * of 16384 examples, b = 16, micro-batches of at most 64, warmup 0.5 epochs). */
 #include "tests/test_helpers.h"
 
@@ -9,7 +9,7 @@
 
 #include "analysis/lr_grid.h"
 
-static const LrGrid GRID = { .epochs = 8, .epoch_examples = 16384, .base_batch = 16,
+static const LrGrid GRID = { .epochs = 12, .epoch_examples = 16384, .base_batch = 16,
                              .max_micro = 64, .lr_sgd = 0.1, .lr_adamw = 0.001,
                              .warmup_epochs = 0.5 };
 
@@ -65,16 +65,16 @@ static void test_arithmetic(void **state)
     (void)state;
     LrCell base = { "sgd", 1, SCHED_RULE_NONE, SCHED_WARMUP_GRADUAL };
     LrCell big = { "adamw", 32, SCHED_RULE_SQRT, SCHED_WARMUP_GRADUAL };
-    /* b = 16: micro-batch 16, 8 x 16384 / 16 = 8192 steps, warmup 8192 / 16 = 512 */
+    /* b = 16: micro-batch 16, 12 x 16384 / 16 = 12288 steps, warmup 16384 / 16 / 2 = 512 */
     assert_int_equal(lr_grid_batch(&GRID, &base), 16);
     assert_int_equal(lr_grid_micro(&GRID, &base), 16);
-    assert_int_equal(lr_grid_steps(&GRID, &base), 8192);
+    assert_int_equal(lr_grid_steps(&GRID, &base), 12288);
     assert_int_equal(lr_grid_warmup_steps(&GRID, &base), 512);
     assert_true(lr_grid_peak_lr(&GRID, &base) == 0.1);
-    /* 32 b = 512: 8 micro-batches of 64, 256 steps, warmup 16, peak 0.001 sqrt 32 */
+    /* 32 b = 512: 8 micro-batches of 64, 384 steps, warmup 16, peak 0.001 sqrt 32 */
     assert_int_equal(lr_grid_batch(&GRID, &big), 512);
     assert_int_equal(lr_grid_micro(&GRID, &big), 64);
-    assert_int_equal(lr_grid_steps(&GRID, &big), 256);
+    assert_int_equal(lr_grid_steps(&GRID, &big), 384);
     assert_int_equal(lr_grid_warmup_steps(&GRID, &big), 16);
     assert_true(fabs(lr_grid_peak_lr(&GRID, &big) - 0.001 * sqrt(32.0)) < 1e-15);
     big.rule = SCHED_RULE_LINEAR;

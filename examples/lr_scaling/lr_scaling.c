@@ -60,7 +60,9 @@ static const Setting SETTINGS[] = {
     { .name = "seeds", .id = FLAG_SEEDS, .type = SETTING_INT, .offset = FIELD(seeds),
       .lo = 1, .hi = MAX_SEEDS, .arg = "N", .help = "seeds per cell (default 1; --full 3)" },
     { .name = "epochs", .id = FLAG_EPOCHS, .type = SETTING_INT, .offset = FIELD(grid.epochs),
-      .lo = 1, .hi = 1000, .def = "8", .arg = "N", .help = "epochs per run" },
+      .lo = 1, .hi = 1000, .def = "12", .arg = "N",
+      .help = "epochs per run (12: with 8, AdamW at k = 4 ended some seeds on\n"
+              "the carries' plateau, docs/batch_and_lr.md)" },
     { .name = "epoch-examples", .id = FLAG_EPOCH_EXAMPLES, .type = SETTING_INT,
       .offset = FIELD(grid.epoch_examples), .lo = 1, .hi = 1 << 24, .def = "16384", .arg = "N",
       .help = "examples in an epoch" },

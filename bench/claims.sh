@@ -29,13 +29,12 @@
 # Environment: SEEDS (default "1 2 3 4 5"), THREADS ("1 2"), KERNELS ("portable fast"),
 # CLAIMS (any of "lora fp16 ckpt lr chinchilla"), OUT (default BUILD/claims; two sweeps at once
 # need two). The runs go to OUT/, the table to OUT/table.txt as well. Exit status 1 if a row
-# fails. It is a bench, not a test: the whole sweep is long. Measured on a 2-core EPYC shared with other jobs (load average about 8),
-# one run at a time: a LoRA base 7 to 10 minutes (3000 steps, 4 heads; the 4000-step, 8-head
-# base of now took 12 at a load average of 10 to 15; the portable mode trains one base per seed
-# for both thread counts, the fast mode one per seed and count), its two fine-tunes about 6;
-# the loss-scaling probe, the three train_gpt runs and the quick scaling grid of one
-# seed together 7; bench_checkpoint 1.5 per thread count and mode. The 20 (seed, threads,
-# kernels) cells then take about 6 to 7 hours on such a machine.
+# fails. It is a bench, not a test: the whole sweep is long. Measured on two idle cores of a
+# 2-core EPYC (2026-11-28), one run at a time: a LoRA cell (its base, full fine-tuning, LoRA
+# r=8) 459 s; the lr, fp16 and ckpt claims of seeds 1-5 on one thread, 1 150 s per kernel mode;
+# the quick scaling grid about 5 minutes a seed on one thread. The portable mode trains one
+# LoRA base per seed for both thread counts, the fast mode one per seed and count. The whole
+# sweep is about 5 hours of one core. docs/claims.md has the table measured so far.
 set -u
 build=${1:-build}
 seeds=${SEEDS:-"1 2 3 4 5"}

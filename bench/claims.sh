@@ -30,7 +30,7 @@
 # CLAIMS (any of "lora fp16 ckpt lr chinchilla"), OUT (default BUILD/claims; two sweeps at once
 # need two). The runs go to OUT/, the table to OUT/table.txt as well. Exit status 1 if a row
 # fails. It is a bench, not a test: the whole sweep is long. Measured on two idle cores of a
-# 2-core EPYC (2026-11-28), one run at a time: a LoRA cell (its base, full fine-tuning, LoRA
+# 2-core EPYC (2026-11-28), one sweep a core: a LoRA cell (its base, full fine-tuning, LoRA
 # r=8) 459 s; the lr, fp16 and ckpt claims of seeds 1-5 on one thread, 1 150 s per kernel mode;
 # the quick scaling grid about 5 minutes a seed on one thread. The portable mode trains one
 # LoRA base per seed for both thread counts, the fast mode one per seed and count. The whole
@@ -132,6 +132,9 @@ claim_ckpt_gpt() {  # threads kernels dir: bench_checkpoint takes one thread per
 
 # One cell of lr_scaling's table, as it runs it (its commands.txt): C = 64, 12 epochs of 16 384
 # examples at batch 16 k (micro-batches of at most 64), warmup half an epoch, cosine to 0.
+# The steps, warmups and accumulations below are analysis/lr_grid.c's, written out by hand:
+# change the grid and these must follow (the portable rows of seeds 1-3 must print the --full
+# table's own numbers, which is how they were checked).
 lr_run() {  # seed threads dir name optimizer lr rule batch accum steps warmup
     "$build/bin/train_gpt" --optimizer="$5" --embd=64 --batch="$8" --accum="$9" \
         --steps="${10}" --lr="$6" --base-batch=16 --lr-rule="$7" --warmup-type=gradual \

@@ -5,7 +5,8 @@
 # claim rests on and PASS or FAIL against its threshold (the thresholds are below, with why).
 #
 #   lora_base     lora_finetune's base, pretrained on add, solves >= 95% of add
-#   lora_learns   LoRA r=8 on q, v learns sub to >= 90% of full fine-tuning's exact match
+#   lora_learns   LoRA r=8 on q, v and the MLP (lora_finetune's targets) learns sub to >= 90%
+#                 of full fine-tuning's exact match
 #   lora_keeps    with the adapter removed the model solves add as the base did (>= 95%,
 #                 equal to the base's): W0 never moved
 #   fp16_rescue   loss_scaling's probe: fp16 flushes >= 1% of the nonzero activation gradients

@@ -248,8 +248,8 @@ $(BUILD)/tests/test_fit_largest_cli: $(BUILD)/bin/fit_largest
 $(BUILD)/obj/tests/test_fit_largest_cli.o: CFLAGS += -DTAPEGRAD_BUILD_DIR='"$(CURDIR)/$(BUILD)"'
 
 # The programs whose flags come from a settings table, run as a user would (the same way).
-SETTINGS_CLI_PROGS := backprop_strategies lora_finetune loss_scaling lr_scaling memory_calculator \
-                      number_formats
+SETTINGS_CLI_PROGS := backprop_strategies data_parallel lora_finetune loss_scaling lr_scaling \
+                      memory_calculator number_formats
 $(BUILD)/tests/test_settings_cli: $(addprefix $(BUILD)/bin/,$(SETTINGS_CLI_PROGS))
 $(BUILD)/obj/tests/test_settings_cli.o: CFLAGS += -DTAPEGRAD_BUILD_DIR='"$(CURDIR)/$(BUILD)"'
 # test_schema_cli reads every program's settings table (--settings-table) against the schemas.

@@ -84,6 +84,16 @@ static void test_backprop_strategies(void **state)
            "forward evaluations 15 (formula 15)");
 }
 
+/* The flags are read before MPI starts, so a bad one needs no mpirun to be refused. */
+static void test_data_parallel(void **state)
+{
+    (void)state;
+    refused("data_parallel", "--modes ddp,,zero1", "--modes 'ddp,,zero1': give 1 to 4 items");
+    refused("data_parallel", "--modes zero1,ddp,zero1", "--modes 'zero1,ddp,zero1': zero1 twice");
+    refused("data_parallel", "--modes zero4", "--modes: 'zero4' is not one of: ddp, zero1");
+    refused("data_parallel", "--steps 1", "--steps: 1 is out of range [2, 100000]");
+}
+
 static void test_lora_finetune(void **state)
 {
     (void)state;
@@ -134,6 +144,13 @@ static void test_lr_scaling(void **state)
     expect(0, "lr_scaling", "--help", "--base-batch N      the base batch b (default 16)");
     /* the schedules' TSV: a gradual warmup reaches the peak at step 100 of 1000 */
     expect(0, "lr_scaling", "--schedules", "gradual warmup, constant\t100\t1\n");
+    /* bench/claims.sh runs this line: k = 32 is batch 512, 8 micro-batches of 64, 12 epochs of
+     * 16 384 examples in 384 steps, the linear rule from 0.1 at b = 16, warmup half an epoch */
+    expect(0, "lr_scaling", "--full --out o --print-commands",
+           "/train_gpt --optimizer=sgd --embd=64 --batch=64 --accum=8 --steps=384 --lr=0.1 "
+           "--base-batch=16 --lr-rule=linear --warmup-type=gradual --warmup=16 --decay=cosine "
+           "--clip=1 --weight-decay=0 --seed=3 --eval-every=24 --eval-examples=500 --threads=1 "
+           "--log=o/runs/sgd_k32_linear_gradual_s3.tsv\n");
 }
 
 static void test_memory_calculator(void **state)
@@ -200,6 +217,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_backprop_strategies),
+        cmocka_unit_test(test_data_parallel),
         cmocka_unit_test(test_lora_finetune),
         cmocka_unit_test(test_loss_scaling),
         cmocka_unit_test(test_lr_scaling),

@@ -49,20 +49,16 @@ static void set_modes(void *opts, int id, const char *flag, const char *list)
 {
     (void)id;
     bool *modes = ((Options *)opts)->modes;
-    char buf[64];
-    snprintf(buf, sizeof buf, "%s", list);
+    char items[4][CLI_ITEM_LEN];
+    int n = cli_list(flag, list, items, 4);
     for (int k = 0; k < 4; k++)
         modes[k] = false;
-    bool any = false;
-    for (char *save = NULL, *name = strtok_r(buf, ",", &save); name;
-         name = strtok_r(NULL, ",", &save)) {
-        int k = cli_choice(flag, name, MODES);
+    for (int i = 0; i < n; i++) {
+        int k = cli_choice(flag, items[i], MODES);
         if (modes[k])
-            cli_usage_error("%s '%s': %s twice", flag, list, name);
-        modes[k] = any = true;
+            cli_usage_error("%s '%s': %s twice", flag, list, items[i]);
+        modes[k] = true;
     }
-    if (!any || strlen(list) >= sizeof buf)
-        cli_usage_error("%s '%s': expected a list of ddp, zero1, zero2, zero3", flag, list);
 }
 
 enum { FLAG_STEPS = 256, FLAG_LAYERS, FLAG_EMBD, FLAG_HEADS, FLAG_SEQ, FLAG_BATCH,

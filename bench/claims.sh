@@ -131,27 +131,25 @@ claim_ckpt_gpt() {  # threads kernels dir: bench_checkpoint takes one thread per
         "$(verdict 'a <= 0.6 * b && f <= 12' -v a="$sa" -v b="$va" -v f="$sf")"
 }
 
-# One cell of lr_scaling's table, as it runs it (its commands.txt): C = 64, 12 epochs of 16 384
-# examples at batch 16 k (micro-batches of at most 64), warmup half an epoch, cosine to 0.
-# The steps, warmups and accumulations below are analysis/lr_grid.c's, written out by hand:
-# change the grid and these must follow (the portable rows of seeds 1-3 must print the --full
-# table's own numbers, which is how they were checked).
-lr_run() {  # seed threads dir name optimizer lr rule batch accum steps warmup
-    "$build/bin/train_gpt" --optimizer="$5" --embd=64 --batch="$8" --accum="$9" \
-        --steps="${10}" --lr="$6" --base-batch=16 --lr-rule="$7" --warmup-type=gradual \
-        --warmup="${11}" --decay=cosine --clip=1 --weight-decay=0 --seed="$1" \
-        --eval-every="$((${10} / 16))" --eval-examples=500 --threads="$2" --log="$3/$4.tsv" \
-        > "$3/$4.out" 2>&1
+# One cell of lr_scaling's --full table, run by the very command lr_scaling prints for it
+# (--print-commands): 12 epochs of 16 384 examples at batch 16 k (micro-batches of at most 64),
+# warmup half an epoch, cosine to 0. Its log is DIR/runs/NAME_sSEED.tsv, as in lr_scaling's.
+lr_run() {  # seed threads dir name
+    cmd=$("$build/bin/lr_scaling" --full --seeds "$1" --threads "$2" --out "$3" --print-commands |
+          grep "/runs/$4_s$1\.tsv\$")
+    [ -n "$cmd" ] || return 1
+    mkdir -p "$3/runs"
+    sh -c "$cmd" > "$3/runs/$4_s$1.out" 2>&1
 }
 
 claim_lr() {
-    lr_run "$1" "$2" "$4" sgd_k1 sgd 0.1 none 16 1 12288 512 &&
-        lr_run "$1" "$2" "$4" sgd_k32_linear sgd 0.1 linear 64 8 384 16 &&
-        lr_run "$1" "$2" "$4" adamw_k4_sqrt adamw 0.001 sqrt 64 1 3072 128 ||
-        { row lr_sgd_break "$1" "$2" "$3" "train_gpt failed: $4/*.out" FAIL; return; }
-    base=$(tsv_last "$4/sgd_k1.tsv" val_acc)
-    big=$(tsv_last "$4/sgd_k32_linear.tsv" val_loss)
-    acc=$(tsv_last "$4/adamw_k4_sqrt.tsv" val_acc)
+    lr_run "$1" "$2" "$4" sgd_k1_none_gradual &&
+        lr_run "$1" "$2" "$4" sgd_k32_linear_gradual &&
+        lr_run "$1" "$2" "$4" adamw_k4_sqrt_gradual ||
+        { row lr_sgd_break "$1" "$2" "$3" "train_gpt failed: $4/runs/*.out" FAIL; return; }
+    base=$(tsv_last "$4/runs/sgd_k1_none_gradual_s$1.tsv" val_acc)
+    big=$(tsv_last "$4/runs/sgd_k32_linear_gradual_s$1.tsv" val_loss)
+    acc=$(tsv_last "$4/runs/adamw_k4_sqrt_gradual_s$1.tsv" val_acc)
     row lr_sgd_break "$1" "$2" "$3" \
         "$(awk -v b="$base" -v l="$big" 'BEGIN { printf "k=32 val loss %.3g (k=1 exact match %.1f%%)", l, 100 * b }')" \
         "$(verdict 'b >= 0.9 && l > 1' -v b="$base" -v l="$big")"

@@ -30,7 +30,7 @@
 enum { MAX_SEEDS = 16, MAX_POINTS = 4096 };
 
 typedef struct {
-    bool        full, schedules;
+    bool        full, schedules, print_commands;
     const char *out, *train_gpt;
     int         threads, jobs, seeds, embd, eval_examples;
     LrGrid      grid;
@@ -40,13 +40,17 @@ typedef struct {
 enum { FLAG_SCHEDULES = 256, FLAG_FULL, FLAG_OUT, FLAG_TRAIN_GPT, FLAG_SEEDS, FLAG_EPOCHS,
        FLAG_EPOCH_EXAMPLES, FLAG_BASE_BATCH, FLAG_MAX_MICRO, FLAG_EMBD, FLAG_LR_SGD,
        FLAG_LR_ADAMW, FLAG_WARMUP_EPOCHS, FLAG_CLIP, FLAG_EVAL_EXAMPLES, FLAG_THREADS, FLAG_KERNELS,
-       FLAG_JOBS };
+       FLAG_JOBS, FLAG_PRINT_COMMANDS };
 
 #define FIELD(f) offsetof(Options, f)
 static const Setting SETTINGS[] = {
     { .name = "schedules", .id = FLAG_SCHEDULES, .type = SETTING_SWITCH,
       .offset = FIELD(schedules),
       .help = "print the schedule shapes as TSV (no training) and stop" },
+    { .name = "print-commands", .id = FLAG_PRINT_COMMANDS, .type = SETTING_SWITCH,
+      .offset = FIELD(print_commands),
+      .help = "print the table's train_gpt commands, one a line, and\n"
+              "stop: no training, no files (their logs go to DIR/runs)" },
     { .name = "full", .id = FLAG_FULL, .type = SETTING_SWITCH, .offset = FIELD(full),
       .help = "the whole table: k in 1 4 16 32, rules none linear sqrt,\n"
               "warmup none and gradual, sgd and adamw, 3 seeds (long: see\n"
@@ -306,6 +310,20 @@ static void print_schedules(void)
     }
 }
 
+/* The table's runs as commands, without running them: a script that checks one cell
+ * (bench/claims.sh) takes its line from here rather than copying the grid's arithmetic. */
+static void print_commands(const Options *o)
+{
+    LrCell cells[LR_GRID_MAX_CELLS];
+    int n = lr_grid_cells(o->full, cells);
+    static JobSpec r;
+    for (int i = 0; i < n; i++)
+        for (int s = 1; s <= o->seeds; s++) {
+            build_run(o, &cells[i], s, &r);
+            job_print_command(stdout, &r);
+        }
+}
+
 /* ---- main ------------------------------------------------------------------------------------- */
 
 int main(int argc, char **argv)
@@ -318,6 +336,10 @@ int main(int argc, char **argv)
     }
     if (!o.train_gpt)
         o.train_gpt = job_find_train_gpt(argv[0]);
+    if (o.print_commands) {
+        print_commands(&o);
+        return 0;
+    }
     char runs[600];
     snprintf(runs, sizeof runs, "%s/runs", o.out);
     job_make_dir(o.out);

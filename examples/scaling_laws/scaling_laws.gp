@@ -19,14 +19,18 @@ set format x "%.0e"
 set xlabel "parameters N (all)"
 set ylabel "validation loss (nats per character)"
 set grid
-set key top right
+# The key in two columns above the profiles, in headroom made for it, so that it covers no point.
+set offsets 0, 0, graph 0.3, 0
+set key top right maxrows 4 width -2
 plot for [i=0:nbv-1] points using "N":(column("budget_index") == i ? column("loss") : NaN):"loss_lo":"loss_hi" \
          with yerrorbars pt 7 ps 0.9 lc i+1 title sprintf("C = %s", word(budgets, i+1)), \
      for [i=0:nbv-1] isoflop using "N":(column("budget_index") == i ? column("parabola") : NaN) \
          with lines lw 2 lc i+1 notitle, \
      optimal using "N_opt":"loss_opt":"N_lo":"N_hi" with xerrorbars pt 5 ps 1.2 lc rgb "black" \
-         title "vertices (5-95% over the seeds)"
+         title "vertices, 5-95% over the seeds"
 
+set offsets 0, 0, 0, 0
+set key maxrows auto width 0
 set title "N_opt(C)"
 set logscale xy
 set format y "%.0e"
@@ -53,7 +57,8 @@ plot optimal using "budget":"D_opt":"D_lo":"D_hi" with yerrorbars pt 7 ps 1.2 lc
 
 set title "compute-optimal D / N (characters; / 4 for BPE tokens, assumed)"
 set ylabel "D_opt / N_opt (characters)"
-set key top right
+set offsets 0, 0, graph 0.4, 0
+set key top right maxrows auto width 0
 plot optimal using "budget":"tpp":"tpp_lo":"tpp_hi" with yerrorbars pt 7 ps 1.2 lc rgb "#08519c" title "approach 2 vertices", \
      lines using "C":"tpp_a2" with lines lw 2 lc rgb "#08519c" title "approach 2", \
      lines using "C":"tpp_a3" with lines lw 2 dt 2 lc rgb "#d95f0e" title "approach 3", \

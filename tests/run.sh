@@ -17,7 +17,7 @@ passed=0; failed=0; crashed=""
 # which have no frame pointers: the slow unwinder (fast_unwind_on_malloc=0) follows them, the
 # fast one stops after one frame and the leaks were reported (test_dist_comm failed under
 # SANITIZE=1). Only the dist tests pay for it.
-here=$(dirname "$0")
+here=$(cd "$(dirname "$0")" && pwd)   # absolute: some tests run programs from another folder
 DIST_RANKS="${DIST_RANKS:-4}"
 export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$here/lsan_mpi.supp:print_suppressions=0}"
 run_one() {

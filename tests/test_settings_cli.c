@@ -18,11 +18,14 @@ typedef struct {
     char out[32768];    /* stdout and stderr together */
 } Run;
 
-/* PROGRAM ARGS (a shell fragment) with input (lines, no quote) on stdin, stopped after a minute. */
+/* PROGRAM ARGS (a shell fragment) with input (lines, no quote) on stdin, stopped after a minute.
+ * Under SANITIZE=1, LeakSanitizer's suppressions for what OpenMPI keeps (data_parallel links it)
+ * match only through the slow unwinder, as for the dist tests (tests/run.sh). */
 static void run_input(Run *r, const char *program, const char *args, const char *input)
 {
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "cd %s && printf '%s' | OMP_NUM_THREADS=1 timeout -s KILL 60 "
+    snprintf(cmd, sizeof cmd, "cd %s && printf '%s' | OMP_NUM_THREADS=1 "
+             "ASAN_OPTIONS=${ASAN_OPTIONS:-fast_unwind_on_malloc=0} timeout -s KILL 60 "
              "bin/%s %s 2>&1", TAPEGRAD_BUILD_DIR, input, program, args);
     r->status = test_run_shell(cmd, r->out, sizeof r->out);
 }

@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "analysis/seed_stats.h"
 #include "autograd/tensor.h"
 #include "examples/common/blas_kernels.h"
 #include "examples/common/rerun.h"
@@ -21,4 +22,13 @@ void cli_init(const char *argv0)
     /* the library's messages (out of memory) and cli/'s name it */
     const char *slash = argv0 ? strrchr(argv0, '/') : NULL;
     tensor_set_program(slash ? slash + 1 : argv0);
+}
+
+int cli_seed_list(const char *flag, const char *arg, long *seeds, int max)
+{
+    int n = seed_list_parse(arg, seeds, max);
+    if (n < 0)
+        cli_usage_error("%s '%s': not a list of distinct seeds like 1-3 or 1,2,5 (at most %d)",
+                        flag, arg, max);
+    return n;
 }

@@ -9,4 +9,8 @@
  * the program again from the start (rerun.h). */
 void cli_init(const char *argv0);
 
+/* A list of seeds given to flag ("1-3", "1,2,5"; distinct, at most max) into seeds[]: how many.
+ * Anything else is a usage error naming the flag (analysis/seed_stats.h, seed_list_parse). */
+int cli_seed_list(const char *flag, const char *arg, long *seeds, int max);
+
 #endif

@@ -52,10 +52,7 @@ static void set_seeds(void *opts, int id, const char *flag, const char *arg)
 {
     (void)id;
     Options *o = opts;
-    o->n_seeds = seed_list_parse(arg, o->seeds, SEED_MAX);
-    if (o->n_seeds < 0)
-        cli_usage_error("%s '%s': not a list of distinct seeds like 1-8 or 1,2,5 (at most %d)",
-                        flag, arg, SEED_MAX);
+    o->n_seeds = cli_seed_list(flag, arg, o->seeds, SEED_MAX);
 }
 
 _Static_assert(SEED_MAX == 31, "--seeds' help names SEED_MAX");

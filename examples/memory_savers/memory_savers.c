@@ -62,10 +62,7 @@ static void set_seeds(void *opts, int id, const char *flag, const char *arg)
 {
     (void)id;
     Options *o = opts;
-    o->n_seeds = seed_list_parse(arg, o->seeds, SEED_MAX);
-    if (o->n_seeds < 0)
-        cli_usage_error("%s '%s': not a list of distinct seeds like 1-3 or 1,2,5 (at most %d)",
-                        flag, arg, SEED_MAX);
+    o->n_seeds = cli_seed_list(flag, arg, o->seeds, SEED_MAX);
 }
 
 enum { FLAG_OUT = 256, FLAG_FROM_LOGS, FLAG_QUICK, FLAG_SEEDS, FLAG_STEPS, FLAG_EVAL_EVERY,

@@ -30,12 +30,13 @@
 # Environment: SEEDS (default "1 2 3 4 5"), THREADS ("1 2"), KERNELS ("portable fast"),
 # CLAIMS (any of "lora fp16 ckpt lr chinchilla"), OUT (default BUILD/claims; two sweeps at once
 # need two). The runs go to OUT/, the table to OUT/table.txt as well. Exit status 1 if a row
-# fails. It is a bench, not a test: the whole sweep is long. Measured on two idle cores of a
-# 2-core EPYC (2026-11-28), one sweep a core: a LoRA cell (its base, full fine-tuning, LoRA
-# r=8) 459 s; the lr, fp16 and ckpt claims of seeds 1-5 on one thread, 1 150 s per kernel mode;
-# the quick scaling grid about 5 minutes a seed on one thread. The portable mode trains one
-# LoRA base per seed for both thread counts, the fast mode one per seed and count. The whole
-# sweep is about 5 hours of one core. docs/claims.md has the table measured so far.
+# fails. It is a bench, not a test: the whole sweep is long. Measured on a 2-core EPYC
+# (2026-11-28), two sweeps at a time: a LoRA cell (its base, full fine-tuning, LoRA r=8) 459 s
+# on one thread, about 200 s with the base cached, about 330 s on two threads; the lr, fp16 and
+# ckpt claims of seeds 1-5 on one thread, 1 150 s per kernel mode; a chinchilla cell takes both
+# cores (scaling_laws runs two jobs), 122 s alone. The portable mode trains one LoRA base per
+# seed for both thread counts, the fast mode one per seed and count. The whole sweep is about
+# 5 hours of one core. docs/claims.md has the table as measured.
 set -u
 build=${1:-build}
 seeds=${SEEDS:-"1 2 3 4 5"}

@@ -32,7 +32,7 @@
 # need two). The runs go to OUT/, the table to OUT/table.txt as well. Exit status 1 if a row
 # fails. It is a bench, not a test: the whole sweep is long. Measured on a 2-core EPYC
 # (2026-11-28), two sweeps at a time: a LoRA cell (its base, full fine-tuning, LoRA r=8) 459 s
-# on one thread, about 200 s with the base cached, about 330 s on two threads; the lr, fp16 and
+# on one thread, about 200 s with the base cached, about 350 s on two threads; the lr, fp16 and
 # ckpt claims of seeds 1-5 on one thread, 1 150 s per kernel mode; a chinchilla cell takes both
 # cores (scaling_laws runs two jobs), 122 s alone. The portable mode trains one LoRA base per
 # seed for both thread counts, the fast mode one per seed and count. The whole sweep is about

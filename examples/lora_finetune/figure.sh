@@ -5,9 +5,10 @@
 # are at the mercy of anything else running on a small machine. The base is pretrained once and
 # kept in BUILD_DIR/lora_finetune, so later runs only fine-tune.
 # Time: the base's 4000 pretraining steps the first time only (12 minutes on a shared 2-core
-# machine at a load average of 10 to 15), then 11 minutes of one core (the other busy) for the
-# seven fine-tuning runs (2000 steps each: full fine-tuning 44 ms a step, the adapters on q, v
-# and the MLP 37 to 38 ms) and their evaluations.
+# machine at a load average of 10 to 15), then 11 minutes of one core (10 min 50 s with the
+# other idle, about the same with it busy) for the seven fine-tuning runs (2000 steps each:
+# full fine-tuning 44 ms a step, the adapters on q, v and the MLP 36 to 38 ms) and their
+# evaluations.
 # Usage: sh examples/lora_finetune/figure.sh BUILD_DIR   (run from the repository root)
 set -eu
 build=${1:-build}

@@ -53,6 +53,7 @@ typedef struct {
     float        scale;            /* 1 / sqrt(D) */
     const float *q, *k, *v;
     float       *dq, *dk, *dv;
+    bool         zero_grads;       /* dq, dk, dv are new (tensor_grad_begin): zeroed per head */
 } AttnHeads;
 
 static long in_offset(const AttnHeads *a, int b, int h)
@@ -201,6 +202,20 @@ static void count_backward(Node *n, const AttnHeads *a)
     node_count(n, pairs * products * 2 * T * T * a->D, pairs * 5 * causal_entries(T));
 }
 
+/* A new gradient is zeroed a head at a time, by the thread about to add that head's dq, dk and
+ * dv into it (T rows of D floats each, in cache), rather than by tensor_grad in a pass of its
+ * own over the whole [B, T, 3C] on one thread. The heads' columns cover the tensor. */
+static void zero_head_grads(const AttnHeads *a, int b, int h)
+{
+    long off = in_offset(a, b, h);
+    for (int t = 0; t < a->T; t++) {
+        long row = off + (long)t * a->ld;
+        memset(a->dq + row, 0, (size_t)a->D * sizeof(float));
+        memset(a->dk + row, 0, (size_t)a->D * sizeof(float));
+        memset(a->dv + row, 0, (size_t)a->D * sizeof(float));
+    }
+}
+
 static void all_heads_backward(const AttnHeads *a, const float *p_all, const float *dout)
 {
     long TT = (long)a->T * a->T;
@@ -209,6 +224,8 @@ static void all_heads_backward(const AttnHeads *a, const float *p_all, const flo
     for (int bh = 0; bh < a->B * a->H; bh++) {
         int b = bh / a->H, h = bh % a->H;
         float *ds = scratch + omp_get_thread_num() * TT;
+        if (a->zero_grads)
+            zero_head_grads(a, b, h);
         head_backward(a, b, h, p_all + bh * TT, dout + out_offset(a, b, h), ds);
     }
     mem_free(scratch);
@@ -294,7 +311,7 @@ static void op_attention_qkv_backward(Node *n)
     const AttentionState *s = node_state(n, sizeof *s);
     Tensor *qkv = n->in[0];
     AttnHeads a = heads_of("op_attention_qkv", qkv, s->heads, 3);
-    point_into_qkv(&a, qkv->data, tensor_grad(qkv));
+    point_into_qkv(&a, qkv->data, tensor_grad_begin(qkv, &a.zero_grads));
     count_backward(n, &a);
     all_heads_backward(&a, n->saved[0]->data, n->out->grad);
 }

@@ -2,6 +2,7 @@
  * FLOPs (all "other"): one per +, -, *, /, comparison and tanh of the formula per element;
  * adding a gradient into a buffer (+=) is not counted, so passing dy on unchanged counts 0. */
 #include <math.h>
+#include <string.h>
 
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
@@ -27,10 +28,11 @@ static void op_add_backward(Node *n)
     for (int k = 0; k < 2; k++) {
         if (!n->in[k]->requires_grad)
             continue;
-        float *g = tensor_grad(n->in[k]);
+        bool fresh;     /* a new gradient is not zero-filled: 0 + dy is stored */
+        float *g = tensor_grad_begin(n->in[k], &fresh);
         #pragma omp parallel for simd schedule(static) if (par_worth((double)n->out->size))
         for (size_t i = 0; i < n->out->size; i++)
-            g[i] += dy[i];
+            g[i] = (fresh ? 0.0f : g[i]) + dy[i];
     }
 }
 
@@ -229,7 +231,8 @@ static void op_gelu_backward(Node *n)
 {
     const Tensor *x = n->in[0];
     const float *dy = n->out->grad;
-    float *g = tensor_grad(n->in[0]);
+    bool fresh;
+    float *g = tensor_grad_begin(n->in[0], &fresh);
     node_count(n, 0, 19 * (int64_t)n->out->size);
     long size = (long)n->out->size, chunks = (size + GELU_CHUNK - 1) / GELU_CHUNK;
     #pragma omp parallel for schedule(static) if (par_worth(19.0 * size))
@@ -240,6 +243,8 @@ static void op_gelu_backward(Node *n)
         const float *xc = x->data ? x->data + i0 : buf;
         if (!x->data)
             tensor_unpack_range(x, i0, m, buf);
+        if (fresh)      /* zeroed a chunk at a time, in cache, rather than in a pass of its own */
+            memset(g + i0, 0, m * sizeof *g);
         gelu_backward_span(xc, dy + i0, g + i0, m);
     }
 }

@@ -45,7 +45,7 @@ static void product_low_accumulate(Format f, bool ta, bool tb, int M, int N, int
     #pragma omp parallel for schedule(static) if (par_worth(32.0 * M * N * K))
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
-            float acc = fmt_round(f, beta * C[(size_t)i * N + j], rne, 0);
+            float acc = fmt_round(f, beta == 0.0f ? 0.0f : beta * C[(size_t)i * N + j], rne, 0);
             for (int k = 0; k < K; k++)
                 acc = fmt_round(f, acc + element(A, ta, M, K, i, k) * element(B, tb, K, N, k, j),
                                 rne, 0);
@@ -133,8 +133,10 @@ static void op_matmul_backward(Node *n)
     }
     if (x->requires_grad) {
         /* BEGIN SOLUTION matmul_backward */
-        product(n->policy, fg, fw, false, !trans_w, M, K, N, y->grad, w->data, 1.0f,
-                tensor_grad(x));
+        bool fresh;     /* a new dX: stored by the product (beta 0), not added to zeros */
+        float *dx = tensor_grad_begin(x, &fresh);
+        product(n->policy, fg, fw, false, !trans_w, M, K, N, y->grad, w->data,
+                fresh ? 0.0f : 1.0f, dx);
         /* STUDENT
         (void)fw;
         (void)tensor_grad(x);

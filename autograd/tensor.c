@@ -338,6 +338,14 @@ float *tensor_grad(Tensor *t)
     return t->grad;
 }
 
+float *tensor_grad_begin(Tensor *t, bool *fresh)
+{
+    *fresh = !t->grad && t->grad_dtype == DTYPE_F32;
+    if (*fresh)
+        t->grad = mem_alloc(t->is_param ? MEM_GRAD : MEM_TEMP, t->size * sizeof(float));
+    return tensor_grad(t);
+}
+
 void tensor_zero_grad(Tensor *t)
 {
     if (t->grad_dtype != DTYPE_F32) {

@@ -109,6 +109,14 @@ void    tensor_copy_data(Tensor *dst, const Tensor *src);   /* same size require
 /* The gradient buffer, allocated zero-filled if absent; for a packed gradient its working copy
  * (temp), holding the stored values (pending factors applied) until tensor_grad_pack. */
 float  *tensor_grad(Tensor *t);
+/* For a backward about to add its term to t's gradient: the buffer, and *fresh set when this
+ * call created it, in which case it is NOT zero-filled and the caller stores 0 + its term
+ * without reading the buffer (a product with beta 0, or a loop that zeroes a chunk just before
+ * adding into it). The values are those of adding to zeros; what it saves is a pass of its own
+ * over memory the size of t, on one thread while the others sleep: zero-filling new gradients
+ * was 2.5% of the large case's step (docs/performance.md). Anything but an fp32 gradient (a
+ * packed one's working copy) comes from tensor_grad with *fresh false. */
+float  *tensor_grad_begin(Tensor *t, bool *fresh);
 void    tensor_zero_grad(Tensor *t);
 void    tensor_free_grad(Tensor *t);
 void    tensor_set_name(Tensor *t, const char *name);

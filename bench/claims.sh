@@ -172,26 +172,33 @@ claim_chinchilla() {
         "$(verdict 'p >= 3 && f == 0 && a > 0 && t >= 20 && t <= 2000' -v p="$5" -v f="$6" -v a="${a:-0}" -v t="${tpp:-0}")"
 }
 
-printf '%-13s %4s %7s %8s  %-44s %s\n' claim seed threads kernels number verdict | tee -a "$table"
-start=$(date +%s)
-for k in $kernel_modes; do
-    export TAPEGRAD_KERNELS="$k"    # read by every program (docs/performance.md)
-    for t in $thread_counts; do
-        for c in $claims; do
-            if [ "$c" = ckpt ]; then
-                d=$out/$k/t$t
-                mkdir -p "$d"
-                claim_ckpt_gpt "$t" "$k" "$d"
-            fi
-            for s in $seeds; do
-                d=$out/$k/t$t/s$s
-                mkdir -p "$d"
-                "claim_$c" "$s" "$t" "$k" "$d"
+# The sweep is one function, called on the script's last line: sh reads a script as it runs it,
+# so without this an edit to the file during a sweep of hours would change what the rest of the
+# sweep runs, or break it. Once that line is read, the file is not read again.
+sweep() {
+    printf '%-13s %4s %7s %8s  %-44s %s\n' claim seed threads kernels number verdict | tee -a "$table"
+    start=$(date +%s)
+    for k in $kernel_modes; do
+        export TAPEGRAD_KERNELS="$k"    # read by every program (docs/performance.md)
+        for t in $thread_counts; do
+            for c in $claims; do
+                if [ "$c" = ckpt ]; then
+                    d=$out/$k/t$t
+                    mkdir -p "$d"
+                    claim_ckpt_gpt "$t" "$k" "$d"
+                fi
+                for s in $seeds; do
+                    d=$out/$k/t$t/s$s
+                    mkdir -p "$d"
+                    "claim_$c" "$s" "$t" "$k" "$d"
+                done
             done
         done
     done
-done
-n=$(($(wc -l < "$table") - 1))
-failed=$(grep -c 'FAIL$' "$table")
-echo "$((n - failed)) of $n rows pass; $(($(date +%s) - start)) s; runs in $out"
-[ "$failed" -eq 0 ]
+    n=$(($(wc -l < "$table") - 1))
+    failed=$(grep -c 'FAIL$' "$table")
+    echo "$((n - failed)) of $n rows pass; $(($(date +%s) - start)) s; runs in $out"
+    [ "$failed" -eq 0 ]
+}
+
+sweep; exit

@@ -113,7 +113,7 @@ static void approach2(const Set *s, const double *L, const double *budgets, int 
         ln[m] = log(p->N_opt);
         ld[m++] = log(budgets[b] / (6 * p->N_opt));
     }
-    double k0, k1;
+    double k0 = NAN, k1 = NAN;     /* a failed fit leaves them unset, and the line not ok */
     line->ok = fit_line(lc, ln, m, &k0, &line->a) && fit_line(lc, ld, m, &k1, &line->b);
     line->coef = exp(k0);
     line->b_coef = exp(k1);

@@ -81,7 +81,6 @@ static const double MAX_CKPT_RATIO = 1.4;
 
 static int n_threads = THREADS;
 
-static const char *const PYTHON = "/usr/bin/python3";
 static const char *const TORCH_SCRIPT = TAPEGRAD_SOURCE_DIR "/bench/gpt_torch_bench.py";
 
 typedef struct {
@@ -263,13 +262,6 @@ static OurRun run_ours_passive(const BenchCase *c, const char *isa)
     return r;
 }
 
-static bool torch_available(void)
-{
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "%s -c 'import torch' >/dev/null 2>&1", PYTHON);
-    return system(cmd) == 0;
-}
-
 /* PyTorch's best: PASSIVE and OpenMP's default wait policy, each child trying oneDNN on and
  * off; the fastest of them, its setting written to setting. */
 static double run_torch(const BenchCase *c, const char *isa, char *setting, size_t len)
@@ -283,8 +275,8 @@ static double run_torch(const BenchCase *c, const char *isa, char *setting, size
     for (int i = 0; i < 2; i++) {
         char cmd[1024], which[64] = "?";
         snprintf(cmd, sizeof cmd, "%s %s%s '%s' %d %d %d %d %d %d %d %d 2>&1", policies[i].env,
-                 hold, PYTHON, TORCH_SCRIPT, g->vocab_size, g->max_seq, g->n_layer, g->n_head,
-                 g->n_embd, c->B, c->warmup, c->steps);
+                 hold, BENCH_PYTHON, TORCH_SCRIPT, g->vocab_size, g->max_seq, g->n_layer,
+                 g->n_head, g->n_embd, c->B, c->warmup, c->steps);
         double ms = ms_from_child("torch", cmd, NULL, which, sizeof which);
         if (!isnan(ms) && (isnan(best) || ms < best)) {
             best = ms;
@@ -605,10 +597,10 @@ int main(int argc, char **argv)
                n_threads);
         want_torch = false;
     }
-    bool torch = want_torch && torch_available();
+    bool torch = want_torch && bench_torch_available();
     if (want_torch && !torch)
         printf("torch: %s cannot import torch; the PyTorch comparison is skipped "
-               "(install python3-torch to run it)\n", PYTHON);
+               "(install python3-torch to run it)\n", BENCH_PYTHON);
     printf("case\twho\tsetting\tms_per_step\ttokens_per_s\tGFLOP_per_s\tMFU_avx512\tMFU_avx2\t"
            "outside_products\n");
     int missed = 0;

@@ -3,8 +3,14 @@
 /* What every benchmark needs: a monotonic clock and the median of repeated timings (the
  * median, because a shared machine only ever makes a run slower, and one slow run must not
  * move the result). Header-only: each benchmark is a program of its own. */
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+
+/* Debian's own interpreter, which has python3-torch when it is installed (the first python3 on
+ * PATH may be another one). */
+#define BENCH_PYTHON "/usr/bin/python3"
 
 static inline double bench_now_ms(void)
 {
@@ -24,6 +30,12 @@ static inline double bench_median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Whether PyTorch can be imported: the benchmarks that compare with it skip it otherwise. */
+static inline bool bench_torch_available(void)
+{
+    return system(BENCH_PYTHON " -c 'import torch' >/dev/null 2>&1") == 0;
 }
 
 #endif

@@ -14,10 +14,13 @@ with the default). The script tries oneDNN (torch.backends.mkldnn) on and off, e
 model, and reports the faster. Gradients are cleared with set_to_none, which skips a memset per
 parameter.
 
-    OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 bench/gpt_torch_bench.py V T L H C B WARMUP STEPS
+    OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 bench/gpt_torch_bench.py V T L H C B WARMUP STEPS [bf16]
 
 prints "ms_per_step <median over STEPS>" (after WARMUP untimed steps) of the faster setting and
-"setting onednn" or "setting no-onednn".
+"setting onednn" or "setting no-onednn". With bf16 (bench/bench_mixed_precision.c), the forward
+pass and the loss run under torch.autocast("cpu", dtype=torch.bfloat16), PyTorch's CPU mixed
+precision: its products take bf16 operands, the parameters, their gradients and AdamW's state
+stay fp32 (the masters).
 """
 import importlib.util
 import os
@@ -39,7 +42,7 @@ def reference_module():
     return module
 
 
-def median_ms(module, V, T, L, H, C, B, warmup, steps):
+def median_ms(module, bf16, V, T, L, H, C, B, warmup, steps):
     torch.manual_seed(1)
     model = module.GPT(vocab_size=V, max_seq=T, n_layer=L, n_head=H, n_embd=C)
     params = list(model.parameters())
@@ -51,7 +54,8 @@ def median_ms(module, V, T, L, H, C, B, warmup, steps):
     times = []
     for i in range(warmup + steps):
         t0 = time.perf_counter()
-        _, loss = model(tokens, targets)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            _, loss = model(tokens, targets)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -61,15 +65,16 @@ def median_ms(module, V, T, L, H, C, B, warmup, steps):
 
 
 def main():
-    if len(sys.argv) != 9:
-        sys.exit("usage: gpt_torch_bench.py V T L H C B WARMUP STEPS")
-    args = [int(a) for a in sys.argv[1:]]
+    bf16 = len(sys.argv) == 10 and sys.argv[9] == "bf16"
+    if len(sys.argv) != 9 and not bf16:
+        sys.exit("usage: gpt_torch_bench.py V T L H C B WARMUP STEPS [bf16]")
+    args = [int(a) for a in sys.argv[1:9]]
     torch.set_num_threads(THREADS)
     module = reference_module()
     best = None
     for onednn in (True, False):
         torch.backends.mkldnn.enabled = onednn
-        ms = median_ms(module, *args)
+        ms = median_ms(module, bf16, *args)
         if best is None or ms < best[0]:
             best = (ms, "onednn" if onednn else "no-onednn")
     print("ms_per_step %.3f" % best[0])

@@ -598,9 +598,6 @@ int main(int argc, char **argv)
         want_torch = false;
     }
     bool torch = want_torch && bench_torch_available();
-    if (want_torch && !torch)
-        printf("torch: %s cannot import torch; the PyTorch comparison is skipped "
-               "(install python3-torch to run it)\n", BENCH_PYTHON);
     printf("case\twho\tsetting\tms_per_step\ttokens_per_s\tGFLOP_per_s\tMFU_avx512\tMFU_avx2\t"
            "outside_products\n");
     int missed = 0;

@@ -11,8 +11,8 @@
  * autocast bf16, and tapegrad bf16 >= 1.5x tapegrad fp32 with AMX, >= 1.2x with AVX512-BF16
  * only. Those need bf16 units (/proc/cpuinfo's amx_bf16 or avx512_bf16); on a CPU without them
  * the ratios are printed as measured and the targets marked not applicable: tapegrad emulates
- * bf16 there, and PyTorch's autocast falls back to slow generic code (18x its fp32 step on an
- * AVX2 EPYC).
+ * bf16 there, and PyTorch's autocast falls back to slow generic code (15x to 33x its fp32 step
+ * on an AVX2 EPYC: docs/mixed_precision.md).
  *
  * Emulation is not free: every op decodes its packed inputs into fp32 scratch and encodes its
  * output, and the backward decodes each node's tensors again and rounds the gradients it
@@ -212,11 +212,7 @@ int main(int argc, char **argv)
             return help ? 0 : 2;
         }
     }
-    if (torch && !bench_torch_available()) {
-        printf("torch: %s cannot import torch; the PyTorch comparison is skipped (install "
-               "python3-torch to run it)\n", BENCH_PYTHON);
-        torch = false;
-    }
+    torch = torch && bench_torch_available();
     par_set_threads(THREADS);
     printf("GPT training step under each precision preset, %d threads, median of %d steps "
            "(interleaved)\n", THREADS, STEPS);

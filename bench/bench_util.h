@@ -32,10 +32,14 @@ static inline double bench_median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* Whether PyTorch can be imported: the benchmarks that compare with it skip it otherwise. */
+/* Whether PyTorch can be imported; if not, says that the comparison with it is skipped. */
 static inline bool bench_torch_available(void)
 {
-    return system(BENCH_PYTHON " -c 'import torch' >/dev/null 2>&1") == 0;
+    if (system(BENCH_PYTHON " -c 'import torch' >/dev/null 2>&1") == 0)
+        return true;
+    printf("torch: %s cannot import torch; the PyTorch comparison is skipped (install "
+           "python3-torch to run it)\n", BENCH_PYTHON);
+    return false;
 }
 
 #endif
